@@ -1,0 +1,169 @@
+//! Client-facing key-value operations, independent of the protocol that serves them and of RESP.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What a client asks a front-end for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Get { key: Bytes },
+    Write(Write),
+}
+
+/// A single-key update. `value: None` is a delete (stored as a tombstone).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Write {
+    pub key: Bytes,
+    pub value: Option<Bytes>,
+    pub cond: Condition,
+}
+
+/// Redis' SET NX / XX: the write applies only if the key is absent / present when it is ordered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Condition {
+    Always,
+    IfAbsent,
+    IfPresent,
+}
+
+impl Condition {
+    pub fn holds(self, present: bool) -> bool {
+        match self {
+            Condition::Always => true,
+            Condition::IfAbsent => !present,
+            Condition::IfPresent => present,
+        }
+    }
+}
+
+impl Request {
+    pub fn key(&self) -> &Bytes {
+        match self {
+            Request::Get { key } => key,
+            Request::Write(w) => &w.key,
+        }
+    }
+}
+
+/// The answer to a [`Request`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// A get's result: `None` when the key is absent or deleted.
+    Value(Option<Bytes>),
+    /// A write's result: whether it applied (its condition held) and whether the key existed before.
+    Written {
+        applied: bool,
+        existed: bool,
+    },
+    Error(ErrorKind, String),
+}
+
+/// Why a request failed, and whether its outcome is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// No answer in time: a write may or may not have been applied.
+    Timeout,
+    /// Refused before being ordered (queue full): certainly not applied.
+    Busy,
+    /// Refused as invalid (too large, wrong node): certainly not applied.
+    Invalid,
+}
+
+impl ErrorKind {
+    /// True when the failed request certainly had no effect.
+    pub fn certainly_not_applied(self) -> bool {
+        !matches!(self, ErrorKind::Timeout)
+    }
+
+    /// The Redis-style error prefix (first word of a RESP error).
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "TIMEOUT",
+            ErrorKind::Busy => "BUSY",
+            ErrorKind::Invalid => "ERR",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// Size limits applied at the front-end, before anything is ordered, so an oversized request changes
+/// nothing anywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub max_key_bytes: usize,
+    pub max_value_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_key_bytes: 4096,
+            max_value_bytes: 1 << 20,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks a request against the limits; `Err` carries a client-facing message.
+    pub fn check(&self, req: &Request) -> Result<(), String> {
+        let key = req.key();
+        if key.is_empty() {
+            return Err("empty keys are not allowed".into());
+        }
+        if key.len() > self.max_key_bytes {
+            return Err(format!(
+                "key is {} bytes; the limit is {}",
+                key.len(),
+                self.max_key_bytes
+            ));
+        }
+        if let Request::Write(Write { value: Some(v), .. }) = req {
+            if v.len() > self.max_value_bytes {
+                return Err(format!(
+                    "value is {} bytes; the limit is {}",
+                    v.len(),
+                    self.max_value_bytes
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_reject_oversized_and_empty_keys() {
+        let l = Limits {
+            max_key_bytes: 3,
+            max_value_bytes: 4,
+        };
+        let get = |k: &'static str| Request::Get {
+            key: Bytes::from_static(k.as_bytes()),
+        };
+        assert!(l.check(&get("abc")).is_ok());
+        assert!(l.check(&get("abcd")).is_err());
+        assert!(l.check(&get("")).is_err());
+        let put = Request::Write(Write {
+            key: Bytes::from_static(b"k"),
+            value: Some(Bytes::from_static(b"12345")),
+            cond: Condition::Always,
+        });
+        assert!(l.check(&put).unwrap_err().contains("limit is 4"));
+    }
+
+    #[test]
+    fn conditions_follow_redis_nx_xx() {
+        assert!(Condition::IfAbsent.holds(false) && !Condition::IfAbsent.holds(true));
+        assert!(Condition::IfPresent.holds(true) && !Condition::IfPresent.holds(false));
+        assert!(Condition::Always.holds(true) && Condition::Always.holds(false));
+    }
+}

@@ -1,0 +1,18 @@
+//! The vocabulary every Meridian crate shares: identifiers, client requests and replies, the sans-IO
+//! [`Process`] contract that protocol cores implement, the consistent-hashing [`Ring`], the static
+//! [`ClusterConfig`] and the peer [`wire`] codec.
+
+pub mod config;
+pub mod ids;
+pub mod kv;
+pub mod process;
+pub mod ring;
+pub mod time;
+pub mod wire;
+
+pub use config::{ClusterConfig, ConfigError, NodeSpec};
+pub use ids::{ChainId, NodeId, RequestId};
+pub use kv::{Condition, ErrorKind, Limits, Reply, Request, Write};
+pub use process::{Effect, Effects, Process};
+pub use ring::{Chain, Ring};
+pub use time::Time;

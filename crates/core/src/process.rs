@@ -1,0 +1,182 @@
+//! The sans-IO contract between a protocol core and whatever runs it (DESIGN.md §2, principle 1).
+//!
+//! A core is a deterministic state machine. The tokio driver and the simulator feed it inputs (start,
+//! messages, timers, client requests) and carry out the [`Effect`]s it emits. The core may write to its
+//! datastore synchronously (the store sits behind a `Vfs`, which the simulator fakes), but nothing it
+//! writes is durable until the runner calls [`Process::sync`]. An effect marked `after_sync` may only be
+//! carried out once every write made before it is durable: that is how "forward only after persisting"
+//! is stated in the types, as raft-rs does with its persisted messages. A runner may batch the inputs of
+//! many steps behind one sync (group commit); it must keep the order of the `after_sync` effects and the
+//! order of the immediate effects.
+
+use crate::ids::{NodeId, RequestId};
+use crate::kv::{Reply, Request};
+use crate::time::Time;
+use std::fmt::Debug;
+use std::time::Duration;
+
+/// A protocol core. Implementations must not read clocks, spawn tasks, do network I/O or use an
+/// unseeded RNG, and must not iterate hash maps with random state where the order reaches an output.
+pub trait Process {
+    /// The peer message type; it crosses the wire through [`crate::wire`].
+    type Msg: Clone + Debug + serde::Serialize + serde::de::DeserializeOwned + Send + 'static;
+    /// Timer names; setting a timer that is already set re-arms it.
+    type Timer: Clone + Debug + Ord + Send + 'static;
+
+    /// First input after construction (which includes recovery from the datastore).
+    fn start(&mut self, now: Time, out: &mut Effects<Self::Msg, Self::Timer>);
+    fn on_message(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        msg: Self::Msg,
+        out: &mut Effects<Self::Msg, Self::Timer>,
+    );
+    fn on_timer(
+        &mut self,
+        now: Time,
+        timer: Self::Timer,
+        out: &mut Effects<Self::Msg, Self::Timer>,
+    );
+    fn on_request(
+        &mut self,
+        now: Time,
+        id: RequestId,
+        req: Request,
+        out: &mut Effects<Self::Msg, Self::Timer>,
+    );
+    /// Makes every datastore write made so far durable. A failure is fatal to the node (fail-stop):
+    /// after a failed fsync the state of the file is unknown, so the runner stops the process.
+    fn sync(&mut self) -> std::io::Result<()>;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect<M, T> {
+    Send {
+        to: NodeId,
+        msg: M,
+        after_sync: bool,
+    },
+    Reply {
+        id: RequestId,
+        reply: Reply,
+        after_sync: bool,
+    },
+    SetTimer {
+        timer: T,
+        after: Duration,
+    },
+    CancelTimer {
+        timer: T,
+    },
+}
+
+impl<M, T> Effect<M, T> {
+    pub fn after_sync(&self) -> bool {
+        match self {
+            Effect::Send { after_sync, .. } | Effect::Reply { after_sync, .. } => *after_sync,
+            Effect::SetTimer { .. } | Effect::CancelTimer { .. } => false,
+        }
+    }
+}
+
+/// Where a core puts its effects; the runner drains it after each input.
+#[derive(Debug)]
+pub struct Effects<M, T> {
+    items: Vec<Effect<M, T>>,
+    dirty: bool,
+}
+
+impl<M, T> Default for Effects<M, T> {
+    fn default() -> Self {
+        Effects {
+            items: Vec::new(),
+            dirty: false,
+        }
+    }
+}
+
+impl<M, T> Effects<M, T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn send(&mut self, to: NodeId, msg: M) {
+        self.items.push(Effect::Send {
+            to,
+            msg,
+            after_sync: false,
+        });
+    }
+
+    pub fn send_after_sync(&mut self, to: NodeId, msg: M) {
+        self.items.push(Effect::Send {
+            to,
+            msg,
+            after_sync: true,
+        });
+    }
+
+    pub fn reply(&mut self, id: RequestId, reply: Reply) {
+        self.items.push(Effect::Reply {
+            id,
+            reply,
+            after_sync: false,
+        });
+    }
+
+    pub fn reply_after_sync(&mut self, id: RequestId, reply: Reply) {
+        self.items.push(Effect::Reply {
+            id,
+            reply,
+            after_sync: true,
+        });
+    }
+
+    pub fn set_timer(&mut self, timer: T, after: Duration) {
+        self.items.push(Effect::SetTimer { timer, after });
+    }
+
+    pub fn cancel_timer(&mut self, timer: T) {
+        self.items.push(Effect::CancelTimer { timer });
+    }
+
+    /// Records that the core wrote to its datastore: the runner must sync before `after_sync` effects.
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    /// True when a sync is owed before the `after_sync` effects drained so far may run.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty() && !self.dirty
+    }
+
+    /// Takes the effects out, leaving the collector empty and clean.
+    pub fn drain(&mut self) -> (Vec<Effect<M, T>>, bool) {
+        let dirty = std::mem::take(&mut self.dirty);
+        (std::mem::take(&mut self.items), dirty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_resets_and_keeps_order() {
+        let mut fx: Effects<u8, u8> = Effects::new();
+        fx.send(NodeId(1), 1);
+        fx.mark_dirty();
+        fx.send_after_sync(NodeId(2), 2);
+        fx.set_timer(7, Duration::from_millis(5));
+        let (items, dirty) = fx.drain();
+        assert!(dirty);
+        assert_eq!(items.len(), 3);
+        assert!(!items[0].after_sync() && items[1].after_sync() && !items[2].after_sync());
+        assert!(fx.is_empty());
+    }
+}
