@@ -45,11 +45,7 @@ pub enum ConfigError {
 }
 
 impl ClusterConfig {
-    pub fn new(
-        mut nodes: Vec<NodeSpec>,
-        replication: usize,
-        vnodes: usize,
-    ) -> Result<Self, ConfigError> {
+    pub fn new(mut nodes: Vec<NodeSpec>, replication: usize, vnodes: usize) -> Result<Self, ConfigError> {
         if nodes.is_empty() {
             return Err(ConfigError::Empty);
         }
@@ -70,11 +66,7 @@ impl ClusterConfig {
         if let Some(pair) = addrs.windows(2).find(|p| p[0] == p[1]) {
             return Err(ConfigError::DuplicateAddr(pair[0].to_string()));
         }
-        Ok(ClusterConfig {
-            nodes,
-            replication,
-            vnodes,
-        })
+        Ok(ClusterConfig { nodes, replication, vnodes })
     }
 
     /// Parses `1=HOST:PORT,2=HOST:PORT,…` (the `--peers` flag).
@@ -82,25 +74,13 @@ impl ClusterConfig {
         list.split(',')
             .filter(|s| !s.trim().is_empty())
             .map(|entry| {
-                let (id, addr) = entry
-                    .trim()
-                    .split_once('=')
-                    .ok_or_else(|| ConfigError::PeerSyntax(entry.into()))?;
-                let id: u32 = id
-                    .trim()
-                    .parse()
-                    .map_err(|_| ConfigError::PeerSyntax(entry.into()))?;
+                let (id, addr) = entry.trim().split_once('=').ok_or_else(|| ConfigError::PeerSyntax(entry.into()))?;
+                let id: u32 = id.trim().parse().map_err(|_| ConfigError::PeerSyntax(entry.into()))?;
                 let addr = addr.trim();
-                if addr
-                    .rsplit_once(':')
-                    .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-                {
+                if addr.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
                     return Err(ConfigError::PeerSyntax(entry.into()));
                 }
-                Ok(NodeSpec {
-                    id: NodeId(id),
-                    peer_addr: addr.to_string(),
-                })
+                Ok(NodeSpec { id: NodeId(id), peer_addr: addr.to_string() })
             })
             .collect()
     }
@@ -110,9 +90,7 @@ impl ClusterConfig {
     }
 
     pub fn require_member(&self, id: NodeId) -> Result<(), ConfigError> {
-        self.node(id)
-            .map(|_| ())
-            .ok_or(ConfigError::UnknownNode(id.0))
+        self.node(id).map(|_| ()).ok_or(ConfigError::UnknownNode(id.0))
     }
 
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
@@ -131,53 +109,26 @@ mod tests {
     use super::*;
 
     fn spec(id: u32, addr: &str) -> NodeSpec {
-        NodeSpec {
-            id: NodeId(id),
-            peer_addr: addr.into(),
-        }
+        NodeSpec { id: NodeId(id), peer_addr: addr.into() }
     }
 
     #[test]
     fn parses_peer_lists() {
         let p = ClusterConfig::parse_peers("1=127.0.0.1:7001, 2=localhost:7002").unwrap();
-        assert_eq!(
-            p,
-            vec![spec(1, "127.0.0.1:7001"), spec(2, "localhost:7002")]
-        );
-        assert!(matches!(
-            ClusterConfig::parse_peers("1:127.0.0.1:7001"),
-            Err(ConfigError::PeerSyntax(_))
-        ));
-        assert!(matches!(
-            ClusterConfig::parse_peers("x=h:1"),
-            Err(ConfigError::PeerSyntax(_))
-        ));
-        assert!(matches!(
-            ClusterConfig::parse_peers("1=h:port"),
-            Err(ConfigError::PeerSyntax(_))
-        ));
+        assert_eq!(p, vec![spec(1, "127.0.0.1:7001"), spec(2, "localhost:7002")]);
+        assert!(matches!(ClusterConfig::parse_peers("1:127.0.0.1:7001"), Err(ConfigError::PeerSyntax(_))));
+        assert!(matches!(ClusterConfig::parse_peers("x=h:1"), Err(ConfigError::PeerSyntax(_))));
+        assert!(matches!(ClusterConfig::parse_peers("1=h:port"), Err(ConfigError::PeerSyntax(_))));
     }
 
     #[test]
     fn rejects_clashes_and_bad_factors() {
         let dup = vec![spec(1, "a:1"), spec(1, "b:1")];
-        assert_eq!(
-            ClusterConfig::new(dup, 3, 8),
-            Err(ConfigError::DuplicateId(1))
-        );
+        assert_eq!(ClusterConfig::new(dup, 3, 8), Err(ConfigError::DuplicateId(1)));
         let dup_addr = vec![spec(1, "a:1"), spec(2, "a:1")];
-        assert_eq!(
-            ClusterConfig::new(dup_addr, 3, 8),
-            Err(ConfigError::DuplicateAddr("a:1".into()))
-        );
-        assert_eq!(
-            ClusterConfig::new(vec![spec(1, "a:1")], 0, 8),
-            Err(ConfigError::Replication)
-        );
-        assert_eq!(
-            ClusterConfig::new(vec![spec(1, "a:1")], 1, 0),
-            Err(ConfigError::Vnodes(0))
-        );
+        assert_eq!(ClusterConfig::new(dup_addr, 3, 8), Err(ConfigError::DuplicateAddr("a:1".into())));
+        assert_eq!(ClusterConfig::new(vec![spec(1, "a:1")], 0, 8), Err(ConfigError::Replication));
+        assert_eq!(ClusterConfig::new(vec![spec(1, "a:1")], 1, 0), Err(ConfigError::Vnodes(0)));
         assert_eq!(ClusterConfig::new(vec![], 1, 1), Err(ConfigError::Empty));
     }
 

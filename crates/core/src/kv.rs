@@ -102,10 +102,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_key_bytes: 4096,
-            max_value_bytes: 1 << 20,
-        }
+        Limits { max_key_bytes: 4096, max_value_bytes: 1 << 20 }
     }
 }
 
@@ -117,19 +114,11 @@ impl Limits {
             return Err("empty keys are not allowed".into());
         }
         if key.len() > self.max_key_bytes {
-            return Err(format!(
-                "key is {} bytes; the limit is {}",
-                key.len(),
-                self.max_key_bytes
-            ));
+            return Err(format!("key is {} bytes; the limit is {}", key.len(), self.max_key_bytes));
         }
         if let Request::Write(Write { value: Some(v), .. }) = req {
             if v.len() > self.max_value_bytes {
-                return Err(format!(
-                    "value is {} bytes; the limit is {}",
-                    v.len(),
-                    self.max_value_bytes
-                ));
+                return Err(format!("value is {} bytes; the limit is {}", v.len(), self.max_value_bytes));
             }
         }
         Ok(())
@@ -142,13 +131,8 @@ mod tests {
 
     #[test]
     fn limits_reject_oversized_and_empty_keys() {
-        let l = Limits {
-            max_key_bytes: 3,
-            max_value_bytes: 4,
-        };
-        let get = |k: &'static str| Request::Get {
-            key: Bytes::from_static(k.as_bytes()),
-        };
+        let l = Limits { max_key_bytes: 3, max_value_bytes: 4 };
+        let get = |k: &'static str| Request::Get { key: Bytes::from_static(k.as_bytes()) };
         assert!(l.check(&get("abc")).is_ok());
         assert!(l.check(&get("abcd")).is_err());
         assert!(l.check(&get("")).is_err());

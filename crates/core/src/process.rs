@@ -25,26 +25,9 @@ pub trait Process {
 
     /// First input after construction (which includes recovery from the datastore).
     fn start(&mut self, now: Time, out: &mut Effects<Self::Msg, Self::Timer>);
-    fn on_message(
-        &mut self,
-        now: Time,
-        from: NodeId,
-        msg: Self::Msg,
-        out: &mut Effects<Self::Msg, Self::Timer>,
-    );
-    fn on_timer(
-        &mut self,
-        now: Time,
-        timer: Self::Timer,
-        out: &mut Effects<Self::Msg, Self::Timer>,
-    );
-    fn on_request(
-        &mut self,
-        now: Time,
-        id: RequestId,
-        req: Request,
-        out: &mut Effects<Self::Msg, Self::Timer>,
-    );
+    fn on_message(&mut self, now: Time, from: NodeId, msg: Self::Msg, out: &mut Effects<Self::Msg, Self::Timer>);
+    fn on_timer(&mut self, now: Time, timer: Self::Timer, out: &mut Effects<Self::Msg, Self::Timer>);
+    fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Effects<Self::Msg, Self::Timer>);
     /// Makes every datastore write made so far durable. A failure is fatal to the node (fail-stop):
     /// after a failed fsync the state of the file is unknown, so the runner stops the process.
     fn sync(&mut self) -> std::io::Result<()>;
@@ -52,23 +35,10 @@ pub trait Process {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect<M, T> {
-    Send {
-        to: NodeId,
-        msg: M,
-        after_sync: bool,
-    },
-    Reply {
-        id: RequestId,
-        reply: Reply,
-        after_sync: bool,
-    },
-    SetTimer {
-        timer: T,
-        after: Duration,
-    },
-    CancelTimer {
-        timer: T,
-    },
+    Send { to: NodeId, msg: M, after_sync: bool },
+    Reply { id: RequestId, reply: Reply, after_sync: bool },
+    SetTimer { timer: T, after: Duration },
+    CancelTimer { timer: T },
 }
 
 impl<M, T> Effect<M, T> {
@@ -89,10 +59,7 @@ pub struct Effects<M, T> {
 
 impl<M, T> Default for Effects<M, T> {
     fn default() -> Self {
-        Effects {
-            items: Vec::new(),
-            dirty: false,
-        }
+        Effects { items: Vec::new(), dirty: false }
     }
 }
 
@@ -102,35 +69,19 @@ impl<M, T> Effects<M, T> {
     }
 
     pub fn send(&mut self, to: NodeId, msg: M) {
-        self.items.push(Effect::Send {
-            to,
-            msg,
-            after_sync: false,
-        });
+        self.items.push(Effect::Send { to, msg, after_sync: false });
     }
 
     pub fn send_after_sync(&mut self, to: NodeId, msg: M) {
-        self.items.push(Effect::Send {
-            to,
-            msg,
-            after_sync: true,
-        });
+        self.items.push(Effect::Send { to, msg, after_sync: true });
     }
 
     pub fn reply(&mut self, id: RequestId, reply: Reply) {
-        self.items.push(Effect::Reply {
-            id,
-            reply,
-            after_sync: false,
-        });
+        self.items.push(Effect::Reply { id, reply, after_sync: false });
     }
 
     pub fn reply_after_sync(&mut self, id: RequestId, reply: Reply) {
-        self.items.push(Effect::Reply {
-            id,
-            reply,
-            after_sync: true,
-        });
+        self.items.push(Effect::Reply { id, reply, after_sync: true });
     }
 
     pub fn set_timer(&mut self, timer: T, after: Duration) {

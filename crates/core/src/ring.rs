@@ -36,14 +36,11 @@ impl Chain {
     }
 
     pub fn predecessor(&self, node: NodeId) -> Option<NodeId> {
-        self.position(node)
-            .and_then(|i| i.checked_sub(1))
-            .map(|i| self.members[i])
+        self.position(node).and_then(|i| i.checked_sub(1)).map(|i| self.members[i])
     }
 
     pub fn successor(&self, node: NodeId) -> Option<NodeId> {
-        self.position(node)
-            .and_then(|i| self.members.get(i + 1).copied())
+        self.position(node).and_then(|i| self.members.get(i + 1).copied())
     }
 }
 
@@ -67,10 +64,8 @@ fn vid_token(node: NodeId, i: usize) -> u64 {
 
 impl Ring {
     pub fn new(config: &ClusterConfig) -> Ring {
-        let mut points: Vec<(u64, NodeId)> = config
-            .node_ids()
-            .flat_map(|n| (0..config.vnodes).map(move |i| (vid_token(n, i), n)))
-            .collect();
+        let mut points: Vec<(u64, NodeId)> =
+            config.node_ids().flat_map(|n| (0..config.vnodes).map(move |i| (vid_token(n, i), n))).collect();
         points.sort_unstable();
         let r = config.replication.min(config.nodes.len());
         let chains = (0..points.len())
@@ -85,11 +80,7 @@ impl Ring {
                         }
                     }
                 }
-                Chain {
-                    id: ChainId(i as u32),
-                    end: points[i].0,
-                    members,
-                }
+                Chain { id: ChainId(i as u32), end: points[i].0, members }
             })
             .collect();
         Ring { chains }
@@ -116,12 +107,7 @@ mod tests {
     use crate::config::NodeSpec;
 
     fn config(n: u32, r: usize, v: usize) -> ClusterConfig {
-        let nodes = (1..=n)
-            .map(|i| NodeSpec {
-                id: NodeId(i),
-                peer_addr: format!("h:{i}"),
-            })
-            .collect();
+        let nodes = (1..=n).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("h:{i}") }).collect();
         ClusterConfig::new(nodes, r, v).unwrap()
     }
 
@@ -156,11 +142,7 @@ mod tests {
             let c = ring.chain_for_key(&key);
             let i = c.id.0 as usize;
             let prev = ring.chains()[(i + ring.chains().len() - 1) % ring.chains().len()].end;
-            let inside = if prev < c.end {
-                prev < t && t <= c.end
-            } else {
-                t > prev || t <= c.end
-            };
+            let inside = if prev < c.end { prev < t && t <= c.end } else { t > prev || t <= c.end };
             assert!(inside, "key token {t} not in chain {i}");
         }
     }
@@ -173,11 +155,7 @@ mod tests {
 
     #[test]
     fn neighbours_follow_member_order() {
-        let c = Chain {
-            id: ChainId(0),
-            end: 0,
-            members: vec![NodeId(3), NodeId(1), NodeId(2)],
-        };
+        let c = Chain { id: ChainId(0), end: 0, members: vec![NodeId(3), NodeId(1), NodeId(2)] };
         assert_eq!(c.predecessor(NodeId(3)), None);
         assert_eq!(c.predecessor(NodeId(1)), Some(NodeId(3)));
         assert_eq!(c.successor(NodeId(1)), Some(NodeId(2)));

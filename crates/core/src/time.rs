@@ -6,9 +6,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Time(pub u64);
 
 impl Time {

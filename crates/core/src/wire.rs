@@ -40,8 +40,7 @@ pub struct Hello {
 pub fn encode<M: Serialize>(msg: &M, out: &mut Vec<u8>) -> Result<(), WireError> {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER]);
-    let payload =
-        postcard::to_extend(msg, std::mem::take(out)).map_err(|e| WireError::Encode(e.to_string()));
+    let payload = postcard::to_extend(msg, std::mem::take(out)).map_err(|e| WireError::Encode(e.to_string()));
     *out = payload?;
     let len = out.len() - start - 4;
     if len + 4 > FRAME_MAX {
@@ -98,23 +97,10 @@ mod tests {
     #[test]
     fn round_trip_several_frames() {
         let mut buf = Vec::new();
-        encode(
-            &Hello {
-                node: NodeId(7),
-                cluster: 42,
-            },
-            &mut buf,
-        )
-        .unwrap();
+        encode(&Hello { node: NodeId(7), cluster: 42 }, &mut buf).unwrap();
         encode(&(1u8, "two".to_string()), &mut buf).unwrap();
         let (h, used): (Hello, usize) = decode(&buf).unwrap().unwrap();
-        assert_eq!(
-            h,
-            Hello {
-                node: NodeId(7),
-                cluster: 42
-            }
-        );
+        assert_eq!(h, Hello { node: NodeId(7), cluster: 42 });
         let (t, used2): ((u8, String), usize) = decode(&buf[used..]).unwrap().unwrap();
         assert_eq!(t, (1, "two".to_string()));
         assert_eq!(used + used2, buf.len());
