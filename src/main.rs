@@ -1,1 +1,39 @@
-fn main() {}
+//! The `meridian` binary: run a node, a local demo cluster, or the deterministic simulator.
+
+mod cli;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "meridian", version, about = "An infrastructure-aware, geo-distributed storage system")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// A local cluster in one process, with defaults (3 nodes, RESP on 127.0.0.1:6380-6382).
+    Demo(cli::demo::DemoArgs),
+    /// One node of a static cluster.
+    Server(cli::server::ServerArgs),
+    /// Deterministic simulation of a protocol under faults, with its histories checked.
+    Sim(cli::sim::SimArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => cli::demo::run(args),
+        Command::Server(args) => cli::server::run(args),
+        Command::Sim(args) => cli::sim::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("meridian: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,1 +1,25 @@
+//! Operation histories and a linearizability checker for key-value registers.
+//!
+//! A [`History`] records what clients invoked, what they were told and when; the deterministic simulator and
+//! real-process tests build one with a [`Recorder`] or read it from JSON lines. [`check`] decides whether some
+//! order of the operations, consistent with real time, explains every result under a per-key register model, and
+//! otherwise returns a small [`Counterexample`].
 
+mod counterexample;
+mod dataflow;
+mod fingerprint;
+mod history;
+mod jsonl;
+mod linearizable;
+mod prepare;
+mod recorder;
+mod register;
+mod search;
+mod shrink;
+mod timeline;
+
+pub use counterexample::Counterexample;
+pub use history::{History, Op, OpError, OpKind};
+pub use jsonl::HistoryError;
+pub use linearizable::{check, Budget, Verdict};
+pub use recorder::Recorder;

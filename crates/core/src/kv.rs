@@ -68,6 +68,8 @@ pub enum ErrorKind {
     Busy,
     /// Refused as invalid (too large, wrong node): certainly not applied.
     Invalid,
+    /// The datastore failed (I/O error, corrupt record): a write was not applied.
+    Storage,
 }
 
 impl ErrorKind {
@@ -82,6 +84,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "TIMEOUT",
             ErrorKind::Busy => "BUSY",
             ErrorKind::Invalid => "ERR",
+            ErrorKind::Storage => "IOERR",
         }
     }
 }

@@ -25,7 +25,7 @@ impl Time {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
-    pub fn add(self, d: Duration) -> Time {
+    pub fn plus(self, d: Duration) -> Time {
         Time(self.0.saturating_add(d.as_nanos() as u64))
     }
 }

@@ -40,8 +40,11 @@ pub struct Hello {
 pub fn encode<M: Serialize>(msg: &M, out: &mut Vec<u8>) -> Result<(), WireError> {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER]);
-    let payload = postcard::to_extend(msg, std::mem::take(out)).map_err(|e| WireError::Encode(e.to_string()));
-    *out = payload?;
+    // Appends in place; on failure the partial frame is cut so earlier frames in `out` stay intact.
+    if let Err(e) = postcard::to_io(msg, &mut *out) {
+        out.truncate(start);
+        return Err(WireError::Encode(e.to_string()));
+    }
     let len = out.len() - start - 4;
     if len + 4 > FRAME_MAX {
         out.truncate(start);

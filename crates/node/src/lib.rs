@@ -1,1 +1,26 @@
+//! The Meridian node: runs any sans-IO protocol core ([`meridian_core::Process`]) for real.
+//!
+//! A node is four parts, started by [`start_node`] and stopped by [`NodeHandle::shutdown`]:
+//!
+//! - `driver`: the core runs on its own OS thread, fed through a bounded channel (`inbox`); it batches
+//!   the inputs that arrive while it is busy, syncs once per batch (group commit) and only then carries
+//!   out the effects marked `after_sync`.
+//! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
+//!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake.
+//! - `resp`: a RESP2 server for Redis clients, pipelining-aware.
+//! - `http`: a small axum server with `/health` and `/v1/cluster`.
+//!
+//! Reading order: `node` (how the parts are wired), then `driver`, `transport`, `resp`.
 
+mod accept;
+mod driver;
+mod error;
+mod http;
+mod inbox;
+mod node;
+mod resp;
+mod timers;
+mod transport;
+
+pub use error::NodeError;
+pub use node::{start_node, NodeHandle, NodeOptions};

@@ -1,0 +1,24 @@
+//! Which value a recorded operation writes and which it observes, before interning.
+//!
+//! Shrinking uses this to keep, for every value an operation observes, every operation that could have written
+//! it; the explanation uses it to spot a value that nothing wrote. `Some(None)` is the absent value.
+
+use crate::history::{Op, OpKind};
+
+/// The value the operation stores if it takes effect, or `None` for a get.
+pub(crate) fn written(op: &Op) -> Option<Option<&str>> {
+    match op.op {
+        OpKind::Put | OpKind::Cas => Some(op.value.as_deref()),
+        OpKind::Delete => Some(None),
+        OpKind::Get => None,
+    }
+}
+
+/// The value the register must hold for the operation to take effect, or `None` for a blind write.
+pub(crate) fn observed(op: &Op) -> Option<Option<&str>> {
+    match op.op {
+        OpKind::Get => Some(op.value.as_deref()),
+        OpKind::Cas => Some(op.expected.as_deref()),
+        OpKind::Put | OpKind::Delete => None,
+    }
+}

@@ -1,0 +1,56 @@
+//! Turns one key's recorded operations into the calls the search must (or may) linearize.
+//!
+//! - `ok:false` operations certainly had no effect, so they are dropped.
+//! - `ok:null` gets are dropped: their result is unknown, so they constrain nothing.
+//! - `ok:null` writes (put, delete, cas) get no deadline: each may be linearized anywhere after its invocation, or
+//!   left out entirely (see [`crate::search`] for how omission is modelled).
+//! - An `ok:null` write whose value no remaining operation observes (no get returned it, no cas expected it) is
+//!   dropped as well. Omitting it is always allowed, and it can never help: in any linearization that includes it,
+//!   nothing between it and the next write reads its value, so removing it leaves every other operation seeing
+//!   the same value. Dropping it keeps the search from doubling its states for every such write.
+
+use crate::history::{Op, OpKind};
+use crate::register::{Action, Interner, Value};
+use std::collections::HashSet;
+
+/// One operation as the search sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call {
+    /// Index of the operation in the slice passed to [`prepare`].
+    pub(crate) source: usize,
+    pub(crate) action: Action,
+    pub(crate) invoke: u64,
+    /// When the operation returned; `None` for an unknown outcome, which may be linearized late or never.
+    pub(crate) deadline: Option<u64>,
+}
+
+/// The calls for one key's (already validated) operations.
+pub(crate) fn prepare(ops: &[&Op]) -> Vec<Call> {
+    let mut interner = Interner::default();
+    let candidates: Vec<Call> =
+        ops.iter().enumerate().filter_map(|(source, op)| candidate(source, op, &mut interner)).collect();
+    let observed: HashSet<Value> = candidates.iter().filter_map(|call| call.action.observed()).collect();
+    candidates.into_iter().filter(|call| call.deadline.is_some() || observes_write(call, &observed)).collect()
+}
+
+fn observes_write(call: &Call, observed: &HashSet<Value>) -> bool {
+    call.action.written().is_some_and(|value| observed.contains(&value))
+}
+
+fn candidate<'a>(source: usize, op: &'a Op, interner: &mut Interner<'a>) -> Option<Call> {
+    let unknown_get = op.ok.is_none() && op.op == OpKind::Get;
+    if op.ok == Some(false) || unknown_get {
+        return None;
+    }
+    let action = action(op, interner);
+    Some(Call { source, action, invoke: op.invoke_ns, deadline: op.complete_ns })
+}
+
+fn action<'a>(op: &'a Op, interner: &mut Interner<'a>) -> Action {
+    let value = interner.intern(op.value.as_deref());
+    match op.op {
+        OpKind::Put | OpKind::Delete => Action::Write(value),
+        OpKind::Get => Action::Read(value),
+        OpKind::Cas => Action::Cas { expected: interner.intern(op.expected.as_deref()), new: value },
+    }
+}

@@ -1,0 +1,64 @@
+//! The sequential specification every key must satisfy: a register that starts absent, where put sets a value,
+//! delete clears it, get returns the current value and cas replaces it only if it equals the expected value.
+//!
+//! Values are interned to small integers so the search compares and hashes register states as integers.
+
+use std::collections::HashMap;
+
+/// An interned register value; [`ABSENT`] is the empty register.
+pub(crate) type Value = u32;
+
+pub(crate) const ABSENT: Value = 0;
+
+/// Assigns each distinct string a [`Value`], with `None` mapped to [`ABSENT`].
+#[derive(Default)]
+pub(crate) struct Interner<'a> {
+    ids: HashMap<&'a str, Value>,
+}
+
+impl<'a> Interner<'a> {
+    pub(crate) fn intern(&mut self, value: Option<&'a str>) -> Value {
+        let Some(text) = value else { return ABSENT };
+        let next = Value::try_from(self.ids.len() + 1).expect("fewer than 2^32 distinct values per key");
+        *self.ids.entry(text).or_insert(next)
+    }
+}
+
+/// What an operation does to the register when it is linearized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Action {
+    /// Put (`Write(v)`) or delete (`Write(ABSENT)`).
+    Write(Value),
+    /// A get that returned this value.
+    Read(Value),
+    /// A cas that applies (and can only be linearized) where the register holds `expected`.
+    Cas { expected: Value, new: Value },
+}
+
+impl Action {
+    /// The register's state after this action, or `None` if the action cannot happen in `state`.
+    pub(crate) fn apply(self, state: Value) -> Option<Value> {
+        match self {
+            Action::Write(new) => Some(new),
+            Action::Read(seen) => (seen == state).then_some(state),
+            Action::Cas { expected, new } => (expected == state).then_some(new),
+        }
+    }
+
+    /// The value this action requires the register to hold, if any.
+    pub(crate) fn observed(self) -> Option<Value> {
+        match self {
+            Action::Write(_) => None,
+            Action::Read(seen) => Some(seen),
+            Action::Cas { expected, .. } => Some(expected),
+        }
+    }
+
+    /// The value this action stores, if it writes.
+    pub(crate) fn written(self) -> Option<Value> {
+        match self {
+            Action::Write(new) | Action::Cas { new, .. } => Some(new),
+            Action::Read(_) => None,
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Starting and stopping a node: how the parts are wired.
+//!
+//! [`start_node`] binds every listener first, so a port in use is an error returned to the caller rather
+//! than a log line from a task that quietly died; then it starts the core thread, the peer transport,
+//! the RESP server and the optional HTTP server. [`NodeHandle::shutdown`] stops them in the order that
+//! loses the least: clients first, then the core (which finishes its batch and syncs), then the peer
+//! tasks.
+
+use crate::driver::{self, Driver};
+use crate::error::NodeError;
+use crate::http::{self, HttpServer};
+use crate::inbox::{self, CoreInbox};
+use crate::resp::{self, Frontend};
+use crate::transport::{self, Gate};
+use meridian_core::{ClusterConfig, Limits, NodeId, Process};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// Everything a node needs besides its protocol core.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    pub node_id: NodeId,
+    /// Static membership; `node_id` must be in it.
+    pub cluster: ClusterConfig,
+    /// Where Redis clients connect (port 0 picks a free port; see [`NodeHandle::resp_addr`]).
+    pub resp_listen: SocketAddr,
+    /// Where peers connect. Other nodes dial the address the cluster config gives for this node, so
+    /// the two must lead to the same socket.
+    pub peer_listen: SocketAddr,
+    pub http_listen: Option<SocketAddr>,
+    pub limits: Limits,
+}
+
+/// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
+/// the node running until the tokio runtime stops, whereupon the core thread sees its inbox close and
+/// exits.
+pub struct NodeHandle {
+    resp_addr: SocketAddr,
+    peer_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+    core: Arc<dyn CoreInbox>,
+    core_thread: std::thread::JoinHandle<()>,
+    resp: JoinHandle<()>,
+    http: Option<HttpServer>,
+    peers: Vec<JoinHandle<()>>,
+}
+
+/// Binds every listener first (so bind errors are returned, not logged), then starts the core thread
+/// and the tasks. Must be called within a tokio runtime.
+pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process: P) -> Result<NodeHandle, NodeError> {
+    let me = opts.node_id;
+    if opts.cluster.node(me).is_none() {
+        let members = opts.cluster.node_ids().map(|n| n.0.to_string()).collect::<Vec<_>>().join(", ");
+        return Err(NodeError::UnknownNode { node: me, members });
+    }
+    let (resp_listener, resp_addr) = bind("RESP", opts.resp_listen).await?;
+    let (peer_listener, peer_addr) = bind("peer", opts.peer_listen).await?;
+    let http_listener = match opts.http_listen {
+        Some(addr) => Some(bind("HTTP", addr).await?),
+        None => None,
+    };
+
+    let peer_drops = Arc::new(AtomicU64::new(0));
+    let (inbox_tx, inbox_rx) = inbox::channel();
+    let (queues, outbound) = transport::peer_queues(me, &opts.cluster, peer_drops.clone());
+    let core_thread = driver::spawn(Driver::new(me, process, inbox_rx, queues)).map_err(NodeError::CoreThread)?;
+
+    let gate = Gate::new(me, &opts.cluster);
+    let mut peers: Vec<_> = outbound.into_iter().map(|queue| transport::spawn_outbound(gate.clone(), queue)).collect();
+    peers.push(tokio::spawn(transport::accept_peers(peer_listener, gate, inbox_tx.clone())));
+
+    let core: Arc<dyn CoreInbox> = Arc::new(inbox_tx);
+    let frontend = Frontend {
+        core: core.clone(),
+        limits: opts.limits,
+        node: me,
+        resp_port: resp_addr.port(),
+        cluster_nodes: opts.cluster.nodes.len(),
+        peer_drops,
+    };
+    let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
+    let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
+    let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster));
+    Ok(NodeHandle { resp_addr, peer_addr, http_addr, core, core_thread, resp, http, peers })
+}
+
+/// Binds one listener and reports the address it actually got (port 0 becomes a real port).
+async fn bind(what: &'static str, addr: SocketAddr) -> Result<(TcpListener, SocketAddr), NodeError> {
+    let bind_error = |source| NodeError::Bind { what, addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let bound = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, bound))
+}
+
+impl NodeHandle {
+    pub fn resp_addr(&self) -> SocketAddr {
+        self.resp_addr
+    }
+
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
+    }
+
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// Graceful: stop accepting clients, let the core thread finish its batch and sync, stop tasks, join
+    /// the thread. Requests still in flight when the clients are cut off may or may not take effect;
+    /// peer messages still queued may be lost (the protocols tolerate loss).
+    pub async fn shutdown(self) {
+        // Aborting the RESP task closes its listener and every client connection.
+        self.resp.abort();
+        let _ = self.resp.await;
+        if let Some(http) = self.http {
+            http.stop().await;
+        }
+        let (core, thread) = (self.core, self.core_thread);
+        // Both calls block (the inbox may be full, the core may be syncing), so they run off the runtime.
+        let _ = tokio::task::spawn_blocking(move || {
+            core.request_shutdown();
+            thread.join()
+        })
+        .await;
+        for task in &self.peers {
+            task.abort();
+        }
+        for task in self.peers {
+            let _ = task.await;
+        }
+    }
+}

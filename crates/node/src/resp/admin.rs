@@ -1,0 +1,176 @@
+//! Connection and introspection commands: PING, ECHO, SELECT, QUIT, COMMAND, CONFIG GET, INFO and
+//! CLIENT SETNAME/GETNAME. They answer from this node alone and never reach the core.
+//!
+//! They report only what is true of Meridian: COMMAND lists the commands this server implements (and
+//! COMMAND DOCS answers an empty array, as there are no docs to serve), CONFIG GET knows only the
+//! parameters Meridian actually has, and INFO names Meridian's version rather than posing as a Redis
+//! version.
+
+use super::commands::{unknown_subcommand, wrong_arity, Action, Command, Session, COMMANDS};
+use super::frame::Frame;
+use super::frontend::Frontend;
+use super::glob::glob_match;
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+
+pub(super) fn ping(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+    match args {
+        [_] => Frame::Simple("PONG").into(),
+        [_, msg] => Frame::Bulk(msg.clone()).into(),
+        _ => wrong_arity("ping").into(),
+    }
+}
+
+pub(super) fn echo(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+    Frame::Bulk(args[1].clone()).into()
+}
+
+/// Meridian has one keyspace, database 0; SELECT 0 is accepted so clients that select it work.
+pub(super) fn select(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+    match std::str::from_utf8(&args[1]).ok().and_then(|s| s.parse::<i64>().ok()) {
+        Some(0) => Frame::ok().into(),
+        Some(_) => Frame::error("ERR DB index is out of range").into(),
+        None => Frame::error("ERR value is not an integer or out of range").into(),
+    }
+}
+
+pub(super) fn quit(_: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+    Action::close_after(Frame::ok())
+}
+
+pub(super) fn command(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+    let Some(sub) = args.get(1) else {
+        return Frame::Array(COMMANDS.iter().map(describe).collect()).into();
+    };
+    match sub.to_ascii_uppercase().as_slice() {
+        b"COUNT" if args.len() == 2 => Frame::Integer(COMMANDS.len() as i64).into(),
+        b"DOCS" => Frame::Array(Vec::new()).into(),
+        b"INFO" => Frame::Array(args[2..].iter().map(|name| lookup_described(name)).collect()).into(),
+        b"HELP" => help(COMMAND_HELP),
+        b"COUNT" => wrong_arity("command|count").into(),
+        _ => unknown_subcommand("COMMAND", sub).into(),
+    }
+}
+
+pub(super) fn config(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    match args[1].to_ascii_uppercase().as_slice() {
+        b"GET" if args.len() >= 3 => config_get(&args[2..], frontend).into(),
+        b"GET" => wrong_arity("config|get").into(),
+        b"HELP" => help(CONFIG_HELP),
+        _ => unknown_subcommand("CONFIG", &args[1]).into(),
+    }
+}
+
+pub(super) fn info(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    let wanted = |section: &str| {
+        args.len() == 1
+            || args[1..].iter().any(|a| {
+                let a = a.to_ascii_lowercase();
+                a == section.as_bytes() || a == b"all" || a == b"default" || a == b"everything"
+            })
+    };
+    let mut text = String::new();
+    if wanted("server") {
+        text.push_str(&format!(
+            "# Server\r\nmeridian_version:{}\r\nnode_id:{}\r\ntcp_port:{}\r\ncluster_nodes:{}\r\n",
+            env!("CARGO_PKG_VERSION"),
+            frontend.node.0,
+            frontend.resp_port,
+            frontend.cluster_nodes
+        ));
+    }
+    if wanted("stats") {
+        let drops = frontend.peer_drops.load(Ordering::Relaxed);
+        let gap = if text.is_empty() { "" } else { "\r\n" };
+        text.push_str(&format!("{gap}# Stats\r\npeer_messages_dropped:{drops}\r\n"));
+    }
+    Frame::bulk(text).into()
+}
+
+pub(super) fn client(args: &[Bytes], session: &mut Session, _: &Frontend) -> Action {
+    match (args[1].to_ascii_uppercase().as_slice(), args.len()) {
+        (b"SETNAME", 3) => set_name(&args[2], session).into(),
+        (b"SETNAME", _) => wrong_arity("client|setname").into(),
+        (b"GETNAME", 2) => session.name.clone().map_or(Frame::Null, Frame::Bulk).into(),
+        (b"GETNAME", _) => wrong_arity("client|getname").into(),
+        (b"HELP", _) => help(CLIENT_HELP),
+        _ => unknown_subcommand("CLIENT", &args[1]).into(),
+    }
+}
+
+/// Redis allows printable ASCII without spaces in names; an empty name clears it.
+fn set_name(name: &Bytes, session: &mut Session) -> Frame {
+    if !name.iter().all(|b| (b'!'..=b'~').contains(b)) {
+        return Frame::error("ERR Client names cannot contain spaces, newlines or special characters.");
+    }
+    session.name = if name.is_empty() { None } else { Some(name.clone()) };
+    Frame::ok()
+}
+
+/// The parameters Meridian has, as CONFIG GET names them.
+fn parameters(frontend: &Frontend) -> [(&'static str, String); 2] {
+    [("databases", "1".to_string()), ("proto-max-bulk-len", frontend.bulk_max().to_string())]
+}
+
+fn config_get(patterns: &[Bytes], frontend: &Frontend) -> Frame {
+    let mut pairs = Vec::new();
+    for (name, value) in parameters(frontend) {
+        if patterns.iter().any(|p| glob_match(p, name.as_bytes())) {
+            pairs.push(Frame::bulk(name));
+            pairs.push(Frame::bulk(value));
+        }
+    }
+    Frame::Array(pairs)
+}
+
+/// COMMAND's classic per-command entry: name, arity, flags, first key, last key, key step.
+fn describe(command: &Command) -> Frame {
+    Frame::Array(vec![
+        Frame::bulk(command.name),
+        Frame::Integer(command.arity),
+        Frame::Array(command.flags.iter().map(|&f| Frame::Simple(f)).collect()),
+        Frame::Integer(command.first_key),
+        Frame::Integer(command.last_key),
+        Frame::Integer(command.step),
+    ])
+}
+
+fn lookup_described(name: &[u8]) -> Frame {
+    super::commands::lookup(name).map_or(Frame::Null, describe)
+}
+
+const COMMAND_HELP: &[&str] = &[
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all commands this server implements.",
+    "COUNT",
+    "    Return the number of commands this server implements.",
+    "DOCS [<command-name> ...]",
+    "    Return an empty array: this server has no command documentation to serve.",
+    "INFO [<command-name> ...]",
+    "    Return details about the given commands.",
+    "HELP",
+    "    Print this help.",
+];
+
+const CONFIG_HELP: &[&str] = &[
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern> [<pattern> ...]",
+    "    Return the parameters matching the glob-like patterns and their values.",
+    "HELP",
+    "    Print this help.",
+];
+
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "HELP",
+    "    Print this help.",
+];
+
+fn help(lines: &'static [&'static str]) -> Action {
+    Frame::Array(lines.iter().map(|&line| Frame::Simple(line)).collect()).into()
+}

@@ -1,0 +1,168 @@
+//! The command table and dispatch: names are matched case-insensitively, arity is checked as Redis
+//! checks it (a positive arity is exact, a negative one a minimum, both counting the name), and
+//! errors are worded as Redis words them so clients and their users recognise them.
+
+use super::admin;
+use super::frame::Frame;
+use super::frontend::Frontend;
+use super::kv;
+use super::pending::Pending;
+use bytes::Bytes;
+use std::borrow::Cow;
+
+/// Per-connection state.
+#[derive(Default)]
+pub(crate) struct Session {
+    /// Set by CLIENT SETNAME.
+    pub(crate) name: Option<Bytes>,
+}
+
+/// What a command produces: its reply, and whether the connection closes after it.
+pub(crate) struct Action {
+    pub(crate) reply: Pending,
+    pub(crate) close: bool,
+}
+
+impl Action {
+    pub(crate) fn close_after(frame: Frame) -> Action {
+        Action { reply: Pending::Ready(frame), close: true }
+    }
+}
+
+impl From<Frame> for Action {
+    fn from(frame: Frame) -> Action {
+        Action { reply: Pending::Ready(frame), close: false }
+    }
+}
+
+impl From<Pending> for Action {
+    fn from(reply: Pending) -> Action {
+        Action { reply, close: false }
+    }
+}
+
+type Handler = fn(&[Bytes], &mut Session, &Frontend) -> Action;
+
+/// One implemented command, with the key positions and flags that COMMAND reports.
+pub(crate) struct Command {
+    pub(crate) name: &'static str,
+    pub(crate) arity: i64,
+    pub(crate) flags: &'static [&'static str],
+    pub(crate) first_key: i64,
+    pub(crate) last_key: i64,
+    pub(crate) step: i64,
+    run: Handler,
+}
+
+const fn command(name: &'static str, arity: i64, flags: &'static [&'static str], run: Handler) -> Command {
+    Command { name, arity, flags, first_key: 0, last_key: 0, step: 0, run }
+}
+
+const fn keyed(
+    name: &'static str,
+    arity: i64,
+    flags: &'static [&'static str],
+    keys: (i64, i64, i64),
+    run: Handler,
+) -> Command {
+    Command { name, arity, flags, first_key: keys.0, last_key: keys.1, step: keys.2, run }
+}
+
+pub(crate) const COMMANDS: &[Command] = &[
+    keyed("get", 2, &["readonly", "fast"], (1, 1, 1), kv::get),
+    keyed("set", -3, &["write", "denyoom"], (1, 1, 1), kv::set),
+    keyed("del", -2, &["write"], (1, -1, 1), kv::del),
+    keyed("exists", -2, &["readonly", "fast"], (1, -1, 1), kv::exists),
+    keyed("mget", -2, &["readonly", "fast"], (1, -1, 1), kv::mget),
+    keyed("mset", -3, &["write", "denyoom"], (1, -1, 2), kv::mset),
+    command("ping", -1, &["fast"], admin::ping),
+    command("echo", 2, &["fast"], admin::echo),
+    command("select", 2, &["loading", "stale", "fast"], admin::select),
+    command("quit", -1, &["loading", "stale", "fast"], admin::quit),
+    command("command", -1, &["loading", "stale"], admin::command),
+    command("config", -2, &["admin", "loading", "stale"], admin::config),
+    command("info", -1, &["loading", "stale"], admin::info),
+    command("client", -2, &["loading", "stale"], admin::client),
+];
+
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// Runs one parsed command (`args[0]` is its name; the parser never yields an empty command).
+pub(crate) fn dispatch(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let Some(command) = lookup(&args[0]) else {
+        return unknown_command(args).into();
+    };
+    let argc = args.len() as i64;
+    let arity_ok = if command.arity >= 0 { argc == command.arity } else { argc >= -command.arity };
+    if !arity_ok {
+        return wrong_arity(command.name).into();
+    }
+    (command.run)(args, session, frontend)
+}
+
+pub(crate) fn wrong_arity(name: &str) -> Frame {
+    Frame::error(format!("ERR wrong number of arguments for '{name}' command"))
+}
+
+pub(crate) fn syntax_error() -> Frame {
+    Frame::error("ERR syntax error")
+}
+
+/// Redis' wording for a subcommand a container command (COMMAND, CONFIG, CLIENT) does not have.
+pub(crate) fn unknown_subcommand(command: &str, sub: &[u8]) -> Frame {
+    Frame::error(format!("ERR unknown subcommand '{}'. Try {command} HELP.", truncated(sub, 128)))
+}
+
+/// Redis' exact wording: the name, then the first arguments quoted, each followed by a space, until
+/// 128 bytes of them have been listed.
+fn unknown_command(args: &[Bytes]) -> Frame {
+    let mut listed = String::new();
+    for arg in &args[1..] {
+        if listed.len() >= 128 {
+            break;
+        }
+        let room = 128 - listed.len();
+        listed.push_str(&format!("'{}' ", truncated(arg, room)));
+    }
+    Frame::error(format!("ERR unknown command '{}', with args beginning with: {listed}", truncated(&args[0], 128)))
+}
+
+fn truncated(bytes: &[u8], max: usize) -> Cow<'_, str> {
+    String::from_utf8_lossy(&bytes[..bytes.len().min(max)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+    }
+
+    #[test]
+    fn unknown_commands_are_worded_like_redis() {
+        assert_eq!(
+            unknown_command(&args(&["foo", "a", "b"])),
+            Frame::error("ERR unknown command 'foo', with args beginning with: 'a' 'b' ")
+        );
+        assert_eq!(
+            unknown_command(&args(&["foo"])),
+            Frame::error("ERR unknown command 'foo', with args beginning with: ")
+        );
+        let long = "x".repeat(300);
+        let Frame::Error(line) = unknown_command(&args(&["foo", &long, "next"])) else { panic!("not an error") };
+        assert!(line.ends_with(&format!("'{}' ", "x".repeat(128))), "{line}");
+    }
+
+    #[test]
+    fn lookup_ignores_case_and_names_are_unique() {
+        assert_eq!(lookup(b"GeT").map(|c| c.name), Some("get"));
+        assert!(lookup(b"flushall").is_none());
+        let mut names: Vec<_> = COMMANDS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), COMMANDS.len());
+    }
+}

@@ -1,0 +1,118 @@
+//! One client connection: a reader that parses and dispatches commands, and a writer that sends the
+//! replies, joined by a bounded queue of pending replies.
+//!
+//! The reader does not wait for a reply before reading the next command, so a pipelining client has
+//! many requests in the core at once; the writer takes the pending replies strictly in order, so the
+//! replies come back in request order. The queue holds at most [`IN_FLIGHT_MAX`] of them; when it is
+//! full the reader stops reading and TCP pushes back on the client. The writer flushes only when the
+//! next reply is not ready yet, so a burst of pipelined replies leaves in few writes.
+//!
+//! A malformed or over-limit frame gets `-ERR Protocol error: …` and closes this connection only, as
+//! in Redis; after it the stream cannot be resynchronised.
+
+use super::commands::{dispatch, Action, Session};
+use super::frame::Frame;
+use super::frontend::Frontend;
+use super::parser::Parser;
+use super::pending::Pending;
+use crate::accept::accept_loop;
+use bytes::BytesMut;
+use std::io;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TryRecvError;
+use tracing::debug;
+
+/// Requests of one connection whose replies have not been written yet.
+const IN_FLIGHT_MAX: usize = 1024;
+const READ_CHUNK: usize = 64 << 10;
+/// Reply bytes gathered before a write even when more replies are ready.
+const WRITE_CHUNK: usize = 64 << 10;
+
+/// Serves RESP clients until the task is aborted.
+pub(crate) async fn serve(listener: TcpListener, frontend: Arc<Frontend>) {
+    accept_loop(listener, "RESP", |stream, _| serve_client(stream, frontend.clone())).await
+}
+
+async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
+    // Replies are small and latency-bound; batching already happens in the writer.
+    if let Err(e) = stream.set_nodelay(true) {
+        debug!("cannot set TCP_NODELAY on a client connection: {e}");
+    }
+    let (reader, writer) = stream.into_split();
+    let (tx, rx) = mpsc::channel(IN_FLIGHT_MAX);
+    tokio::join!(read_commands(reader, tx, &frontend), write_replies(writer, rx));
+}
+
+/// Parses and dispatches commands until the client closes, sends QUIT or breaks the protocol.
+async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Pending>, frontend: &Frontend) {
+    let mut parser = Parser::new(frontend.bulk_max());
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut session = Session::default();
+    loop {
+        loop {
+            let action = match parser.next(&mut buf) {
+                Ok(Some(args)) => dispatch(&args, &mut session, frontend),
+                Ok(None) => break,
+                Err(e) => Action::close_after(Frame::error(format!("ERR Protocol error: {e}"))),
+            };
+            // A closed queue means the writer failed: the client is gone.
+            if replies.send(action.reply).await.is_err() || action.close {
+                return;
+            }
+        }
+        buf.reserve(READ_CHUNK);
+        match reader.read_buf(&mut buf).await {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                debug!("client connection read failed: {e}");
+                return;
+            }
+        }
+    }
+}
+
+async fn write_replies(mut writer: OwnedWriteHalf, mut replies: mpsc::Receiver<Pending>) {
+    if let Err(e) = pump_replies(&mut writer, &mut replies).await {
+        debug!("client connection write failed: {e}");
+    }
+}
+
+/// Writes the replies in order until the reader is done and every reply is out, then half-closes.
+async fn pump_replies(writer: &mut OwnedWriteHalf, replies: &mut mpsc::Receiver<Pending>) -> io::Result<()> {
+    let mut out = Vec::with_capacity(WRITE_CHUNK);
+    loop {
+        let pending = match replies.try_recv() {
+            Ok(pending) => pending,
+            Err(TryRecvError::Empty) => {
+                flush(writer, &mut out).await?;
+                match replies.recv().await {
+                    Some(pending) => pending,
+                    None => break,
+                }
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
+        if !pending.is_ready() {
+            flush(writer, &mut out).await?;
+        }
+        pending.resolve().await.encode(&mut out);
+        if out.len() >= WRITE_CHUNK {
+            flush(writer, &mut out).await?;
+        }
+    }
+    flush(writer, &mut out).await?;
+    writer.shutdown().await
+}
+
+async fn flush(writer: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> io::Result<()> {
+    if !out.is_empty() {
+        writer.write_all(out).await?;
+        out.clear();
+    }
+    Ok(())
+}

@@ -1,0 +1,89 @@
+//! RESP2 replies and their encoding.
+
+use bytes::Bytes;
+use std::io::Write;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Frame {
+    Simple(&'static str),
+    /// The whole error line after `-`, code first (`ERR …`, `BUSY …`).
+    Error(String),
+    Integer(i64),
+    Bulk(Bytes),
+    /// The null bulk string `$-1`: Redis' "no value".
+    Null,
+    Array(Vec<Frame>),
+}
+
+impl Frame {
+    pub(crate) fn ok() -> Frame {
+        Frame::Simple("OK")
+    }
+
+    pub(crate) fn error(line: impl Into<String>) -> Frame {
+        Frame::Error(line.into())
+    }
+
+    pub(crate) fn bulk(text: impl Into<String>) -> Frame {
+        Frame::Bulk(Bytes::from(text.into()))
+    }
+
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Frame::Simple(s) => line(out, b'+', s.as_bytes()),
+            Frame::Error(e) => error_line(out, e),
+            Frame::Integer(n) => header(out, b':', *n),
+            Frame::Bulk(b) => {
+                header(out, b'$', b.len() as i64);
+                out.extend_from_slice(b);
+                out.extend_from_slice(b"\r\n");
+            }
+            Frame::Null => out.extend_from_slice(b"$-1\r\n"),
+            Frame::Array(items) => {
+                header(out, b'*', items.len() as i64);
+                items.iter().for_each(|item| item.encode(out));
+            }
+        }
+    }
+}
+
+fn line(out: &mut Vec<u8>, kind: u8, text: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(text);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Errors may quote client input; a CR or LF in it would end the line early and desynchronise the
+/// client, so they become spaces, as Redis does.
+fn error_line(out: &mut Vec<u8>, text: &str) {
+    out.push(b'-');
+    out.extend(text.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header(out: &mut Vec<u8>, kind: u8, n: i64) {
+    out.push(kind);
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{n}\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(frame: Frame) -> String {
+        let mut out = Vec::new();
+        frame.encode(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn encodes_every_kind() {
+        assert_eq!(encoded(Frame::ok()), "+OK\r\n");
+        assert_eq!(encoded(Frame::error("ERR bad\r\nthing")), "-ERR bad  thing\r\n");
+        assert_eq!(encoded(Frame::Integer(-3)), ":-3\r\n");
+        assert_eq!(encoded(Frame::bulk("hi")), "$2\r\nhi\r\n");
+        assert_eq!(encoded(Frame::Null), "$-1\r\n");
+        assert_eq!(encoded(Frame::Array(vec![Frame::Integer(1), Frame::Null])), "*2\r\n:1\r\n$-1\r\n");
+    }
+}

@@ -1,0 +1,191 @@
+//! The key-value commands, translated into core [`Request`]s.
+//!
+//! Every request is checked against the node's [`Limits`](meridian_core::Limits) before anything is
+//! submitted, so an oversized key or value changes nothing anywhere. Multi-key commands (DEL, EXISTS,
+//! MGET, MSET) submit one request per key and answer once all have answered: each key is read or
+//! written independently, so MSET is atomic per key, not across keys, and if some of its keys fail
+//! the others may still have been written (the reply is then the first error).
+
+use super::commands::{syntax_error, wrong_arity, Action, Session};
+use super::frame::Frame;
+use super::frontend::Frontend;
+use super::pending::Pending;
+use bytes::Bytes;
+use meridian_core::{Condition, Reply, Request, Write};
+
+pub(super) fn get(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read(&args[1]), value)
+}
+
+pub(super) fn set(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    match set_condition(&args[3..]) {
+        Ok(cond) => submit_one(frontend, write(&args[1], Some(&args[2]), cond), written_or_null),
+        Err(frame) => frame.into(),
+    }
+}
+
+pub(super) fn del(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    let deletes = args[1..].iter().map(|key| write(key, None, Condition::Always)).collect();
+    submit_many(frontend, deletes, count_existed)
+}
+
+pub(super) fn exists(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    submit_many(frontend, args[1..].iter().map(read).collect(), count_present)
+}
+
+pub(super) fn mget(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    submit_many(frontend, args[1..].iter().map(read).collect(), values)
+}
+
+pub(super) fn mset(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    if args.len().is_multiple_of(2) {
+        return wrong_arity("mset").into();
+    }
+    let writes = args[1..].chunks_exact(2).map(|kv| write(&kv[0], Some(&kv[1]), Condition::Always)).collect();
+    submit_many(frontend, writes, all_written)
+}
+
+/// SET's options: NX and XX are supported; the expiry options and GET are refused by name until keys
+/// can expire; anything else is a syntax error, as in Redis.
+fn set_condition(options: &[Bytes]) -> Result<Condition, Frame> {
+    let mut cond = Condition::Always;
+    for option in options {
+        let name = String::from_utf8_lossy(option).to_ascii_uppercase();
+        cond = match (name.as_str(), cond) {
+            ("NX", Condition::Always) => Condition::IfAbsent,
+            ("XX", Condition::Always) => Condition::IfPresent,
+            ("EX" | "PX" | "EXAT" | "PXAT" | "KEEPTTL" | "GET", _) => {
+                return Err(Frame::error(format!("ERR SET option '{name}' is not supported")))
+            }
+            _ => return Err(syntax_error()),
+        };
+    }
+    Ok(cond)
+}
+
+fn read(key: &Bytes) -> Request {
+    Request::Get { key: key.clone() }
+}
+
+fn write(key: &Bytes, value: Option<&Bytes>, cond: Condition) -> Request {
+    Request::Write(Write { key: key.clone(), value: value.cloned(), cond })
+}
+
+fn submit_one(frontend: &Frontend, req: Request, shape: fn(Reply) -> Frame) -> Action {
+    if let Err(why) = frontend.limits.check(&req) {
+        return Frame::error(format!("ERR {why}")).into();
+    }
+    Pending::One { rx: frontend.core.submit(req), shape }.into()
+}
+
+/// Submits every request, or none if any is over the limits.
+fn submit_many(frontend: &Frontend, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Action {
+    if let Some(why) = reqs.iter().find_map(|req| frontend.limits.check(req).err()) {
+        return Frame::error(format!("ERR {why}")).into();
+    }
+    Pending::Many { rxs: reqs.into_iter().map(|req| frontend.core.submit(req)).collect(), fold }.into()
+}
+
+fn value(reply: Reply) -> Frame {
+    match reply {
+        Reply::Value(Some(v)) => Frame::Bulk(v),
+        Reply::Value(None) => Frame::Null,
+        other => failure(other),
+    }
+}
+
+/// SET: `+OK` when the write applied, a null bulk when its NX/XX condition did not hold.
+fn written_or_null(reply: Reply) -> Frame {
+    match reply {
+        Reply::Written { applied: true, .. } => Frame::ok(),
+        Reply::Written { applied: false, .. } => Frame::Null,
+        other => failure(other),
+    }
+}
+
+fn count_existed(replies: Vec<Reply>) -> Frame {
+    let mut count = 0;
+    for reply in replies {
+        match reply {
+            Reply::Written { existed, .. } => count += i64::from(existed),
+            other => return failure(other),
+        }
+    }
+    Frame::Integer(count)
+}
+
+fn count_present(replies: Vec<Reply>) -> Frame {
+    let mut count = 0;
+    for reply in replies {
+        match reply {
+            Reply::Value(v) => count += i64::from(v.is_some()),
+            other => return failure(other),
+        }
+    }
+    Frame::Integer(count)
+}
+
+fn values(replies: Vec<Reply>) -> Frame {
+    let mut frames = Vec::with_capacity(replies.len());
+    for reply in replies {
+        match reply {
+            Reply::Value(v) => frames.push(v.map_or(Frame::Null, Frame::Bulk)),
+            other => return failure(other),
+        }
+    }
+    Frame::Array(frames)
+}
+
+fn all_written(replies: Vec<Reply>) -> Frame {
+    match replies.into_iter().find(|r| !matches!(r, Reply::Written { applied: true, .. })) {
+        Some(other) => failure(other),
+        None => Frame::ok(),
+    }
+}
+
+/// An error reply, or a reply of the wrong kind for the request (a bug in the protocol core, reported
+/// rather than hidden).
+fn failure(reply: Reply) -> Frame {
+    match reply {
+        Reply::Error(kind, msg) => Frame::error(format!("{} {msg}", kind.code())),
+        other => Frame::error(format!("ERR internal error: the protocol core answered {other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::ErrorKind;
+
+    fn opts(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+    }
+
+    #[test]
+    fn set_options() {
+        assert_eq!(set_condition(&opts(&[])), Ok(Condition::Always));
+        assert_eq!(set_condition(&opts(&["nx"])), Ok(Condition::IfAbsent));
+        assert_eq!(set_condition(&opts(&["XX"])), Ok(Condition::IfPresent));
+        assert_eq!(set_condition(&opts(&["NX", "XX"])), Err(syntax_error()));
+        assert_eq!(set_condition(&opts(&["bogus"])), Err(syntax_error()));
+        let ex = set_condition(&opts(&["ex", "10"]));
+        assert_eq!(ex, Err(Frame::error("ERR SET option 'EX' is not supported")));
+    }
+
+    #[test]
+    fn replies_map_to_redis_shapes() {
+        assert_eq!(written_or_null(Reply::Written { applied: false, existed: true }), Frame::Null);
+        assert_eq!(value(Reply::Error(ErrorKind::Busy, "full".into())), Frame::error("BUSY full"));
+        let del =
+            vec![Reply::Written { applied: true, existed: true }, Reply::Written { applied: true, existed: false }];
+        assert_eq!(count_existed(del), Frame::Integer(1));
+        let mget = vec![Reply::Value(None), Reply::Value(Some(Bytes::from_static(b"v")))];
+        assert_eq!(values(mget), Frame::Array(vec![Frame::Null, Frame::Bulk(Bytes::from_static(b"v"))]));
+        let partial =
+            vec![Reply::Written { applied: true, existed: false }, Reply::Error(ErrorKind::Timeout, "t".into())];
+        assert_eq!(all_written(partial), Frame::error("TIMEOUT t"));
+        assert!(
+            matches!(value(Reply::Written { applied: true, existed: true }), Frame::Error(e) if e.contains("internal"))
+        );
+    }
+}

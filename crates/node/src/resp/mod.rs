@@ -1,0 +1,23 @@
+//! The RESP2 server: Redis clients (redis-cli, redis-benchmark, redis-py, go-ycsb) talk to a node
+//! unchanged for the commands it implements.
+//!
+//! - `parser`: incremental, bounded request parser (multibulk and inline).
+//! - `frame`: replies and their encoding.
+//! - `connection`: one reader and one writer per client, pipelining with replies in order.
+//! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET) turns commands
+//!   into core requests, `admin` answers connection and introspection commands locally.
+//! - `pending`: replies still on their way from the core.
+//! - `frontend`: what all connections share; `glob`: the patterns of CONFIG GET.
+
+mod admin;
+mod commands;
+mod connection;
+mod frame;
+mod frontend;
+mod glob;
+mod kv;
+mod parser;
+mod pending;
+
+pub(crate) use connection::serve;
+pub(crate) use frontend::Frontend;

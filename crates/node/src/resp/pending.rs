@@ -1,0 +1,57 @@
+//! A reply that may still be on its way from the core.
+//!
+//! A connection's writer takes these in request order, which is what keeps pipelined replies in order
+//! while many requests of the connection are in the core at once. The shape of the final RESP reply is a
+//! plain function of the core's [`Reply`]s, so nothing here needs boxing or a task of its own.
+
+use super::frame::Frame;
+use meridian_core::{ErrorKind, Reply};
+use tokio::sync::oneshot;
+
+pub(crate) enum Pending {
+    Ready(Frame),
+    One {
+        rx: oneshot::Receiver<Reply>,
+        shape: fn(Reply) -> Frame,
+    },
+    /// A multi-key command: one core request per key, answered together.
+    Many {
+        rxs: Vec<oneshot::Receiver<Reply>>,
+        fold: fn(Vec<Reply>) -> Frame,
+    },
+}
+
+impl Pending {
+    /// True when resolving will not wait.
+    pub(crate) fn is_ready(&self) -> bool {
+        match self {
+            Pending::Ready(_) => true,
+            Pending::One { rx, .. } => !rx.is_empty(),
+            Pending::Many { rxs, .. } => rxs.iter().all(|rx| !rx.is_empty()),
+        }
+    }
+
+    pub(crate) async fn resolve(self) -> Frame {
+        match self {
+            Pending::Ready(frame) => frame,
+            Pending::One { rx, shape } => shape(receive(rx).await),
+            Pending::Many { rxs, fold } => {
+                // The core answers each request on its own; awaiting them in turn waits no longer than
+                // the slowest.
+                let mut replies = Vec::with_capacity(rxs.len());
+                for rx in rxs {
+                    replies.push(receive(rx).await);
+                }
+                fold(replies)
+            }
+        }
+    }
+}
+
+/// The core's reply; a dropped sender means the core stopped with the request inside it, so whether
+/// it took effect is unknown.
+async fn receive(rx: oneshot::Receiver<Reply>) -> Reply {
+    rx.await.unwrap_or_else(|_| {
+        Reply::Error(ErrorKind::Timeout, "the node stopped before answering; the outcome is unknown".into())
+    })
+}

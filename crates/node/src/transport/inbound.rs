@@ -1,0 +1,114 @@
+//! Receiving from peers: each accepted connection must open with an admissible `Hello` within
+//! [`HELLO_TIMEOUT`]; after that its frames are decoded and handed to the core as `(from, msg)`. Any
+//! decode error (bad checksum, unknown version, oversized or undecodable frame) closes that connection
+//! only; the peer's sender reconnects.
+
+use super::handshake::Refusal;
+use super::Gate;
+use crate::accept::accept_loop;
+use crate::inbox::{deliver, CoreStopped, Input};
+use bytes::{Buf, BytesMut};
+use meridian_core::wire::{self, Hello, WireError};
+use meridian_core::NodeId;
+use serde::de::DeserializeOwned;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::mpsc::SyncSender;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tracing::{debug, warn};
+
+/// A caller that has not introduced itself by then is not a Meridian peer.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bytes read per call; the buffer holds at most one partial frame (at most `wire::FRAME_MAX`) plus this.
+const READ_CHUNK: usize = 64 << 10;
+
+#[derive(Debug, thiserror::Error)]
+enum InboundError {
+    #[error("no hello within {HELLO_TIMEOUT:?}")]
+    HelloTimeout,
+    #[error("closed before its hello")]
+    NoHello,
+    #[error("{0}")]
+    Refused(#[from] Refusal),
+    #[error("{0}")]
+    Wire(#[from] WireError),
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("the core has stopped")]
+    CoreStopped,
+}
+
+impl From<CoreStopped> for InboundError {
+    fn from(_: CoreStopped) -> Self {
+        InboundError::CoreStopped
+    }
+}
+
+/// Accepts peer connections until the task is aborted.
+pub(crate) async fn accept_peers<M>(listener: TcpListener, gate: Gate, inbox: SyncSender<Input<M>>)
+where
+    M: DeserializeOwned + Send + 'static,
+{
+    accept_loop(listener, "peer", |stream, addr| serve_peer(stream, addr, gate.clone(), inbox.clone())).await
+}
+
+async fn serve_peer<M: DeserializeOwned>(
+    mut stream: TcpStream,
+    addr: SocketAddr,
+    gate: Gate,
+    inbox: SyncSender<Input<M>>,
+) {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let from = match handshake(&mut stream, &mut buf, &gate).await {
+        Ok(from) => from,
+        Err(e) => {
+            warn!(%addr, "refusing peer connection: {e}");
+            return;
+        }
+    };
+    debug!(peer = %from, %addr, "peer connected");
+    match receive(&mut stream, &mut buf, from, &inbox).await {
+        Ok(()) => debug!(peer = %from, %addr, "peer closed its connection"),
+        Err(e) => warn!(peer = %from, %addr, "closing peer connection: {e}"),
+    }
+}
+
+async fn handshake(stream: &mut TcpStream, buf: &mut BytesMut, gate: &Gate) -> Result<NodeId, InboundError> {
+    let hello: Hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame(stream, buf))
+        .await
+        .map_err(|_| InboundError::HelloTimeout)??
+        .ok_or(InboundError::NoHello)?;
+    Ok(gate.admit(&hello)?)
+}
+
+/// Passes every frame to the core until the peer closes the connection.
+async fn receive<M: DeserializeOwned>(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    from: NodeId,
+    inbox: &SyncSender<Input<M>>,
+) -> Result<(), InboundError> {
+    while let Some(msg) = read_frame(stream, buf).await? {
+        deliver(inbox, from, msg).await?;
+    }
+    Ok(())
+}
+
+/// The next frame, reading more as needed; `None` when the peer closes the connection.
+async fn read_frame<T: DeserializeOwned>(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+) -> Result<Option<T>, InboundError> {
+    loop {
+        if let Some((msg, used)) = wire::decode(buf)? {
+            buf.advance(used);
+            return Ok(Some(msg));
+        }
+        buf.reserve(READ_CHUNK);
+        if stream.read_buf(buf).await? == 0 {
+            return Ok(None);
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! The TCP peer transport.
+//!
+//! Each node keeps one outbound connection per peer, used only to send to it, and accepts inbound
+//! connections, used only to receive; so a pair of nodes talks over two connections, one per direction,
+//! and neither side has to decide who dials whom. Every connection starts with a [`wire::Hello`] naming
+//! the caller and the cluster fingerprint, and then carries [`wire`] frames.
+//!
+//! Delivery is best effort, by design: when a connection fails, the messages queued for it or in flight
+//! on it may be lost, and when a peer's queue is full (`PEER_QUEUE_MAX`) new messages to it are dropped
+//! and counted. The protocols retransmit what matters, as they must over any real network; the transport
+//! only guarantees that what arrives from one peer arrives in the order it was sent and uncorrupted (the
+//! frame checksum).
+//!
+//! [`wire`]: meridian_core::wire
+//! [`wire::Hello`]: meridian_core::wire::Hello
+
+mod handshake;
+mod inbound;
+mod outbound;
+
+pub(crate) use handshake::Gate;
+pub(crate) use inbound::accept_peers;
+pub(crate) use outbound::{peer_queues, spawn_outbound, PeerQueues};

@@ -1,0 +1,204 @@
+//! Sending to peers: one bounded queue and one task per peer. The task dials the peer (retrying with
+//! exponential backoff), sends the `Hello`, then writes whatever is queued, several frames per write.
+//! The connection is send-only; the task still watches it for reads so a peer that hangs up is noticed
+//! at once rather than at the next write.
+
+use super::Gate;
+use meridian_core::wire::{self, Hello};
+use meridian_core::{ClusterConfig, NodeId};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+/// Messages waiting for one peer; beyond this they are dropped (and counted), since a peer that far
+/// behind is better served by the protocol's own retransmission than by an ever-growing backlog.
+pub(crate) const PEER_QUEUE_MAX: usize = 4096;
+/// How many bytes of frames one write may carry.
+const WRITE_BATCH_BYTES: usize = 256 << 10;
+/// A dial to an unreachable host would otherwise wait for the kernel's timeout (minutes).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The core thread's side of the outbound queues: non-blocking, so the core never waits on the network.
+pub(crate) struct PeerQueues<M> {
+    queues: BTreeMap<NodeId, mpsc::Sender<M>>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// One peer's queue, to be drained by its sender task.
+pub(crate) struct OutboundQueue<M> {
+    to: NodeId,
+    addr: String,
+    /// Crate-visible so the driver's tests can see what the core queued.
+    pub(crate) rx: mpsc::Receiver<M>,
+}
+
+/// Creates a queue for every other member of the cluster.
+pub(crate) fn peer_queues<M>(
+    me: NodeId,
+    cluster: &ClusterConfig,
+    dropped: Arc<AtomicU64>,
+) -> (PeerQueues<M>, Vec<OutboundQueue<M>>) {
+    let mut queues = BTreeMap::new();
+    let mut outbound = Vec::new();
+    for node in cluster.nodes.iter().filter(|n| n.id != me) {
+        let (tx, rx) = mpsc::channel(PEER_QUEUE_MAX);
+        queues.insert(node.id, tx);
+        outbound.push(OutboundQueue { to: node.id, addr: node.peer_addr.clone(), rx });
+    }
+    (PeerQueues { queues, dropped }, outbound)
+}
+
+impl<M> PeerQueues<M> {
+    /// Queues `msg` for `to`, or drops and counts it when the queue is full or `to` is not a peer.
+    pub(crate) fn send(&self, to: NodeId, msg: M) {
+        let Some(queue) = self.queues.get(&to) else {
+            warn!(%to, "dropping a message to a node that is not in the cluster config");
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if queue.try_send(msg).is_err() {
+            debug!(%to, "peer queue full; message dropped");
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) fn spawn_outbound<M: Serialize + Send + 'static>(gate: Gate, queue: OutboundQueue<M>) -> JoinHandle<()> {
+    tokio::spawn(run_sender(gate.hello(), queue))
+}
+
+/// Connects, pumps, reconnects; returns once the core has dropped its side of the queue.
+async fn run_sender<M: Serialize>(hello: Hello, mut queue: OutboundQueue<M>) {
+    let mut backoff = Backoff::new();
+    while !queue.rx.is_closed() {
+        match connect(&queue.addr).await {
+            Ok(stream) => {
+                info!(peer = %queue.to, addr = %queue.addr, "connected to peer");
+                let opened = Instant::now();
+                match pump(stream, &hello, &mut queue.rx).await {
+                    Ok(()) => return,
+                    Err(e) => warn!(peer = %queue.to, addr = %queue.addr, "peer connection lost: {e}; reconnecting"),
+                }
+                // A connection that lived a while was healthy; one the peer keeps closing at once (a
+                // refused handshake) must not be redialled at full speed.
+                if opened.elapsed() >= BACKOFF_MAX {
+                    backoff.reset();
+                }
+            }
+            Err(e) => debug!(peer = %queue.to, addr = %queue.addr, "cannot connect to peer: {e}"),
+        }
+        tokio::time::sleep(backoff.next()).await;
+    }
+}
+
+async fn connect(addr: &str) -> io::Result<TcpStream> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Sends the hello, then queued messages until the queue closes (`Ok`) or the connection fails.
+async fn pump<M: Serialize>(stream: TcpStream, hello: &Hello, rx: &mut mpsc::Receiver<M>) -> io::Result<()> {
+    let (mut reader, mut writer) = stream.into_split();
+    let mut buf = Vec::new();
+    wire::encode(hello, &mut buf).map_err(io::Error::other)?;
+    writer.write_all(&buf).await?;
+    let mut probe = [0u8; 1];
+    loop {
+        buf.clear();
+        tokio::select! {
+            msg = rx.recv() => {
+                let Some(msg) = msg else { return Ok(()) };
+                encode_batch(msg, rx, &mut buf);
+                writer.write_all(&buf).await?;
+            }
+            read = reader.read(&mut probe) => return Err(hang_up(read)),
+        }
+    }
+}
+
+/// Encodes `first` and whatever else is already queued, up to [`WRITE_BATCH_BYTES`].
+fn encode_batch<M: Serialize>(first: M, rx: &mut mpsc::Receiver<M>, buf: &mut Vec<u8>) {
+    encode_or_drop(&first, buf);
+    while buf.len() < WRITE_BATCH_BYTES {
+        let Ok(msg) = rx.try_recv() else { break };
+        encode_or_drop(&msg, buf);
+    }
+}
+
+fn encode_or_drop<M: Serialize>(msg: &M, buf: &mut Vec<u8>) {
+    if let Err(e) = wire::encode(msg, buf) {
+        warn!("dropping a peer message that cannot be sent: {e}");
+    }
+}
+
+/// What a read on a send-only connection means: the peer closed it, it failed, or the peer broke the
+/// protocol by talking back.
+fn hang_up(read: io::Result<usize>) -> io::Error {
+    match read {
+        Ok(0) => io::Error::new(io::ErrorKind::ConnectionAborted, "the peer closed the connection"),
+        Ok(_) => io::Error::new(io::ErrorKind::InvalidData, "the peer sent data on a send-only connection"),
+        Err(e) => e,
+    }
+}
+
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff { next: BACKOFF_MIN }
+    }
+
+    fn reset(&mut self) {
+        self.next = BACKOFF_MIN;
+    }
+
+    fn next(&mut self) -> Duration {
+        let now = self.next;
+        self.next = (now * 2).min(BACKOFF_MAX);
+        now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::NodeSpec;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_resets() {
+        let mut b = Backoff::new();
+        let seq: Vec<u64> = (0..7).map(|_| b.next().as_millis() as u64).collect();
+        assert_eq!(seq, vec![50, 100, 200, 400, 800, 1000, 1000]);
+        b.reset();
+        assert_eq!(b.next(), BACKOFF_MIN);
+    }
+
+    #[test]
+    fn full_queues_and_unknown_nodes_drop_and_count() {
+        let nodes = (1..=2).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("127.0.0.1:{i}") }).collect();
+        let cluster = ClusterConfig::new(nodes, 2, 1).unwrap();
+        let dropped = Arc::new(AtomicU64::new(0));
+        let (queues, outbound) = peer_queues::<u32>(NodeId(1), &cluster, dropped.clone());
+        assert_eq!(outbound.len(), 1);
+        for i in 0..PEER_QUEUE_MAX as u32 + 5 {
+            queues.send(NodeId(2), i);
+        }
+        queues.send(NodeId(7), 0);
+        assert_eq!(dropped.load(Ordering::Relaxed), 6);
+    }
+}

@@ -1,0 +1,99 @@
+//! A test-only protocol core: an in-memory key-value store that serves the keys it owns (the head of the
+//! key's chain on a ring with replication 1) and forwards the others to their owner, relaying the reply.
+//! Writes are acknowledged only after sync, as a real store would.
+
+use bytes::Bytes;
+use meridian_core::{ClusterConfig, Effects, NodeId, Process, Reply, Request, RequestId, Ring, Time, Write};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum KvMsg {
+    Forward { tag: u64, req: Request },
+    Answer { tag: u64, reply: Reply },
+}
+
+pub struct KvNode {
+    me: NodeId,
+    ring: Ring,
+    data: BTreeMap<Bytes, Bytes>,
+    /// Forwarded requests waiting for their owner's answer.
+    relays: BTreeMap<u64, RequestId>,
+    next_tag: u64,
+}
+
+type Out = Effects<KvMsg, ()>;
+
+impl KvNode {
+    pub fn new(me: NodeId, cluster: &ClusterConfig) -> KvNode {
+        KvNode { me, ring: Ring::new(cluster), data: BTreeMap::new(), relays: BTreeMap::new(), next_tag: 0 }
+    }
+
+    /// Applies a request to the local map; the flag says whether it wrote.
+    fn apply(&mut self, req: Request) -> (Reply, bool) {
+        match req {
+            Request::Get { key } => (Reply::Value(self.data.get(&key).cloned()), false),
+            Request::Write(Write { key, value, cond }) => {
+                let existed = self.data.contains_key(&key);
+                if !cond.holds(existed) {
+                    return (Reply::Written { applied: false, existed }, false);
+                }
+                match value {
+                    Some(v) => self.data.insert(key, v),
+                    None => self.data.remove(&key),
+                };
+                (Reply::Written { applied: true, existed }, true)
+            }
+        }
+    }
+}
+
+impl Process for KvNode {
+    type Msg = KvMsg;
+    type Timer = ();
+
+    fn start(&mut self, _: Time, _: &mut Out) {}
+
+    fn on_message(&mut self, _: Time, from: NodeId, msg: KvMsg, out: &mut Out) {
+        match msg {
+            KvMsg::Forward { tag, req } => {
+                let (reply, wrote) = self.apply(req);
+                if wrote {
+                    out.mark_dirty();
+                    out.send_after_sync(from, KvMsg::Answer { tag, reply });
+                } else {
+                    out.send(from, KvMsg::Answer { tag, reply });
+                }
+            }
+            KvMsg::Answer { tag, reply } => {
+                if let Some(id) = self.relays.remove(&tag) {
+                    out.reply(id, reply);
+                }
+            }
+        }
+    }
+
+    fn on_timer(&mut self, _: Time, _: (), _: &mut Out) {}
+
+    fn on_request(&mut self, _: Time, id: RequestId, req: Request, out: &mut Out) {
+        let owner = self.ring.chain_for_key(req.key()).head();
+        if owner != self.me {
+            let tag = self.next_tag;
+            self.next_tag += 1;
+            self.relays.insert(tag, id);
+            out.send(owner, KvMsg::Forward { tag, req });
+            return;
+        }
+        let (reply, wrote) = self.apply(req);
+        if wrote {
+            out.mark_dirty();
+            out.reply_after_sync(id, reply);
+        } else {
+            out.reply(id, reply);
+        }
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

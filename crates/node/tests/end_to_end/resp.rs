@@ -1,0 +1,137 @@
+//! RESP commands against one node, over a real socket.
+
+use crate::resp_client::{encode, Client, Resp};
+use crate::support::{single_kv, within, LIMITS};
+
+#[tokio::test]
+async fn strings_commands_behave_like_redis() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    assert_eq!(c.cmd(&["PING"]).await, Resp::Simple("PONG".into()));
+    assert_eq!(c.cmd(&["ping", "hi"]).await, Resp::bulk("hi"));
+    assert_eq!(c.cmd(&["ECHO", "hello world"]).await, Resp::bulk("hello world"));
+    assert_eq!(c.cmd(&["GET", "a"]).await, Resp::null());
+    assert_eq!(c.cmd(&["SET", "a", "1"]).await, Resp::ok());
+    assert_eq!(c.cmd(&["get", "a"]).await, Resp::bulk("1"));
+    assert_eq!(c.cmd(&["SET", "a", "2", "NX"]).await, Resp::null());
+    assert_eq!(c.cmd(&["SET", "b", "2", "XX"]).await, Resp::null());
+    assert_eq!(c.cmd(&["SET", "b", "2", "nx"]).await, Resp::ok());
+    assert_eq!(c.cmd(&["SET", "b", "3", "XX"]).await, Resp::ok());
+    assert_eq!(c.cmd(&["GET", "b"]).await, Resp::bulk("3"));
+    assert_eq!(c.cmd(&["EXISTS", "a", "b", "nope", "a"]).await, Resp::Int(3));
+    assert_eq!(c.cmd(&["MSET", "c", "x", "d", "y"]).await, Resp::ok());
+    let mget = c.cmd(&["MGET", "a", "nope", "d"]).await;
+    assert_eq!(mget, Resp::Array(vec![Resp::bulk("1"), Resp::null(), Resp::bulk("y")]));
+    assert_eq!(c.cmd(&["DEL", "a", "nope", "c"]).await, Resp::Int(2));
+    assert_eq!(c.cmd(&["GET", "a"]).await, Resp::null());
+    assert_eq!(c.cmd(&["SELECT", "0"]).await, Resp::ok());
+    assert_eq!(c.cmd(&["SELECT", "1"]).await, Resp::error("ERR DB index is out of range"));
+    within("shutdown", node.shutdown()).await;
+}
+
+#[tokio::test]
+async fn errors_are_worded_like_redis() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    let unknown = c.cmd(&["FLUSHALL", "ASYNC", "x"]).await;
+    assert_eq!(unknown, Resp::error("ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC' 'x' "));
+    assert_eq!(c.cmd(&["GET"]).await, Resp::error("ERR wrong number of arguments for 'get' command"));
+    assert_eq!(
+        c.cmd(&["MSET", "k", "v", "odd"]).await,
+        Resp::error("ERR wrong number of arguments for 'mset' command")
+    );
+    assert_eq!(c.cmd(&["SET", "k", "v", "EX", "10"]).await, Resp::error("ERR SET option 'EX' is not supported"));
+    assert_eq!(c.cmd(&["SET", "k", "v", "NX", "XX"]).await, Resp::error("ERR syntax error"));
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "x", "y"]).await,
+        Resp::error("ERR unknown subcommand 'SET'. Try CONFIG HELP.")
+    );
+    assert_eq!(c.cmd(&["GET", ""]).await, Resp::error("ERR empty keys are not allowed"));
+    within("shutdown", node.shutdown()).await;
+}
+
+#[tokio::test]
+async fn introspection_answers_honestly() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    let Resp::Int(count) = c.cmd(&["COMMAND", "COUNT"]).await else { panic!("COMMAND COUNT is not an integer") };
+    let Resp::Array(all) = c.cmd(&["COMMAND"]).await else { panic!("COMMAND is not an array") };
+    assert_eq!(all.len() as i64, count);
+    assert_eq!(c.cmd(&["COMMAND", "DOCS"]).await, Resp::Array(vec![]));
+    assert_eq!(c.cmd(&["CONFIG", "GET", "save"]).await, Resp::Array(vec![]));
+    assert_eq!(c.cmd(&["CONFIG", "GET", "appendonly"]).await, Resp::Array(vec![]));
+    let bulk_max = (LIMITS.max_value_bytes + 1024).to_string();
+    let config = c.cmd(&["CONFIG", "GET", "proto-max-*"]).await;
+    assert_eq!(config, Resp::Array(vec![Resp::bulk("proto-max-bulk-len"), Resp::bulk(&bulk_max)]));
+    let Resp::Bulk(Some(info)) = c.cmd(&["INFO"]).await else { panic!("INFO is not a bulk string") };
+    let info = String::from_utf8(info).unwrap();
+    assert!(info.starts_with("# Server\r\nmeridian_version:"), "{info}");
+    assert!(info.contains(&format!("tcp_port:{}\r\n", node.resp_addr().port())), "{info}");
+    assert!(info.contains("node_id:1\r\n"), "{info}");
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]).await, Resp::null());
+    assert_eq!(c.cmd(&["CLIENT", "SETNAME", "bench-1"]).await, Resp::ok());
+    assert_eq!(c.cmd(&["client", "getname"]).await, Resp::bulk("bench-1"));
+    within("shutdown", node.shutdown()).await;
+}
+
+#[tokio::test]
+async fn inline_commands_and_quit() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    c.send_raw(b"SET greeting \"hello world\"\r\nGET greeting\r\n").await;
+    assert_eq!(c.read().await, Resp::ok());
+    assert_eq!(c.read().await, Resp::bulk("hello world"));
+    assert_eq!(c.cmd(&["QUIT"]).await, Resp::ok());
+    assert!(c.is_closed().await);
+    within("shutdown", node.shutdown()).await;
+}
+
+#[tokio::test]
+async fn pipelined_replies_come_back_in_order() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    let mut batch = Vec::new();
+    for i in 0..50 {
+        batch.extend(encode(&["SET", &format!("k{i}"), &format!("v{i}")]));
+        batch.extend(encode(&["GET", &format!("k{i}")]));
+    }
+    c.send_raw(&batch).await;
+    for i in 0..50 {
+        assert_eq!(c.read().await, Resp::ok(), "reply to SET k{i}");
+        assert_eq!(c.read().await, Resp::bulk(&format!("v{i}")), "reply to GET k{i}");
+    }
+    within("shutdown", node.shutdown()).await;
+}
+
+#[tokio::test]
+async fn a_malformed_frame_closes_only_its_connection() {
+    let node = single_kv().await;
+    let mut good = Client::connect(node.resp_addr()).await;
+    let mut bad = Client::connect(node.resp_addr()).await;
+    bad.send_raw(b"*1\r\n$x\r\n").await;
+    assert_eq!(bad.read().await, Resp::error("ERR Protocol error: invalid bulk length"));
+    assert!(bad.is_closed().await);
+    assert_eq!(good.cmd(&["PING"]).await, Resp::Simple("PONG".into()));
+    within("shutdown", node.shutdown()).await;
+}
+
+#[tokio::test]
+async fn oversized_requests_are_refused_and_write_nothing() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    let big = "v".repeat(LIMITS.max_value_bytes + 1);
+    let refused = c.cmd(&["SET", "k", &big]).await;
+    assert_eq!(refused, Resp::error("ERR value is 257 bytes; the limit is 256"));
+    let refused = c.cmd(&["MSET", "small", "ok", "k", &big]).await;
+    assert_eq!(refused, Resp::error("ERR value is 257 bytes; the limit is 256"));
+    assert_eq!(c.cmd(&["MGET", "k", "small"]).await, Resp::Array(vec![Resp::null(), Resp::null()]));
+
+    // Beyond the protocol's bulk limit the frame itself is refused and the connection closed.
+    let huge = "v".repeat(LIMITS.max_value_bytes + 1024 + 1);
+    c.send_raw(&encode(&["SET", "k", &huge])).await;
+    assert_eq!(c.read().await, Resp::error("ERR Protocol error: invalid bulk length"));
+    assert!(c.is_closed().await);
+    let mut fresh = Client::connect(node.resp_addr()).await;
+    assert_eq!(fresh.cmd(&["GET", "k"]).await, Resp::null());
+    within("shutdown", node.shutdown()).await;
+}

@@ -1,0 +1,228 @@
+//! Faults, swarm-randomised per seed: each run enables a random subset of the requested fault kinds,
+//! each at its own random rate, so that over many seeds both rare combinations and dense storms occur.
+//! All faults here are inside the chain protocol's fault model (crash-restart with a durable disk,
+//! lost messages, partitions, pauses, clock skew); none corrupts synced data.
+
+use crate::rng::SimRng;
+use crate::world::{Event, World};
+use meridian_core::{NodeId, Process};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// Power loss on a node, restart later from what its disk kept.
+    Crash,
+    /// Symmetric splits, one-node isolation, one-way cuts and connection resets.
+    Partition,
+    /// The node stops handling events for a while (GC pause, SIGSTOP), then catches up.
+    Pause,
+    /// Initial offsets and drift per node, and steps of a node's wall clock.
+    Clock,
+}
+
+impl FromStr for FaultKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "crash" => Ok(FaultKind::Crash),
+            "partition" => Ok(FaultKind::Partition),
+            "pause" => Ok(FaultKind::Pause),
+            "clock" => Ok(FaultKind::Clock),
+            other => Err(format!("unknown nemesis {other:?}; expected crash, partition, pause or clock")),
+        }
+    }
+}
+
+/// Parses a comma-separated nemesis list such as `crash,partition,pause,clock` (empty: none).
+pub fn parse_kinds(list: &str) -> Result<Vec<FaultKind>, String> {
+    list.split(',').filter(|s| !s.trim().is_empty()).map(FaultKind::from_str).collect()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Inject(FaultKind),
+    Restart(NodeId),
+    Resume(NodeId),
+    Heal,
+    /// Faults stop: heal the network, resume paused nodes, restart crashed ones.
+    End,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NemesisStats {
+    pub crashes: u64,
+    pub partitions: u64,
+    pub pauses: u64,
+    pub clock_steps: u64,
+}
+
+pub struct Nemesis {
+    /// Enabled kinds and the mean gap between two of them.
+    rates: BTreeMap<FaultKind, Duration>,
+    rng: SimRng,
+    active: bool,
+    pub stats: NemesisStats,
+}
+
+impl Nemesis {
+    pub fn new(requested: &[FaultKind], mut rng: SimRng) -> Nemesis {
+        let mut rates = BTreeMap::new();
+        for &kind in requested {
+            if rng.chance(0.8) {
+                rates.insert(kind, rng.duration(Duration::from_millis(150), Duration::from_secs(3)));
+            }
+        }
+        if rates.is_empty() && !requested.is_empty() {
+            let kind = requested[rng.index(requested.len())];
+            rates.insert(kind, rng.duration(Duration::from_millis(150), Duration::from_secs(3)));
+        }
+        Nemesis { rates, rng, active: true, stats: NemesisStats::default() }
+    }
+
+    pub fn enabled(&self) -> Vec<FaultKind> {
+        self.rates.keys().copied().collect()
+    }
+
+    pub fn start<P: Process>(&mut self, world: &mut World<P>, faults_end: u64) {
+        if self.rates.contains_key(&FaultKind::Clock) {
+            for id in world.node_ids() {
+                let offset = self.rng.range(0, 20_000_000_000) as i64 - 10_000_000_000;
+                let drift = self.rng.range(0, 1001) as i64 - 500;
+                *world.clock_mut(id) = crate::clock::Clock { offset_ns: offset, drift_ppm: drift };
+            }
+        }
+        let rates: Vec<(FaultKind, Duration)> = self.rates.iter().map(|(&k, &d)| (k, d)).collect();
+        for (kind, mean) in rates {
+            let at = world.now() + self.rng.exp(mean).as_nanos() as u64;
+            world.schedule(at, Event::Fault(Fault::Inject(kind)));
+        }
+        world.schedule(faults_end, Event::Fault(Fault::End));
+    }
+
+    pub fn handle<P: Process>(&mut self, fault: Fault, world: &mut World<P>) {
+        match fault {
+            Fault::Inject(kind) if self.active => {
+                self.inject(kind, world);
+                let at = world.now() + self.rng.exp(self.rates[&kind]).as_nanos() as u64;
+                world.schedule(at, Event::Fault(Fault::Inject(kind)));
+            }
+            Fault::Inject(_) => {}
+            Fault::Restart(node) => {
+                if !world.is_up(node) {
+                    world.boot(node);
+                }
+            }
+            Fault::Resume(node) => world.resume(node),
+            Fault::Heal => world.net.heal_all(),
+            Fault::End => self.end(world),
+        }
+    }
+
+    fn end<P: Process>(&mut self, world: &mut World<P>) {
+        self.active = false;
+        world.net.heal_all();
+        for id in world.node_ids() {
+            if world.is_paused(id) {
+                world.resume(id);
+            }
+            if !world.is_up(id) {
+                world.boot(id);
+            }
+        }
+    }
+
+    fn later(&mut self, world: &World<impl Process>, lo: Duration, hi: Duration) -> u64 {
+        world.now() + self.rng.duration(lo, hi).as_nanos() as u64
+    }
+
+    fn inject<P: Process>(&mut self, kind: FaultKind, world: &mut World<P>) {
+        let ids = world.node_ids();
+        let node = ids[self.rng.index(ids.len())];
+        match kind {
+            FaultKind::Crash if world.is_up(node) => {
+                world.crash(node);
+                self.stats.crashes += 1;
+                let at = self.later(world, Duration::from_millis(10), Duration::from_secs(2));
+                world.schedule(at, Event::Fault(Fault::Restart(node)));
+            }
+            FaultKind::Pause if world.is_up(node) && !world.is_paused(node) => {
+                world.pause(node);
+                self.stats.pauses += 1;
+                let at = self.later(world, Duration::from_millis(5), Duration::from_millis(1500));
+                world.schedule(at, Event::Fault(Fault::Resume(node)));
+            }
+            FaultKind::Partition => {
+                self.partition(&ids, world);
+                self.stats.partitions += 1;
+                let at = self.later(world, Duration::from_millis(50), Duration::from_secs(3));
+                world.schedule(at, Event::Fault(Fault::Heal));
+            }
+            FaultKind::Clock => {
+                let delta = self.rng.range(1_000_000, 5_000_000_000) as i64;
+                world.clock_mut(node).step(if self.rng.chance(0.5) { delta } else { -delta });
+                self.stats.clock_steps += 1;
+            }
+            FaultKind::Crash | FaultKind::Pause => {}
+        }
+    }
+
+    /// Replaces any current partition with a new one of a random shape.
+    fn partition<P: Process>(&mut self, ids: &[NodeId], world: &mut World<P>) {
+        world.net.heal_all();
+        let pick = |rng: &mut SimRng| ids[rng.index(ids.len())];
+        match self.rng.index(4) {
+            0 => {
+                let lone = pick(&mut self.rng);
+                for &o in ids.iter().filter(|&&o| o != lone) {
+                    world.net.cut(lone, o);
+                    world.net.cut(o, lone);
+                }
+            }
+            1 => {
+                let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(0.5)).collect();
+                for (i, &a) in ids.iter().enumerate() {
+                    for (j, &b) in ids.iter().enumerate() {
+                        if side[i] != side[j] {
+                            world.net.cut(a, b);
+                        }
+                    }
+                }
+            }
+            2 => {
+                let (a, b) = (pick(&mut self.rng), pick(&mut self.rng));
+                if a != b {
+                    world.net.cut(a, b);
+                }
+            }
+            _ => {
+                let (a, b) = (pick(&mut self.rng), pick(&mut self.rng));
+                world.net.break_link(a, b);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_nemesis_lists() {
+        assert_eq!(parse_kinds("crash, pause").unwrap(), vec![FaultKind::Crash, FaultKind::Pause]);
+        assert!(parse_kinds("").unwrap().is_empty());
+        assert!(parse_kinds("crash,meteor").unwrap_err().contains("meteor"));
+    }
+
+    #[test]
+    fn swarm_enables_at_least_one_requested_kind() {
+        for seed in 0..50 {
+            let n = Nemesis::new(&[FaultKind::Crash, FaultKind::Clock], SimRng::new(seed));
+            let enabled = n.enabled();
+            assert!(!enabled.is_empty());
+            assert!(enabled.iter().all(|k| matches!(k, FaultKind::Crash | FaultKind::Clock)));
+        }
+    }
+}

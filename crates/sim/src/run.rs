@@ -1,0 +1,122 @@
+//! One simulated run: a cluster, a workload and a nemesis driven from one seed, ending in a history,
+//! a trace hash and any invariant or liveness failure. The same seed and commit give the same run.
+
+use crate::nemesis::{FaultKind, Nemesis, NemesisStats};
+use crate::net::{NetParams, Network, Placement};
+use crate::rng::SimRng;
+use crate::workload::{Phases, Workload, WorkloadParams};
+use crate::world::{DiskParams, Event, Factory, Invariants, World, WorldStats};
+use meridian_check::History;
+use meridian_core::{NodeId, Process};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub seed: u64,
+    pub nodes: usize,
+    pub nemesis: Vec<FaultKind>,
+    /// How long faults are injected.
+    pub faults: Duration,
+    /// After the faults end, how long the cluster gets to heal before every operation must succeed.
+    pub grace: Duration,
+    /// How long the clients keep reading once progress is required.
+    pub settle: Duration,
+    /// A run that handles more events than this is reported as a livelock.
+    pub max_events: u64,
+}
+
+impl RunOptions {
+    pub fn new(seed: u64, nemesis: Vec<FaultKind>) -> RunOptions {
+        RunOptions {
+            seed,
+            nodes: 3,
+            nemesis,
+            faults: Duration::from_secs(10),
+            grace: Duration::from_secs(3),
+            settle: Duration::from_secs(2),
+            max_events: 5_000_000,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RunReport {
+    pub seed: u64,
+    pub trace_hash: u64,
+    pub history: History,
+    pub world: WorldStats,
+    pub nemesis: NemesisStats,
+    pub enabled: Vec<FaultKind>,
+    /// An invariant breach, a node that could not recover, a livelock or a stall after healing.
+    pub failure: Option<String>,
+}
+
+pub fn node_ids(n: usize) -> Vec<NodeId> {
+    (1..=n as u32).map(NodeId).collect()
+}
+
+/// Where the nodes sit this run: usually one zone, sometimes spread over zones or regions.
+fn placements(ids: &[NodeId], rng: &mut SimRng) -> BTreeMap<NodeId, Placement> {
+    let spread = rng.unit();
+    ids.iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            let p = match spread {
+                s if s < 0.7 => Placement { region: 0, zone: 0 },
+                s if s < 0.9 => Placement { region: 0, zone: i as u32 },
+                _ => Placement { region: i as u32, zone: 0 },
+            };
+            (id, p)
+        })
+        .collect()
+}
+
+pub fn run<P: Process>(opts: &RunOptions, factory: Factory<P>, invariants: Invariants<P>) -> RunReport {
+    let root = SimRng::new(opts.seed);
+    let ids = node_ids(opts.nodes);
+    let mut topo = root.derive("topology");
+    let net = Network::new(NetParams::random(&mut topo), placements(&ids, &mut topo), root.derive("net"));
+    let disk = DiskParams::random(&mut root.derive("disk"));
+    let mut world = World::new(&ids, net, disk, root.derive("world"), factory, invariants);
+    let ms = |d: Duration| d.as_nanos() as u64;
+    let phases = Phases {
+        faults_end: ms(opts.faults),
+        must_progress: ms(opts.faults + opts.grace),
+        end: ms(opts.faults + opts.grace + opts.settle),
+    };
+    let params = WorkloadParams::random(&mut root.derive("workload-params"));
+    let drain = phases.end + ms(params.timeout) + ms(Duration::from_secs(1));
+    let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
+    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"));
+    ids.iter().for_each(|&id| world.boot(id));
+    workload.start(&mut world);
+    nemesis.start(&mut world, phases.faults_end);
+    let mut failure = None;
+    while let Some(event) = world.pop(drain) {
+        if world.stats.events > opts.max_events {
+            failure = Some(format!("livelock: more than {} events without finishing", opts.max_events));
+            break;
+        }
+        match world.handle(event) {
+            None => {}
+            Some(Event::Client(e)) => workload.handle(e, &mut world),
+            Some(Event::Response { client, op, reply }) => workload.on_response(client, op, reply, &mut world),
+            Some(Event::Fault(f)) => nemesis.handle(f, &mut world),
+            Some(other) => unreachable!("node event escaped the world: {other:?}"),
+        }
+        if world.failure.is_some() {
+            break;
+        }
+    }
+    let failure = world.failure.take().or(failure).or(workload.stall.take());
+    RunReport {
+        seed: opts.seed,
+        trace_hash: world.trace_hash(),
+        history: workload.finish(),
+        world: world.stats,
+        nemesis: nemesis.stats,
+        enabled: nemesis.enabled(),
+        failure,
+    }
+}

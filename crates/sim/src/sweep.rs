@@ -1,0 +1,114 @@
+//! Many seeds of one protocol, each run checked: the engine behind `meridian sim`. Seeds run on every
+//! core; results are reported in seed order, so the summary is as deterministic as the runs.
+
+use crate::nemesis::FaultKind;
+use crate::protocols;
+use crate::run::{run, RunOptions, RunReport};
+use meridian_check::{check, Budget, OpKind, Verdict};
+use meridian_proto::chain::ChainConfig;
+use std::ops::Range;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckModel {
+    Linearizable,
+    /// Only invariants and liveness; the history is not checked.
+    None,
+}
+
+impl FromStr for CheckModel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "linearizable" => Ok(CheckModel::Linearizable),
+            "none" => Ok(CheckModel::None),
+            other => Err(format!("unknown check {other:?}; expected linearizable or none")),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ChainSweep {
+    pub seeds: Range<u64>,
+    pub nemesis: Vec<FaultKind>,
+    pub check: CheckModel,
+    pub nodes: usize,
+    pub replication: usize,
+    pub vnodes: usize,
+    pub chain: ChainConfig,
+    pub threads: usize,
+}
+
+/// The verdict on one seed.
+#[derive(Debug)]
+pub struct SeedResult {
+    pub seed: u64,
+    pub trace_hash: u64,
+    pub ops: usize,
+    pub unknown: usize,
+    pub failed: usize,
+    pub reads: usize,
+    pub events: u64,
+    pub crashes: u64,
+    /// Invariant breach, liveness failure or linearizability violation, with a minimal history.
+    pub failure: Option<String>,
+}
+
+pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
+    let ops = &report.history.ops;
+    let mut failure = report.failure.clone();
+    if failure.is_none() && model == CheckModel::Linearizable {
+        failure = match check(&report.history, Budget::default()) {
+            Verdict::Linearizable { .. } => None,
+            Verdict::Violation(cx) => Some(format!("not linearizable:\n{cx}")),
+            Verdict::Inconclusive { key, reason } => Some(format!("check inconclusive for key {key}: {reason}")),
+        };
+    }
+    SeedResult {
+        seed: report.seed,
+        trace_hash: report.trace_hash,
+        ops: ops.len(),
+        unknown: ops.iter().filter(|o| o.ok.is_none()).count(),
+        failed: ops.iter().filter(|o| o.ok == Some(false)).count(),
+        reads: ops.iter().filter(|o| o.op == OpKind::Get && o.ok == Some(true)).count(),
+        events: report.world.events,
+        crashes: report.nemesis.crashes,
+        failure,
+    }
+}
+
+pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
+    let cluster = protocols::cluster(s.nodes, s.replication, s.vnodes).expect("sweep options were validated");
+    let (factory, invariants) = protocols::chain(cluster, s.chain.clone());
+    let mut opts = RunOptions::new(seed, s.nemesis.clone());
+    opts.nodes = s.nodes;
+    run(&opts, factory, invariants)
+}
+
+/// Runs every seed; `keep` sees each failing run's report (e.g. to save its history).
+pub fn sweep_chain(s: &ChainSweep, keep: &(dyn Fn(&RunReport) + Sync)) -> Vec<SeedResult> {
+    let next = AtomicU64::new(s.seeds.start);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..s.threads.max(1) {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= s.seeds.end {
+                    break;
+                }
+                let report = run_chain_seed(s, seed);
+                let result = judge(&report, s.check);
+                if result.failure.is_some() {
+                    keep(&report);
+                }
+                results.lock().expect("no panics while holding the lock").push(result);
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("threads joined");
+    results.sort_by_key(|r| r.seed);
+    results
+}

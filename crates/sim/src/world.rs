@@ -1,0 +1,430 @@
+//! The simulated cluster: virtual time, one event queue, the nodes running real protocol cores over
+//! simulated disks, the network and the clocks. It carries out effects exactly as the tokio driver
+//! does (immediate ones at once, `after_sync` ones once a simulated fsync covering them completes), so
+//! a protocol that is correct here relies on nothing the real driver does not give it.
+
+use crate::clock::Clock;
+use crate::net::Network;
+use crate::rng::SimRng;
+use meridian_core::{wire, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
+use meridian_store::SimVfs;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::time::Duration;
+use xxhash_rust::xxh3::Xxh3;
+
+/// Builds a node's core over its disk: at first boot and after every crash. The `u64` is the run's
+/// incarnation number.
+pub type Factory<P> = Box<dyn FnMut(NodeId, SimVfs, u64) -> Result<P, String>>;
+/// Checked after every step over the cores that are up.
+pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, &P>) -> Result<(), String>>;
+
+#[derive(Debug, Clone)]
+pub enum Event<T> {
+    Deliver { from: NodeId, to: NodeId, epoch: u64, frame: Vec<u8> },
+    Request { to: NodeId, client: usize, op: usize, req: Request },
+    Response { client: usize, op: usize, reply: Reply },
+    Timer { node: NodeId, life: u64, timer: T, gen: u64 },
+    SyncDone { node: NodeId, life: u64 },
+    Client(crate::workload::ClientEvent),
+    Fault(crate::nemesis::Fault),
+}
+
+impl<T> Event<T> {
+    /// The node whose pause holds this event back, if any.
+    fn target(&self) -> Option<NodeId> {
+        match self {
+            Event::Deliver { to, .. } | Event::Request { to, .. } => Some(*to),
+            Event::Timer { node, .. } | Event::SyncDone { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+}
+
+struct Scheduled<T> {
+    at: u64,
+    seq: u64,
+    event: Event<T>,
+}
+
+impl<T> PartialEq for Scheduled<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl<T> Eq for Scheduled<T> {}
+impl<T> PartialOrd for Scheduled<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Scheduled<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DiskParams {
+    pub fsync_min: Duration,
+    pub fsync_max: Duration,
+}
+
+impl DiskParams {
+    pub fn random(rng: &mut SimRng) -> DiskParams {
+        let min = rng.duration(Duration::from_micros(10), Duration::from_micros(200));
+        DiskParams { fsync_min: min, fsync_max: min + rng.duration(Duration::ZERO, Duration::from_millis(8)) }
+    }
+}
+
+struct Node<P: Process> {
+    proc: Option<P>,
+    /// Bumped at every crash, so timers and syncs of a previous life are ignored.
+    life: u64,
+    disk: SimVfs,
+    clock: Clock,
+    paused: bool,
+    backlog: VecDeque<Event<P::Timer>>,
+    timers: BTreeMap<P::Timer, u64>,
+    /// Count of dirty steps, and how many of them the last completed sync covers.
+    written: u64,
+    synced: u64,
+    syncing: bool,
+    held: VecDeque<Effect<P::Msg, P::Timer>>,
+    requests: BTreeMap<RequestId, (usize, usize)>,
+    next_request: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WorldStats {
+    pub events: u64,
+    pub messages: u64,
+    pub dropped: u64,
+    pub crashes: u64,
+    pub syncs: u64,
+}
+
+pub struct World<P: Process> {
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<Scheduled<P::Timer>>>,
+    nodes: BTreeMap<NodeId, Node<P>>,
+    pub net: Network,
+    disk: DiskParams,
+    rng: SimRng,
+    factory: Factory<P>,
+    invariants: Invariants<P>,
+    hash: Xxh3,
+    pub stats: WorldStats,
+    /// Set when an invariant breaks or a node cannot recover; the run stops there.
+    pub failure: Option<String>,
+}
+
+enum Input<P: Process> {
+    Start,
+    Message(NodeId, P::Msg),
+    Timer(P::Timer),
+    Request(RequestId, Request),
+}
+
+impl<P: Process> World<P> {
+    pub fn new(
+        ids: &[NodeId],
+        net: Network,
+        disk: DiskParams,
+        rng: SimRng,
+        factory: Factory<P>,
+        invariants: Invariants<P>,
+    ) -> World<P> {
+        let nodes = ids
+            .iter()
+            .map(|&id| {
+                let node = Node {
+                    proc: None,
+                    life: 0,
+                    disk: SimVfs::new(),
+                    clock: Clock::default(),
+                    paused: false,
+                    backlog: VecDeque::new(),
+                    timers: BTreeMap::new(),
+                    written: 0,
+                    synced: 0,
+                    syncing: false,
+                    held: VecDeque::new(),
+                    requests: BTreeMap::new(),
+                    next_request: 0,
+                };
+                (id, node)
+            })
+            .collect();
+        World {
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            nodes,
+            net,
+            disk,
+            rng,
+            factory,
+            invariants,
+            hash: Xxh3::new(),
+            stats: WorldStats::default(),
+            failure: None,
+        }
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn node_ids(&self) -> Vec<NodeId> {
+        self.nodes.keys().copied().collect()
+    }
+
+    pub fn schedule(&mut self, at: u64, event: Event<P::Timer>) {
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled { at: at.max(self.now), seq: self.seq, event }));
+    }
+
+    /// The next event, advancing virtual time; None when the queue is empty or `until` is reached.
+    pub fn pop(&mut self, until: u64) -> Option<Event<P::Timer>> {
+        let Reverse(s) = self.queue.pop()?;
+        if s.at > until {
+            self.queue.push(Reverse(s));
+            return None;
+        }
+        self.now = s.at;
+        self.stats.events += 1;
+        self.hash.update(&s.at.to_le_bytes());
+        Some(s.event)
+    }
+
+    /// Folds run-specific facts into the trace hash (what the caller observed of an event).
+    pub fn trace(&mut self, bytes: &[u8]) {
+        self.hash.update(bytes);
+    }
+
+    pub fn trace_hash(&self) -> u64 {
+        self.hash.digest()
+    }
+
+    pub fn clock_mut(&mut self, node: NodeId) -> &mut Clock {
+        &mut self.nodes.get_mut(&node).expect("known node").clock
+    }
+
+    pub fn is_up(&self, node: NodeId) -> bool {
+        self.nodes[&node].proc.is_some()
+    }
+
+    pub fn is_paused(&self, node: NodeId) -> bool {
+        self.nodes[&node].paused
+    }
+
+    /// Boots (or reboots) a node from its disk.
+    pub fn boot(&mut self, id: NodeId) {
+        let incarnation = self.rng.u64();
+        let node = self.nodes.get_mut(&id).expect("known node");
+        match (self.factory)(id, node.disk.clone(), incarnation) {
+            Ok(p) => {
+                node.proc = Some(p);
+                self.step(id, Input::Start);
+            }
+            Err(e) => self.fail(format!("{id} cannot recover from its disk: {e}")),
+        }
+    }
+
+    /// Power loss: the core and its volatile state vanish, unsynced writes are lost or torn.
+    pub fn crash(&mut self, id: NodeId) {
+        let entropy = self.rng.u64();
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if node.proc.take().is_none() {
+            return;
+        }
+        node.life += 1;
+        node.disk.crash(entropy);
+        node.paused = false;
+        node.backlog.clear();
+        node.timers.clear();
+        node.held.clear();
+        node.requests.clear();
+        (node.written, node.synced, node.syncing) = (0, 0, false);
+        self.net.break_node(id);
+        self.stats.crashes += 1;
+    }
+
+    pub fn pause(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if node.proc.is_some() {
+            node.paused = true;
+        }
+    }
+
+    /// Ends a pause: what arrived meanwhile is handled now, in arrival order.
+    pub fn resume(&mut self, id: NodeId) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        node.paused = false;
+        let backlog = std::mem::take(&mut node.backlog);
+        let now = self.now;
+        backlog.into_iter().for_each(|e| self.schedule(now, e));
+    }
+
+    /// A client's request travels to a node (client links are short and never partitioned).
+    pub fn client_send(&mut self, client: usize, op: usize, to: NodeId, req: Request) {
+        let at = self.now + self.client_latency();
+        self.schedule(at, Event::Request { to, client, op, req });
+    }
+
+    fn client_latency(&mut self) -> u64 {
+        self.rng.range(10_000, 200_000)
+    }
+
+    /// Handles a node-bound event; returns it untouched if it is not one.
+    pub fn handle(&mut self, event: Event<P::Timer>) -> Option<Event<P::Timer>> {
+        if let Some(node) = event.target() {
+            if self.nodes[&node].paused {
+                self.nodes.get_mut(&node).expect("known node").backlog.push_back(event);
+                return None;
+            }
+        }
+        match event {
+            Event::Deliver { from, to, epoch, frame } => self.deliver(from, to, epoch, frame),
+            Event::Request { to, client, op, req } => self.request(to, client, op, req),
+            Event::Timer { node, life, timer, gen } => self.timer(node, life, timer, gen),
+            Event::SyncDone { node, life } => self.sync_done(node, life),
+            other => return Some(other),
+        }
+        None
+    }
+
+    fn deliver(&mut self, from: NodeId, to: NodeId, epoch: u64, frame: Vec<u8>) {
+        if !self.net.delivers(from, to, epoch) || !self.is_up(to) {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.hash.update(&frame);
+        match wire::decode::<P::Msg>(&frame) {
+            Ok(Some((msg, _))) => self.step(to, Input::Message(from, msg)),
+            other => self.fail(format!("frame from {from} to {to} does not decode: {other:?}")),
+        }
+    }
+
+    fn request(&mut self, to: NodeId, client: usize, op: usize, req: Request) {
+        let Some(node) = self.nodes.get_mut(&to).filter(|n| n.proc.is_some()) else { return };
+        node.next_request += 1;
+        let id = RequestId(node.next_request);
+        node.requests.insert(id, (client, op));
+        self.hash.update(&(client as u64).to_le_bytes());
+        self.step(to, Input::Request(id, req));
+    }
+
+    fn timer(&mut self, id: NodeId, life: u64, timer: P::Timer, gen: u64) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if node.life != life || node.timers.get(&timer) != Some(&gen) {
+            return;
+        }
+        node.timers.remove(&timer);
+        self.step(id, Input::Timer(timer));
+    }
+
+    fn sync_done(&mut self, id: NodeId, life: u64) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if node.life != life {
+            return;
+        }
+        let Some(p) = node.proc.as_mut() else { return };
+        if let Err(e) = p.sync() {
+            return self.fail(format!("{id}: sync failed: {e}"));
+        }
+        self.stats.syncs += 1;
+        node.synced = node.written;
+        node.syncing = false;
+        let released = std::mem::take(&mut node.held);
+        released.into_iter().for_each(|e| self.execute(id, e));
+    }
+
+    fn step(&mut self, id: NodeId, input: Input<P>) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        let Some(p) = node.proc.as_mut() else { return };
+        let now: Time = node.clock.local(self.now);
+        let mut fx = Effects::new();
+        match input {
+            Input::Start => p.start(now, &mut fx),
+            Input::Message(from, msg) => p.on_message(now, from, msg, &mut fx),
+            Input::Timer(t) => p.on_timer(now, t, &mut fx),
+            Input::Request(rid, req) => p.on_request(now, rid, req, &mut fx),
+        }
+        self.apply(id, fx);
+        self.check_invariants();
+    }
+
+    fn apply(&mut self, id: NodeId, mut fx: Effects<P::Msg, P::Timer>) {
+        let (items, dirty) = fx.drain();
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if dirty {
+            node.written += 1;
+        }
+        let mut now_items = Vec::new();
+        for e in items {
+            // after_sync effects wait for a sync covering this step, and never overtake earlier ones.
+            if e.after_sync() && (node.synced < node.written || !node.held.is_empty()) {
+                node.held.push_back(e);
+            } else {
+                now_items.push(e);
+            }
+        }
+        if node.synced < node.written && !node.syncing {
+            node.syncing = true;
+            let life = node.life;
+            let at =
+                self.now + self.rng.range(self.disk.fsync_min.as_nanos() as u64, self.disk.fsync_max.as_nanos() as u64);
+            self.schedule(at, Event::SyncDone { node: id, life });
+        }
+        now_items.into_iter().for_each(|e| self.execute(id, e));
+    }
+
+    fn execute(&mut self, id: NodeId, effect: Effect<P::Msg, P::Timer>) {
+        match effect {
+            Effect::Send { to, msg, .. } => self.send(id, to, &msg),
+            Effect::Reply { id: rid, reply, .. } => {
+                let Some((client, op)) = self.nodes.get_mut(&id).and_then(|n| n.requests.remove(&rid)) else { return };
+                let at = self.now + self.client_latency();
+                self.schedule(at, Event::Response { client, op, reply });
+            }
+            Effect::SetTimer { timer, after } => {
+                let node = self.nodes.get_mut(&id).expect("known node");
+                self.seq += 1;
+                let gen = self.seq;
+                node.timers.insert(timer.clone(), gen);
+                let (life, at) = (node.life, self.now + node.clock.virtual_span(after));
+                self.schedule(at, Event::Timer { node: id, life, timer, gen });
+            }
+            Effect::CancelTimer { timer } => {
+                self.nodes.get_mut(&id).expect("known node").timers.remove(&timer);
+            }
+        }
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, msg: &P::Msg) {
+        let mut frame = Vec::new();
+        if let Err(e) = wire::encode(msg, &mut frame) {
+            return self.fail(format!("{from} cannot encode a message: {e}"));
+        }
+        self.stats.messages += 1;
+        match self.net.send(self.now, from, to, frame.len()) {
+            Some((at, epoch)) => self.schedule(at, Event::Deliver { from, to, epoch, frame }),
+            None => self.stats.dropped += 1,
+        }
+    }
+
+    fn check_invariants(&mut self) {
+        let live: BTreeMap<NodeId, &P> =
+            self.nodes.iter().filter_map(|(&id, n)| n.proc.as_ref().map(|p| (id, p))).collect();
+        if let Err(e) = (self.invariants)(&live) {
+            self.fail(format!("invariant broken at {} ms: {e}", self.now / 1_000_000));
+        }
+    }
+
+    fn fail(&mut self, why: String) {
+        self.failure.get_or_insert(why);
+    }
+}

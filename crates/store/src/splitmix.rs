@@ -1,0 +1,27 @@
+//! SplitMix64: a tiny deterministic PRNG so simulated crashes (and the tests' fuzzing) replay exactly from a
+//! seed without pulling in a `rand` dependency.
+
+pub(crate) struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub(crate) fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n`; `n` must be non-zero. The modulo bias is irrelevant at simulation sizes.
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    pub(crate) fn coin(&mut self) -> bool {
+        self.next_u64() & 1 == 1
+    }
+}

@@ -1,0 +1,34 @@
+//! Storage behind a trait, so the deterministic simulator can swap the real file system for [`SimVfs`] and
+//! cut power at any point.
+
+mod real;
+mod sim;
+
+use std::fmt::Debug;
+use std::io;
+use std::path::Path;
+
+pub use real::RealVfs;
+pub use sim::SimVfs;
+
+pub trait Vfs: Send + Sync + Debug {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Opens for reading and appending, creating the file if missing.
+    fn open(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
+    fn exists(&self, path: &Path) -> bool;
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+}
+
+// No `is_empty`: a file's length is a fallible I/O query, and callers compare it with offsets, not zero.
+#[allow(clippy::len_without_is_empty)]
+pub trait VfsFile: Send + Debug {
+    fn len(&self) -> io::Result<u64>;
+    /// Reads exactly buf.len() bytes at offset (error UnexpectedEof if the file is shorter). Sees unsynced appends.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Appends at the end. Not durable until sync.
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Makes all appends so far durable (fdatasync on the real backend).
+    fn sync(&mut self) -> io::Result<()>;
+    /// Cuts the file to len bytes, durably (used by recovery to drop a torn tail).
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
+}

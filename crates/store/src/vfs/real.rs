@@ -1,0 +1,111 @@
+//! The [`Vfs`] over `std::fs`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::{Vfs, VfsFile};
+
+/// The real file system. Creating or removing a file or directory also syncs its parent directory, so names
+/// are as durable as [`super::SimVfs`] assumes they are.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealVfs;
+
+impl Vfs for RealVfs {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        if path.is_dir() {
+            return Ok(());
+        }
+        fs::create_dir_all(path)?;
+        sync_parent(path)
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+        let existed = path.exists();
+        let file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+        if !existed {
+            sync_parent(path)?;
+        }
+        Ok(Box::new(RealFile { file }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)?;
+        sync_parent(path)
+    }
+}
+
+fn sync_parent(path: &Path) -> io::Result<()> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    File::open(parent)?.sync_all()
+}
+
+#[derive(Debug)]
+struct RealFile {
+    file: File,
+}
+
+impl VfsFile for RealFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        self.file.write_all(data)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)?;
+        self.file.sync_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_append_read_truncate_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a/b");
+        RealVfs.create_dir_all(&sub).unwrap();
+        let path = sub.join("f");
+        assert!(!RealVfs.exists(&path));
+
+        let mut f = RealVfs.open(&path).unwrap();
+        assert!(RealVfs.exists(&path));
+        f.append(b"hello ").unwrap();
+        f.append(b"world").unwrap();
+        f.sync().unwrap();
+        assert_eq!(f.len().unwrap(), 11);
+        let mut buf = [0; 5];
+        f.read_exact_at(6, &mut buf).unwrap();
+        assert_eq!(&buf, b"world");
+        let err = f.read_exact_at(8, &mut buf).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+
+        f.truncate(5).unwrap();
+        f.append(b"!").unwrap();
+        drop(f);
+        let g = RealVfs.open(&path).unwrap();
+        let mut all = [0; 6];
+        g.read_exact_at(0, &mut all).unwrap();
+        assert_eq!(&all, b"hello!");
+
+        RealVfs.remove_file(&path).unwrap();
+        assert!(!RealVfs.exists(&path));
+    }
+}

@@ -1,0 +1,6 @@
+//! One module per subcommand; `node` holds what `demo` and `server` share.
+
+pub mod demo;
+pub mod node;
+pub mod server;
+pub mod sim;

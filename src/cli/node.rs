@@ -1,0 +1,84 @@
+//! What `demo` and `server` share: opening a node's data directory and starting a chain-replication
+//! node on it.
+
+use meridian_core::{ClusterConfig, NodeId};
+use meridian_node::{start_node, NodeHandle, NodeOptions};
+use meridian_proto::chain::{ChainConfig, ChainNode};
+use meridian_store::{LogStore, RealVfs};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub struct NodeSetup {
+    pub node_id: NodeId,
+    pub cluster: ClusterConfig,
+    pub resp: SocketAddr,
+    pub peer: SocketAddr,
+    pub http: Option<SocketAddr>,
+    pub data_dir: PathBuf,
+}
+
+/// A data directory belongs to one node id for life: starting it as another node would mix two
+/// nodes' histories, so the id is written on first use and checked on every start.
+fn claim_data_dir(dir: &Path, node: NodeId) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
+    let id_file = dir.join("node-id");
+    match std::fs::read_to_string(&id_file) {
+        Ok(text) => match text.trim().parse::<u32>() {
+            Ok(owner) if owner == node.0 => Ok(()),
+            Ok(owner) => Err(format!("data directory {} belongs to node {owner}, not node {}", dir.display(), node.0)),
+            Err(_) => Err(format!("{} is corrupt: {text:?}", id_file.display())),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::write(&id_file, format!("{}\n", node.0))
+            .map_err(|e| format!("cannot write {}: {e}", id_file.display())),
+        Err(e) => Err(format!("cannot read {}: {e}", id_file.display())),
+    }
+}
+
+/// A fresh number per process start, so answers addressed to a previous run of this node are dropped.
+fn incarnation() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}
+
+pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
+    setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
+    claim_data_dir(&setup.data_dir, setup.node_id)?;
+    let log_dir = setup.data_dir.join("chain");
+    let (store, report) =
+        LogStore::open(Arc::new(RealVfs), &log_dir).map_err(|e| format!("cannot open {}: {e}", log_dir.display()))?;
+    if report.dropped_bytes > 0 {
+        tracing::warn!(dropped = report.dropped_bytes, reason = ?report.reason, "recovery dropped a torn log tail");
+    }
+    let cfg = ChainConfig::default();
+    let limits = cfg.limits;
+    let process = ChainNode::new(setup.node_id, &setup.cluster, cfg, Box::new(store), incarnation())
+        .map_err(|e| format!("cannot recover node {} from {}: {e}", setup.node_id.0, log_dir.display()))?;
+    let opts = NodeOptions {
+        node_id: setup.node_id,
+        cluster: setup.cluster,
+        resp_listen: setup.resp,
+        peer_listen: setup.peer,
+        http_listen: setup.http,
+        limits,
+    };
+    start_node(opts, process).await.map_err(|e| e.to_string())
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start tokio: {e}"))
+}

@@ -1,0 +1,114 @@
+//! `meridian sim`: many seeds of a protocol under a nemesis, each history checked. Prints one summary
+//! line and exits non-zero, naming the seed, on any violation.
+
+use clap::Args;
+use meridian_proto::chain::ChainConfig;
+use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
+use meridian_sim::{parse_kinds, RunReport};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Protocol to simulate.
+    #[arg(long, default_value = "chain", value_parser = ["chain"])]
+    protocol: String,
+    /// Number of seeds to run.
+    #[arg(long, default_value_t = 100)]
+    seeds: u64,
+    /// First seed; a single run is `--seed S --seeds 1`.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Comma-separated faults: crash, partition, pause, clock (empty for none).
+    #[arg(long, default_value = "crash,partition,pause,clock")]
+    nemesis: String,
+    /// History check: linearizable or none.
+    #[arg(long, default_value = "linearizable")]
+    check: String,
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    #[arg(long, default_value_t = 3)]
+    replication: usize,
+    #[arg(long, default_value_t = 4)]
+    vnodes: usize,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Where to write the history of the first failing seed (JSON lines).
+    #[arg(long)]
+    history_out: Option<PathBuf>,
+    /// Print one line per seed with its trace hash.
+    #[arg(long)]
+    verbose: bool,
+}
+
+pub fn run(args: SimArgs) -> Result<ExitCode, String> {
+    let sweep = ChainSweep {
+        seeds: args.seed..args.seed.checked_add(args.seeds).ok_or("--seed + --seeds overflows")?,
+        nemesis: parse_kinds(&args.nemesis)?,
+        check: args.check.parse::<CheckModel>()?,
+        nodes: args.nodes,
+        replication: args.replication,
+        vnodes: args.vnodes,
+        chain: ChainConfig::default(),
+        threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+    meridian_sim::protocols::cluster(args.nodes, args.replication, args.vnodes).map_err(|e| e.to_string())?;
+    let saved = std::sync::Mutex::new(false);
+    let keep = |report: &RunReport| save_history(&args.history_out, report, &saved);
+    let results = sweep_chain(&sweep, &keep);
+    if args.verbose || args.seeds == 1 {
+        results.iter().for_each(print_seed);
+    }
+    Ok(summarize(&args, &results))
+}
+
+fn print_seed(r: &SeedResult) {
+    let verdict = if r.failure.is_some() { "FAIL" } else { "ok" };
+    println!(
+        "seed {} trace {:016x} ops {} unknown {} failed {} events {} crashes {} {verdict}",
+        r.seed, r.trace_hash, r.ops, r.unknown, r.failed, r.events, r.crashes
+    );
+}
+
+fn save_history(path: &Option<PathBuf>, report: &RunReport, saved: &std::sync::Mutex<bool>) {
+    let Some(path) = path else { return };
+    let mut done = saved.lock().expect("lock");
+    if *done {
+        return;
+    }
+    match std::fs::File::create(path).map(std::io::BufWriter::new) {
+        Ok(f) => match report.history.write_jsonl(f) {
+            Ok(()) => *done = true,
+            Err(e) => eprintln!("cannot write {}: {e}", path.display()),
+        },
+        Err(e) => eprintln!("cannot create {}: {e}", path.display()),
+    }
+}
+
+fn summarize(args: &SimArgs, results: &[SeedResult]) -> ExitCode {
+    let failures: Vec<&SeedResult> = results.iter().filter(|r| r.failure.is_some()).collect();
+    let ops: usize = results.iter().map(|r| r.ops).sum();
+    let unknown: usize = results.iter().map(|r| r.unknown).sum();
+    let reads: usize = results.iter().map(|r| r.reads).sum();
+    let crashes: u64 = results.iter().map(|r| r.crashes).sum();
+    println!(
+        "sim {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes",
+        args.protocol,
+        args.nemesis,
+        args.check,
+        results.len(),
+        args.seed,
+        args.seed + args.seeds,
+        failures.len(),
+    );
+    let Some(first) = failures.first() else { return ExitCode::SUCCESS };
+    let seeds: Vec<String> = failures.iter().map(|r| r.seed.to_string()).collect();
+    println!("FAILED seeds: {}", seeds.join(", "));
+    println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
+    println!(
+        "reproduce: meridian sim --protocol {} --seed {} --seeds 1 --nemesis {} --check {}",
+        args.protocol, first.seed, args.nemesis, args.check
+    );
+    ExitCode::FAILURE
+}
