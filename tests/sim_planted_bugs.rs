@@ -41,3 +41,12 @@ fn a_tail_that_acks_before_its_write_is_durable_is_caught() {
     let caught = caught(&results);
     assert!(!caught.is_empty(), "no seed of 500 caught a tail that acks before syncing");
 }
+
+/// Liveness has teeth too: without resends, a chain that lost an update stays stuck after the heal.
+#[test]
+fn a_chain_that_never_resends_is_reported_stuck() {
+    let results = sweep(PlantedBug::IgnoresSync, 20);
+    let stuck: Vec<&SeedResult> =
+        results.iter().filter(|r| r.failure.as_deref().is_some_and(|f| f.starts_with("no progress"))).collect();
+    assert!(stuck.len() >= 5, "only {} of 20 seeds reported a stuck chain", stuck.len());
+}

@@ -16,6 +16,7 @@ mod recorder;
 mod register;
 mod search;
 mod shrink;
+mod sources;
 mod timeline;
 
 pub use counterexample::Counterexample;

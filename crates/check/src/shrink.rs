@@ -10,12 +10,11 @@
 //! read from, so any linearization of the full history would restrict to one of the subset: the subset being
 //! non-linearizable proves the full history is not linearizable either.
 
-use crate::dataflow::{observed, written};
 use crate::history::Op;
 use crate::linearizable::Budget;
 use crate::prepare::prepare;
 use crate::search::{search, Outcome};
-use std::collections::HashSet;
+use crate::sources::Sources;
 
 /// The operations kept (indices into the key's operations) and whether shrinking finished within its budget.
 pub(crate) struct Shrunk {
@@ -25,14 +24,16 @@ pub(crate) struct Shrunk {
 
 /// Shrinks `start` (indices into `ops`, ordered by invocation, together not linearizable).
 pub(crate) fn shrink(ops: &[&Op], start: Vec<usize>, budget: Budget) -> Shrunk {
+    let sources = Sources::new(ops, &start);
     let mut shrinker =
-        Shrinker { ops, per_trial: budget.states_per_key, remaining: budget.shrink_states, minimal: true };
+        Shrinker { ops, sources, per_trial: budget.states_per_key, remaining: budget.shrink_states, minimal: true };
     let kept = shrinker.run(start);
     Shrunk { kept, minimal: shrinker.minimal }
 }
 
 struct Shrinker<'a> {
     ops: &'a [&'a Op],
+    sources: Sources,
     per_trial: usize,
     /// States the remaining trials may explore in total.
     remaining: usize,
@@ -73,22 +74,16 @@ impl Shrinker<'_> {
         changed
     }
 
-    /// `kept` without `chunk` and without every operation observing a value that a removed operation wrote.
+    /// `kept` without `chunk` and, transitively, without every observer that depends on a removed write.
     fn without(&self, kept: &[usize], chunk: &[usize]) -> Vec<usize> {
-        let mut removed: HashSet<usize> = chunk.iter().copied().collect();
-        let mut lost: HashSet<Option<&str>> = chunk.iter().filter_map(|&i| written(self.ops[i])).collect();
-        loop {
-            let orphaned: Vec<usize> = kept
-                .iter()
-                .copied()
-                .filter(|i| !removed.contains(i) && observed(self.ops[*i]).is_some_and(|value| lost.contains(&value)))
-                .collect();
-            if orphaned.is_empty() {
-                return kept.iter().copied().filter(|i| !removed.contains(i)).collect();
+        let mut removed = vec![false; self.ops.len()];
+        let mut pending = chunk.to_vec();
+        while let Some(op) = pending.pop() {
+            if !std::mem::replace(&mut removed[op], true) {
+                pending.extend_from_slice(self.sources.dependents(op));
             }
-            lost.extend(orphaned.iter().filter_map(|&i| written(self.ops[i])));
-            removed.extend(orphaned);
         }
+        kept.iter().copied().filter(|&i| !removed[i]).collect()
     }
 
     fn still_violates(&mut self, subset: &[usize]) -> bool {

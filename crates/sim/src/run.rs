@@ -20,8 +20,8 @@ pub struct RunOptions {
     pub faults: Duration,
     /// After the faults end, how long the cluster gets to heal before every operation must succeed.
     pub grace: Duration,
-    /// How long the clients keep reading once progress is required.
-    pub settle: Duration,
+    /// How long, once progress is required, every key may take to show a successful write and read.
+    pub liveness: Duration,
     /// A run that handles more events than this is reported as a livelock.
     pub max_events: u64,
 }
@@ -34,7 +34,7 @@ impl RunOptions {
             nemesis,
             faults: Duration::from_secs(10),
             grace: Duration::from_secs(3),
-            settle: Duration::from_secs(2),
+            liveness: Duration::from_secs(30),
             max_events: 5_000_000,
         }
     }
@@ -83,10 +83,10 @@ pub fn run<P: Process>(opts: &RunOptions, factory: Factory<P>, invariants: Invar
     let phases = Phases {
         faults_end: ms(opts.faults),
         must_progress: ms(opts.faults + opts.grace),
-        end: ms(opts.faults + opts.grace + opts.settle),
+        deadline: ms(opts.faults + opts.grace + opts.liveness),
     };
     let params = WorkloadParams::random(&mut root.derive("workload-params"));
-    let drain = phases.end + ms(params.timeout) + ms(Duration::from_secs(1));
+    let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
     let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"));
     ids.iter().for_each(|&id| world.boot(id));
@@ -105,11 +105,11 @@ pub fn run<P: Process>(opts: &RunOptions, factory: Factory<P>, invariants: Invar
             Some(Event::Fault(f)) => nemesis.handle(f, &mut world),
             Some(other) => unreachable!("node event escaped the world: {other:?}"),
         }
-        if world.failure.is_some() {
+        if world.failure.is_some() || workload.done() {
             break;
         }
     }
-    let failure = world.failure.take().or(failure).or(workload.stall.take());
+    let failure = world.failure.take().or(failure).or(workload.failure());
     RunReport {
         seed: opts.seed,
         trace_hash: world.trace_hash(),

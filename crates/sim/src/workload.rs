@@ -2,9 +2,11 @@
 //! record every operation in the history format of DESIGN.md §4. Values are unique per write, so a
 //! read names exactly the write it observed.
 //!
-//! After the faults end, a grace period lets the cluster heal; from then on every operation must
-//! succeed (a timeout then is reported as a liveness failure), and the clients turn to reads only, so
-//! the history ends with reads of every key that expose any lost acknowledged write.
+//! After the faults end, a grace period lets the cluster heal; from then on each client walks the keys
+//! round-robin, writing then reading each, so the history ends with reads of every key that expose
+//! any lost acknowledged write. The run ends once every key has had a successful write and read since
+//! the heal; if that has not happened by the liveness deadline, the run reports a stuck chain. Slow
+//! networks only make the proof take longer.
 
 use crate::rng::SimRng;
 use crate::world::{Event, World};
@@ -48,15 +50,18 @@ impl WorkloadParams {
 pub struct Phases {
     /// Faults stop and everything heals.
     pub faults_end: u64,
-    /// From here on every operation must succeed, and clients only read.
+    /// From here on clients write and read every key in turn, and each key must see a successful write
+    /// and a successful read before `deadline`.
     pub must_progress: u64,
-    /// No new operations after this.
-    pub end: u64,
+    /// No new operations after this; if progress is not proven by then, the run fails.
+    pub deadline: u64,
 }
 
 struct Client {
     pending: Option<usize>,
     writes: u64,
+    /// Operations issued since progress became required; picks the next key and op round-robin.
+    final_ops: usize,
 }
 
 pub struct Workload {
@@ -65,17 +70,30 @@ pub struct Workload {
     rng: SimRng,
     clients: Vec<Client>,
     recorder: Recorder,
-    /// Kind and invocation time of every operation, by index.
-    ops: Vec<(OpKind, u64)>,
+    /// Kind, key index and invocation time of every operation, by index.
+    ops: Vec<(OpKind, usize, u64)>,
     nodes: Vec<NodeId>,
-    /// The first operation that failed to complete once progress was required.
-    pub stall: Option<String>,
+    /// Per key: (written, read) successfully by an operation invoked after progress became required.
+    after_heal: Vec<(bool, bool)>,
+    /// The first answer whose shape does not fit its request: a protocol bug.
+    wrong_answer: Option<String>,
 }
 
 impl Workload {
     pub fn new(params: WorkloadParams, phases: Phases, rng: SimRng, nodes: Vec<NodeId>) -> Workload {
-        let clients = (0..params.clients).map(|_| Client { pending: None, writes: 0 }).collect();
-        Workload { params, phases, rng, clients, recorder: Recorder::new(), ops: Vec::new(), nodes, stall: None }
+        let clients = (0..params.clients).map(|_| Client { pending: None, writes: 0, final_ops: 0 }).collect();
+        let after_heal = vec![(false, false); params.keys];
+        Workload {
+            params,
+            phases,
+            rng,
+            clients,
+            recorder: Recorder::new(),
+            ops: Vec::new(),
+            nodes,
+            after_heal,
+            wrong_answer: None,
+        }
     }
 
     pub fn start<P: Process>(&mut self, world: &mut World<P>) {
@@ -95,7 +113,6 @@ impl Workload {
             ClientEvent::Timeout { client, op } => {
                 if self.clients[client].pending == Some(op) {
                     self.clients[client].pending = None;
-                    self.note_stall(op, "timed out");
                     self.next(client, world);
                 }
             }
@@ -104,19 +121,15 @@ impl Workload {
 
     fn issue<P: Process>(&mut self, client: usize, world: &mut World<P>) {
         let now = world.now();
-        if now >= self.phases.end {
+        if now >= self.phases.deadline || self.progress_proven() {
             return;
         }
-        let key = format!("k{}", self.rng.index(self.params.keys));
-        let roll = self.rng.unit();
-        let (kind, value) = if now >= self.phases.must_progress || roll < self.params.read_ratio {
-            (OpKind::Get, None)
-        } else if roll < self.params.read_ratio + self.params.delete_ratio {
-            (OpKind::Delete, None)
-        } else {
+        let (k, kind) = if now >= self.phases.must_progress { self.final_choice(client) } else { self.random_choice() };
+        let key = format!("k{k}");
+        let value = (kind == OpKind::Put).then(|| {
             self.clients[client].writes += 1;
-            (OpKind::Put, Some(format!("c{client}-{}", self.clients[client].writes)))
-        };
+            format!("c{client}-{}", self.clients[client].writes)
+        });
         let req = match kind {
             OpKind::Get => Request::Get { key: Bytes::from(key.clone()) },
             _ => Request::Write(Write {
@@ -126,12 +139,31 @@ impl Workload {
             }),
         };
         let op = self.recorder.invoke(client as u64, kind, key, value, None, now);
-        self.ops.push((kind, now));
+        self.ops.push((kind, k, now));
         self.clients[client].pending = Some(op);
         let node = self.nodes[self.rng.index(self.nodes.len())];
         world.client_send(client, op, node, req);
         let deadline = now + self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client, op }));
+    }
+
+    fn random_choice(&mut self) -> (usize, OpKind) {
+        let k = self.rng.index(self.params.keys);
+        let roll = self.rng.unit();
+        let kind = match roll {
+            r if r < self.params.read_ratio => OpKind::Get,
+            r if r < self.params.read_ratio + self.params.delete_ratio => OpKind::Delete,
+            _ => OpKind::Put,
+        };
+        (k, kind)
+    }
+
+    /// Once healed: each client writes then reads each key in turn, starting at its own offset.
+    fn final_choice(&mut self, client: usize) -> (usize, OpKind) {
+        let c = &mut self.clients[client];
+        let step = c.final_ops;
+        c.final_ops += 1;
+        ((client + step / 2) % self.params.keys, if step % 2 == 0 { OpKind::Put } else { OpKind::Get })
     }
 
     fn next<P: Process>(&mut self, client: usize, world: &mut World<P>) {
@@ -150,27 +182,51 @@ impl Workload {
             (OpKind::Get, Reply::Value(v)) => {
                 let v = v.map(|b| String::from_utf8_lossy(&b).into_owned());
                 self.recorder.complete(op, Some(true), v, now);
+                let (_, key, invoked) = self.ops[op];
+                self.after_heal[key].1 |= invoked >= self.phases.must_progress;
             }
             (OpKind::Put | OpKind::Delete, Reply::Written { applied: true, .. }) => {
                 self.recorder.complete(op, Some(true), None, now);
+                let (_, key, invoked) = self.ops[op];
+                self.after_heal[key].0 |= invoked >= self.phases.must_progress;
             }
-            (_, Reply::Error(kind, msg)) => {
+            (_, Reply::Error(kind, _)) => {
                 if kind.certainly_not_applied() {
                     self.recorder.complete(op, Some(false), None, now);
                 }
-                self.note_stall(op, &format!("failed: {kind} {msg}"));
             }
-            (kind, other) => self.note_stall(op, &format!("{kind:?} got an impossible answer {other:?}")),
+            (kind, other) => {
+                self.wrong_answer.get_or_insert(format!("operation {op} ({kind:?}) got the answer {other:?}"));
+            }
         }
         self.next(client, world);
     }
 
-    fn note_stall(&mut self, op: usize, what: &str) {
-        let invoked = self.ops[op].1;
-        if invoked >= self.phases.must_progress && self.stall.is_none() {
-            self.stall =
-                Some(format!("operation {op} invoked at {} ms, after the cluster healed, {what}", invoked / 1_000_000));
+    fn progress_proven(&self) -> bool {
+        self.after_heal.iter().all(|&(written, read)| written && read)
+    }
+
+    /// True once progress is proven and no operation is outstanding: the run has nothing left to show.
+    pub fn done(&self) -> bool {
+        self.progress_proven() && self.clients.iter().all(|c| c.pending.is_none())
+    }
+
+    /// A wrong-shaped answer, or keys that no read returned once the cluster had healed (a stuck chain).
+    pub fn failure(&self) -> Option<String> {
+        if let Some(wrong) = &self.wrong_answer {
+            return Some(wrong.clone());
         }
+        let stuck: Vec<String> = self
+            .after_heal
+            .iter()
+            .enumerate()
+            .filter(|(_, &(written, read))| !(written && read))
+            .map(|(k, &(written, _))| format!("k{k} ({})", if written { "read" } else { "write" }))
+            .collect();
+        (!stuck.is_empty()).then(|| {
+            let secs = (self.phases.deadline - self.phases.must_progress) as f64 / 1e9;
+            format!("no progress: no {} succeeded in the {secs:.1} s after the cluster healed", stuck.join(", "))
+        })
     }
 
     pub fn finish(self) -> History {

@@ -80,6 +80,8 @@ pub enum PlantedBug {
     /// The tail acknowledges (upstream and to the client) before its log is durable, so a crash can
     /// take back a write its predecessors have already dropped from their unacknowledged history.
     TailAcksEarly,
+    /// Predecessors ignore Sync, so an update lost with a broken connection is never resent.
+    IgnoresSync,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -294,6 +296,10 @@ impl ChainNode {
 
     fn on_sync(&mut self, from: NodeId, chain: ChainId, lu: u64, la: u64, out: &mut Fx) {
         if self.replicas.get(&chain).is_none_or(|r| r.succ != Some(from)) {
+            return;
+        }
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(PlantedBug::IgnoresSync) {
             return;
         }
         self.on_ack(from, chain, la, out);

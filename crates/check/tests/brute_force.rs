@@ -1,0 +1,112 @@
+//! Cross-checks the checker against an exhaustive search on small random histories, including non-linearizable
+//! ones, repeated values, ties in time and every kind of outcome. The exhaustive search tries every subset of the
+//! unknown-outcome writes and every order, so it shares none of the checker's reductions.
+
+mod common;
+
+use common::Rng;
+use meridian_check::{check, Budget, History, Op, OpKind, Verdict};
+
+/// Whether some order of the operations that may have taken effect explains every result and respects real time.
+fn brute_force_linearizable(ops: &[Op]) -> bool {
+    let required: Vec<&Op> = ops.iter().filter(|op| op.ok == Some(true)).collect();
+    let optional: Vec<&Op> = ops.iter().filter(|op| op.ok.is_none() && op.op != OpKind::Get).collect();
+    (0..1u32 << optional.len()).any(|subset| {
+        let chosen = optional.iter().enumerate().filter(|(i, _)| subset & (1 << i) != 0).map(|(_, op)| *op);
+        let included: Vec<&Op> = required.iter().copied().chain(chosen).collect();
+        let mut placed = vec![false; included.len()];
+        orders_exist(&included, &mut placed, None)
+    })
+}
+
+fn orders_exist(ops: &[&Op], placed: &mut [bool], state: Option<&str>) -> bool {
+    if placed.iter().all(|&p| p) {
+        return true;
+    }
+    for next in 0..ops.len() {
+        if placed[next] || !may_come_next(ops, placed, next) {
+            continue;
+        }
+        let Some(after) = apply(ops[next], state) else { continue };
+        placed[next] = true;
+        let found = orders_exist(ops, placed, after);
+        placed[next] = false;
+        if found {
+            return true;
+        }
+    }
+    false
+}
+
+/// No unplaced operation completed before `next` was invoked.
+fn may_come_next(ops: &[&Op], placed: &[bool], next: usize) -> bool {
+    (0..ops.len()).all(|other| placed[other] || ops[other].complete_ns.is_none_or(|c| c >= ops[next].invoke_ns))
+}
+
+fn apply<'a>(op: &'a Op, state: Option<&'a str>) -> Option<Option<&'a str>> {
+    match op.op {
+        OpKind::Put => Some(op.value.as_deref()),
+        OpKind::Delete => Some(None),
+        OpKind::Get => (op.value.as_deref() == state).then_some(state),
+        OpKind::Cas => (op.expected.as_deref() == state).then_some(op.value.as_deref()),
+    }
+}
+
+fn random_value(rng: &mut Rng) -> Option<String> {
+    ["a", "b", "c"].get(rng.range(0, 3) as usize).map(|value| value.to_string())
+}
+
+fn random_op(rng: &mut Rng) -> Op {
+    let kind = [OpKind::Put, OpKind::Get, OpKind::Delete, OpKind::Cas][rng.range(0, 3) as usize];
+    let value = match kind {
+        OpKind::Put | OpKind::Cas => Some(random_value(rng).unwrap_or_else(|| "a".to_string())),
+        OpKind::Get => random_value(rng),
+        OpKind::Delete => None,
+    };
+    let expected = (kind == OpKind::Cas).then(|| random_value(rng)).flatten();
+    let ok = match rng.range(1, 10) {
+        1..=6 => Some(true),
+        7..=8 => None,
+        _ => Some(false),
+    };
+    let invoke = rng.range(0, 12);
+    let complete = ok.map(|_| invoke + rng.range(0, 6));
+    Op {
+        process: rng.range(0, 3),
+        op: kind,
+        key: format!("k{}", rng.range(0, 1)),
+        value,
+        expected,
+        ok,
+        invoke_ns: invoke,
+        complete_ns: complete,
+    }
+}
+
+fn ops_on(history: &History, key: &str) -> Vec<Op> {
+    history.ops.iter().filter(|op| op.key == key).cloned().collect()
+}
+
+#[test]
+fn agrees_with_exhaustive_search_on_small_histories() {
+    let (mut accepted, mut rejected) = (0, 0);
+    for seed in 0..20_000 {
+        let mut rng = Rng::new(seed);
+        let len = rng.range(1, 8) as usize;
+        let history = History { ops: (0..len).map(|_| random_op(&mut rng)).collect() };
+        let expected = ["k0", "k1"].iter().all(|key| brute_force_linearizable(&ops_on(&history, key)));
+        match check(&history, Budget::default()) {
+            Verdict::Linearizable { .. } => {
+                assert!(expected, "seed {seed}: accepted a non-linearizable history {history:#?}");
+                accepted += 1;
+            }
+            Verdict::Violation(counterexample) => {
+                assert!(!expected, "seed {seed}: rejected a linearizable history {history:#?}\n{counterexample}");
+                assert!(!brute_force_linearizable(&counterexample.ops), "seed {seed}: counterexample is linearizable");
+                rejected += 1;
+            }
+            other => panic!("seed {seed}: {other}"),
+        }
+    }
+    assert!(accepted > 2_000 && rejected > 2_000, "too one-sided: {accepted} accepted, {rejected} rejected");
+}
