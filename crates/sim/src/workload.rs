@@ -163,7 +163,7 @@ impl Workload {
         let c = &mut self.clients[client];
         let step = c.final_ops;
         c.final_ops += 1;
-        ((client + step / 2) % self.params.keys, if step % 2 == 0 { OpKind::Put } else { OpKind::Get })
+        ((client + step / 2) % self.params.keys, if step.is_multiple_of(2) { OpKind::Put } else { OpKind::Get })
     }
 
     fn next<P: Process>(&mut self, client: usize, world: &mut World<P>) {
