@@ -326,11 +326,12 @@ impl ChainNode {
             out.reply(id, Reply::Error(ErrorKind::Timeout, msg));
         }
         for (&chain, r) in self.replicas.iter_mut() {
-            let Some(succ) = r.succ else { continue };
-            if !r.unacked.is_empty() && r.la == r.la_at_tick {
+            if let Some(succ) = r.succ.filter(|_| !r.unacked.is_empty() && r.la == r.la_at_tick) {
                 out.send(succ, ChainMsg::Probe { chain });
             }
             r.la_at_tick = r.la;
+            // Every member logs the watermark, the tail included: it is what lets compaction drop
+            // superseded records (docs/protocols/chain.md, "The log and compaction").
             if r.la > r.la_logged {
                 // Lazily durable: it rides on the next sync. Losing it only means resending more.
                 let mark = Record { chain: chain.0, seq: r.la, key: Bytes::new(), body: Body::AckMark };
@@ -359,8 +360,7 @@ fn recover(store: &dyn Datastore, replicas: &mut BTreeMap<ChainId, Replica>) -> 
         let Some(r) = replicas.get_mut(&ChainId(rec.chain)) else { return };
         let change = match rec.body {
             Body::AckMark => {
-                r.la_logged = r.la_logged.max(rec.seq);
-                r.ack(rec.seq);
+                r.restore_watermark(rec.seq);
                 return;
             }
             Body::Value(v) => Change::Put(v),

@@ -56,6 +56,15 @@ impl Replica {
         true
     }
 
+    /// Applies an ack watermark read back from the log. The tail held every seq up to it, so this node
+    /// (at or before the tail) logged them all; records at or below it may have been compacted away once
+    /// superseded, so the watermark also stands for LU.
+    pub fn restore_watermark(&mut self, seq: u64) {
+        self.lu = self.lu.max(seq);
+        self.ack(seq);
+        self.la_logged = self.la_logged.max(seq);
+    }
+
     /// The updates a successor that holds everything up to `lu` is missing, oldest first.
     pub fn missing_after(&self, lu: u64, max: usize) -> impl Iterator<Item = &Update> {
         self.unacked.iter().skip_while(move |u| u.seq <= lu).take(max)
@@ -117,6 +126,16 @@ mod tests {
         (1..=5).for_each(|s| r.record(update(s)));
         let seqs: Vec<u64> = r.missing_after(2, 2).map(|u| u.seq).collect();
         assert_eq!(seqs, vec![3, 4]);
+    }
+
+    #[test]
+    fn a_watermark_read_back_stands_for_compacted_records() {
+        let mut r = Replica::new(None, Some(NodeId(2)));
+        r.record(update(1));
+        r.restore_watermark(5);
+        assert_eq!((r.lu, r.la, r.la_logged, r.unacked.len()), (5, 5, 5, 0));
+        r.record(update(6));
+        r.check().unwrap();
     }
 
     #[test]
