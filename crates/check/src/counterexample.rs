@@ -28,7 +28,8 @@ impl Counterexample {
 }
 
 /// Names a value nothing wrote when there is one, the most direct kind of violation; otherwise states the
-/// general finding, which shrinking made trustworthy (see [`crate::shrink`]).
+/// general finding, which shrinking made trustworthy (see [`crate::shrink`]). The subset keeps the latest write of
+/// every observed value begun before its observer completed, so a value without a writer here had none at all.
 fn explain(ops: &[Op]) -> String {
     let writes: Vec<Option<&str>> = ops.iter().filter_map(written).collect();
     let unwritten = ops.iter().find_map(|op| match observed(op) {
@@ -39,8 +40,9 @@ fn explain(ops: &[Op]) -> String {
         Some((op, value)) => {
             let verb = if op.op == OpKind::Cas { "expected" } else { "returned" };
             format!(
-                "process {}'s {} {verb} {value:?}, but no write on this key that could have taken effect wrote it",
-                op.process, op.op
+                "process {}'s {} {verb} {value:?}, but no write of {value:?} on this key that could have taken effect \
+                 began before the {} completed",
+                op.process, op.op, op.op
             )
         }
         None => "no order of these operations is consistent with a register and with real time; they include every \

@@ -1,7 +1,7 @@
 //! Which value a recorded operation writes and which it observes, before interning.
 //!
-//! Shrinking uses this to keep, for every value an operation observes, every operation that could have written
-//! it; the explanation uses it to spot a value that nothing wrote. `Some(None)` is the absent value.
+//! Preparation uses this to find the values nothing observes, shrinking to find the writes each observation could
+//! have read from, and the explanation to spot a value nothing wrote. `Some(None)` is the absent value.
 
 use crate::history::{Op, OpKind};
 

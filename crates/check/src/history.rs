@@ -1,6 +1,6 @@
 //! The history format: what clients asked a key-value store to do, what they were told, and when.
 //!
-//! A history is a list of [`Op`]s, stored as JSON lines (one operation per line, see [`crate::jsonl`]):
+//! A history is a list of [`Op`]s, stored as JSON lines (one operation per line, see [`History::read_jsonl`]):
 //!
 //! ```text
 //! {"process":P,"op":"put|get|delete|cas","key":K,"value":V|null,"ok":true|false|null,"invoke_ns":T,"complete_ns":T|null}
@@ -48,7 +48,8 @@ pub struct Op {
     pub process: u64,
     pub op: OpKind,
     pub key: String,
-    /// Put and cas: the value written. Get: the value returned (`None` = absent). Delete: always `None`.
+    /// Put and cas: the value written (a cas writing `None` deletes). Get: the value returned (`None` = absent).
+    /// Delete: always `None`.
     #[serde(deserialize_with = "nullable")]
     pub value: Option<String>,
     /// Cas only: the value that must be current for the cas to apply (`None` = the key must be absent).

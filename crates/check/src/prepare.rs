@@ -9,8 +9,9 @@
 //!   nothing between it and the next write reads its value, so removing it leaves every other operation seeing
 //!   the same value. Dropping it keeps the search from doubling its states for every such write.
 
+use crate::dataflow::{observed, written};
 use crate::history::{Op, OpKind};
-use crate::register::{Action, Interner, Value};
+use crate::register::{Action, Interner};
 use std::collections::HashSet;
 
 /// One operation as the search sees it.
@@ -26,24 +27,23 @@ pub(crate) struct Call {
 
 /// The calls for one key's (already validated) operations.
 pub(crate) fn prepare(ops: &[&Op]) -> Vec<Call> {
-    let mut interner = Interner::default();
-    let candidates: Vec<Call> =
-        ops.iter().enumerate().filter_map(|(source, op)| candidate(source, op, &mut interner)).collect();
-    let observed: HashSet<Value> = candidates.iter().filter_map(|call| call.action.observed()).collect();
-    candidates.into_iter().filter(|call| call.deadline.is_some() || observes_write(call, &observed)).collect()
+    let effective: Vec<usize> = (0..ops.len()).filter(|&i| may_take_effect(ops[i])).collect();
+    let observed: HashSet<Option<&str>> = effective.iter().filter_map(|&i| observed(ops[i])).collect();
+    let relevant = |op: &Op| op.ok.is_some() || written(op).is_some_and(|value| observed.contains(&value));
+    let kept: Vec<usize> = effective.into_iter().filter(|&i| relevant(ops[i])).collect();
+    let mut interner = Interner::new(observed);
+    kept.into_iter()
+        .map(|source| {
+            let op = ops[source];
+            Call { source, action: action(op, &mut interner), invoke: op.invoke_ns, deadline: op.complete_ns }
+        })
+        .collect()
 }
 
-fn observes_write(call: &Call, observed: &HashSet<Value>) -> bool {
-    call.action.written().is_some_and(|value| observed.contains(&value))
-}
-
-fn candidate<'a>(source: usize, op: &'a Op, interner: &mut Interner<'a>) -> Option<Call> {
+/// Whether the operation may have taken effect and, if it did, whether we know what it did.
+fn may_take_effect(op: &Op) -> bool {
     let unknown_get = op.ok.is_none() && op.op == OpKind::Get;
-    if op.ok == Some(false) || unknown_get {
-        return None;
-    }
-    let action = action(op, interner);
-    Some(Call { source, action, invoke: op.invoke_ns, deadline: op.complete_ns })
+    op.ok != Some(false) && !unknown_get
 }
 
 fn action<'a>(op: &'a Op, interner: &mut Interner<'a>) -> Action {

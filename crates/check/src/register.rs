@@ -3,23 +3,35 @@
 //!
 //! Values are interned to small integers so the search compares and hashes register states as integers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// An interned register value; [`ABSENT`] is the empty register.
 pub(crate) type Value = u32;
 
 pub(crate) const ABSENT: Value = 0;
 
-/// Assigns each distinct string a [`Value`], with `None` mapped to [`ABSENT`].
-#[derive(Default)]
+/// Every value that no operation observes (no get returned it, no cas expected it). Nothing can tell such values
+/// apart, since every get and cas fails on all of them alike, so merging them loses nothing and makes orders of
+/// writes that differ only in which unobserved value they leave behind reach the same state.
+pub(crate) const UNOBSERVED: Value = 1;
+
+/// Assigns each distinct observed string a [`Value`], with `None` mapped to [`ABSENT`].
 pub(crate) struct Interner<'a> {
+    observed: HashSet<Option<&'a str>>,
     ids: HashMap<&'a str, Value>,
 }
 
 impl<'a> Interner<'a> {
+    pub(crate) fn new(observed: HashSet<Option<&'a str>>) -> Interner<'a> {
+        Interner { observed, ids: HashMap::new() }
+    }
+
     pub(crate) fn intern(&mut self, value: Option<&'a str>) -> Value {
         let Some(text) = value else { return ABSENT };
-        let next = Value::try_from(self.ids.len() + 1).expect("fewer than 2^32 distinct values per key");
+        if !self.observed.contains(&value) {
+            return UNOBSERVED;
+        }
+        let next = Value::try_from(self.ids.len() + 2).expect("fewer than 2^32 distinct values per key");
         *self.ids.entry(text).or_insert(next)
     }
 }
@@ -51,14 +63,6 @@ impl Action {
             Action::Write(_) => None,
             Action::Read(seen) => Some(seen),
             Action::Cas { expected, .. } => Some(expected),
-        }
-    }
-
-    /// The value this action stores, if it writes.
-    pub(crate) fn written(self) -> Option<Value> {
-        match self {
-            Action::Write(new) | Action::Cas { new, .. } => Some(new),
-            Action::Read(_) => None,
         }
     }
 }

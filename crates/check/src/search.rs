@@ -13,17 +13,17 @@
 //! observes the final state) but not for cas: an unknown cas whose expected value is not the final value could
 //! not be placed last, and a history where it never applied would be wrongly rejected.
 //!
-//! Two reductions keep failing searches, which must exhaust every configuration, from exploding. Each only
+//! Three reductions keep failing searches, which must exhaust every configuration, from exploding. Each only
 //! discards orders when another order that is still explored completes whenever they do:
 //!
 //! - Eager gets ([`Search::arrive`]): a get that may take effect now is linearized without trying alternatives.
-//! - Unknown writes must be observed at once: an unknown write is only ever followed directly by an operation that
+//! - Unknown writes must be observed at once ([`Search::allowed`]): an unknown write is only ever followed directly by an operation that
 //!   observes its value (a get returning it, a cas expecting it). In any linearization, whatever directly follows
 //!   an unknown write either observes its value or is a blind write (or nothing): anything else would see the
 //!   wrong value. In the latter case the unknown write can be dropped without changing what anyone sees, and
 //!   dropping is allowed for unknown outcomes. So an unknown write never sits in the linearized set "just in
 //!   case", which would double the configurations for every one pending.
-//! - Identical unknown writes are used in invocation order: of two unknown operations with the same action, the
+//! - Identical unknown writes are used in invocation order ([`twins`]): of two unknown operations with the same action, the
 //!   later-invoked one may only be linearized once the earlier one is. Swapping them in any linearization keeps it
 //!   valid (neither has a return time, and the earlier-invoked one has fewer operations that must precede it), so
 //!   which of them took effect does not matter, only how many did. Without this, every unknown delete (all of which

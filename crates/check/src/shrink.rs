@@ -2,13 +2,13 @@
 //!
 //! Removal is greedy, in chunks of halving size (delta debugging) so long histories lose large irrelevant stretches
 //! in few checks, and ends with single-operation passes repeated until none succeeds, so the result is 1-minimal:
-//! removing any one remaining operation either makes it linearizable or is not allowed.
+//! removing any one remaining operation, together with the operations that depend on it, makes it linearizable.
 //!
-//! A removal is not allowed if it takes away a write of a value that a remaining operation observes (a get that
-//! returned it, a cas that expected it). Without that rule a stale read would shrink to the lone get, "wrong"
-//! only because its write was removed. With it, the subset always contains every write its operations could have
-//! read from, so any linearization of the full history would restrict to one of the subset: the subset being
-//! non-linearizable proves the full history is not linearizable either.
+//! Removing a write also removes every operation that could have read from it (see [`crate::sources`]). Without
+//! that, a stale read would shrink to the lone get, "wrong" only because its write was removed. With it, the subset
+//! always contains every write its operations could have read from, so any linearization of the full history would
+//! restrict to one of the subset: the subset being non-linearizable proves the full history is not linearizable
+//! either.
 
 use crate::history::Op;
 use crate::linearizable::Budget;

@@ -17,6 +17,10 @@ fn assert_catches_planted_read(mut history: History, rng: &mut Rng, seed: u64) {
         Verdict::Violation(counterexample) => {
             assert_eq!(counterexample.key, stale.key, "seed {seed}");
             assert!(counterexample.ops.contains(&stale), "seed {seed}: planted get missing from\n{counterexample}");
+            assert!(
+                counterexample.ops.len() <= 4 && counterexample.minimal,
+                "seed {seed}: not shrunk:\n{counterexample}"
+            );
         }
         other => panic!("seed {seed}: planted stale read not caught: {other}"),
     }

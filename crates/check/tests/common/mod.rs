@@ -118,17 +118,11 @@ fn plan_op(
     let key = format!("k{}", rng.range(0, keys as u64 - 1));
     let invoke = now;
     let complete = invoke + rng.range(1, 100_000);
-    let env = |k: &str, d: u64| std::env::var(k).ok().map(|v| v.parse().unwrap()).unwrap_or(d);
-    let (pp, gp, dp) = (env("PUT", 35), env("GET", 40), env("DEL", 8));
-    let r = rng.range(1, 100);
-    let kind = if r <= pp {
-        OpKind::Put
-    } else if r <= pp + gp {
-        OpKind::Get
-    } else if r <= pp + gp + dp {
-        OpKind::Delete
-    } else {
-        OpKind::Cas
+    let kind = match rng.range(1, 100) {
+        1..=35 => OpKind::Put,
+        36..=75 => OpKind::Get,
+        76..=83 => OpKind::Delete,
+        _ => OpKind::Cas,
     };
     let written = writes_per_key.entry(key.clone()).or_default();
     let value = matches!(kind, OpKind::Put | OpKind::Cas).then(|| format!("v{serial}"));
@@ -136,10 +130,9 @@ fn plan_op(
     written.extend(value.clone());
     let mut op =
         Op { process, op: kind, key, value, expected, ok: Some(true), invoke_ns: invoke, complete_ns: Some(complete) };
-    let okp = env("OK", 85);
     let effect_ns = match rng.range(1, 100) {
-        r if r <= okp => Some(rng.range(invoke, complete)),
-        r if r <= okp + 5 => {
+        1..=85 => Some(rng.range(invoke, complete)),
+        86..=90 => {
             op.ok = Some(false);
             None
         }
@@ -189,7 +182,7 @@ pub fn plant_stale_read(history: &mut History, rng: &mut Rng) -> Option<Op> {
     let (first, second) = stale_pair(history, rng)?;
     let overwritten = &history.ops[first];
     let after = history.ops[second].complete_ns.expect("a completed write");
-    let stale = get(1_000_000, &overwritten.key.clone(), overwritten.value.as_deref(), (after + 1, after + 1_000));
+    let stale = get(1_000_000, &overwritten.key, overwritten.value.as_deref(), (after + 1, after + 1_000));
     history.ops.push(stale.clone());
     Some(stale)
 }
