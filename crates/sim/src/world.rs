@@ -79,6 +79,8 @@ impl DiskParams {
 
 struct Node<P: Process> {
     proc: Option<P>,
+    /// This node's own stream (incarnations, crash damage), derived from the run's seed.
+    rng: SimRng,
     /// Bumped at every crash, so timers and syncs of a previous life are ignored.
     life: u64,
     disk: SimVfs,
@@ -141,6 +143,7 @@ impl<P: Process> World<P> {
             .map(|&id| {
                 let node = Node {
                     proc: None,
+                    rng: rng.derive(&format!("node-{}", id.0)),
                     life: 0,
                     disk: SimVfs::new(),
                     clock: Clock::default(),
@@ -222,8 +225,8 @@ impl<P: Process> World<P> {
 
     /// Boots (or reboots) a node from its disk.
     pub fn boot(&mut self, id: NodeId) {
-        let incarnation = self.rng.u64();
         let node = self.nodes.get_mut(&id).expect("known node");
+        let incarnation = node.rng.u64();
         match (self.factory)(id, node.disk.clone(), incarnation) {
             Ok(p) => {
                 node.proc = Some(p);
@@ -235,11 +238,11 @@ impl<P: Process> World<P> {
 
     /// Power loss: the core and its volatile state vanish, unsynced writes are lost or torn.
     pub fn crash(&mut self, id: NodeId) {
-        let entropy = self.rng.u64();
         let node = self.nodes.get_mut(&id).expect("known node");
         if node.proc.take().is_none() {
             return;
         }
+        let entropy = node.rng.u64();
         node.life += 1;
         node.disk.crash(entropy);
         node.paused = false;
