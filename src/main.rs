@@ -1,4 +1,4 @@
-//! The `meridian` binary: run a node, a local demo cluster, or the deterministic simulator.
+//! The `meridian` binary: run a node, a local demo cluster, the deterministic simulator, or measurements.
 
 mod cli;
 
@@ -20,6 +20,8 @@ enum Command {
     Server(cli::server::ServerArgs),
     /// Deterministic simulation of a protocol under faults, with its histories checked.
     Sim(cli::sim::SimArgs),
+    /// Measurements on this machine (bench store: the datastores under each durability mode).
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cli::demo::run(args),
         Command::Server(args) => cli::server::run(args),
         Command::Sim(args) => cli::sim::run(args),
+        Command::Bench(args) => cli::bench::run(args),
     };
     match result {
         Ok(code) => code,

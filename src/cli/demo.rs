@@ -1,6 +1,6 @@
 //! `meridian demo`: a local cluster in one process, for trying Meridian with redis-cli.
 
-use super::node::{init_logging, runtime, start, stop_signal, NodeSetup};
+use super::node::{init_logging, runtime, start, stop_signal, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, NodeId, NodeSpec};
@@ -19,6 +19,8 @@ pub struct DemoArgs {
     /// Data directory (default: a temporary directory removed on exit).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    durability: DurabilityArgs,
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
@@ -46,13 +48,15 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 peer: addr(args.port + 1000 + i),
                 http: Some(addr(args.port + 2000 + i)),
                 data_dir: root.join(format!("node{}", i + 1)),
+                durability: args.durability.mode(),
             };
             handles.push(start(setup).await?);
         }
         println!(
-            "Meridian demo: {} nodes, chain replication (R = {}), data in {}",
+            "Meridian demo: {} nodes, chain replication (R = {}), durability {}, data in {}",
             args.nodes,
             cluster.replication.min(args.nodes.into()),
+            args.durability.mode(),
             root.display()
         );
         for (i, h) in handles.iter().enumerate() {

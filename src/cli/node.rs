@@ -1,13 +1,41 @@
-//! What `demo` and `server` share: opening a node's data directory and starting a chain-replication
-//! node on it.
+//! What `demo` and `server` share: the durability flags, opening a node's data directory and starting a
+//! chain-replication node on it.
 
+use clap::Args;
 use meridian_core::{ClusterConfig, NodeId};
-use meridian_node::{start_node, NodeHandle, NodeOptions};
+use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
 use meridian_proto::chain::{ChainConfig, ChainNode};
 use meridian_store::{LogStore, RealVfs};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// When a node fsyncs relative to acknowledging writes (docs/durability.md).
+#[derive(Args, Debug)]
+pub struct DurabilityArgs {
+    /// sync: fsync before acknowledging each write; group: one fsync per batch, acknowledged after it
+    /// (group commit); async: acknowledge at once, fsync every --async-interval-ms (a power loss can lose
+    /// that window; a process crash loses nothing).
+    #[arg(long, default_value = "group")]
+    durability: SyncMode,
+    /// Async mode: how long after the oldest unsynced write the node fsyncs.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    async_interval_ms: u64,
+    /// Group mode: how long a batch may wait for more writes after its first (0: only what is queued).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    group_max_wait_us: u64,
+}
+
+impl DurabilityArgs {
+    pub fn mode(&self) -> SyncMode {
+        match self.durability {
+            SyncMode::Sync => SyncMode::Sync,
+            SyncMode::Group { .. } => SyncMode::Group { max_wait: Duration::from_micros(self.group_max_wait_us) },
+            SyncMode::Async { .. } => SyncMode::Async { interval: Duration::from_millis(self.async_interval_ms) },
+        }
+    }
+}
 
 pub struct NodeSetup {
     pub node_id: NodeId,
@@ -16,6 +44,7 @@ pub struct NodeSetup {
     pub peer: SocketAddr,
     pub http: Option<SocketAddr>,
     pub data_dir: PathBuf,
+    pub durability: SyncMode,
 }
 
 /// A data directory belongs to one node id for life: starting it as another node would mix two
@@ -61,6 +90,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         peer_listen: setup.peer,
         http_listen: setup.http,
         limits,
+        durability: setup.durability,
     };
     start_node(opts, process).await.map_err(|e| e.to_string())
 }

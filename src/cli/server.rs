@@ -1,6 +1,6 @@
 //! `meridian server`: one node of a static cluster.
 
-use super::node::{init_logging, runtime, start, stop_signal, NodeSetup};
+use super::node::{init_logging, runtime, start, stop_signal, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, NodeId};
@@ -34,6 +34,8 @@ pub struct ServerArgs {
     /// Ring points per node.
     #[arg(long, default_value_t = DEFAULT_VNODES)]
     vnodes: usize,
+    #[command(flatten)]
+    durability: DurabilityArgs,
 }
 
 pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
@@ -52,10 +54,11 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
         peer: args.peer_listen,
         http: args.http,
         data_dir: args.data_dir,
+        durability: args.durability.mode(),
     };
     runtime()?.block_on(async {
         let handle = start(setup).await?;
-        tracing::info!(node = args.node_id, resp = %handle.resp_addr(), "serving");
+        tracing::info!(node = args.node_id, resp = %handle.resp_addr(), durability = %args.durability.mode(), "serving");
         stop_signal().await;
         tracing::info!("shutting down");
         handle.shutdown().await;

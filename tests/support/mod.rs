@@ -7,6 +7,7 @@ pub mod resp;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// One node of a test cluster, restartable with the same arguments.
@@ -18,9 +19,18 @@ pub struct Server {
     child: Option<Child>,
 }
 
-/// A free port on `ip`; the listener is dropped, so a rare race with another process is possible.
-fn free_port(ip: &str) -> u16 {
-    TcpListener::bind((ip, 0)).expect("bind a free port").local_addr().unwrap().port()
+/// A port on `ip` that is free right now, chosen below Linux's ephemeral range (32768+): a port the
+/// kernel hands out for outgoing connections could be taken again by any client socket while a test
+/// restarts the node that owned it.
+pub fn free_port(ip: &str) -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let salt = std::process::id().wrapping_mul(7919);
+    (0..2000)
+        .map(|_| {
+            10_000 + (salt.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed).wrapping_mul(104_729)) % 22_000) as u16
+        })
+        .find(|&p| TcpListener::bind((ip, p)).is_ok())
+        .expect("a free port below the ephemeral range")
 }
 
 pub struct Cluster {
@@ -62,6 +72,25 @@ impl Cluster {
 }
 
 impl Server {
+    /// One node alone (`--replication 1`) on 127.0.0.1, data under `dir`, with `extra` flags; started and
+    /// ready.
+    pub fn single(dir: &Path, extra: &[&str]) -> Server {
+        let ip = "127.0.0.1";
+        let peer = format!("{ip}:{}", free_port(ip));
+        let resp: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
+        let mut args: Vec<String> = ["server", "--node-id", "1", "--replication", "1", "--listen", &resp.to_string()]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        args.extend(["--peer-listen".into(), peer.clone(), "--peers".into(), format!("1={peer}")]);
+        args.extend(["--data-dir".into(), dir.join("node1").display().to_string()]);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let mut server = Server { id: 1, resp, args, log: dir.join("node1.log"), child: None };
+        server.spawn();
+        server.wait_ready(Duration::from_secs(20));
+        server
+    }
+
     pub fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_meridian"))

@@ -4,12 +4,21 @@
 //! [`Process::sync`] never stalls networking, and so that everything that arrives during one fsync is
 //! waiting in the inbox when it returns and forms the next group commit.
 //!
-//! The loop: block until the first input or the next timer deadline; take whatever else is waiting,
-//! without blocking, up to [`BATCH_MAX`] inputs in all; fire the timers that are due; feed each to the
-//! process with `now` read from the wall clock (nanoseconds since the UNIX epoch). Immediate effects are carried out as each step emits them (sends go to the peer
-//! queues, replies to the waiting client). If any step of the batch wrote to the datastore, the batch
-//! ends with one [`Process::sync`]; only then are the batch's `after_sync` effects carried out, in the
-//! order they were emitted. This is the group commit allowed by the contract in `meridian_core::process`.
+//! The loop: block until the first input, the next timer deadline or (async mode) the next fsync
+//! deadline; take whatever else is waiting, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
+//! client write values (in group mode with a `max_wait`, waiting that long for more); fire the timers
+//! that are due; feed each to the process with `now` read from the wall clock (nanoseconds since the UNIX
+//! epoch). Immediate effects are carried out as each step emits them (sends go to the peer queues,
+//! replies to the waiting client). What happens to the `after_sync` effects depends on the
+//! [`SyncMode`]:
+//!
+//! - `Group`: if any step of the batch wrote to the datastore, the batch ends with one
+//!   [`Process::sync`]; only then are the batch's `after_sync` effects carried out, in the order they
+//!   were emitted. This is the group commit allowed by the contract in `meridian_core::process`.
+//! - `Sync`: the same, but after every step instead of every batch, so no fsync is shared.
+//! - `Async`: `after_sync` effects are carried out at once, like immediate ones (which keeps both
+//!   orders); the driver syncs `interval` after the oldest unsynced write and at shutdown, and records
+//!   how long that write's acknowledgement had been out (the loss window INFO reports).
 //!
 //! A failed sync stops the whole OS process (fail-stop): after a failed fsync the state of the file is
 //! unknown, so the node must not keep answering from it; it recovers from what is durable on restart.
@@ -18,21 +27,20 @@
 //! Messages a process sends to itself are delivered as inputs of the next step rather than through
 //! the network. Replies for request ids the driver does not know (the client left) are ignored.
 
+use crate::durability::{Persistence, SyncMode, BATCH_MAX, GROUP_BYTES_MAX};
 use crate::inbox::Input;
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
-use meridian_core::{Effect, Effects, NodeId, Process, Reply, RequestId, Time};
+use meridian_core::{Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time, Write};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 use tracing::error;
 
-/// Inputs handled per batch (and so per sync) at most; bounds the latency a batch adds to its first
-/// input and the memory held by its `after_sync` effects.
-pub(crate) const BATCH_MAX: usize = 1024;
 /// The exit code of a fail-stop (failed sync or core panic).
 const FAIL_STOP_EXIT_CODE: i32 = 1;
 
@@ -50,10 +58,14 @@ pub(crate) struct Driver<P: Process> {
     /// Messages the process sent to itself, delivered as the next inputs.
     loopback: VecDeque<P::Msg>,
     fx: Fx<P>,
-    /// The batch's `after_sync` effects, in the order they were emitted.
+    /// The `after_sync` effects waiting for the next sync, in the order they were emitted.
     deferred: Vec<FxItem<P>>,
-    /// Whether a step of the current batch wrote to the datastore.
-    dirty: bool,
+    /// When the oldest datastore write not yet synced was made; `None` when everything is synced.
+    unsynced_since: Option<Instant>,
+    /// Value bytes of the client writes taken into the current batch.
+    batch_bytes: usize,
+    /// The durability mode, and the fsync figures reported to INFO.
+    persistence: Arc<Persistence>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -78,8 +90,22 @@ fn wall_clock() -> Time {
     Time::from_nanos(nanos)
 }
 
+/// The value bytes a client input asks to write; what [`GROUP_BYTES_MAX`] counts.
+fn write_bytes<M>(input: &Input<M>) -> usize {
+    match input {
+        Input::Client { req: Request::Write(Write { value: Some(value), .. }), .. } => value.len(),
+        _ => 0,
+    }
+}
+
 impl<P: Process> Driver<P> {
-    pub(crate) fn new(me: NodeId, process: P, inbox: Receiver<Input<P::Msg>>, peers: PeerQueues<P::Msg>) -> Self {
+    pub(crate) fn new(
+        me: NodeId,
+        process: P,
+        inbox: Receiver<Input<P::Msg>>,
+        peers: PeerQueues<P::Msg>,
+        persistence: Arc<Persistence>,
+    ) -> Self {
         Driver {
             me,
             process,
@@ -91,7 +117,9 @@ impl<P: Process> Driver<P> {
             loopback: VecDeque::new(),
             fx: Effects::new(),
             deferred: Vec::new(),
-            dirty: false,
+            unsynced_since: None,
+            batch_bytes: 0,
+            persistence,
         }
     }
 
@@ -100,17 +128,23 @@ impl<P: Process> Driver<P> {
         self.absorb();
         self.commit();
         while self.batch() == Flow::Continue {}
+        // Only async mode can stop with unsynced writes; a clean shutdown loses none of them.
+        if self.unsynced_since.is_some() {
+            self.sync();
+        }
     }
 
-    /// One group commit: wait, take a batch of inputs and due timers, sync, release `after_sync` effects.
+    /// One batch: wait, take the inputs that are waiting and the due timers, then commit.
     fn batch(&mut self) -> Flow {
+        self.batch_bytes = 0;
         let mut flow = self.wait_for_input();
+        let close = self.batch_close();
         let mut taken = 1;
-        while flow == Flow::Continue && taken < BATCH_MAX {
-            flow = match self.inbox.try_recv() {
+        while flow == Flow::Continue && taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
+            flow = match self.next_in_batch(close) {
                 Ok(input) => self.handle(input),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => Flow::Stop,
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => Flow::Stop,
             };
             taken += 1;
         }
@@ -120,13 +154,32 @@ impl<P: Process> Driver<P> {
         flow
     }
 
-    /// Blocks until an input arrives (and handles it) or the next timer is due. Does not block when
-    /// self-sent messages are waiting.
+    /// Until when a batch that has begun may wait for more inputs: only a group commit with a
+    /// `max_wait` waits, and never past the next timer.
+    fn batch_close(&self) -> Option<Instant> {
+        let SyncMode::Group { max_wait } = self.persistence.mode else { return None };
+        let close = Instant::now().checked_add(max_wait)?;
+        Some(self.timers.next_deadline().map_or(close, |timer| timer.min(close)))
+    }
+
+    /// The next input of a batch: one already waiting, or one arriving before `close`.
+    fn next_in_batch(&self, close: Option<Instant>) -> Result<Input<P::Msg>, RecvTimeoutError> {
+        match close {
+            Some(close) => self.inbox.recv_timeout(close.saturating_duration_since(Instant::now())),
+            None => self.inbox.try_recv().map_err(|e| match e {
+                TryRecvError::Empty => RecvTimeoutError::Timeout,
+                TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+            }),
+        }
+    }
+
+    /// Blocks until an input arrives (and handles it), the next timer is due or an async fsync is due.
+    /// Does not block when self-sent messages are waiting.
     fn wait_for_input(&mut self) -> Flow {
         if !self.loopback.is_empty() {
             return Flow::Continue;
         }
-        let received = match self.timers.next_deadline() {
+        let received = match self.next_deadline() {
             Some(deadline) => match self.inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(input) => Some(input),
                 Err(RecvTimeoutError::Timeout) => None,
@@ -140,7 +193,17 @@ impl<P: Process> Driver<P> {
         received.map_or(Flow::Continue, |input| self.handle(input))
     }
 
+    /// The earlier of the next timer and the next async fsync.
+    fn next_deadline(&self) -> Option<Instant> {
+        let fsync = match self.persistence.mode {
+            SyncMode::Async { interval } => self.unsynced_since.and_then(|since| since.checked_add(interval)),
+            SyncMode::Sync | SyncMode::Group { .. } => None,
+        };
+        [self.timers.next_deadline(), fsync].into_iter().flatten().min()
+    }
+
     fn handle(&mut self, input: Input<P::Msg>) -> Flow {
+        self.batch_bytes += write_bytes(&input);
         match input {
             Input::Peer { from, msg } => self.process.on_message(wall_clock(), from, msg, &mut self.fx),
             Input::Client { req, reply } => {
@@ -170,31 +233,63 @@ impl<P: Process> Driver<P> {
         }
     }
 
-    /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones wait for the
-    /// batch's sync.
+    /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones wait for a sync
+    /// (except in async mode). In sync mode the step is committed at once.
     fn absorb(&mut self) {
         let (items, dirty) = self.fx.drain();
-        self.dirty |= dirty;
+        if dirty && self.unsynced_since.is_none() {
+            self.unsynced_since = Some(Instant::now());
+        }
+        let mode = self.persistence.mode;
+        let defer = !matches!(mode, SyncMode::Async { .. });
         for effect in items {
-            if effect.after_sync() {
+            if defer && effect.after_sync() {
                 self.deferred.push(effect);
             } else {
                 self.carry_out(effect);
             }
         }
+        if mode == SyncMode::Sync {
+            self.commit();
+        }
     }
 
-    /// Ends a batch: syncs if anything was written, then releases the `after_sync` effects in order.
+    /// Ends a batch (or, in sync mode, a step): syncs if the mode says a sync is owed now, then releases
+    /// the `after_sync` effects in order.
     fn commit(&mut self) {
-        if std::mem::take(&mut self.dirty) {
-            if let Err(e) = self.process.sync() {
-                error!("sync failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
-                std::process::exit(FAIL_STOP_EXIT_CODE);
-            }
+        if self.sync_owed(Instant::now()) {
+            self.sync();
         }
         for effect in std::mem::take(&mut self.deferred) {
             self.carry_out(effect);
         }
+    }
+
+    /// Whether unsynced writes must be synced at `now`: always before a commit, except in async mode,
+    /// where they wait out the interval.
+    fn sync_owed(&self, now: Instant) -> bool {
+        match (self.unsynced_since, self.persistence.mode) {
+            (None, _) => false,
+            (Some(since), SyncMode::Async { interval }) => now.saturating_duration_since(since) >= interval,
+            (Some(_), SyncMode::Sync | SyncMode::Group { .. }) => true,
+        }
+    }
+
+    /// Makes every write so far durable, or stops the node.
+    fn sync(&mut self) {
+        let started = Instant::now();
+        if let Err(e) = self.process.sync() {
+            error!("sync failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
+            std::process::exit(FAIL_STOP_EXIT_CODE);
+        }
+        let done = Instant::now();
+        let since = self.unsynced_since.take();
+        // Only async mode acknowledges before the sync, so only there did a write wait unprotected.
+        let window = match self.persistence.mode {
+            SyncMode::Async { .. } => since.map(|since| done - since),
+            SyncMode::Sync | SyncMode::Group { .. } => None,
+        };
+        self.persistence.record_fsync(done - started, window);
     }
 
     fn carry_out(&mut self, effect: FxItem<P>) {
@@ -214,117 +309,4 @@ impl<P: Process> Driver<P> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::inbox::{self, CoreInbox};
-    use crate::transport::peer_queues;
-    use meridian_core::{ClusterConfig, Condition, NodeSpec, Request, Write};
-    use std::sync::atomic::AtomicU64;
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    type Log = Arc<Mutex<Vec<String>>>;
-
-    /// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n).
-    /// A timer set at start sends a message to itself; another is set and cancelled at once.
-    struct Probe {
-        log: Log,
-        writes: u32,
-    }
-
-    impl Process for Probe {
-        type Msg = u32;
-        type Timer = &'static str;
-
-        fn start(&mut self, _: Time, out: &mut Effects<u32, &'static str>) {
-            out.set_timer("tick", Duration::from_millis(1));
-            out.set_timer("cancelled", Duration::from_millis(1));
-            out.cancel_timer("cancelled");
-        }
-
-        fn on_message(&mut self, _: Time, from: NodeId, msg: u32, _: &mut Effects<u32, &'static str>) {
-            self.log.lock().unwrap().push(format!("message {msg} from {from}"));
-        }
-
-        fn on_timer(&mut self, _: Time, timer: &'static str, out: &mut Effects<u32, &'static str>) {
-            self.log.lock().unwrap().push(format!("timer {timer}"));
-            out.send(NodeId(1), 7);
-        }
-
-        fn on_request(&mut self, _: Time, id: RequestId, _: Request, out: &mut Effects<u32, &'static str>) {
-            self.log.lock().unwrap().push(format!("request {}", id.0));
-            out.mark_dirty();
-            out.reply_after_sync(id, Reply::Written { applied: true, existed: false });
-            out.send_after_sync(NodeId(2), self.writes);
-            out.send(NodeId(2), 100 + self.writes);
-            self.writes += 1;
-        }
-
-        fn sync(&mut self) -> std::io::Result<()> {
-            self.log.lock().unwrap().push("sync".into());
-            Ok(())
-        }
-    }
-
-    fn cluster() -> ClusterConfig {
-        let nodes = (1..=2).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("127.0.0.1:{i}") }).collect();
-        ClusterConfig::new(nodes, 2, 1).unwrap()
-    }
-
-    fn put() -> Request {
-        Request::Write(Write { key: "k".into(), value: Some("v".into()), cond: Condition::Always })
-    }
-
-    fn log_has(log: &Log, entry: &str) -> bool {
-        log.lock().unwrap().iter().any(|e| e == entry)
-    }
-
-    #[test]
-    fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
-        let log = Log::default();
-        let (inbox_tx, inbox_rx) = inbox::channel();
-        let (queues, mut outbound) = peer_queues(NodeId(1), &cluster(), Arc::new(AtomicU64::new(0)));
-        let mut replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put())).collect();
-        inbox_tx.request_shutdown();
-        Driver::new(NodeId(1), Probe { log: log.clone(), writes: 0 }, inbox_rx, queues).run();
-
-        let requests: Vec<String> = (0..5).map(|i| format!("request {i}")).collect();
-        let log = log.lock().unwrap();
-        assert_eq!(log[..5], requests[..], "one batch, in arrival order");
-        assert_eq!(log[5..], ["sync".to_string()], "one sync for the whole batch");
-        for rx in &mut replies {
-            assert_eq!(rx.try_recv().unwrap(), Reply::Written { applied: true, existed: false });
-        }
-        let mut rx = outbound.remove(0).rx;
-        let sent: Vec<u32> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
-        assert_eq!(sent, vec![100, 101, 102, 103, 104, 0, 1, 2, 3, 4], "immediate sends first, then after the sync");
-    }
-
-    #[test]
-    fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
-        let log = Log::default();
-        let (inbox_tx, inbox_rx) = inbox::channel();
-        let (queues, _outbound) = peer_queues(NodeId(1), &cluster(), Arc::new(AtomicU64::new(0)));
-        let driver = Driver::new(NodeId(1), Probe { log: log.clone(), writes: 0 }, inbox_rx, queues);
-        let thread = std::thread::spawn(move || driver.run());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !log_has(&log, "message 7 from n1") && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        inbox_tx.request_shutdown();
-        thread.join().unwrap();
-        assert_eq!(*log.lock().unwrap(), ["timer tick", "message 7 from n1"]);
-    }
-
-    #[test]
-    fn a_client_that_left_does_not_disturb_the_core() {
-        let log = Log::default();
-        let (inbox_tx, inbox_rx) = inbox::channel();
-        let (queues, _outbound) = peer_queues(NodeId(1), &cluster(), Arc::new(AtomicU64::new(0)));
-        drop(inbox_tx.submit(put()));
-        let mut kept = inbox_tx.submit(put());
-        inbox_tx.request_shutdown();
-        Driver::new(NodeId(1), Probe { log, writes: 0 }, inbox_rx, queues).run();
-        assert_eq!(kept.try_recv().unwrap(), Reply::Written { applied: true, existed: false });
-    }
-}
+mod tests;

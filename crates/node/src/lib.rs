@@ -4,7 +4,8 @@
 //!
 //! - `driver`: the core runs on its own OS thread, fed through a bounded channel (`inbox`); it batches
 //!   the inputs that arrive while it is busy, syncs once per batch (group commit) and only then carries
-//!   out the effects marked `after_sync`.
+//!   out the effects marked `after_sync`. `durability` holds the other modes: an fsync per write, or
+//!   acknowledgement before a periodic fsync.
 //! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
 //!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake.
 //! - `resp`: a RESP2 server for Redis clients, pipelining-aware.
@@ -14,6 +15,7 @@
 
 mod accept;
 mod driver;
+mod durability;
 mod error;
 mod http;
 mod inbox;
@@ -22,5 +24,6 @@ mod resp;
 mod timers;
 mod transport;
 
+pub use durability::{SyncMode, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};

@@ -7,6 +7,7 @@
 //! tasks.
 
 use crate::driver::{self, Driver};
+use crate::durability::{Persistence, SyncMode};
 use crate::error::NodeError;
 use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
@@ -32,6 +33,8 @@ pub struct NodeOptions {
     pub peer_listen: SocketAddr,
     pub http_listen: Option<SocketAddr>,
     pub limits: Limits,
+    /// When writes are fsynced relative to their acknowledgement (`docs/durability.md`).
+    pub durability: SyncMode,
 }
 
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
@@ -66,7 +69,9 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let peer_drops = Arc::new(AtomicU64::new(0));
     let (inbox_tx, inbox_rx) = inbox::channel();
     let (queues, outbound) = transport::peer_queues(me, &opts.cluster, peer_drops.clone());
-    let core_thread = driver::spawn(Driver::new(me, process, inbox_rx, queues)).map_err(NodeError::CoreThread)?;
+    let persistence = Arc::new(Persistence::new(opts.durability));
+    let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone());
+    let core_thread = driver::spawn(driver).map_err(NodeError::CoreThread)?;
 
     let gate = Gate::new(me, &opts.cluster);
     let mut peers: Vec<_> = outbound.into_iter().map(|queue| transport::spawn_outbound(gate.clone(), queue)).collect();
@@ -80,6 +85,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         resp_port: resp_addr.port(),
         cluster_nodes: opts.cluster.nodes.len(),
         peer_drops,
+        persistence,
     };
     let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);

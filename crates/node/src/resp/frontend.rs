@@ -1,6 +1,7 @@
 //! What every client connection of a node shares: the way into the core and the facts the
 //! introspection commands (INFO, CONFIG GET) report.
 
+use crate::durability::Persistence;
 use crate::inbox::CoreInbox;
 use meridian_core::{Limits, NodeId};
 use std::sync::atomic::AtomicU64;
@@ -18,6 +19,8 @@ pub(crate) struct Frontend {
     pub(crate) cluster_nodes: usize,
     /// Peer messages dropped by the transport (full queues); reported by INFO.
     pub(crate) peer_drops: Arc<AtomicU64>,
+    /// The durability mode and the core thread's fsync figures; reported by INFO.
+    pub(crate) persistence: Arc<Persistence>,
 }
 
 impl Frontend {

@@ -1,11 +1,12 @@
 //! The driver carries out `after_sync` effects only after `sync()` has returned: a client's reply and
 //! a message to another node, both marked after-sync, must not be seen before the sync that covers the
 //! write. The test core makes each sync slow, so a driver that released them early would be caught.
+//! In async mode the opposite holds: the reply is released at once and the sync comes later.
 
 use crate::resp_client::{Client, Resp};
 use crate::support::{cluster, options, within};
 use meridian_core::{Effects, NodeId, Process, Reply, Request, RequestId, Time};
-use meridian_node::start_node;
+use meridian_node::{start_node, SyncMode};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,4 +86,21 @@ async fn after_sync_effects_wait_for_the_sync() {
     assert!(synced < received, "the message left before the sync: {:?}", journal.lock().unwrap());
     within("shutdown n1", n1.shutdown()).await;
     within("shutdown n2", n2.shutdown()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_mode_replies_before_the_sync_and_syncs_at_shutdown() {
+    let cluster = cluster(2);
+    let journal = Journal::default();
+    let mut opts = options(NodeId(1), &cluster);
+    opts.durability = SyncMode::Async { interval: Duration::from_secs(3600) };
+    let recorder = Recorder { me: NodeId(1), peer: NodeId(2), journal: journal.clone() };
+    let n1 = start_node(opts, recorder).await.unwrap();
+    let mut c = Client::connect(n1.resp_addr()).await;
+
+    assert_eq!(c.cmd(&["SET", "k", "v"]).await, Resp::ok());
+    assert!(position(&journal, "n1: wrote k").is_some());
+    assert_eq!(position(&journal, "n1: synced"), None, "the reply waited for a sync");
+    within("shutdown n1", n1.shutdown()).await;
+    assert!(position(&journal, "n1: synced").is_some(), "shutdown left an acknowledged write unsynced");
 }

@@ -1,0 +1,87 @@
+//! `meridian bench store`: what the storage layer delivers on the machine at hand, measured beside what
+//! the disk itself delivers in the same run and directory, so the figures are read as ratios.
+//!
+//! For each store (mem, log), durability mode (sync, group, async; mem only once, as it has no fsync)
+//! and value size, `writers` threads hand puts to one committer thread that does what the node's core
+//! thread does with them (`committer`); each put is timed from hand-over to acknowledgement. After the
+//! group-commit run, one thread gets random keys back from the filled store. The log store also runs a
+//! single writer putting back to back (`sequential`), and `disk` measures the raw sequential write
+//! bandwidth and fsync latency. Every run is bounded by a duration and a byte budget; nothing is assumed,
+//! every figure is measured.
+//!
+//! Reading order: `suite` (what runs in which order), `committer`, `puts`, `gets`, `sequential`, `disk`,
+//! `report`.
+
+mod committer;
+mod disk;
+mod gets;
+mod latency;
+mod puts;
+mod report;
+mod sequential;
+mod stores;
+mod suite;
+
+pub use disk::DiskFigures;
+pub use report::{GetFigures, PutFigures, Ratio, Report, SequentialFigures};
+pub use stores::StoreKind;
+pub use suite::run;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The value sizes measured unless told otherwise: 100 B, 1 KiB, 10 KiB.
+pub const VALUE_SIZES: [usize; 3] = [100, 1 << 10, 10 << 10];
+/// Concurrent writers unless told otherwise.
+pub const DEFAULT_WRITERS: usize = 64;
+/// The writers one run may have at most: each is an OS thread.
+pub const WRITERS_MAX: usize = 1024;
+
+/// What bounds each measurement.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Wall-clock time per measurement.
+    pub duration: Duration,
+    /// Bytes per measurement: keys and values for the stores, file bytes for the raw disk test.
+    pub max_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreBench {
+    /// Where the stores and the raw test files go; each measurement uses and removes its own subdirectory.
+    pub dir: PathBuf,
+    pub writers: usize,
+    pub value_sizes: Vec<usize>,
+    pub limits: Limits,
+}
+
+/// Megabytes (10^6 bytes) per second.
+fn mb_per_s(bytes: u64, took: Duration) -> f64 {
+    bytes as f64 / 1e6 / took.as_secs_f64().max(f64::MIN_POSITIVE)
+}
+
+fn per_second(count: u64, took: Duration) -> f64 {
+    count as f64 / took.as_secs_f64().max(f64::MIN_POSITIVE)
+}
+
+/// Pseudo-random bytes, so that a disk or file system that compresses or deduplicates cannot flatter
+/// the figures.
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut rng = SplitMix(len as u64);
+    let mut bytes: Vec<u8> = (0..len.div_ceil(8)).flat_map(|_| rng.next().to_le_bytes()).collect();
+    bytes.truncate(len);
+    bytes
+}
+
+/// splitmix64: a small seeded generator for test data and key choice.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,329 @@
+//! The figures of one run: as JSON (`--json`) and as the table `meridian bench store` prints.
+
+use crate::disk::DiskFigures;
+use crate::gets::GetRun;
+use crate::puts::PutRun;
+use crate::sequential::SequentialRun;
+use crate::stores::StoreKind;
+use crate::{mb_per_s, per_second, StoreBench};
+use meridian_node::SyncMode;
+use serde::Serialize;
+use std::fmt::{self, Write as _};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub dir: String,
+    pub writers: usize,
+    pub seconds_per_measurement: f64,
+    pub max_bytes_per_measurement: u64,
+    pub disk: DiskFigures,
+    pub puts: Vec<PutFigures>,
+    pub gets: Vec<GetFigures>,
+    pub sequential: Vec<SequentialFigures>,
+    /// Log store: group-commit put throughput over sync-mode put throughput, per value size.
+    pub group_over_sync: Vec<Ratio>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PutFigures {
+    pub store: StoreKind,
+    /// `None` for the mem store, which has nothing to fsync.
+    pub durability: Option<String>,
+    pub value_bytes: usize,
+    pub writers: usize,
+    pub puts: u64,
+    pub seconds: f64,
+    pub puts_per_s: f64,
+    /// Keys and values, in megabytes (10^6 bytes) per second.
+    pub mb_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub fsyncs: Option<u64>,
+    /// Async mode: the longest an acknowledged put waited for its fsync (the power-loss window).
+    pub loss_window_max_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GetFigures {
+    pub store: StoreKind,
+    pub value_bytes: usize,
+    pub gets: u64,
+    pub gets_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SequentialFigures {
+    pub value_bytes: usize,
+    pub puts: u64,
+    pub seconds: f64,
+    /// Keys and values per second, in megabytes.
+    pub payload_mb_s: f64,
+    /// Bytes the log grew by (records with their framing) per second, in megabytes.
+    pub log_mb_s: f64,
+    /// `log_mb_s` over the disk's raw sequential write bandwidth.
+    pub fraction_of_raw: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Ratio {
+    pub value_bytes: usize,
+    pub group_puts_per_s: f64,
+    pub sync_puts_per_s: f64,
+    pub ratio: f64,
+}
+
+impl PutFigures {
+    pub(crate) fn new(
+        store: StoreKind,
+        mode: Option<SyncMode>,
+        value_bytes: usize,
+        writers: usize,
+        run: &PutRun,
+    ) -> Self {
+        let puts = run.puts();
+        let key_bytes: u64 =
+            run.per_writer.iter().enumerate().map(|(w, &n)| n * crate::puts::key(w, 0).len() as u64).sum();
+        PutFigures {
+            store,
+            durability: mode.map(|m| m.to_string()),
+            value_bytes,
+            writers,
+            puts,
+            seconds: run.elapsed.as_secs_f64(),
+            puts_per_s: per_second(puts, run.elapsed),
+            mb_per_s: mb_per_s(puts * value_bytes as u64 + key_bytes, run.elapsed),
+            p50_us: run.latency.micros(50.0),
+            p99_us: run.latency.micros(99.0),
+            p999_us: run.latency.micros(99.9),
+            fsyncs: mode.map(|_| run.commits.syncs),
+            loss_window_max_ms: match mode {
+                Some(SyncMode::Async { .. }) => Some(run.commits.loss_window_max.as_secs_f64() * 1e3),
+                _ => None,
+            },
+        }
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "puts {} {} {}: {:.0}/s, p50 {:.1} µs, p99 {:.1} µs",
+            self.store.name(),
+            self.durability.as_deref().unwrap_or("-"),
+            size(self.value_bytes),
+            self.puts_per_s,
+            self.p50_us,
+            self.p99_us
+        )
+    }
+}
+
+impl GetFigures {
+    pub(crate) fn new(store: StoreKind, value_bytes: usize, run: &GetRun) -> Self {
+        GetFigures {
+            store,
+            value_bytes,
+            gets: run.gets,
+            gets_per_s: per_second(run.gets, run.elapsed),
+            p50_us: run.latency.micros(50.0),
+            p99_us: run.latency.micros(99.0),
+        }
+    }
+}
+
+impl SequentialFigures {
+    pub(crate) fn new(value_bytes: usize, run: &SequentialRun, raw_mb_s: f64) -> Self {
+        let log_mb_s = mb_per_s(run.store_bytes, run.elapsed);
+        SequentialFigures {
+            value_bytes,
+            puts: run.puts,
+            seconds: run.elapsed.as_secs_f64(),
+            payload_mb_s: mb_per_s(run.payload_bytes, run.elapsed),
+            log_mb_s,
+            fraction_of_raw: log_mb_s / raw_mb_s,
+        }
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "sequential log {}: {:.1} MB/s, {:.2} of raw",
+            size(self.value_bytes),
+            self.log_mb_s,
+            self.fraction_of_raw
+        )
+    }
+}
+
+impl Report {
+    pub(crate) fn new(
+        bench: &StoreBench,
+        disk: DiskFigures,
+        puts: Vec<PutFigures>,
+        gets: Vec<GetFigures>,
+        sequential: Vec<SequentialFigures>,
+    ) -> Report {
+        let group_over_sync = bench.value_sizes.iter().filter_map(|&size| ratio(&puts, size)).collect();
+        Report {
+            dir: bench.dir.display().to_string(),
+            writers: bench.writers,
+            seconds_per_measurement: bench.limits.duration.as_secs_f64(),
+            max_bytes_per_measurement: bench.limits.max_bytes,
+            disk,
+            puts,
+            gets,
+            sequential,
+            group_over_sync,
+        }
+    }
+}
+
+/// The log store's group over sync put throughput at `size`, if both were measured.
+fn ratio(puts: &[PutFigures], size: usize) -> Option<Ratio> {
+    let rate = |mode: &str| {
+        puts.iter()
+            .find(|p| p.store == StoreKind::Log && p.value_bytes == size && p.durability.as_deref() == Some(mode))
+            .map(|p| p.puts_per_s)
+    };
+    let (group, sync) = (rate("group")?, rate("sync")?);
+    Some(Ratio { value_bytes: size, group_puts_per_s: group, sync_puts_per_s: sync, ratio: group / sync })
+}
+
+/// 100 B, 1 KiB, 10 KiB.
+fn size(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+fn opt<T: fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut t = String::new();
+        self.write_disk(&mut t)?;
+        self.write_puts(&mut t)?;
+        self.write_gets(&mut t)?;
+        self.write_sequential(&mut t)?;
+        self.write_ratios(&mut t)?;
+        f.write_str(&t)
+    }
+}
+
+impl Report {
+    fn write_disk(&self, t: &mut String) -> fmt::Result {
+        let d = &self.disk;
+        writeln!(
+            t,
+            "meridian bench store: {} writers, {} s and {} at most per measurement, in {}",
+            self.writers,
+            self.seconds_per_measurement,
+            size(self.max_bytes_per_measurement as usize),
+            self.dir
+        )?;
+        writeln!(
+            t,
+            "\ndisk: sequential write {:.1} MB/s ({} in 1 MiB writes, then fdatasync, {:.2} s)",
+            d.seq_write_mb_s,
+            size(d.seq_write_bytes as usize),
+            d.seq_write_seconds
+        )?;
+        writeln!(
+            t,
+            "      4 KiB append + fdatasync: p50 {:.1} µs, p99 {:.1} µs ({} samples)",
+            d.fsync_p50_us, d.fsync_p99_us, d.fsync_samples
+        )
+    }
+
+    fn write_puts(&self, t: &mut String) -> fmt::Result {
+        writeln!(
+            t,
+            "\nputs: {} writers, one put outstanding each, acknowledged at the mode's durability point",
+            self.writers
+        )?;
+        writeln!(
+            t,
+            "{:<6}{:<11}{:>7}{:>11}{:>9}{:>10}{:>10}{:>11}{:>9}{:>16}",
+            "store",
+            "durability",
+            "value",
+            "puts/s",
+            "MB/s",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "fsyncs",
+            "loss window ms"
+        )?;
+        for p in &self.puts {
+            writeln!(
+                t,
+                "{:<6}{:<11}{:>7}{:>11.0}{:>9.1}{:>10.1}{:>10.1}{:>11.1}{:>9}{:>16}",
+                p.store.name(),
+                p.durability.as_deref().unwrap_or("-"),
+                size(p.value_bytes),
+                p.puts_per_s,
+                p.mb_per_s,
+                p.p50_us,
+                p.p99_us,
+                p.p999_us,
+                opt(p.fsyncs),
+                opt(p.loss_window_max_ms.map(|ms| format!("{ms:.1}")))
+            )?;
+        }
+        Ok(())
+    }
+
+    fn write_gets(&self, t: &mut String) -> fmt::Result {
+        writeln!(t, "\ngets: one thread, index in memory, log pages in the page cache")?;
+        writeln!(t, "{:<6}{:>7}{:>12}{:>10}{:>10}", "store", "value", "gets/s", "p50 µs", "p99 µs")?;
+        for g in &self.gets {
+            let (store, value) = (g.store.name(), size(g.value_bytes));
+            writeln!(t, "{store:<6}{value:>7}{:>12.0}{:>10.2}{:>10.2}", g.gets_per_s, g.p50_us, g.p99_us)?;
+        }
+        Ok(())
+    }
+
+    fn write_sequential(&self, t: &mut String) -> fmt::Result {
+        writeln!(t, "\nsequential puts: log store, one writer, one fdatasync at the end")?;
+        writeln!(t, "{:>7}{:>11}{:>15}{:>11}{:>11}", "value", "puts/s", "payload MB/s", "log MB/s", "log/raw")?;
+        for s in &self.sequential {
+            let rate = s.puts as f64 / s.seconds.max(f64::MIN_POSITIVE);
+            let value = size(s.value_bytes);
+            writeln!(
+                t,
+                "{value:>7}{rate:>11.0}{:>15.1}{:>11.1}{:>11.2}",
+                s.payload_mb_s, s.log_mb_s, s.fraction_of_raw
+            )?;
+        }
+        Ok(())
+    }
+
+    fn write_ratios(&self, t: &mut String) -> fmt::Result {
+        writeln!(t, "\nlog store, {} writers: group commit over sync put throughput", self.writers)?;
+        for r in &self.group_over_sync {
+            let value = size(r.value_bytes);
+            let (group, sync) = (r.group_puts_per_s, r.sync_puts_per_s);
+            writeln!(t, "{value:>7}  {:.2}x  ({group:.0} vs {sync:.0} puts/s)", r.ratio)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(size(100), "100 B");
+        assert_eq!(size(1024), "1 KiB");
+        assert_eq!(size(10 * 1024), "10 KiB");
+        assert_eq!(size(256 << 20), "256 MiB");
+        assert_eq!(size(1500), "1500 B");
+    }
+}

@@ -1,0 +1,241 @@
+//! The driver's batching and its durability modes, with a probe core that logs every request and sync.
+
+use super::*;
+use crate::inbox::{self, CoreInbox};
+use crate::transport::peer_queues;
+use bytes::Bytes;
+use meridian_core::{ClusterConfig, Condition, NodeSpec, Request, Write};
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::SyncSender;
+use std::sync::Mutex;
+use std::time::Duration;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n).
+/// A timer set at start sends a message to itself; another is set and cancelled at once.
+struct Probe {
+    log: Log,
+    writes: u32,
+}
+
+impl Process for Probe {
+    type Msg = u32;
+    type Timer = &'static str;
+
+    fn start(&mut self, _: Time, out: &mut Effects<u32, &'static str>) {
+        out.set_timer("tick", Duration::from_millis(1));
+        out.set_timer("cancelled", Duration::from_millis(1));
+        out.cancel_timer("cancelled");
+    }
+
+    fn on_message(&mut self, _: Time, from: NodeId, msg: u32, _: &mut Effects<u32, &'static str>) {
+        self.log.lock().unwrap().push(format!("message {msg} from {from}"));
+    }
+
+    fn on_timer(&mut self, _: Time, timer: &'static str, out: &mut Effects<u32, &'static str>) {
+        self.log.lock().unwrap().push(format!("timer {timer}"));
+        out.send(NodeId(1), 7);
+    }
+
+    fn on_request(&mut self, _: Time, id: RequestId, _: Request, out: &mut Effects<u32, &'static str>) {
+        self.log.lock().unwrap().push(format!("request {}", id.0));
+        out.mark_dirty();
+        out.reply_after_sync(id, Reply::Written { applied: true, existed: false });
+        out.send_after_sync(NodeId(2), self.writes);
+        out.send(NodeId(2), 100 + self.writes);
+        self.writes += 1;
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.log.lock().unwrap().push("sync".into());
+        Ok(())
+    }
+}
+
+fn cluster() -> ClusterConfig {
+    let nodes = (1..=2).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("127.0.0.1:{i}") }).collect();
+    ClusterConfig::new(nodes, 2, 1).unwrap()
+}
+
+fn put() -> Request {
+    put_value("v".into())
+}
+
+fn put_value(value: Bytes) -> Request {
+    Request::Write(Write { key: "k".into(), value: Some(value), cond: Condition::Always })
+}
+
+const WRITTEN: Reply = Reply::Written { applied: true, existed: false };
+
+type Inbox = SyncSender<Input<u32>>;
+
+/// A driver over a fresh probe in `mode`, not yet running; with it come its inbox, a function that
+/// takes what the probe has sent to node 2 so far, in order, and the fsync figures.
+fn probe_driver(mode: SyncMode, log: &Log) -> (Driver<Probe>, Inbox, impl FnMut() -> Vec<u32>, Arc<Persistence>) {
+    let (inbox_tx, inbox_rx) = inbox::channel();
+    let (queues, mut outbound) = peer_queues(NodeId(1), &cluster(), Arc::new(AtomicU64::new(0)));
+    let persistence = Arc::new(Persistence::new(mode));
+    let probe = Probe { log: log.clone(), writes: 0 };
+    let driver = Driver::new(NodeId(1), probe, inbox_rx, queues, persistence.clone());
+    let sent_to_n2 = move || std::iter::from_fn(|| outbound[0].rx.try_recv().ok()).collect();
+    (driver, inbox_tx, sent_to_n2, persistence)
+}
+
+/// Waits (boundedly) for a reply from a driver running on another thread.
+fn await_reply(rx: &mut oneshot::Receiver<Reply>) -> Reply {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match rx.try_recv() {
+            Ok(reply) => return reply,
+            Err(oneshot::error::TryRecvError::Empty) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Err(e) => panic!("no reply: {e:?}"),
+        }
+    }
+}
+
+fn wait_for_log(log: &Log, entry: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log_has(log, entry) {
+        assert!(Instant::now() < deadline, "{entry:?} never logged: {:?}", log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn logged(log: &Log) -> Vec<String> {
+    log.lock().unwrap().clone()
+}
+
+fn log_has(log: &Log, entry: &str) -> bool {
+    log.lock().unwrap().iter().any(|e| e == entry)
+}
+
+#[test]
+fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
+    let log = Log::default();
+    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(SyncMode::default(), &log);
+    let mut replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put())).collect();
+    inbox_tx.request_shutdown();
+    driver.run();
+
+    let requests: Vec<String> = (0..5).map(|i| format!("request {i}")).collect();
+    let log = log.lock().unwrap();
+    assert_eq!(log[..5], requests[..], "one batch, in arrival order");
+    assert_eq!(log[5..], ["sync".to_string()], "one sync for the whole batch");
+    for rx in &mut replies {
+        assert_eq!(rx.try_recv().unwrap(), WRITTEN);
+    }
+    let sent = sent_to_n2();
+    assert_eq!(sent, vec![100, 101, 102, 103, 104, 0, 1, 2, 3, 4], "immediate sends first, then after the sync");
+    let reading = persistence.read();
+    assert_eq!((reading.fsyncs, reading.loss_window_max), (1, Duration::ZERO), "nothing acknowledged unsynced");
+}
+
+#[test]
+fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncMode::default(), &log);
+    let thread = std::thread::spawn(move || driver.run());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log_has(&log, "message 7 from n1") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    inbox_tx.request_shutdown();
+    thread.join().unwrap();
+    assert_eq!(*log.lock().unwrap(), ["timer tick", "message 7 from n1"]);
+}
+
+#[test]
+fn a_client_that_left_does_not_disturb_the_core() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncMode::default(), &log);
+    drop(inbox_tx.submit(put()));
+    let mut kept = inbox_tx.submit(put());
+    inbox_tx.request_shutdown();
+    driver.run();
+    assert_eq!(kept.try_recv().unwrap(), WRITTEN);
+}
+
+#[test]
+fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
+    let log = Log::default();
+    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(SyncMode::Sync, &log);
+    let mut replies: Vec<_> = (0..3).map(|_| inbox_tx.submit(put())).collect();
+    inbox_tx.request_shutdown();
+    driver.run();
+
+    assert_eq!(logged(&log), ["request 0", "sync", "request 1", "sync", "request 2", "sync"], "no shared fsync");
+    assert_eq!(sent_to_n2(), vec![100, 0, 101, 1, 102, 2], "each write's after-sync send follows it");
+    for rx in &mut replies {
+        assert_eq!(rx.try_recv().unwrap(), WRITTEN);
+    }
+    assert_eq!(persistence.read().fsyncs, 3);
+}
+
+#[test]
+fn a_group_commit_closes_at_its_byte_bound() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncMode::default(), &log);
+    let half = Bytes::from(vec![b'x'; GROUP_BYTES_MAX / 2]);
+    let _replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put_value(half.clone()))).collect();
+    inbox_tx.request_shutdown();
+    driver.run();
+    let expected = ["request 0", "request 1", "sync", "request 2", "request 3", "sync", "request 4", "sync"];
+    assert_eq!(logged(&log), expected, "two half-bound writes fill a batch");
+}
+
+#[test]
+fn a_group_commit_with_a_max_wait_gathers_inputs_that_arrive_during_it() {
+    let log = Log::default();
+    let mode = SyncMode::Group { max_wait: Duration::from_secs(1) };
+    let (driver, inbox_tx, _sent, _) = probe_driver(mode, &log);
+    // Let the start-up timer fire first, so the only batch in question is the writes'.
+    let thread = std::thread::spawn(move || driver.run());
+    wait_for_log(&log, "message 7 from n1");
+    let mut first = inbox_tx.submit(put());
+    std::thread::sleep(Duration::from_millis(20));
+    let mut second = inbox_tx.submit(put());
+    assert_eq!(await_reply(&mut first), WRITTEN);
+    assert_eq!(await_reply(&mut second), WRITTEN);
+    inbox_tx.request_shutdown();
+    thread.join().unwrap();
+    assert_eq!(logged(&log)[2..], ["request 0", "request 1", "sync"], "one fsync for both writes");
+}
+
+#[test]
+fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
+    let log = Log::default();
+    let mode = SyncMode::Async { interval: Duration::from_secs(3600) };
+    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(mode, &log);
+    let thread = std::thread::spawn(move || driver.run());
+    let mut reply = inbox_tx.submit(put());
+    assert_eq!(await_reply(&mut reply), WRITTEN);
+    assert!(!log_has(&log, "sync"), "acknowledged without waiting for an fsync");
+    assert_eq!(sent_to_n2(), vec![0, 100], "after-sync effects keep their order among the others");
+
+    inbox_tx.request_shutdown();
+    thread.join().unwrap();
+    assert_eq!(logged(&log).last().map(String::as_str), Some("sync"), "a clean shutdown syncs");
+    let reading = persistence.read();
+    assert_eq!(reading.fsyncs, 1);
+    assert!(reading.loss_window_max > Duration::ZERO, "the acknowledged write waited for the shutdown's fsync");
+}
+
+#[test]
+fn async_mode_syncs_one_interval_after_the_oldest_unsynced_write() {
+    let log = Log::default();
+    let interval = Duration::from_millis(20);
+    let (driver, inbox_tx, _sent, persistence) = probe_driver(SyncMode::Async { interval }, &log);
+    let thread = std::thread::spawn(move || driver.run());
+    let mut reply = inbox_tx.submit(put());
+    assert_eq!(await_reply(&mut reply), WRITTEN);
+    wait_for_log(&log, "sync");
+    let reading = persistence.read();
+    assert_eq!(reading.fsyncs, 1);
+    assert!(reading.loss_window_max >= interval, "synced before the interval: {:?}", reading.loss_window_max);
+    inbox_tx.request_shutdown();
+    thread.join().unwrap();
+    assert_eq!(persistence.read().fsyncs, 1, "nothing written since, so nothing to sync at shutdown");
+}
