@@ -92,8 +92,9 @@ fn summarize(args: &SimArgs, results: &[SeedResult]) -> ExitCode {
     let unknown: usize = results.iter().map(|r| r.unknown).sum();
     let reads: usize = results.iter().map(|r| r.reads).sum();
     let crashes: u64 = results.iter().map(|r| r.crashes).sum();
+    let compactions: u64 = results.iter().map(|r| r.compactions).sum();
     println!(
-        "sim {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes",
+        "sim {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions",
         args.protocol,
         args.nemesis,
         args.check,

@@ -5,7 +5,7 @@ use crate::nemesis::{FaultKind, Nemesis, NemesisStats};
 use crate::net::{NetParams, Network, Placement};
 use crate::rng::SimRng;
 use crate::workload::{Phases, Workload, WorkloadParams};
-use crate::world::{DiskParams, Event, Factory, Invariants, World, WorldStats};
+use crate::world::{Counters, DiskParams, Event, Factory, Invariants, World, WorldStats};
 use meridian_check::History;
 use meridian_core::{NodeId, Process};
 use std::collections::BTreeMap;
@@ -48,6 +48,8 @@ pub struct RunReport {
     pub world: WorldStats,
     pub nemesis: NemesisStats,
     pub enabled: Vec<FaultKind>,
+    /// The protocol's own counters summed over every node life (see [`Counters`]).
+    pub counters: BTreeMap<&'static str, u64>,
     /// An invariant breach, a node that could not recover, a livelock or a stall after healing.
     pub failure: Option<String>,
 }
@@ -72,13 +74,18 @@ fn placements(ids: &[NodeId], rng: &mut SimRng) -> BTreeMap<NodeId, Placement> {
         .collect()
 }
 
-pub fn run<P: Process>(opts: &RunOptions, factory: Factory<P>, invariants: Invariants<P>) -> RunReport {
+pub fn run<P: Process>(
+    opts: &RunOptions,
+    factory: Factory<P>,
+    invariants: Invariants<P>,
+    counters: Counters<P>,
+) -> RunReport {
     let root = SimRng::new(opts.seed);
     let ids = node_ids(opts.nodes);
     let mut topo = root.derive("topology");
     let net = Network::new(NetParams::random(&mut topo), placements(&ids, &mut topo), root.derive("net"));
     let disk = DiskParams::random(&mut root.derive("disk"));
-    let mut world = World::new(&ids, net, disk, root.derive("world"), factory, invariants);
+    let mut world = World::new(&ids, net, disk, root.derive("world"), factory, invariants, counters);
     let ms = |d: Duration| d.as_nanos() as u64;
     let phases = Phases {
         faults_end: ms(opts.faults),
@@ -110,6 +117,7 @@ pub fn run<P: Process>(opts: &RunOptions, factory: Factory<P>, invariants: Invar
         }
     }
     let failure = world.failure.take().or(failure).or(workload.failure());
+    world.finish_counters();
     RunReport {
         seed: opts.seed,
         trace_hash: world.trace_hash(),
@@ -117,6 +125,7 @@ pub fn run<P: Process>(opts: &RunOptions, factory: Factory<P>, invariants: Invar
         world: world.stats,
         nemesis: nemesis.stats,
         enabled: nemesis.enabled(),
+        counters: std::mem::take(&mut world.totals),
         failure,
     }
 }

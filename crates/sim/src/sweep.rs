@@ -3,6 +3,7 @@
 
 use crate::nemesis::FaultKind;
 use crate::protocols;
+use crate::rng::SimRng;
 use crate::run::{run, RunOptions, RunReport};
 use meridian_check::{check, Budget, OpKind, Verdict};
 use meridian_proto::chain::ChainConfig;
@@ -53,6 +54,8 @@ pub struct SeedResult {
     pub reads: usize,
     pub events: u64,
     pub crashes: u64,
+    /// Compaction passes completed by the nodes' stores.
+    pub compactions: u64,
     /// Invariant breach, liveness failure or linearizability violation, with a minimal history.
     pub failure: Option<String>,
 }
@@ -76,16 +79,18 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
         reads: ops.iter().filter(|o| o.op == OpKind::Get && o.ok == Some(true)).count(),
         events: report.world.events,
         crashes: report.nemesis.crashes,
+        compactions: report.counters.get("compactions").copied().unwrap_or(0),
         failure,
     }
 }
 
 pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     let cluster = protocols::cluster(s.nodes, s.replication, s.vnodes).expect("sweep options were validated");
-    let (factory, invariants) = protocols::chain(cluster, s.chain.clone());
+    let log = protocols::log_options(&mut SimRng::new(seed).derive("store"));
+    let (factory, invariants, counters) = protocols::chain(cluster, s.chain.clone(), log);
     let mut opts = RunOptions::new(seed, s.nemesis.clone());
     opts.nodes = s.nodes;
-    run(&opts, factory, invariants)
+    run(&opts, factory, invariants, counters)
 }
 
 /// Runs every seed; `keep` sees each failing run's report (e.g. to save its history).

@@ -18,6 +18,9 @@ use xxhash_rust::xxh3::Xxh3;
 pub type Factory<P> = Box<dyn FnMut(NodeId, SimVfs, u64) -> Result<P, String>>;
 /// Checked after every step over the cores that are up.
 pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, &P>) -> Result<(), String>>;
+/// Named counts a core keeps for its lifetime (e.g. compaction passes), read before every crash and at
+/// the end of the run and summed, so a run can show which code paths it exercised.
+pub type Counters<P> = Box<dyn Fn(&P) -> Vec<(&'static str, u64)>>;
 
 #[derive(Debug, Clone)]
 pub enum Event<T> {
@@ -116,6 +119,9 @@ pub struct World<P: Process> {
     rng: SimRng,
     factory: Factory<P>,
     invariants: Invariants<P>,
+    counters: Counters<P>,
+    /// Sums of the counters of every node life that has ended.
+    pub totals: BTreeMap<&'static str, u64>,
     hash: Xxh3,
     pub stats: WorldStats,
     /// Set when an invariant breaks or a node cannot recover; the run stops there.
@@ -137,6 +143,7 @@ impl<P: Process> World<P> {
         rng: SimRng,
         factory: Factory<P>,
         invariants: Invariants<P>,
+        counters: Counters<P>,
     ) -> World<P> {
         let nodes = ids
             .iter()
@@ -170,6 +177,8 @@ impl<P: Process> World<P> {
             rng,
             factory,
             invariants,
+            counters,
+            totals: BTreeMap::new(),
             hash: Xxh3::new(),
             stats: WorldStats::default(),
             failure: None,
@@ -207,6 +216,15 @@ impl<P: Process> World<P> {
         self.hash.update(bytes);
     }
 
+    /// Ends the run's bookkeeping: adds the counters of the nodes still up to the totals.
+    pub fn finish_counters(&mut self) {
+        for proc in self.nodes.values().filter_map(|n| n.proc.as_ref()) {
+            for (name, n) in (self.counters)(proc) {
+                *self.totals.entry(name).or_default() += n;
+            }
+        }
+    }
+
     pub fn trace_hash(&self) -> u64 {
         self.hash.digest()
     }
@@ -239,8 +257,9 @@ impl<P: Process> World<P> {
     /// Power loss: the core and its volatile state vanish, unsynced writes are lost or torn.
     pub fn crash(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).expect("known node");
-        if node.proc.take().is_none() {
-            return;
+        let Some(proc) = node.proc.take() else { return };
+        for (name, n) in (self.counters)(&proc) {
+            *self.totals.entry(name).or_default() += n;
         }
         let entropy = node.rng.u64();
         node.life += 1;

@@ -1,18 +1,41 @@
 //! The Flex-KV storage interface (seed 003 §5.3): one trait over memory and disk replicas, so a chain can
 //! mix replica types (M-D, D-D, M-M) without the protocol knowing which it talks to.
 
+use std::fmt;
 use std::io;
+
+use bytes::Bytes;
 
 use crate::record::{Entry, Record};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("storage I/O failed: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+    /// The disk is full (`ENOSPC`). Nothing was written; the store stays readable and accepts writes again once
+    /// space is available.
+    #[error("storage is full: {0}")]
+    Full(io::Error),
+    /// A checksum or format check failed. For a log store, `reason` names the segment file and `offset` is
+    /// within it.
     #[error("corrupt record at offset {offset}: {reason}")]
     Corrupt { offset: u64, reason: String },
     #[error("record too large: {0}")]
     TooLarge(String),
+    /// `read_log` was given a position in log that compaction has since rewritten (or that this store never
+    /// handed out). Take a fresh [`Datastore::end_pos`], copy the current state with
+    /// [`Datastore::scan_range`], then stream from that position.
+    #[error("log position {0} is no longer in the log (compacted); restart from a fresh scan")]
+    Compacted(LogPos),
+}
+
+impl From<io::Error> for StoreError {
+    fn from(e: io::Error) -> StoreError {
+        match e.kind() {
+            io::ErrorKind::StorageFull => StoreError::Full(e),
+            _ => StoreError::Io(e),
+        }
+    }
 }
 
 impl StoreError {
@@ -20,17 +43,40 @@ impl StoreError {
         StoreError::Corrupt { offset, reason: reason.into() }
     }
 
-    /// Moves a `Corrupt` offset from "relative to a buffer" to "relative to the log", given where the buffer
-    /// starts in the log.
+    /// Moves a `Corrupt` offset from "relative to a buffer" to "relative to the file", given where the buffer
+    /// starts in the file.
     pub(crate) fn shifted(self, base: u64) -> StoreError {
         match self {
             StoreError::Corrupt { offset, reason } => StoreError::Corrupt { offset: base + offset, reason },
             other => other,
         }
     }
+
+    /// Prefixes a `Corrupt` reason with the file it was found in.
+    pub(crate) fn in_file(self, file: &str) -> StoreError {
+        match self {
+            StoreError::Corrupt { offset, reason } => {
+                StoreError::Corrupt { offset, reason: format!("{file}: {reason}") }
+            }
+            other => other,
+        }
+    }
 }
 
 /// Whether a store's contents survive a crash once `sync` has returned.
+///
+/// This is the replica-type half of Flex-KV's durability table (seed 003 §6.2, Table 6.2, no backing database);
+/// the other half is the update mode the protocol runs:
+///
+/// | chain            | SU (sync updates) | AUSI (async updates, sync invalidations) | AU (async updates) |
+/// |------------------|-------------------|------------------------------------------|--------------------|
+/// | M-M              | not durable       | not durable                              | not durable        |
+/// | M-(M_b…D)        | window-loss       | window-loss (cognizant of loss)          | window-loss        |
+/// | M-D              | durable           | window-loss (cognizant of loss)          | window-loss        |
+/// | D-D              | durable           | window-loss (cognizant of loss)          | window-loss        |
+///
+/// A chain is durable only under SU with at least one `Durable` replica; AUSI is "cognizant of loss" only if
+/// the invalidations themselves are written to a `Durable` store synchronously.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     Volatile,
@@ -45,6 +91,52 @@ pub struct StoreStats {
     pub records: u64,
     /// Encoded bytes in the log, synced or not; 0 for a store without a log.
     pub log_bytes: u64,
+    /// Bytes of `log_bytes` held by superseded records (older versions, skips, older ack marks), which
+    /// compaction may reclaim once the chain's ack watermark covers them.
+    pub dead_bytes: u64,
+    /// Memory held by the in-memory index.
+    pub index_bytes: u64,
+    /// Log segment files; 0 for a store without a log.
+    pub segments: u64,
+    /// Compaction passes completed since the store was opened.
+    pub compactions: u64,
+}
+
+impl StoreStats {
+    /// Log bytes that are not dead.
+    pub fn live_bytes(&self) -> u64 {
+        self.log_bytes - self.dead_bytes
+    }
+}
+
+/// A place in a store's log, for streaming it from there ([`Datastore::read_log`]). Positions are opaque and
+/// only meaningful to the store that handed them out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LogPos {
+    pub(crate) segment: u64,
+    pub(crate) generation: u32,
+    pub(crate) offset: u64,
+}
+
+impl LogPos {
+    /// The oldest record a store still holds.
+    pub const START: LogPos = LogPos { segment: 0, generation: 0, offset: 0 };
+}
+
+impl fmt::Display for LogPos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:x}.g{}@{}", self.segment, self.generation, self.offset)
+    }
+}
+
+/// Whether `token` lies in the ring range `(start_exclusive, end_inclusive]`, which wraps past `u64::MAX`; equal
+/// ends mean the whole ring (a single chain owns everything).
+pub fn ring_range_contains(start_exclusive: u64, end_inclusive: u64, token: u64) -> bool {
+    if start_exclusive < end_inclusive {
+        start_exclusive < token && token <= end_inclusive
+    } else {
+        token > start_exclusive || token <= end_inclusive
+    }
 }
 
 /// The Flex-KV storage interface (seed 003 §5.3): one trait over memory and disk stores.
@@ -55,10 +147,27 @@ pub trait Datastore: Send {
     /// Adds a record. Not durable until sync() returns.
     fn append(&mut self, rec: &Record) -> Result<(), StoreError>;
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError>;
+    /// Makes every append so far durable (for a durable store), then does a bounded amount of maintenance.
     fn sync(&mut self) -> Result<(), StoreError>;
     /// Calls f with every record the store holds in log order (for a log store: every record that survived
-    /// recovery plus those appended since; a mem store keeps no log and replays nothing).
+    /// recovery and compaction plus those appended since; a mem store keeps no log and replays nothing).
     fn replay(&self, f: &mut dyn FnMut(Record)) -> Result<(), StoreError>;
     fn stats(&self) -> StoreStats;
     fn durability(&self) -> Durability;
+    /// Calls f with the key and entry of every indexed key whose ring token
+    /// (`meridian_core::ring::key_token`) lies in `(start_exclusive, end_inclusive]` (see
+    /// [`ring_range_contains`]). Tombstones are included (entry value `None`), so copying a range keeps its
+    /// deletes; keys come in no particular order.
+    fn scan_range(
+        &self,
+        start_exclusive: u64,
+        end_inclusive: u64,
+        f: &mut dyn FnMut(Bytes, Entry),
+    ) -> Result<(), StoreError>;
+    /// Where the next appended record will go: streaming from here yields exactly what is appended later.
+    fn end_pos(&self) -> LogPos;
+    /// Records from `from` on, in log order, about `max_bytes` of them (at least one if any), and the position
+    /// after the last one returned. An empty batch means `from` is the end. Fails with
+    /// [`StoreError::Compacted`] if `from` no longer exists.
+    fn read_log(&self, from: LogPos, max_bytes: usize) -> Result<(Vec<Record>, LogPos), StoreError>;
 }

@@ -3,18 +3,24 @@
 //! stream, so it also carries replication metadata ([`Body::Skip`], [`Body::AckMark`]) that is never indexed.
 //!
 //! [`Datastore`] is the Flex-KV storage interface (seed 003 §5.3) with two implementations: [`MemStore`]
-//! (volatile) and [`LogStore`] (durable). Storage sits behind [`Vfs`] so the deterministic simulator can run
-//! the same code over [`SimVfs`] and cut power at any point.
+//! (volatile) and [`LogStore`] (durable, segmented, compacted). [`split_range`] and [`merge_into`] are FAWN's
+//! maintenance operations over any two stores. Storage sits behind [`Vfs`] so the deterministic simulator can
+//! run the same code over [`SimVfs`], cut power at any point and inject disk faults.
 
 pub mod datastore;
+pub mod hint;
 pub mod log;
+pub mod maintenance;
 pub mod mem;
 pub mod record;
 mod splitmix;
 pub mod vfs;
 
-pub use datastore::{Datastore, Durability, StoreError, StoreStats};
-pub use log::{LogStore, RecoveryReport};
+pub use datastore::{ring_range_contains, Datastore, Durability, LogPos, StoreError, StoreStats};
+pub use log::{
+    CompactionOptions, CompactionProgress, LogOptions, LogStore, PassProgress, RecoveryReport, SegmentReport,
+};
+pub use maintenance::{merge_into, split_range};
 pub use mem::MemStore;
 pub use record::{decode, encode, Body, Entry, Record, KEY_MAX, VALUE_MAX};
 pub use vfs::{RealVfs, SimVfs, Vfs, VfsFile};

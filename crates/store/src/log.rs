@@ -1,85 +1,107 @@
 //! The durable "D" replica type: FAWN-DS's append-only data log with an in-memory hash index (seed 003 §2).
 //!
-//! Everything lives in one file, `data.log`, as a sequence of [`crate::record`] encodings; the index maps each
-//! key to the offset of its latest value or tombstone. On open, recovery scans the log from the start and
-//! truncates it after the last record that decodes and checksums, so a torn tail from a crash is dropped and
-//! new appends never follow garbage.
+//! - **Segments** (`segment.rs`): the log is a sequence of append-only segment files in one directory; appends
+//!   go to the last (active) one, which is synced and sealed when it reaches `LogOptions::segment_bytes`. Log
+//!   order is segment order, then offset.
+//! - **Index** (`index.rs`): each key's latest value or tombstone, 16 bytes per slot, keys left on disk and
+//!   compared on every lookup.
+//! - **Hints** ([`crate::hint`]): sealing a segment, or finishing a compaction output, writes a checksummed
+//!   hint file listing its index entries, so a restart rebuilds the index from hints and scans only the active
+//!   segment (and any segment whose hint is missing or damaged).
+//! - **Recovery** (`recovery.rs`): sealed segments are trusted only through their checksums, so a bad record in
+//!   one fails the open, naming the file and offset; the active segment is cut back to its last good record,
+//!   since a crash can tear it.
+//! - **Compaction** (`compaction.rs`): FAWN's Rewrite, done a slice at a time after each `sync`, under the
+//!   retention contract of `docs/protocols/chain.md`.
+//!
+//! A failed write or sync fences the store (it refuses writes until reopened, since the file's tail is then
+//! unknown), except a full disk: an append that hits `ENOSPC` is cut back off the file and reported as
+//! [`StoreError::Full`], and the store keeps going.
 
+mod append;
+mod compaction;
+mod hints;
 mod index;
+mod indexing;
+mod options;
+mod reading;
+mod recovery;
 mod scan;
+mod segment;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use index::Index;
-use scan::Scan;
+use bytes::Bytes;
+use compaction::Compactor;
+use index::{Index, Loc};
+use segment::Segments;
 
-use crate::datastore::{Datastore, Durability, StoreError, StoreStats};
-use crate::record::{decode, encode, Entry, Record};
-use crate::vfs::{Vfs, VfsFile};
+pub use compaction::{CompactionProgress, PassProgress};
+pub use options::{CompactionOptions, LogOptions};
+pub use recovery::{RecoveryReport, SegmentReport};
 
-const FILE_NAME: &str = "data.log";
+use crate::datastore::{Datastore, Durability, LogPos, StoreError, StoreStats};
+use crate::record::{Entry, Record};
+use crate::vfs::Vfs;
 
-/// Each append is written straight to the file rather than buffered here: the page cache already batches
-/// writes, `sync` stays the one durability point, and a simulated crash can then tear the log at any record,
-/// which is what recovery has to survive.
+/// Each append is written straight to the active segment rather than buffered here: the page cache already
+/// batches writes, `sync` stays the one durability point, and a simulated crash can then tear the log at any
+/// record, which is what recovery has to survive.
 pub struct LogStore {
-    file: Box<dyn VfsFile>,
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    opts: LogOptions,
+    segs: Segments,
     index: Index,
-    /// Length of the log: where the next record goes.
-    end: u64,
-    records: u64,
+    /// The latest ack mark of each chain: the watermark compaction retains by.
+    acks: BTreeMap<u32, AckLoc>,
+    /// The id the next fresh segment gets.
+    next_id: u64,
     /// Set when a write or sync fails. The file's tail is unknown from then on (a partial write, or dirty pages
     /// the kernel dropped after a failed fsync), so only reopening, which re-runs recovery, can go on safely.
     failed: bool,
+    compactor: Compactor,
 }
 
-/// What recovery found when a [`LogStore`] was opened.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// Records kept, replication metadata included.
-    pub records: u64,
-    pub kept_bytes: u64,
-    /// Bytes after the last good record, now truncated away.
-    pub dropped_bytes: u64,
-    /// Why the scan stopped before the end of the file; `None` if the whole file was good.
-    pub reason: Option<String>,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct AckLoc {
+    seq: u64,
+    loc: Loc,
 }
 
 impl LogStore {
-    /// Opens (creating if needed) the log in `dir` and recovers it; see the module docs.
+    /// Opens (creating if needed) the log in `dir` with default options and recovers it; see the module docs.
     pub fn open(vfs: Arc<dyn Vfs>, dir: &Path) -> Result<(LogStore, RecoveryReport), StoreError> {
-        vfs.create_dir_all(dir)?;
-        let file = vfs.open(&dir.join(FILE_NAME))?;
-        let mut store = LogStore { file, index: Index::default(), end: 0, records: 0, failed: false };
+        LogStore::open_with(vfs, dir, LogOptions::default())
+    }
+
+    pub fn open_with(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        opts: LogOptions,
+    ) -> Result<(LogStore, RecoveryReport), StoreError> {
+        opts.validate()?;
+        let mut store = LogStore {
+            vfs,
+            dir: dir.to_path_buf(),
+            opts,
+            segs: Segments::default(),
+            index: Index::default(),
+            acks: BTreeMap::new(),
+            next_id: 1,
+            failed: false,
+            compactor: Compactor::default(),
+        };
         let report = store.recover()?;
         Ok((store, report))
     }
 
-    fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
-        let len = self.file.len()?;
-        let mut scan = Scan::new(&*self.file, len);
-        let reason = loop {
-            let offset = scan.offset();
-            match scan.next_record() {
-                Ok(Some((rec, rec_len))) => {
-                    self.index.apply(&rec, offset, rec_len);
-                    self.records += 1;
-                }
-                Ok(None) if offset == len => break None,
-                Ok(None) => break Some(format!("incomplete record at offset {offset}")),
-                Err(e @ StoreError::Corrupt { .. }) => break Some(e.to_string()),
-                Err(e) => return Err(e),
-            }
-        };
-        let kept = scan.offset();
-        if kept < len {
-            self.file.truncate(kept)?;
-        }
-        self.end = kept;
-        Ok(RecoveryReport { records: self.records, kept_bytes: kept, dropped_bytes: len - kept, reason })
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
     }
 
     fn check_healthy(&self) -> Result<(), StoreError> {
@@ -93,80 +115,74 @@ impl LogStore {
         self.failed |= result.is_err();
         Ok(result?)
     }
-
-    /// The encoded record at `offset`.
-    fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>, StoreError> {
-        let mut buf = vec![0; len as usize];
-        self.file.read_exact_at(offset, &mut buf)?;
-        Ok(buf)
-    }
 }
 
 impl Datastore for LogStore {
-    /// Writes the record to the log (not yet durably). After a failed write or sync the store refuses appends
-    /// until reopened.
+    /// Writes the record to the active segment (not yet durably), sealing it first if the record would take it
+    /// past `segment_bytes`. A value or tombstone first looks its key up, which reads the key's previous record.
     fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
-        self.check_healthy()?;
-        let mut encoded = Vec::new();
-        encode(rec, &mut encoded)?;
-        let result = self.file.append(&encoded);
-        self.note_failure(result)?;
-        let len = encoded.len() as u64;
-        self.index.apply(rec, self.end, len);
-        self.end += len;
-        self.records += 1;
-        Ok(())
+        self.append_record(rec)
     }
 
-    /// Reads a value back from the log, checking its checksum and that it is the record the index expects.
+    /// Reads the key's latest record back from the log, checking its checksum and that it holds this key.
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
-        let Some(slot) = self.index.get(key) else {
-            return Ok(None);
-        };
-        if slot.tombstone {
-            return Ok(Some(slot.deleted()));
-        }
-        let bytes = self.read(slot.offset, slot.len)?;
-        let entry = match decode(&bytes).map_err(|e| e.shifted(slot.offset))? {
-            Some((rec, len)) if len == bytes.len() => slot.entry_from(key, rec),
-            _ => None,
-        };
-        let mismatch = || StoreError::corrupt(slot.offset, "record does not match its index entry");
-        entry.map(Some).ok_or_else(mismatch)
+        self.lookup(key)
     }
 
+    /// Syncs the active segment, then does up to `slice_bytes` of compaction. Compaction failures do not fail the
+    /// sync (the log is intact and durable either way); they abandon the pass and show in
+    /// [`LogStore::compaction_progress`].
     fn sync(&mut self) -> Result<(), StoreError> {
         self.check_healthy()?;
-        let result = self.file.sync();
-        self.note_failure(result)
+        let result = self.segs.active_mut().file.sync();
+        self.note_failure(result)?;
+        self.compact_slice();
+        Ok(())
     }
 
     fn replay(&self, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {
-        let mut scan = Scan::new(&*self.file, self.end);
-        while let Some((rec, _)) = scan.next_record()? {
-            f(rec);
-        }
-        if scan.offset() != self.end {
-            return Err(StoreError::corrupt(scan.offset(), "incomplete record inside the log"));
-        }
-        Ok(())
+        self.replay_segments(f)
     }
 
     fn stats(&self) -> StoreStats {
-        StoreStats { live_keys: self.index.live_keys(), records: self.records, log_bytes: self.end }
+        let segs = || self.segs.iter();
+        StoreStats {
+            live_keys: self.index.live_keys(),
+            records: segs().map(|s| s.records).sum(),
+            log_bytes: segs().map(|s| s.len).sum(),
+            dead_bytes: segs().map(|s| s.dead()).sum(),
+            index_bytes: self.index.bytes(),
+            segments: self.segs.order().len() as u64,
+            compactions: self.compactor.completed(),
+        }
     }
 
     fn durability(&self) -> Durability {
         Durability::Durable
+    }
+
+    fn scan_range(&self, start: u64, end: u64, f: &mut dyn FnMut(Bytes, Entry)) -> Result<(), StoreError> {
+        self.scan_index(start, end, f)
+    }
+
+    fn end_pos(&self) -> LogPos {
+        let active = self.segs.active();
+        LogPos { segment: active.name.lo, generation: active.name.gen, offset: active.len }
+    }
+
+    /// Positions name a segment file, so they stay valid until compaction replaces that segment; then reading
+    /// from one fails with [`StoreError::Compacted`] rather than skipping or repeating records.
+    fn read_log(&self, from: LogPos, max_bytes: usize) -> Result<(Vec<Record>, LogPos), StoreError> {
+        self.read_from(from, max_bytes)
     }
 }
 
 impl fmt::Debug for LogStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LogStore")
-            .field("file", &self.file)
-            .field("end", &self.end)
-            .field("records", &self.records)
+            .field("dir", &self.dir)
+            .field("segments", &self.segs)
+            .field("keys", &self.index.len())
             .field("failed", &self.failed)
             .finish_non_exhaustive()
     }

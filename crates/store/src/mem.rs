@@ -1,41 +1,108 @@
 //! The volatile "M" replica type of Flex-KV (seed 003 §8): an index with no log behind it.
+//!
+//! M keeps no history, so there is nothing to replay after a restart and nothing to compact. To stream its
+//! contents (pre-copy from an M replica, or merging an M temporary store), it stamps every update with a
+//! counter and keeps each key's and each chain watermark's latest update ordered by stamp: `read_log` from a
+//! position yields the latest record of everything updated after it, in update order. That is the log with
+//! every superseded record compacted away, so a reader applying it ends in M's current state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::mem::size_of;
 
 use bytes::Bytes;
+use meridian_core::ring::key_token;
 
-use crate::datastore::{Datastore, Durability, StoreError, StoreStats};
-use crate::record::{Entry, Record};
+use crate::datastore::{ring_range_contains, Datastore, Durability, LogPos, StoreError, StoreStats};
+use crate::record::{Body, Entry, Record};
 
-/// Keeps each key's latest entry in memory. Nothing survives a restart, so there is nothing to replay.
 #[derive(Debug, Default)]
 pub struct MemStore {
-    index: HashMap<Bytes, Entry>,
+    keys: HashMap<Bytes, Stamped>,
+    /// Latest ack watermark per chain.
+    acks: BTreeMap<u32, Stamped>,
+    /// Every key and chain above by the stamp of its latest update.
+    by_stamp: BTreeMap<u64, Latest>,
     live_keys: u64,
+    /// Records appended; the last one's stamp.
     records: u64,
+    /// Key and value bytes held.
+    payload_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Stamped {
+    entry: Entry,
+    stamp: u64,
+}
+
+#[derive(Debug)]
+enum Latest {
+    Key(Bytes),
+    Ack(u32),
 }
 
 impl MemStore {
     pub fn new() -> MemStore {
         MemStore::default()
     }
+
+    fn set_key(&mut self, key: &Bytes, entry: Entry) {
+        self.live_keys += u64::from(entry.value.is_some());
+        self.payload_bytes += payload(key, &entry);
+        if let Some(old) = self.keys.insert(key.clone(), Stamped { entry, stamp: self.records }) {
+            self.by_stamp.remove(&old.stamp);
+            self.live_keys -= u64::from(old.entry.value.is_some());
+            self.payload_bytes -= payload(key, &old.entry);
+        }
+        self.by_stamp.insert(self.records, Latest::Key(key.clone()));
+    }
+
+    fn set_ack(&mut self, chain: u32, seq: u64) {
+        let stamped = Stamped { entry: Entry { chain, seq, value: None }, stamp: self.records };
+        if let Some(old) = self.acks.insert(chain, stamped) {
+            self.by_stamp.remove(&old.stamp);
+        }
+        self.by_stamp.insert(self.records, Latest::Ack(chain));
+    }
+
+    fn record_at(&self, latest: &Latest) -> Record {
+        match latest {
+            Latest::Key(key) => {
+                let entry = &self.keys[key].entry;
+                let body = entry.value.clone().map_or(Body::Tombstone, Body::Value);
+                Record { chain: entry.chain, seq: entry.seq, key: key.clone(), body }
+            }
+            Latest::Ack(chain) => {
+                let seq = self.acks[chain].entry.seq;
+                Record { chain: *chain, seq, key: Bytes::new(), body: Body::AckMark }
+            }
+        }
+    }
+
+    fn pos(stamp: u64) -> LogPos {
+        LogPos { offset: stamp, ..LogPos::START }
+    }
+}
+
+/// Bytes a key's entry holds: the key and its value.
+fn payload(key: &[u8], entry: &Entry) -> u64 {
+    (key.len() + entry.value.as_ref().map_or(0, Bytes::len)) as u64
 }
 
 impl Datastore for MemStore {
     fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
         rec.check_limits()?;
         self.records += 1;
-        let Some(entry) = rec.entry() else {
-            return Ok(());
-        };
-        let live = entry.value.is_some();
-        let was_live = self.index.insert(rec.key.clone(), entry).is_some_and(|old| old.value.is_some());
-        self.live_keys = self.live_keys + u64::from(live) - u64::from(was_live);
+        match rec.entry() {
+            Some(entry) => self.set_key(&rec.key, entry),
+            None if rec.body == Body::AckMark => self.set_ack(rec.chain, rec.seq),
+            None => {}
+        }
         Ok(())
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
-        Ok(self.index.get(key).cloned())
+        Ok(self.keys.get(key).map(|s| s.entry.clone()))
     }
 
     fn sync(&mut self) -> Result<(), StoreError> {
@@ -46,29 +113,70 @@ impl Datastore for MemStore {
         Ok(())
     }
 
+    /// `index_bytes` approximates the memory held: hash table slots, the stamp order, and key and value bytes.
     fn stats(&self) -> StoreStats {
-        StoreStats { live_keys: self.live_keys, records: self.records, log_bytes: 0 }
+        let slots = self.keys.capacity() * size_of::<(Bytes, Stamped)>();
+        let order = self.by_stamp.len() * size_of::<(u64, Latest)>();
+        StoreStats {
+            live_keys: self.live_keys,
+            records: self.records,
+            index_bytes: (slots + order) as u64 + self.payload_bytes,
+            ..StoreStats::default()
+        }
     }
 
     fn durability(&self) -> Durability {
         Durability::Volatile
+    }
+
+    fn scan_range(&self, start: u64, end: u64, f: &mut dyn FnMut(Bytes, Entry)) -> Result<(), StoreError> {
+        for (key, stamped) in &self.keys {
+            if ring_range_contains(start, end, key_token(key)) {
+                f(key.clone(), stamped.entry.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn end_pos(&self) -> LogPos {
+        MemStore::pos(self.records)
+    }
+
+    fn read_log(&self, from: LogPos, max_bytes: usize) -> Result<(Vec<Record>, LogPos), StoreError> {
+        if from.segment != 0 || from.generation != 0 || from.offset > self.records {
+            return Err(StoreError::Compacted(from));
+        }
+        let (mut out, mut bytes) = (Vec::new(), 0);
+        for (&stamp, latest) in self.by_stamp.range(from.offset + 1..) {
+            let rec = self.record_at(latest);
+            bytes += rec.encoded_len();
+            out.push(rec);
+            if bytes >= max_bytes {
+                return Ok((out, MemStore::pos(stamp)));
+            }
+        }
+        Ok((out, self.end_pos()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Body, KEY_MAX};
+    use crate::record::KEY_MAX;
 
     fn rec(seq: u64, key: &'static str, body: Body) -> Record {
         Record { chain: 1, seq, key: Bytes::from_static(key.as_bytes()), body }
     }
 
+    fn val(v: &'static str) -> Body {
+        Body::Value(Bytes::from_static(v.as_bytes()))
+    }
+
     #[test]
     fn values_tombstones_and_metadata() {
         let mut s = MemStore::new();
-        s.append(&rec(1, "a", Body::Value(Bytes::from_static(b"x")))).unwrap();
-        s.append(&rec(2, "b", Body::Value(Bytes::from_static(b"y")))).unwrap();
+        s.append(&rec(1, "a", val("x"))).unwrap();
+        s.append(&rec(2, "b", val("y"))).unwrap();
         s.append(&rec(3, "a", Body::Tombstone)).unwrap();
         s.append(&rec(4, "b", Body::Skip)).unwrap();
         s.append(&rec(5, "", Body::AckMark)).unwrap();
@@ -77,7 +185,9 @@ mod tests {
         assert_eq!(s.get(b"a").unwrap(), Some(Entry { chain: 1, seq: 3, value: None }));
         assert_eq!(s.get(b"b").unwrap(), Some(Entry { chain: 1, seq: 2, value: Some(Bytes::from_static(b"y")) }));
         assert_eq!(s.get(b"").unwrap(), None);
-        assert_eq!(s.stats(), StoreStats { live_keys: 1, records: 5, log_bytes: 0 });
+        let stats = s.stats();
+        assert_eq!((stats.live_keys, stats.records, stats.log_bytes, stats.segments), (1, 5, 0, 0));
+        assert!(stats.index_bytes > 0);
         let mut replayed = 0;
         s.replay(&mut |_| replayed += 1).unwrap();
         assert_eq!(replayed, 0);
@@ -85,10 +195,60 @@ mod tests {
     }
 
     #[test]
+    fn read_log_streams_latest_updates_in_update_order() {
+        let mut s = MemStore::new();
+        s.append(&rec(1, "a", val("1"))).unwrap();
+        s.append(&rec(2, "b", val("2"))).unwrap();
+        let mid = s.end_pos();
+        s.append(&rec(3, "a", val("3"))).unwrap();
+        s.append(&rec(2, "", Body::AckMark)).unwrap();
+        s.append(&rec(4, "", Body::Skip)).unwrap();
+
+        let (all, end) = s.read_log(LogPos::START, usize::MAX).unwrap();
+        assert_eq!(all, [rec(2, "b", val("2")), rec(3, "a", val("3")), rec(2, "", Body::AckMark)]);
+        assert_eq!(end, s.end_pos());
+        assert_eq!(s.read_log(end, 10).unwrap(), (vec![], end));
+        let (since, _) = s.read_log(mid, usize::MAX).unwrap();
+        assert_eq!(since, all[1..]);
+
+        let (first, next) = s.read_log(LogPos::START, 1).unwrap();
+        assert_eq!(first, all[..1]);
+        let (rest, _) = s.read_log(next, usize::MAX).unwrap();
+        assert_eq!(rest, all[1..]);
+        let foreign = LogPos { segment: 1, ..LogPos::START };
+        assert!(matches!(s.read_log(foreign, 1), Err(StoreError::Compacted(_))));
+    }
+
+    #[test]
+    fn scan_range_selects_by_ring_token() {
+        let mut s = MemStore::new();
+        for (i, key) in ["a", "b", "c", "d", "e"].into_iter().enumerate() {
+            s.append(&rec(i as u64 + 1, key, val("v"))).unwrap();
+        }
+        s.append(&rec(9, "e", Body::Tombstone)).unwrap();
+        let mut tokens: Vec<(u64, Bytes)> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|k| (key_token(k.as_bytes()), Bytes::from_static(k.as_bytes())))
+            .collect();
+        tokens.sort();
+        let (lo, hi) = (tokens[0].0, tokens[2].0);
+        let mut got = Vec::new();
+        s.scan_range(lo, hi, &mut |k, _| got.push(k)).unwrap();
+        got.sort_by_key(|k| key_token(k));
+        assert_eq!(got, [tokens[1].1.clone(), tokens[2].1.clone()]);
+        let mut wrapped = 0;
+        s.scan_range(hi, lo, &mut |_, _| wrapped += 1).unwrap();
+        assert_eq!(wrapped, 3);
+        let mut all = 0;
+        s.scan_range(7, 7, &mut |_, _| all += 1).unwrap();
+        assert_eq!(all, 5);
+    }
+
+    #[test]
     fn enforces_the_log_limits() {
         let mut s = MemStore::new();
         let big = Record { chain: 0, seq: 0, key: vec![0; KEY_MAX + 1].into(), body: Body::Tombstone };
         assert!(matches!(s.append(&big), Err(StoreError::TooLarge(_))));
-        assert_eq!(s.stats(), StoreStats::default());
+        assert_eq!(s.stats().records, 0);
     }
 }

@@ -10,6 +10,10 @@
 //! the end of the record (its length is implied by `len`). Kinds: 1 value, 2 tombstone, 3 skip, 4 ack mark;
 //! only a value record may carry value bytes. The length prefix lets a reader frame a record before trusting
 //! it; the checksum is what lets recovery tell a torn or damaged record from a good one.
+//!
+//! Fuzzing: `cd crates/store/fuzz && cargo +nightly fuzz run record_decode` (or `hint_decode` for
+//! [`crate::hint::decode`]); needs `cargo install cargo-fuzz`. The fuzz crate is outside the workspace, and
+//! `cargo check` builds it on stable.
 
 use bytes::Bytes;
 
@@ -29,6 +33,9 @@ const PREFIX: usize = 8;
 const FIXED: usize = 1 + 4 + 8 + 4;
 const LEN_MIN: usize = 4 + FIXED;
 const LEN_MAX: usize = 4 + FIXED + KEY_MAX + VALUE_MAX;
+/// Smallest and largest encoded record, length prefix included.
+pub(crate) const FRAME_MIN: usize = 4 + LEN_MIN;
+pub(crate) const FRAME_MAX: usize = 4 + LEN_MAX;
 
 /// What a record says about its key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +92,11 @@ impl Record {
             Body::Skip | Body::AckMark => return None,
         };
         Some(Entry { chain: self.chain, seq: self.seq, value })
+    }
+
+    /// Length of the record's encoding.
+    pub fn encoded_len(&self) -> usize {
+        PREFIX + FIXED + self.key.len() + self.body.value_bytes().len()
     }
 
     /// Rejects keys and values over [`KEY_MAX`] / [`VALUE_MAX`], so every store enforces the limits the log
@@ -230,6 +242,7 @@ mod tests {
     fn records_round_trip() {
         let recs = samples();
         let buf = encode_all(&recs);
+        assert_eq!(recs.iter().map(Record::encoded_len).sum::<usize>(), buf.len());
         let (back, end) = decode_all(&buf);
         assert_eq!(back, recs);
         assert_eq!(end.unwrap(), buf.len());

@@ -24,4 +24,10 @@ impl SplitMix64 {
     pub(crate) fn coin(&mut self) -> bool {
         self.next_u64() & 1 == 1
     }
+
+    /// True with probability `p` (clamped to 0..=1).
+    pub(crate) fn chance(&mut self, p: f64) -> bool {
+        // 53 random bits make a uniform f64 in [0, 1).
+        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
 }

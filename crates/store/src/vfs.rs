@@ -1,6 +1,7 @@
 //! Storage behind a trait, so the deterministic simulator can swap the real file system for [`SimVfs`] and
 //! cut power at any point.
 
+mod faults;
 mod real;
 mod sim;
 
@@ -17,6 +18,11 @@ pub trait Vfs: Send + Sync + Debug {
     fn open(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
     fn exists(&self, path: &Path) -> bool;
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Atomically gives the file at `from` the name `to`, replacing any file there; durable once it returns.
+    /// Open handles keep referring to the same file.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Names of the regular files directly in `dir`, sorted.
+    fn list_files(&self, dir: &Path) -> io::Result<Vec<String>>;
 }
 
 // No `is_empty`: a file's length is a fallible I/O query, and callers compare it with offsets, not zero.
@@ -25,7 +31,8 @@ pub trait VfsFile: Send + Debug {
     fn len(&self) -> io::Result<u64>;
     /// Reads exactly buf.len() bytes at offset (error UnexpectedEof if the file is shorter). Sees unsynced appends.
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
-    /// Appends at the end. Not durable until sync.
+    /// Appends at the end. Not durable until sync. On failure (`StorageFull` included) part of `data` may have
+    /// been written.
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes all appends so far durable (fdatasync on the real backend).
     fn sync(&mut self) -> io::Result<()>;

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use meridian_store::{Body, Datastore, Entry, LogStore, RealVfs, Record};
+use meridian_store::{Body, Datastore, Entry, LogStore, RealVfs, Record, Vfs};
 
 fn put(seq: u64, key: &'static str, value: &'static str) -> Record {
     Record {
@@ -29,7 +29,9 @@ fn synced_records_survive_reopen_and_a_torn_tail_is_cut() {
     let log_bytes = store.stats().log_bytes;
     drop(store);
 
-    let mut file = OpenOptions::new().append(true).open(dir.join("data.log")).unwrap();
+    let segments = RealVfs.list_files(&dir).unwrap();
+    let [segment] = &segments[..] else { panic!("one segment expected, found {segments:?}") };
+    let mut file = OpenOptions::new().append(true).open(dir.join(segment)).unwrap();
     file.write_all(&[0, 0, 0, 40, 1, 2, 3]).unwrap();
     drop(file);
 

@@ -33,7 +33,7 @@ use frontend::FrontEnd;
 use meridian_core::{
     ChainId, ClusterConfig, Effects, ErrorKind, Limits, NodeId, Process, Reply, Request, RequestId, Ring, Time, Write,
 };
-use meridian_store::{Body, Datastore, Record, StoreError};
+use meridian_store::{Body, Datastore, Record, StoreError, StoreStats};
 use replica::Replica;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -126,6 +126,10 @@ impl ChainNode {
 
     pub fn ring(&self) -> &Ring {
         &self.ring
+    }
+
+    pub fn store_stats(&self) -> StoreStats {
+        self.store.stats()
     }
 
     /// (chain, LU, LA) for every chain this node is a member of.

@@ -1,4 +1,5 @@
-//! LogStore semantics over a [`SimVfs`]; crash and corruption recovery are exercised in `tests/recovery.rs`.
+//! LogStore semantics over a [`SimVfs`]; crash and corruption recovery, compaction, faults and streaming are
+//! exercised in `tests/`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,8 +10,19 @@ use super::*;
 use crate::record::Body;
 use crate::vfs::SimVfs;
 
+const DIR: &str = "/node/store";
+
 fn open(vfs: &SimVfs) -> (LogStore, RecoveryReport) {
-    LogStore::open(Arc::new(vfs.clone()), Path::new("/node/store")).unwrap()
+    LogStore::open(Arc::new(vfs.clone()), Path::new(DIR)).unwrap()
+}
+
+fn open_small(vfs: &SimVfs, segment_bytes: u64) -> LogStore {
+    let opts = LogOptions { segment_bytes, ..LogOptions::default() };
+    LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0
+}
+
+fn segment_files(vfs: &SimVfs) -> Vec<String> {
+    vfs.list_files(Path::new(DIR)).unwrap().into_iter().filter(|f| f.ends_with(".seg")).collect()
 }
 
 fn put(seq: u64, key: &str, value: &str) -> Record {
@@ -47,7 +59,8 @@ fn workload() -> Vec<Record> {
 #[test]
 fn values_tombstones_and_metadata() {
     let (mut store, report) = open(&SimVfs::new());
-    assert_eq!(report, RecoveryReport { records: 0, kept_bytes: 0, dropped_bytes: 0, reason: None });
+    assert_eq!((report.records, report.kept_bytes, report.dropped_bytes, report.reason), (0, 0, 0, None));
+    assert!(report.segments.is_empty() && report.removed_files.is_empty());
     for rec in workload() {
         store.append(&rec).unwrap();
     }
@@ -87,7 +100,8 @@ fn reopen_after_sync_returns_everything() {
     drop(store);
 
     let (store, report) = open(&vfs);
-    assert_eq!(report, RecoveryReport { records: 8, kept_bytes: before.log_bytes, dropped_bytes: 0, reason: None });
+    assert_eq!((report.records, report.kept_bytes, report.dropped_bytes), (8, before.log_bytes, 0));
+    assert_eq!(report.reason, None);
     assert_eq!(store.stats(), before);
     assert_eq!(replayed(&store), workload());
     assert_eq!(value(&store, "a"), Some(Some(Bytes::from_static(b"three"))));
@@ -130,13 +144,17 @@ fn a_value_damaged_on_disk_reads_as_corrupt() {
     store.append(&put(1, "a", "one")).unwrap();
     store.append(&put(2, "b", "two")).unwrap();
     store.sync().unwrap();
-    let mut file = vfs.open(Path::new("/node/store/data.log")).unwrap();
+    let [seg] = &segment_files(&vfs)[..] else { panic!("one segment expected") };
+    let mut file = vfs.open(&Path::new(DIR).join(seg)).unwrap();
     let len = file.len().unwrap();
     file.truncate(len - 1).unwrap();
     file.append(b"X").unwrap();
 
     assert_eq!(value(&store, "a"), Some(Some(Bytes::from_static(b"one"))));
-    assert!(matches!(store.get(b"b"), Err(StoreError::Corrupt { .. })));
+    match store.get(b"b") {
+        Err(StoreError::Corrupt { reason, .. }) => assert!(reason.contains(seg.as_str()), "{reason}"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
     assert!(matches!(store.replay(&mut |_| ()), Err(StoreError::Corrupt { .. })));
 }
 
@@ -156,7 +174,69 @@ fn oversized_records_are_refused_without_side_effects() {
     let (mut store, _) = open(&SimVfs::new());
     let huge = Record { body: Body::Value(vec![0; crate::VALUE_MAX + 1].into()), ..put(1, "a", "") };
     assert!(matches!(store.append(&huge), Err(StoreError::TooLarge(_))));
-    assert_eq!(store.stats(), StoreStats::default());
+    assert_eq!((store.stats().records, store.stats().log_bytes), (0, 0));
     store.append(&put(2, "a", "ok")).unwrap();
     assert_eq!(replayed(&store), [put(2, "a", "ok")]);
+}
+
+#[test]
+fn segments_seal_at_their_size_and_replay_in_append_order() {
+    let vfs = SimVfs::new();
+    let mut store = open_small(&vfs, 100);
+    let recs: Vec<Record> = (1..=20).map(|i| put(i, &format!("k{}", i % 4), "0123456789")).collect();
+    for rec in &recs {
+        store.append(rec).unwrap();
+    }
+    let stats = store.stats();
+    assert!(stats.segments > 5, "{stats:?}");
+    assert_eq!(segment_files(&vfs).len() as u64, stats.segments);
+    assert_eq!(replayed(&store), recs);
+    // Every sealed segment got a hint; the active one has none.
+    let hints = vfs.list_files(Path::new(DIR)).unwrap().into_iter().filter(|f| f.ends_with(".hint")).count();
+    assert_eq!(hints as u64, stats.segments - 1);
+    store.sync().unwrap();
+    drop(store);
+    let (store, report) = open(&vfs);
+    assert_eq!(replayed(&store), recs);
+    assert!(report.segments[..report.segments.len() - 1].iter().all(|s| s.from_hint), "{report:?}");
+    assert_eq!(value(&store, "k3"), Some(Some(Bytes::from_static(b"0123456789"))));
+    assert_eq!(store.stats().live_keys, 4);
+}
+
+#[test]
+fn dead_bytes_count_superseded_records() {
+    let (mut store, _) = open(&SimVfs::new());
+    let a1 = put(1, "a", "first");
+    store.append(&a1).unwrap();
+    assert_eq!(store.stats().dead_bytes, 0);
+    store.append(&put(2, "a", "second")).unwrap();
+    assert_eq!(store.stats().dead_bytes, a1.encoded_len() as u64);
+    let skip = meta(3, "a", Body::Skip);
+    store.append(&skip).unwrap();
+    let ack = meta(3, "", Body::AckMark);
+    store.append(&ack).unwrap();
+    store.append(&meta(4, "", Body::AckMark)).unwrap();
+    let dead = (a1.encoded_len() + skip.encoded_len() + ack.encoded_len()) as u64;
+    assert_eq!(store.stats().dead_bytes, dead);
+    assert_eq!(store.stats().live_bytes(), store.stats().log_bytes - dead);
+}
+
+#[test]
+fn invalid_options_are_refused() {
+    let vfs: Arc<dyn Vfs> = Arc::new(SimVfs::new());
+    let bad = [
+        LogOptions { segment_bytes: 0, ..LogOptions::default() },
+        LogOptions { segment_bytes: 2 << 30, ..LogOptions::default() },
+        LogOptions {
+            compaction: CompactionOptions { dead_ratio: 0.0, ..CompactionOptions::default() },
+            ..LogOptions::default()
+        },
+        LogOptions {
+            compaction: CompactionOptions { slice_bytes: 0, ..CompactionOptions::default() },
+            ..LogOptions::default()
+        },
+    ];
+    for opts in bad {
+        assert!(LogStore::open_with(Arc::clone(&vfs), Path::new(DIR), opts).is_err(), "{opts:?}");
+    }
 }

@@ -38,6 +38,28 @@ impl Vfs for RealVfs {
         fs::remove_file(path)?;
         sync_parent(path)
     }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)?;
+        sync_parent(to)?;
+        if from.parent() != to.parent() {
+            sync_parent(from)?;
+        }
+        Ok(())
+    }
+
+    fn list_files(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            // A name that is not UTF-8 was not written by Meridian, so it is not ours to read.
+            if let (true, Ok(name)) = (entry.file_type()?.is_file(), entry.file_name().into_string()) {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
 }
 
 fn sync_parent(path: &Path) -> io::Result<()> {
@@ -107,5 +129,19 @@ mod tests {
 
         RealVfs.remove_file(&path).unwrap();
         assert!(!RealVfs.exists(&path));
+    }
+
+    #[test]
+    fn rename_replaces_and_listing_shows_only_files() {
+        let dir = tempfile::tempdir().unwrap();
+        RealVfs.create_dir_all(&dir.path().join("sub")).unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        RealVfs.open(&a).unwrap().append(b"new").unwrap();
+        RealVfs.open(&b).unwrap().append(b"old").unwrap();
+        RealVfs.rename(&a, &b).unwrap();
+        assert_eq!(RealVfs.list_files(dir.path()).unwrap(), ["b"]);
+        let mut buf = [0; 3];
+        RealVfs.open(&b).unwrap().read_exact_at(0, &mut buf).unwrap();
+        assert_eq!(&buf, b"new");
     }
 }

@@ -6,6 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::faults::Faults;
 use super::{Vfs, VfsFile};
 use crate::splitmix::SplitMix64;
 
@@ -16,13 +17,18 @@ const TORN_MAX: usize = 16;
 ///
 /// What a crash can lose is deliberately narrower than real hardware, and these simplifications are part of
 /// the contract:
-/// - directory entries, file creation and removal are durable immediately; only file contents are lost;
+/// - directory entries, file creation, removal and renames are durable immediately; only file contents are lost;
 /// - each file keeps its synced bytes plus a prefix of its unsynced appends (later appends never survive
 ///   without earlier ones), and the last kept append may be cut short and end in garbage (a torn write);
 /// - file handles opened before a crash are dead afterwards: every call on them returns an error.
 ///
 /// Everything a crash does is drawn from its `entropy` argument and files are visited in creation order, so a
 /// run replays exactly.
+///
+/// Faults beyond crashes, configurable at run time and deterministic from their seeds: bit flips in what reads
+/// return ([`SimVfs::set_read_flips`]), a capacity past which appends fail with `StorageFull`
+/// ([`SimVfs::set_capacity`]), and a power cut after a number of mutating calls ([`SimVfs::cut_power_after`]),
+/// which lets a test stop a multi-step operation between any two of its writes.
 #[derive(Clone, Default)]
 pub struct SimVfs {
     disk: Arc<Mutex<Disk>>,
@@ -36,6 +42,7 @@ struct Disk {
     next_ino: u64,
     /// Bumped by every crash; handles from an earlier epoch are dead.
     epoch: u64,
+    faults: Faults,
 }
 
 /// A file's contents, kept while it has a name or an open handle (POSIX unlink semantics).
@@ -48,6 +55,8 @@ struct Inode {
     pending: Vec<usize>,
     handles: usize,
     linked: bool,
+    /// Bytes returned by reads over the file's life: lets tests check which files an operation touched.
+    read_bytes: u64,
 }
 
 impl SimVfs {
@@ -55,7 +64,8 @@ impl SimVfs {
         SimVfs::default()
     }
 
-    /// Simulates power loss, drawing every choice from `entropy`. See the type's docs for what survives.
+    /// Simulates power loss, drawing every choice from `entropy`. See the type's docs for what survives. Power
+    /// comes back on: a pending [`SimVfs::cut_power_after`] is cleared.
     pub fn crash(&self, entropy: u64) {
         let mut disk = self.lock();
         let mut rng = SplitMix64::new(entropy);
@@ -64,11 +74,42 @@ impl SimVfs {
             inode.lose_power(&mut rng);
         }
         disk.epoch += 1;
+        disk.faults.cut_power_after(None);
     }
 
     /// Total bytes appended but not yet synced, across files.
     pub fn unsynced_bytes(&self) -> u64 {
         self.lock().inodes.values().map(|i| (i.data.len() - i.synced) as u64).sum()
+    }
+
+    /// Makes each read flip one random bit of what it returns with probability `chance` (0 turns flips off),
+    /// drawing from a generator seeded with `seed`. The stored bytes stay intact, as with a flaky bus or cable.
+    pub fn set_read_flips(&self, chance: f64, seed: u64) {
+        self.lock().faults.set_read_flips(chance, seed);
+    }
+
+    /// Limits the bytes all files together may hold (`None`: unlimited). An append that does not fit writes what
+    /// fits and fails with `io::ErrorKind::StorageFull`, like a real `write` on a full disk.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.lock().faults.set_capacity(bytes);
+    }
+
+    /// Lets `ops` more mutating calls (create, append, sync, truncate, rename, remove) succeed and fails every
+    /// one after that without effect, as if power had been cut then; [`SimVfs::crash`] then decides what the
+    /// disk kept. `None` cancels.
+    pub fn cut_power_after(&self, ops: Option<u64>) {
+        self.lock().faults.cut_power_after(ops);
+    }
+
+    /// Bytes the disk holds, across files (including removed files that are still open).
+    pub fn used_bytes(&self) -> u64 {
+        self.lock().used()
+    }
+
+    /// Bytes read so far from the file now named `path` (0 if there is none).
+    pub fn read_bytes(&self, path: &Path) -> u64 {
+        let disk = self.lock();
+        disk.names.get(path).and_then(|ino| disk.inodes.get(ino)).map_or(0, |inode| inode.read_bytes)
     }
 
     fn lock(&self) -> MutexGuard<'_, Disk> {
@@ -94,6 +135,10 @@ impl Vfs for SimVfs {
         if path.ancestors().any(|a| disk.names.contains_key(a)) {
             return Err(io::Error::new(io::ErrorKind::NotADirectory, format!("{} crosses a file", path.display())));
         }
+        if disk.dirs.contains(path) {
+            return Ok(());
+        }
+        disk.faults.charge()?;
         disk.dirs.extend(path.ancestors().filter(|a| !a.as_os_str().is_empty()).map(Path::to_path_buf));
         Ok(())
     }
@@ -118,10 +163,36 @@ impl Vfs for SimVfs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.lock();
-        let ino = disk.names.remove(path).ok_or_else(|| not_found(path))?;
-        disk.inodes.get_mut(&ino).expect("named inode exists").linked = false;
-        disk.collect(ino);
+        if !disk.names.contains_key(path) {
+            return Err(not_found(path));
+        }
+        disk.faults.charge()?;
+        disk.unlink(path);
         Ok(())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut disk = self.lock();
+        let &ino = disk.names.get(from).ok_or_else(|| not_found(from))?;
+        if to.parent().filter(|p| !p.as_os_str().is_empty()).is_some_and(|p| !disk.dirs.contains(p)) {
+            return Err(not_found(to));
+        }
+        disk.faults.charge()?;
+        disk.names.remove(from);
+        if disk.names.contains_key(to) {
+            disk.unlink(to);
+        }
+        disk.names.insert(to.to_path_buf(), ino);
+        Ok(())
+    }
+
+    fn list_files(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let disk = self.lock();
+        if !disk.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        let in_dir = disk.names.keys().filter(|p| p.parent() == Some(dir));
+        Ok(in_dir.filter_map(|p| p.file_name()?.to_str().map(str::to_owned)).collect())
     }
 }
 
@@ -135,11 +206,26 @@ impl Disk {
         if parent.is_some_and(|p| !self.dirs.contains(p)) {
             return Err(not_found(path));
         }
+        self.faults.charge()?;
         let ino = self.next_ino;
         self.next_ino += 1;
         self.inodes.insert(ino, Inode { linked: true, ..Inode::default() });
         self.names.insert(path.to_path_buf(), ino);
         Ok(ino)
+    }
+
+    fn unlink(&mut self, path: &Path) {
+        let ino = self.names.remove(path).expect("caller checked the name exists");
+        self.inode(ino).linked = false;
+        self.collect(ino);
+    }
+
+    fn inode(&mut self, ino: u64) -> &mut Inode {
+        self.inodes.get_mut(&ino).expect("a name or an open handle keeps its inode")
+    }
+
+    fn used(&self) -> u64 {
+        self.inodes.values().map(|i| i.data.len() as u64).sum()
     }
 
     /// Frees an inode once nothing can reach it.
@@ -196,12 +282,12 @@ struct SimFile {
 }
 
 impl SimFile {
-    fn with<T>(&self, f: impl FnOnce(&mut Inode) -> io::Result<T>) -> io::Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut Disk) -> io::Result<T>) -> io::Result<T> {
         let mut disk = lock(&self.disk);
         if disk.epoch != self.epoch {
             return Err(io::Error::other("file handle opened before a simulated crash"));
         }
-        f(disk.inodes.get_mut(&self.ino).expect("an open handle keeps its inode"))
+        f(&mut disk)
     }
 }
 
@@ -226,30 +312,42 @@ impl Drop for SimFile {
 
 impl VfsFile for SimFile {
     fn len(&self) -> io::Result<u64> {
-        self.with(|inode| Ok(inode.data.len() as u64))
+        self.with(|disk| Ok(disk.inode(self.ino).data.len() as u64))
     }
 
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.with(|inode| {
+        self.with(|disk| {
+            let inode = disk.inode(self.ino);
             let range = usize::try_from(offset).ok().and_then(|start| Some(start..start.checked_add(buf.len())?));
             let src = range.and_then(|r| inode.data.get(r)).ok_or(io::ErrorKind::UnexpectedEof)?;
             buf.copy_from_slice(src);
+            inode.read_bytes += buf.len() as u64;
+            disk.faults.maybe_flip(buf);
             Ok(())
         })
     }
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        self.with(|inode| {
-            if !data.is_empty() {
-                inode.data.extend_from_slice(data);
+        self.with(|disk| {
+            disk.faults.charge()?;
+            let room = disk.faults.capacity().map(|cap| cap.saturating_sub(disk.used()));
+            let fits = room.map_or(data.len(), |room| data.len().min(usize::try_from(room).unwrap_or(usize::MAX)));
+            let inode = disk.inode(self.ino);
+            if fits > 0 {
+                inode.data.extend_from_slice(&data[..fits]);
                 inode.pending.push(inode.data.len());
+            }
+            if fits < data.len() {
+                return Err(io::Error::new(io::ErrorKind::StorageFull, "simulated disk is full"));
             }
             Ok(())
         })
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.with(|inode| {
+        self.with(|disk| {
+            disk.faults.charge()?;
+            let inode = disk.inode(self.ino);
             inode.synced = inode.data.len();
             inode.pending.clear();
             Ok(())
@@ -258,7 +356,9 @@ impl VfsFile for SimFile {
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         let len = usize::try_from(len).map_err(io::Error::other)?;
-        self.with(|inode| {
+        self.with(|disk| {
+            disk.faults.charge()?;
+            let inode = disk.inode(self.ino);
             inode.data.resize(len, 0);
             inode.synced = len;
             inode.pending.clear();
@@ -353,6 +453,65 @@ mod tests {
         assert_eq!(f.read_exact_at(u64::MAX, &mut buf).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         vfs.crash(9);
         assert_eq!(read_all(&vfs, Path::new("f")), b"abcd");
+    }
+
+    #[test]
+    fn rename_replaces_the_target_and_keeps_open_handles() {
+        let vfs = SimVfs::new();
+        vfs.create_dir_all(Path::new("/d")).unwrap();
+        let mut tmp = vfs.open(Path::new("/d/x.tmp")).unwrap();
+        tmp.append(b"new").unwrap();
+        vfs.open(Path::new("/d/x")).unwrap().append(b"old").unwrap();
+        vfs.rename(Path::new("/d/x.tmp"), Path::new("/d/x")).unwrap();
+        assert_eq!(vfs.list_files(Path::new("/d")).unwrap(), ["x"]);
+        tmp.append(b"er").unwrap();
+        assert_eq!(read_all(&vfs, Path::new("/d/x")), b"newer");
+        assert_eq!(vfs.rename(Path::new("/d/x.tmp"), Path::new("/d/y")).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(vfs.list_files(Path::new("/nope")).unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn read_flips_damage_what_is_read_not_what_is_stored() {
+        let vfs = SimVfs::new();
+        let mut f = vfs.open(Path::new("f")).unwrap();
+        f.append(&[0; 64]).unwrap();
+        vfs.set_read_flips(1.0, 5);
+        let flipped = read_all(&vfs, Path::new("f"));
+        assert_eq!(flipped.iter().map(|b| b.count_ones()).sum::<u32>(), 1);
+        vfs.set_read_flips(0.0, 0);
+        assert_eq!(read_all(&vfs, Path::new("f")), [0; 64]);
+        assert_eq!(vfs.read_bytes(Path::new("f")), 128);
+    }
+
+    #[test]
+    fn a_full_disk_keeps_what_fits_and_frees_space_on_truncate() {
+        let vfs = SimVfs::new();
+        let mut f = vfs.open(Path::new("f")).unwrap();
+        vfs.set_capacity(Some(10));
+        f.append(b"12345678").unwrap();
+        assert_eq!(f.append(b"abcd").unwrap_err().kind(), io::ErrorKind::StorageFull);
+        assert_eq!(read_all(&vfs, Path::new("f")), b"12345678ab");
+        f.truncate(8).unwrap();
+        f.append(b"xy").unwrap();
+        assert_eq!(vfs.used_bytes(), 10);
+        vfs.set_capacity(None);
+        f.append(b"z").unwrap();
+    }
+
+    #[test]
+    fn a_power_cut_fails_every_later_mutation_until_the_crash() {
+        let vfs = SimVfs::new();
+        let mut f = vfs.open(Path::new("f")).unwrap();
+        vfs.cut_power_after(Some(2));
+        f.append(b"a").unwrap();
+        f.sync().unwrap();
+        assert!(f.append(b"b").is_err());
+        assert!(vfs.open(Path::new("g")).is_err());
+        assert!(vfs.remove_file(Path::new("f")).is_err());
+        assert_eq!(read_all(&vfs, Path::new("f")), b"a");
+        vfs.crash(0);
+        vfs.open(Path::new("f")).unwrap().append(b"c").unwrap();
+        assert_eq!(read_all(&vfs, Path::new("f")), b"ac");
     }
 
     #[test]

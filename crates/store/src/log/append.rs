@@ -1,0 +1,70 @@
+//! The write path: appending to the active segment, and sealing it when full.
+
+use std::io;
+
+use super::index::Loc;
+use super::segment::{SegName, Segment};
+use super::LogStore;
+use crate::datastore::StoreError;
+use crate::record::{encode, Record};
+
+impl LogStore {
+    pub(super) fn append_record(&mut self, rec: &Record) -> Result<(), StoreError> {
+        self.check_healthy()?;
+        let mut encoded = Vec::with_capacity(rec.encoded_len());
+        encode(rec, &mut encoded)?;
+        // Look the key up before writing anything, so a failed read leaves the log untouched.
+        let placement = self.prepare(rec)?;
+        let active = self.segs.active();
+        if active.len > 0 && active.len + encoded.len() as u64 > self.opts.segment_bytes {
+            self.seal()?;
+        }
+        let loc = self.write_active(&encoded)?;
+        self.place(rec, loc, placement);
+        Ok(())
+    }
+
+    fn write_active(&mut self, encoded: &[u8]) -> Result<Loc, StoreError> {
+        let slot = self.segs.active_slot();
+        let seg = self.segs.get_mut(slot);
+        let before = seg.len;
+        match seg.file.append(encoded) {
+            Ok(()) => {
+                seg.len += encoded.len() as u64;
+                Ok(Loc { seg: slot, offset: before as u32, len: encoded.len() as u32 })
+            }
+            Err(e) if e.kind() == io::ErrorKind::StorageFull => {
+                // Cut off whatever part of the record made it, so the next append starts on a record boundary.
+                let cut = seg.file.truncate(before);
+                self.note_failure(cut)?;
+                Err(StoreError::Full(e))
+            }
+            Err(e) => {
+                self.failed = true;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Syncs the active segment, writes its hint, and starts a new active segment. Every segment but the last
+    /// is therefore complete and durable, which is what lets recovery treat damage in one as corruption.
+    fn seal(&mut self) -> Result<(), StoreError> {
+        let synced = self.segs.active_mut().file.sync();
+        self.note_failure(synced)?;
+        self.write_hint(self.segs.active_slot());
+        self.start_segment()
+    }
+
+    /// Creates an empty segment after the others, which becomes the active one.
+    pub(super) fn start_segment(&mut self) -> Result<(), StoreError> {
+        if !self.segs.has_free_slot() {
+            return Err(io::Error::other("segment table full; raise segment_bytes").into());
+        }
+        let name = SegName::fresh(self.next_id);
+        let file = self.vfs.open(&self.path(&name.file()))?;
+        self.next_id += 1;
+        let slot = self.segs.add(Segment::new(name, file, 0))?;
+        self.segs.push_back(slot);
+        Ok(())
+    }
+}

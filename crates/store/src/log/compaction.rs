@@ -1,0 +1,293 @@
+//! Compaction: FAWN-DS's Rewrite (seed 003 §2.5), done incrementally so no call blocks for long, with no
+//! background thread (the deterministic simulator drives the same code).
+//!
+//! **When.** After each `sync`, if at least `min_segments` segments are sealed and dead bytes exceed
+//! `dead_ratio` of the sealed bytes, a pass starts; each `sync` then copies at most `slice_bytes` of its input.
+//!
+//! **What.** A run of consecutive sealed segments: the oldest one whose own dead ratio passes the threshold,
+//! widened over its neighbours while the run's live bytes fit in one segment and its total bytes in two. So
+//! outputs come out about one segment long, small outputs get merged with their neighbours, and a pass's
+//! output always fits the index's 32-bit offsets.
+//!
+//! **How.** The output is written as `{name}.seg.tmp`, beginning with one ack mark per chain carrying the
+//! watermark (its latest ack mark) when the pass started; then the inputs' records follow in log order, minus
+//! those the retention contract lets go (see `Pass::take`), so replay meets each watermark before the sparse
+//! records it covers. When the last input is copied: sync the output, write and sync its hint, rename the
+//! output into place (the commit point), move the index entries of copied records to it, and delete the
+//! inputs. A crash before the rename leaves `.tmp` files that recovery removes; after it, inputs that recovery
+//! recognises as replaced by their name. Failures (a full disk, a damaged input) abandon the pass without
+//! touching the log.
+//!
+//! **When not.** A pass that reclaims nothing (everything superseded was above its watermark) or fails leaves
+//! a fingerprint of the state it ran in; no new pass starts until dead bytes or watermarks change, so an
+//! unacknowledged tail cannot make compaction rewrite the same segments forever.
+
+mod pass;
+
+use std::ops::Range;
+
+use pass::Pass;
+
+use super::index::{IndexEntry, Loc};
+use super::scan::CHUNK;
+use super::segment::{ReadEnd, SegName, Segment};
+use super::{AckLoc, LogStore};
+use crate::datastore::StoreError;
+use crate::hint::Hint;
+
+/// Smallest read a slice issues, however small `slice_bytes` is.
+const SLICE_CHUNK_MIN: usize = 4 << 10;
+
+#[derive(Default)]
+pub(super) struct Compactor {
+    pass: Option<Pass>,
+    completed: u64,
+    abandoned: u64,
+    last_error: Option<String>,
+    /// Where the last pass that reclaimed nothing, or failed, left off.
+    idle_at: Option<Fingerprint>,
+}
+
+impl Compactor {
+    pub(super) fn completed(&self) -> u64 {
+        self.completed
+    }
+}
+
+/// What a new pass could do differently: the sealed segments' dead bytes and the chains' watermarks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    sealed_dead: u64,
+    sealed: usize,
+    watermarks: Vec<(u32, u64)>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactionProgress {
+    pub passes_completed: u64,
+    /// Passes given up on (full disk, damaged input); the log is unchanged by them.
+    pub passes_abandoned: u64,
+    pub last_error: Option<String>,
+    /// The pass under way, if any.
+    pub pass: Option<PassProgress>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassProgress {
+    pub input_segments: usize,
+    pub input_bytes: u64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
+}
+
+impl LogStore {
+    pub fn compaction_progress(&self) -> CompactionProgress {
+        let c = &self.compactor;
+        CompactionProgress {
+            passes_completed: c.completed,
+            passes_abandoned: c.abandoned,
+            last_error: c.last_error.clone(),
+            pass: c.pass.as_ref().map(|p| PassProgress {
+                input_segments: p.inputs.len(),
+                input_bytes: p.input_bytes,
+                read_bytes: p.read_bytes,
+                written_bytes: p.out_len,
+            }),
+        }
+    }
+
+    /// One slice of compaction work: starts a pass if one is due, copies up to `slice_bytes`, commits the pass
+    /// if its input is done.
+    pub(super) fn compact_slice(&mut self) {
+        let Some(mut pass) = self.compactor.pass.take().or_else(|| self.begin_pass()) else {
+            return;
+        };
+        let output = pass.output;
+        let result = match self.advance(&mut pass) {
+            Ok(true) => self.commit(pass).map(|()| None),
+            Ok(false) => Ok(Some(pass)),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(unfinished) => self.compactor.pass = unfinished,
+            Err(e) => self.abandon(output, e),
+        }
+    }
+
+    fn begin_pass(&mut self) -> Option<Pass> {
+        let window = self.due_window()?;
+        let inputs = self.segs.sealed()[window.clone()].to_vec();
+        let names: Vec<SegName> = inputs.iter().map(|&s| self.segs.get(s).name).collect();
+        let input_bytes = inputs.iter().map(|&s| self.segs.get(s).len).sum();
+        let output = SegName::replacing(&names);
+        let started = self
+            .create_empty(&self.path(&SegName::temp(&output.file())))
+            .map_err(StoreError::from)
+            .and_then(|out| Pass::begin(inputs, input_bytes, window.start == 0, &self.acks, output, out));
+        started.map_err(|e| self.abandon(output, e)).ok()
+    }
+
+    /// The run of sealed segments (positions in log order) the next pass should compact, if one is due.
+    fn due_window(&mut self) -> Option<Range<usize>> {
+        let c = self.opts.compaction;
+        let sealed: Vec<(u64, u64)> =
+            self.segs.sealed().iter().map(|&s| (self.segs.get(s).len, self.segs.get(s).live)).collect();
+        let (bytes, dead) = sealed.iter().fold((0, 0), |(b, d), &(len, live)| (b + len, d + len - live));
+        if sealed.len() < c.min_segments.max(1) || dead == 0 || dead as f64 <= c.dead_ratio * bytes as f64 {
+            return None;
+        }
+        let fingerprint = self.fingerprint();
+        if self.compactor.idle_at.as_ref() == Some(&fingerprint) {
+            return None;
+        }
+        self.compactor.idle_at = None;
+        choose_window(&sealed, c.dead_ratio, self.opts.segment_bytes)
+    }
+
+    fn fingerprint(&self) -> Fingerprint {
+        let sealed = self.segs.sealed();
+        Fingerprint {
+            sealed_dead: sealed.iter().map(|&s| self.segs.get(s).dead()).sum(),
+            sealed: sealed.len(),
+            watermarks: self.acks.iter().map(|(&chain, a)| (chain, a.seq)).collect(),
+        }
+    }
+
+    /// Copies up to `slice_bytes` of input; returns whether the input is done.
+    fn advance(&mut self, pass: &mut Pass) -> Result<bool, StoreError> {
+        let mut budget = self.opts.compaction.slice_bytes;
+        let chunk = usize::try_from(budget).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK);
+        while budget > 0 && pass.next < pass.inputs.len() {
+            let slot = pass.inputs[pass.next];
+            let (seg, index) = (self.segs.get(slot), &self.index);
+            let end = seg.read_records(pass.offset, chunk, |rec, offset, len| {
+                pass.read_bytes += len;
+                budget = budget.saturating_sub(len);
+                pass.take(rec, Loc { seg: slot, offset: offset as u32, len: len as u32 }, index)?;
+                Ok(budget > 0)
+            })?;
+            match end {
+                ReadEnd::Stopped(next) => pass.offset = next,
+                ReadEnd::End => (pass.next, pass.offset) = (pass.next + 1, 0),
+                ReadEnd::Damaged { problem, .. } => return Err(problem),
+            }
+        }
+        Ok(pass.next == pass.inputs.len())
+    }
+
+    fn commit(&mut self, mut pass: Pass) -> Result<(), StoreError> {
+        pass.out.sync()?;
+        if !self.segs.has_free_slot() {
+            return Err(std::io::Error::other("segment table full").into());
+        }
+        let output = pass.output;
+        let staged = self.stage_hint(&output, &self.output_hint(&pass)).is_ok();
+        self.vfs.rename(&self.path(&SegName::temp(&output.file())), &self.path(&output.file()))?;
+        // The rename committed the pass; nothing below may fail.
+        if !(staged && self.publish_hint(&output).is_ok()) {
+            self.remove_quietly(&SegName::temp(&output.hint_file()));
+        }
+        let reclaimed = pass.out_len < pass.input_bytes;
+        for seg in self.install(pass) {
+            self.remove_quietly(&seg.name.file());
+            self.remove_quietly(&seg.name.hint_file());
+        }
+        self.compactor.completed += 1;
+        self.compactor.idle_at = (!reclaimed).then(|| self.fingerprint());
+        Ok(())
+    }
+
+    /// The output's hint: its copies that are still their key's latest, and its leading ack marks.
+    fn output_hint(&self, pass: &Pass) -> Hint {
+        let entries = pass
+            .moved
+            .iter()
+            .filter(|m| self.index.position_of(m.prefix, m.old).is_some())
+            .map(|m| self.hint_entry(m.prefix, Loc { offset: m.offset, ..m.old }, m.tombstone))
+            .collect();
+        Hint { segment_len: pass.out_len, records: pass.out_records, acks: pass.leading.clone(), entries }
+    }
+
+    /// Puts the output in the inputs' place and moves the index there; returns the replaced segments.
+    fn install(&mut self, pass: Pass) -> Vec<Segment> {
+        let at = self.segs.order().iter().position(|&s| s == pass.inputs[0]).expect("inputs are in the log");
+        let output = Segment { records: pass.out_records, ..Segment::new(pass.output, pass.out, pass.out_len) };
+        let slot = self.segs.add(output).expect("commit checked for a free slot");
+        let replaced = self.segs.replace_run(at, pass.inputs.len(), slot);
+        let mut live = 0;
+        for m in &pass.moved {
+            if let Some(i) = self.index.position_of(m.prefix, m.old) {
+                let loc = Loc { seg: slot, offset: m.offset, len: m.old.len };
+                self.index.replace(i, IndexEntry { loc, ..self.index.entry(i) });
+                live += u64::from(loc.len);
+            }
+        }
+        for &(prefix, loc) in &pass.dropped_tombstones {
+            if let Some(i) = self.index.position_of(prefix, loc) {
+                self.index.remove(i);
+            }
+        }
+        for mark in &pass.leading {
+            if self.acks.get(&mark.chain).is_some_and(|a| pass.inputs.contains(&a.loc.seg)) {
+                let loc = Loc { seg: slot, offset: mark.offset, len: mark.len };
+                self.acks.insert(mark.chain, AckLoc { seq: mark.seq, loc });
+                live += u64::from(mark.len);
+            }
+        }
+        self.segs.get_mut(slot).live = live;
+        let stale = |seg: u16| pass.inputs.contains(&seg);
+        assert!(
+            !self.index.iter().any(|e| stale(e.loc.seg)) && !self.acks.values().any(|a| stale(a.loc.seg)),
+            "compaction left index entries pointing into replaced segments"
+        );
+        replaced
+    }
+
+    /// Gives up on a pass: removes its temporary files and remembers why.
+    fn abandon(&mut self, output: SegName, e: StoreError) {
+        self.remove_quietly(&SegName::temp(&output.file()));
+        self.remove_quietly(&SegName::temp(&output.hint_file()));
+        self.compactor.abandoned += 1;
+        self.compactor.last_error = Some(e.to_string());
+        self.compactor.idle_at = Some(self.fingerprint());
+    }
+}
+
+/// The run of sealed segments (`(len, live)` each, in log order) to compact: around the oldest segment whose
+/// dead ratio reaches `ratio`, widened right then left while the run's live bytes fit in `target` and its
+/// bytes in twice that.
+fn choose_window(segs: &[(u64, u64)], ratio: f64, target: u64) -> Option<Range<usize>> {
+    let first = segs.iter().position(|&(len, live)| len > live && (len - live) as f64 >= ratio * len as f64)?;
+    let (mut run, mut live, mut bytes) = (first..first + 1, segs[first].1, segs[first].0);
+    let mut fits = |(len, l): (u64, u64)| {
+        let ok = live + l <= target && bytes + len <= 2 * target;
+        if ok {
+            (live, bytes) = (live + l, bytes + len);
+        }
+        ok
+    };
+    while run.end < segs.len() && fits(segs[run.end]) {
+        run.end += 1;
+    }
+    while run.start > 0 && fits(segs[run.start - 1]) {
+        run.start -= 1;
+    }
+    Some(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_grows_around_the_first_dead_segment() {
+        // (len, live): 0 and 1 are small compaction outputs, 2 is mostly dead, 3 is dead, 4 is full and live.
+        let segs = [(20, 20), (30, 30), (60, 10), (60, 0), (100, 100)];
+        assert_eq!(choose_window(&segs, 0.5, 100), Some(0..4));
+        assert_eq!(choose_window(&segs, 0.5, 40), Some(2..3));
+        assert_eq!(choose_window(&segs, 0.95, 100), Some(3..5));
+        assert_eq!(choose_window(&[(100, 60), (100, 100)], 0.5, 100), None);
+        // A segment bigger than twice the target still gets compacted alone.
+        assert_eq!(choose_window(&[(500, 0)], 0.5, 100), Some(0..1));
+    }
+}

@@ -1,0 +1,101 @@
+//! Writing and reading a segment's hint file ([`crate::hint`]).
+//!
+//! A hint is written under a temporary name, synced, then renamed into place, so a hint file that exists was
+//! written whole; its checksum still guards against later damage. Hints are an optimisation: failing to write
+//! one costs a scan at the next open, so errors here are not the caller's problem.
+//!
+//! A hint lists only the entries that are their key's latest when it is written, so whatever superseded the
+//! rest must already be durable: sealing syncs the segment first, a compaction pass commits right after a
+//! sync, and recovery syncs the active segment before it rewrites hints.
+
+use std::io;
+use std::path::Path;
+
+use super::index::Loc;
+use super::scan::READ_ATTEMPTS;
+use super::segment::SegName;
+use super::LogStore;
+use crate::datastore::StoreError;
+use crate::hint::{self, Hint, HintAck, HintEntry};
+use crate::vfs::VfsFile;
+
+impl LogStore {
+    /// Writes the hint of segment `slot` from the current index, if it can.
+    pub(super) fn write_hint(&self, slot: u16) {
+        let name = self.segs.get(slot).name;
+        let written = self.stage_hint(&name, &self.hint_for(slot)).and_then(|()| self.publish_hint(&name));
+        if written.is_err() {
+            self.remove_quietly(&SegName::temp(&name.hint_file()));
+        }
+    }
+
+    /// Segment `slot`'s index entries and latest ack marks, by offset.
+    fn hint_for(&self, slot: u16) -> Hint {
+        let mut entries: Vec<HintEntry> = self
+            .index
+            .iter()
+            .filter(|e| e.loc.seg == slot)
+            .map(|e| self.hint_entry(e.prefix, e.loc, e.tombstone))
+            .collect();
+        entries.sort_by_key(|e| e.offset);
+        let mut acks: Vec<HintAck> = self
+            .acks
+            .iter()
+            .filter(|(_, a)| a.loc.seg == slot)
+            .map(|(&chain, a)| HintAck { chain, seq: a.seq, offset: a.loc.offset, len: a.loc.len })
+            .collect();
+        acks.sort_by_key(|a| a.offset);
+        let seg = self.segs.get(slot);
+        Hint { segment_len: seg.len, records: seg.records, acks, entries }
+    }
+
+    /// A hint entry for a record at `loc` (`loc.seg` aside), flagged if its prefix is shared in the index now.
+    pub(super) fn hint_entry(&self, prefix: u64, loc: Loc, tombstone: bool) -> HintEntry {
+        let shared_prefix = self.index.count_prefix(prefix) > 1;
+        HintEntry { token_prefix: prefix, offset: loc.offset, len: loc.len, tombstone, shared_prefix }
+    }
+
+    /// Writes `hint` for segment `name` under a temporary name and syncs it; [`LogStore::publish_hint`] names it.
+    pub(super) fn stage_hint(&self, name: &SegName, hint: &Hint) -> io::Result<()> {
+        let mut file = self.create_empty(&self.path(&SegName::temp(&name.hint_file())))?;
+        file.append(&hint::encode(hint))?;
+        file.sync()
+    }
+
+    pub(super) fn publish_hint(&self, name: &SegName) -> io::Result<()> {
+        let staged = self.path(&SegName::temp(&name.hint_file()));
+        self.vfs.rename(&staged, &self.path(&name.hint_file()))
+    }
+
+    /// The hint of segment `name`. A read that fails its checksum is retried before the hint is given up on.
+    pub(super) fn read_hint(&self, name: &SegName) -> Result<Hint, StoreError> {
+        let file = self.vfs.open(&self.path(&name.hint_file()))?;
+        let mut buf = vec![0; usize::try_from(file.len()?).map_err(io::Error::other)?];
+        let mut attempt = 1;
+        loop {
+            file.read_exact_at(0, &mut buf)?;
+            match hint::decode(&buf) {
+                Ok(hint) => return Ok(hint),
+                Err(e) if attempt == READ_ATTEMPTS => return Err(e.in_file(&name.hint_file())),
+                Err(_) => attempt += 1,
+            }
+        }
+    }
+
+    /// Opens `path` as a new empty file, removing any leftover of that name first (open appends).
+    pub(super) fn create_empty(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+        if self.vfs.exists(path) {
+            self.vfs.remove_file(path)?;
+        }
+        self.vfs.open(path)
+    }
+
+    /// Removes a file if it is there. Used for leftovers that the next open would remove anyway, so a failure
+    /// changes nothing.
+    pub(super) fn remove_quietly(&self, file: &str) {
+        let path = self.path(file);
+        if self.vfs.exists(&path) {
+            let _ = self.vfs.remove_file(&path);
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Tuning knobs of a [`super::LogStore`].
+
+use std::io;
+
+use crate::datastore::StoreError;
+
+/// Largest segment, so record offsets, and a compaction output built from two segments' worth of input, fit
+/// in the index's 32-bit offsets.
+const SEGMENT_BYTES_MAX: u64 = 1 << 30;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LogOptions {
+    /// The active segment is sealed, and a new one started, before an append would take it past this size
+    /// (a record larger than this gets a segment of its own).
+    pub segment_bytes: u64,
+    pub compaction: CompactionOptions,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompactionOptions {
+    /// Compaction runs while dead bytes exceed this fraction of the sealed segments' bytes.
+    pub dead_ratio: f64,
+    /// Most bytes of input one `sync` compacts, so no call stalls for long.
+    pub slice_bytes: u64,
+    /// Sealed segments there must be before compaction runs.
+    pub min_segments: usize,
+}
+
+impl Default for LogOptions {
+    fn default() -> LogOptions {
+        LogOptions { segment_bytes: 64 << 20, compaction: CompactionOptions::default() }
+    }
+}
+
+impl Default for CompactionOptions {
+    fn default() -> CompactionOptions {
+        CompactionOptions { dead_ratio: 0.5, slice_bytes: 1 << 20, min_segments: 2 }
+    }
+}
+
+impl LogOptions {
+    pub(super) fn validate(&self) -> Result<(), StoreError> {
+        let c = &self.compaction;
+        let problem = if !(1..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes) {
+            format!("segment_bytes must be between 1 and {SEGMENT_BYTES_MAX}")
+        } else if !(c.dead_ratio > 0.0 && c.dead_ratio <= 1.0) {
+            "compaction.dead_ratio must be in (0, 1]".to_owned()
+        } else if c.slice_bytes == 0 {
+            "compaction.slice_bytes must be positive".to_owned()
+        } else {
+            return Ok(());
+        };
+        Err(StoreError::Io(io::Error::new(io::ErrorKind::InvalidInput, problem)))
+    }
+}
