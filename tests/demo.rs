@@ -7,11 +7,12 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A base port whose demo ports (base+i, base+1000+i, base+2000+i) are all free right now.
+/// A base port whose demo ports (base+i, base+1000+i, base+2000+i) are all free right now, below
+/// Linux's ephemeral range (32768+) so that no client socket can be handed one of them meanwhile.
 fn free_base() -> u16 {
     let seed = std::process::id() as u16;
-    (0..200u16)
-        .map(|i| 20_000 + (seed.wrapping_mul(7).wrapping_add(i * 37)) % 20_000)
+    (0..2000u16)
+        .map(|i| 10_000 + (seed.wrapping_mul(7).wrapping_add(i.wrapping_mul(37))) % 20_000)
         .find(|&b| {
             (0..3).all(|i| {
                 [b + i, b + 1000 + i, b + 2000 + i].iter().all(|&p| TcpListener::bind(("127.0.0.1", p)).is_ok())

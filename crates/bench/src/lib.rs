@@ -13,6 +13,7 @@
 //! `report`.
 
 mod committer;
+mod compaction;
 mod disk;
 mod gets;
 mod latency;
@@ -23,7 +24,7 @@ mod stores;
 mod suite;
 
 pub use disk::DiskFigures;
-pub use report::{GetFigures, PutFigures, Ratio, Report, SequentialFigures};
+pub use report::{CompactionFigures, GetFigures, PutFigures, Ratio, Report, SequentialFigures};
 pub use stores::StoreKind;
 pub use suite::run;
 
@@ -74,10 +75,10 @@ fn incompressible(len: usize) -> Vec<u8> {
 }
 
 /// splitmix64: a small seeded generator for test data and key choice.
-struct SplitMix(u64);
+pub(crate) struct SplitMix(pub(crate) u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

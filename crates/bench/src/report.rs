@@ -1,5 +1,6 @@
 //! The figures of one run: as JSON (`--json`) and as the table `meridian bench store` prints.
 
+use crate::compaction::{CompactionRun, OVERWRITES};
 use crate::disk::DiskFigures;
 use crate::gets::GetRun;
 use crate::puts::PutRun;
@@ -20,6 +21,7 @@ pub struct Report {
     pub puts: Vec<PutFigures>,
     pub gets: Vec<GetFigures>,
     pub sequential: Vec<SequentialFigures>,
+    pub compaction: CompactionFigures,
     /// Log store: group-commit put throughput over sync-mode put throughput, per value size.
     pub group_over_sync: Vec<Ratio>,
 }
@@ -52,6 +54,58 @@ pub struct GetFigures {
     pub gets_per_s: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+}
+
+/// Log store gets while compaction runs and after, and the log bytes it reclaims.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompactionFigures {
+    pub value_bytes: usize,
+    pub keys: u64,
+    /// Versions written of each key.
+    pub overwrites: u64,
+    pub segment_bytes: u64,
+    pub gets_during: u64,
+    pub during_p50_us: f64,
+    pub during_p99_us: f64,
+    pub after_p50_us: f64,
+    pub after_p99_us: f64,
+    pub log_bytes_before: u64,
+    pub live_bytes_before: u64,
+    pub log_bytes_after: u64,
+    pub live_bytes_after: u64,
+    pub passes: u64,
+}
+
+impl CompactionFigures {
+    pub(crate) fn new(value_bytes: usize, run: &CompactionRun) -> Self {
+        CompactionFigures {
+            value_bytes,
+            keys: run.keys,
+            overwrites: OVERWRITES,
+            segment_bytes: run.segment_bytes,
+            gets_during: run.during.count(),
+            during_p50_us: run.during.micros(50.0),
+            during_p99_us: run.during.micros(99.0),
+            after_p50_us: run.idle.micros(50.0),
+            after_p99_us: run.idle.micros(99.0),
+            log_bytes_before: run.before.log_bytes,
+            live_bytes_before: run.before.live_bytes(),
+            log_bytes_after: run.after.log_bytes,
+            live_bytes_after: run.after.live_bytes(),
+            passes: run.after.compactions,
+        }
+    }
+
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "compaction {}: get p99 {:.1} µs during, {:.1} µs after; log {} -> {} bytes",
+            size(self.value_bytes),
+            self.during_p99_us,
+            self.after_p99_us,
+            self.log_bytes_before,
+            self.log_bytes_after
+        )
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -98,7 +152,9 @@ impl PutFigures {
             p50_us: run.latency.micros(50.0),
             p99_us: run.latency.micros(99.0),
             p999_us: run.latency.micros(99.9),
-            fsyncs: mode.map(|_| run.commits.syncs),
+            // A buffered store's sync fsyncs only a full batch, so the committer's count of syncs would
+            // overstate its fsyncs.
+            fsyncs: mode.filter(|_| store == StoreKind::Log).map(|_| run.commits.syncs),
             loss_window_max_ms: match mode {
                 Some(SyncMode::Async { .. }) => Some(run.commits.loss_window_max.as_secs_f64() * 1e3),
                 _ => None,
@@ -162,6 +218,7 @@ impl Report {
         puts: Vec<PutFigures>,
         gets: Vec<GetFigures>,
         sequential: Vec<SequentialFigures>,
+        compaction: CompactionFigures,
     ) -> Report {
         let group_over_sync = bench.value_sizes.iter().filter_map(|&size| ratio(&puts, size)).collect();
         Report {
@@ -173,6 +230,7 @@ impl Report {
             puts,
             gets,
             sequential,
+            compaction,
             group_over_sync,
         }
     }
@@ -209,6 +267,7 @@ impl fmt::Display for Report {
         self.write_puts(&mut t)?;
         self.write_gets(&mut t)?;
         self.write_sequential(&mut t)?;
+        self.write_compaction(&mut t)?;
         self.write_ratios(&mut t)?;
         f.write_str(&t)
     }
@@ -247,7 +306,7 @@ impl Report {
         )?;
         writeln!(
             t,
-            "{:<6}{:<11}{:>7}{:>11}{:>9}{:>10}{:>10}{:>11}{:>9}{:>16}",
+            "{:<9}{:<11}{:>7}{:>11}{:>9}{:>10}{:>10}{:>11}{:>9}{:>16}",
             "store",
             "durability",
             "value",
@@ -262,7 +321,7 @@ impl Report {
         for p in &self.puts {
             writeln!(
                 t,
-                "{:<6}{:<11}{:>7}{:>11.0}{:>9.1}{:>10.1}{:>10.1}{:>11.1}{:>9}{:>16}",
+                "{:<9}{:<11}{:>7}{:>11.0}{:>9.1}{:>10.1}{:>10.1}{:>11.1}{:>9}{:>16}",
                 p.store.name(),
                 p.durability.as_deref().unwrap_or("-"),
                 size(p.value_bytes),
@@ -280,10 +339,10 @@ impl Report {
 
     fn write_gets(&self, t: &mut String) -> fmt::Result {
         writeln!(t, "\ngets: one thread, index in memory, log pages in the page cache")?;
-        writeln!(t, "{:<6}{:>7}{:>12}{:>10}{:>10}", "store", "value", "gets/s", "p50 µs", "p99 µs")?;
+        writeln!(t, "{:<9}{:>7}{:>12}{:>10}{:>10}", "store", "value", "gets/s", "p50 µs", "p99 µs")?;
         for g in &self.gets {
             let (store, value) = (g.store.name(), size(g.value_bytes));
-            writeln!(t, "{store:<6}{value:>7}{:>12.0}{:>10.2}{:>10.2}", g.gets_per_s, g.p50_us, g.p99_us)?;
+            writeln!(t, "{store:<9}{value:>7}{:>12.0}{:>10.2}{:>10.2}", g.gets_per_s, g.p50_us, g.p99_us)?;
         }
         Ok(())
     }
@@ -301,6 +360,18 @@ impl Report {
             )?;
         }
         Ok(())
+    }
+
+    fn write_compaction(&self, t: &mut String) -> fmt::Result {
+        let c = &self.compaction;
+        let (keys, versions, value, seg) = (c.keys, c.overwrites, size(c.value_bytes), size(c.segment_bytes as usize));
+        writeln!(t, "\ncompaction: log store, {keys} keys x {versions} versions of {value}, {seg} segments")?;
+        writeln!(t, "{:<9}{:>10}{:>10}{:>14}{:>14}", "gets", "p50 µs", "p99 µs", "log bytes", "live bytes")?;
+        let (before, live_before) = (c.log_bytes_before, c.live_bytes_before);
+        writeln!(t, "{:<9}{:>10.2}{:>10.2}{before:>14}{live_before:>14}", "during", c.during_p50_us, c.during_p99_us)?;
+        let (after, live_after) = (c.log_bytes_after, c.live_bytes_after);
+        writeln!(t, "{:<9}{:>10.2}{:>10.2}{after:>14}{live_after:>14}", "after", c.after_p50_us, c.after_p99_us)?;
+        writeln!(t, "({} passes; log bytes before compaction on the during row, after it on the after row)", c.passes)
     }
 
     fn write_ratios(&self, t: &mut String) -> fmt::Result {

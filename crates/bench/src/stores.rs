@@ -1,6 +1,6 @@
 //! The stores under test, each opened fresh in its own directory.
 
-use meridian_store::{Datastore, LogStore, MemStore, RealVfs};
+use meridian_store::{BatchOptions, BufferedStore, Datastore, LogOptions, LogStore, MemStore, RealVfs};
 use serde::Serialize;
 use std::io;
 use std::path::Path;
@@ -13,6 +13,8 @@ pub enum StoreKind {
     Mem,
     /// The durable "D" replica (FAWN-DS): an append-only log with an in-memory index.
     Log,
+    /// The "M_b…D" replica: reads from memory, a log fsynced one batch at a time, so it loses at most a batch.
+    Buffered,
 }
 
 impl StoreKind {
@@ -20,6 +22,7 @@ impl StoreKind {
         match self {
             StoreKind::Mem => "mem",
             StoreKind::Log => "log",
+            StoreKind::Buffered => "buffered",
         }
     }
 
@@ -27,6 +30,10 @@ impl StoreKind {
         Ok(match self {
             StoreKind::Mem => Box::new(MemStore::new()),
             StoreKind::Log => Box::new(LogStore::open(Arc::new(RealVfs), dir).map_err(io::Error::other)?.0),
+            StoreKind::Buffered => {
+                let (log, batch) = (LogOptions::default(), BatchOptions::default());
+                Box::new(BufferedStore::open(Arc::new(RealVfs), dir, log, batch).map_err(io::Error::other)?.0)
+            }
         })
     }
 }

@@ -1,9 +1,9 @@
 //! Which measurements run, in which order. Each store measurement gets a fresh store in its own
 //! subdirectory, removed when it is done, so no measurement reads another's data or page cache.
 
-use crate::report::{GetFigures, PutFigures, Report, SequentialFigures};
+use crate::report::{CompactionFigures, GetFigures, PutFigures, Report, SequentialFigures};
 use crate::stores::StoreKind;
-use crate::{disk, gets, incompressible, puts, sequential, StoreBench, WRITERS_MAX};
+use crate::{compaction, disk, gets, incompressible, puts, sequential, StoreBench, WRITERS_MAX};
 use bytes::Bytes;
 use meridian_node::SyncMode;
 use meridian_store::VALUE_MAX;
@@ -29,7 +29,20 @@ pub fn run(bench: &StoreBench, progress: &mut dyn FnMut(&str)) -> io::Result<Rep
         progress(&seq.summary());
         sequential.push(seq);
     }
-    Ok(Report::new(bench, disk, puts, gets, sequential))
+    let compaction = compaction_cell(bench)?;
+    progress(&compaction.summary());
+    Ok(Report::new(bench, disk, puts, gets, sequential, compaction))
+}
+
+/// Value size of the compaction measurement: one size is enough to show what compaction costs reads.
+const COMPACTION_VALUE_BYTES: usize = 1024;
+
+fn compaction_cell(bench: &StoreBench) -> io::Result<CompactionFigures> {
+    let dir = bench.dir.join("compaction-log");
+    let value = Bytes::from(incompressible(COMPACTION_VALUE_BYTES));
+    let run = compaction::run(&dir, &value, &bench.limits)?;
+    remove_dir(&dir)?;
+    Ok(CompactionFigures::new(COMPACTION_VALUE_BYTES, &run))
 }
 
 fn check(bench: &StoreBench) -> io::Result<()> {
@@ -47,14 +60,15 @@ fn check(bench: &StoreBench) -> io::Result<()> {
 }
 
 /// The mem store once (`None`: its syncs cost nothing, so the mode cannot matter), the log store in
-/// every durability mode.
-fn cells() -> [(StoreKind, Option<SyncMode>); 4] {
+/// every durability mode, and the buffered store under group commit (its `sync` fsyncs only a full batch).
+fn cells() -> [(StoreKind, Option<SyncMode>); 5] {
     let modes = ["sync", "group", "async"].map(|m| m.parse::<SyncMode>().expect("a mode name"));
     [
         (StoreKind::Mem, None),
         (StoreKind::Log, Some(modes[0])),
         (StoreKind::Log, Some(modes[1])),
         (StoreKind::Log, Some(modes[2])),
+        (StoreKind::Buffered, Some(modes[1])),
     ]
 }
 

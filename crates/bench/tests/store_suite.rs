@@ -18,22 +18,27 @@ fn a_small_run_fills_every_cell_and_leaves_no_files() {
 
     assert!(report.disk.seq_write_bytes > 0 && report.disk.seq_write_bytes <= 256 << 10);
     assert!(report.disk.fsync_samples > 0);
-    assert_eq!(report.puts.len(), 8, "mem once and log in three modes, per value size");
+    assert_eq!(report.puts.len(), 10, "mem once, log in three modes and buffered once, per value size");
     for p in &report.puts {
         assert!(p.puts > 0, "{p:?}");
         assert!(p.puts * p.value_bytes as u64 <= bench.limits.max_bytes, "over the byte budget: {p:?}");
         assert_eq!(p.fsyncs.is_some(), p.store == StoreKind::Log);
         assert_eq!(p.loss_window_max_ms.is_some(), p.durability.as_deref() == Some("async"));
     }
-    assert_eq!(report.gets.len(), 4, "mem and log, per value size");
+    assert_eq!(report.gets.len(), 6, "mem, log and buffered, per value size");
     assert!(report.gets.iter().all(|g| g.gets > 0));
     assert_eq!(report.sequential.len(), 2);
     assert!(report.sequential.iter().all(|s| s.puts > 0 && s.fraction_of_raw > 0.0));
     assert_eq!(report.group_over_sync.len(), 2);
-    assert_eq!(lines.len(), 1 + 2 * 5, "one progress line per measurement");
+    let c = &report.compaction;
+    assert!(c.passes > 0 && c.gets_during > 0, "{c:?}");
+    assert!(c.log_bytes_after < c.log_bytes_before && c.live_bytes_after <= c.log_bytes_after, "{c:?}");
+    assert_eq!(lines.len(), 1 + 2 * 6 + 1, "one progress line per measurement");
 
     let table = report.to_string();
-    for heading in ["disk: sequential write", "puts:", "gets:", "sequential puts:", "group commit over sync"] {
+    for heading in
+        ["disk: sequential write", "puts:", "gets:", "sequential puts:", "compaction:", "group commit over sync"]
+    {
         assert!(table.contains(heading), "{heading} missing from\n{table}");
     }
     let left: Vec<_> = std::fs::read_dir(&bench.dir).unwrap().collect();

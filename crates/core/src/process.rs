@@ -31,6 +31,10 @@ pub trait Process {
     /// Makes every datastore write made so far durable. A failure is fatal to the node (fail-stop):
     /// after a failed fsync the state of the file is unknown, so the runner stops the process.
     fn sync(&mut self) -> std::io::Result<()>;
+    /// Hands every datastore write made so far to the OS: not durable against power loss, durable against a
+    /// process crash (the kernel's page cache survives that). The runner calls it before acknowledging in
+    /// async mode; a failure is fatal, as for `sync`. Required, so no core can forget a user-space buffer.
+    fn flush(&mut self) -> std::io::Result<()>;
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,11 +17,14 @@
 //!   were emitted. This is the group commit allowed by the contract in `meridian_core::process`.
 //! - `Sync`: the same, but after every step instead of every batch, so no fsync is shared.
 //! - `Async`: `after_sync` effects are carried out at once, like immediate ones (which keeps both
-//!   orders); the driver syncs `interval` after the oldest unsynced write and at shutdown, and records
-//!   how long that write's acknowledgement had been out (the loss window INFO reports).
+//!   orders), but only after [`Process::flush`] has handed the writes before them to the OS, so a
+//!   process crash cannot lose an acknowledged write (a datastore may buffer appends in user space).
+//!   The driver syncs `interval` after the oldest unsynced write and at shutdown, and records how long
+//!   that write's acknowledgement had been out (the loss window INFO reports).
 //!
-//! A failed sync stops the whole OS process (fail-stop): after a failed fsync the state of the file is
-//! unknown, so the node must not keep answering from it; it recovers from what is durable on restart.
+//! A failed sync or flush stops the whole OS process (fail-stop): after a failed fsync the state of the
+//! file is unknown, so the node must not keep answering from it; it recovers from what is durable on
+//! restart.
 //! A panic in the core does the same, because a node whose core is gone could only refuse requests.
 //!
 //! Messages a process sends to itself are delivered as inputs of the next step rather than through
@@ -62,6 +65,9 @@ pub(crate) struct Driver<P: Process> {
     deferred: Vec<FxItem<P>>,
     /// When the oldest datastore write not yet synced was made; `None` when everything is synced.
     unsynced_since: Option<Instant>,
+    /// Whether the process wrote since its last flush or sync. Only async mode reads it: the other modes
+    /// release `after_sync` effects only after a sync, which flushes too.
+    unflushed: bool,
     /// Value bytes of the client writes taken into the current batch.
     batch_bytes: usize,
     /// The durability mode, and the fsync figures reported to INFO.
@@ -118,6 +124,7 @@ impl<P: Process> Driver<P> {
             fx: Effects::new(),
             deferred: Vec::new(),
             unsynced_since: None,
+            unflushed: false,
             batch_bytes: 0,
             persistence,
         }
@@ -234,19 +241,23 @@ impl<P: Process> Driver<P> {
     }
 
     /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones wait for a sync
-    /// (except in async mode). In sync mode the step is committed at once.
+    /// (in async mode, for a flush). In sync mode the step is committed at once.
     fn absorb(&mut self) {
         let (items, dirty) = self.fx.drain();
         if dirty && self.unsynced_since.is_none() {
             self.unsynced_since = Some(Instant::now());
         }
+        self.unflushed |= dirty;
         let mode = self.persistence.mode;
-        let defer = !matches!(mode, SyncMode::Async { .. });
+        let is_async = matches!(mode, SyncMode::Async { .. });
         for effect in items {
-            if defer && effect.after_sync() {
-                self.deferred.push(effect);
-            } else {
+            if !effect.after_sync() {
                 self.carry_out(effect);
+            } else if is_async {
+                self.flush();
+                self.carry_out(effect);
+            } else {
+                self.deferred.push(effect);
             }
         }
         if mode == SyncMode::Sync {
@@ -275,6 +286,18 @@ impl<P: Process> Driver<P> {
         }
     }
 
+    /// Hands every write so far to the OS if any is still in the process, or stops the node.
+    fn flush(&mut self) {
+        if !self.unflushed {
+            return;
+        }
+        if let Err(e) = self.process.flush() {
+            error!("flush failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
+            std::process::exit(FAIL_STOP_EXIT_CODE);
+        }
+        self.unflushed = false;
+    }
+
     /// Makes every write so far durable, or stops the node.
     fn sync(&mut self) {
         let started = Instant::now();
@@ -282,6 +305,7 @@ impl<P: Process> Driver<P> {
             error!("sync failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
             std::process::exit(FAIL_STOP_EXIT_CODE);
         }
+        self.unflushed = false;
         let done = Instant::now();
         let since = self.unsynced_since.take();
         // Only async mode acknowledges before the sync, so only there did a write wait unprotected.

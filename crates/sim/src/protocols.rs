@@ -21,6 +21,7 @@ pub fn cluster(nodes: usize, replication: usize, vnodes: usize) -> Result<Cluste
 pub fn log_options(rng: &mut SimRng) -> LogOptions {
     LogOptions {
         segment_bytes: rng.range(512, 32 << 10),
+        write_buffer_bytes: rng.range(0, 4 << 10) as usize,
         compaction: CompactionOptions {
             dead_ratio: 0.2 + rng.unit() * 0.5,
             slice_bytes: rng.range(256, 16 << 10),

@@ -76,11 +76,15 @@ impl StoreError {
 /// | D-D              | durable           | window-loss (cognizant of loss)          | window-loss        |
 ///
 /// A chain is durable only under SU with at least one `Durable` replica; AUSI is "cognizant of loss" only if
-/// the invalidations themselves are written to a `Durable` store synchronously.
+/// the invalidations themselves are written to a `Durable` store synchronously. `M_b…D` is
+/// [`crate::BufferedStore`] ([`Durability::WindowLoss`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     Volatile,
     Durable,
+    /// A crash loses at most the writes of one window (for [`crate::BufferedStore`], the unsynced batch),
+    /// and what survives is a prefix of what was written.
+    WindowLoss,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -149,6 +153,12 @@ pub trait Datastore: Send {
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError>;
     /// Makes every append so far durable (for a durable store), then does a bounded amount of maintenance.
     fn sync(&mut self) -> Result<(), StoreError>;
+    /// Hands everything appended so far to the OS: not durable against power loss, durable against a process
+    /// crash (the kernel's page cache survives that). A store that buffers nothing in the process has
+    /// nothing to do.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Calls f with every record the store holds in log order (for a log store: every record that survived
     /// recovery and compaction plus those appended since; a mem store keeps no log and replays nothing).
     fn replay(&self, f: &mut dyn FnMut(Record)) -> Result<(), StoreError>;

@@ -11,6 +11,10 @@
 //! - **Recovery** (`recovery.rs`): sealed segments are trusted only through their checksums, so a bad record in
 //!   one fails the open, naming the file and offset; the active segment is cut back to its last good record,
 //!   since a crash can tear it.
+//! - **Write buffer** (`write_buffer.rs`): appends to the active segment collect in a user-space buffer of
+//!   `LogOptions::write_buffer_bytes` and reach the OS in one write when it fills, on [`Datastore::flush`] and
+//!   on `sync`. The buffer sits under the segment's file handle and serves reads of the unflushed tail, so
+//!   every reader sees buffered records as if written.
 //! - **Compaction** (`compaction.rs`): FAWN's Rewrite, done a slice at a time after each `sync`, under the
 //!   retention contract of `docs/protocols/chain.md`.
 //!
@@ -28,6 +32,7 @@ mod reading;
 mod recovery;
 mod scan;
 mod segment;
+mod write_buffer;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -46,11 +51,11 @@ pub use recovery::{RecoveryReport, SegmentReport};
 
 use crate::datastore::{Datastore, Durability, LogPos, StoreError, StoreStats};
 use crate::record::{Entry, Record};
-use crate::vfs::Vfs;
+use crate::vfs::{Vfs, VfsFile};
 
-/// Each append is written straight to the active segment rather than buffered here: the page cache already
-/// batches writes, `sync` stays the one durability point, and a simulated crash can then tear the log at any
-/// record, which is what recovery has to survive.
+/// Appends are buffered in this process until a flush, so a process crash loses what was appended since the
+/// last `flush` or `sync`. Dropping the store does not flush: a drop is how tests and the simulator model a
+/// killed process, and a store dropped after a simulated power cut must not write to the recovered disk.
 pub struct LogStore {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
@@ -115,6 +120,23 @@ impl LogStore {
         self.failed |= result.is_err();
         Ok(result?)
     }
+
+    /// Hands the active segment's buffered appends to the OS. A full disk leaves them buffered and the file
+    /// on a record boundary, so it does not fence the store; any other failure does.
+    fn flush_active(&mut self) -> Result<(), StoreError> {
+        self.check_healthy()?;
+        match self.segs.active_mut().file.flush() {
+            Err(e) if e.kind() == io::ErrorKind::StorageFull => Err(StoreError::Full(e)),
+            result => self.note_failure(result),
+        }
+    }
+
+    /// Flushes, then fsyncs, the active segment.
+    fn sync_active(&mut self) -> Result<(), StoreError> {
+        self.flush_active()?;
+        let result = self.segs.active_mut().file.sync();
+        self.note_failure(result)
+    }
 }
 
 impl Datastore for LogStore {
@@ -129,15 +151,17 @@ impl Datastore for LogStore {
         self.lookup(key)
     }
 
-    /// Syncs the active segment, then does up to `slice_bytes` of compaction. Compaction failures do not fail the
-    /// sync (the log is intact and durable either way); they abandon the pass and show in
+    /// Flushes and syncs the active segment, then does up to `slice_bytes` of compaction. Compaction failures do
+    /// not fail the sync (the log is intact and durable either way); they abandon the pass and show in
     /// [`LogStore::compaction_progress`].
     fn sync(&mut self) -> Result<(), StoreError> {
-        self.check_healthy()?;
-        let result = self.segs.active_mut().file.sync();
-        self.note_failure(result)?;
+        self.sync_active()?;
         self.compact_slice();
         Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.flush_active()
     }
 
     fn replay(&self, f: &mut dyn FnMut(Record)) -> Result<(), StoreError> {

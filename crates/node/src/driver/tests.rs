@@ -51,6 +51,11 @@ impl Process for Probe {
         self.log.lock().unwrap().push("sync".into());
         Ok(())
     }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.log.lock().unwrap().push("flush".into());
+        Ok(())
+    }
 }
 
 fn cluster() -> ClusterConfig {
@@ -221,6 +226,25 @@ fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
     let reading = persistence.read();
     assert_eq!(reading.fsyncs, 1);
     assert!(reading.loss_window_max > Duration::ZERO, "the acknowledged write waited for the shutdown's fsync");
+}
+
+#[test]
+fn async_mode_flushes_before_releasing_after_sync_effects() {
+    let log = Log::default();
+    let mode = SyncMode::Async { interval: Duration::from_secs(3600) };
+    let (driver, inbox_tx, mut sent_to_n2, _persistence) = probe_driver(mode, &log);
+    let thread = std::thread::spawn(move || driver.run());
+    for n in 0..2 {
+        let mut reply = inbox_tx.submit(put());
+        assert_eq!(await_reply(&mut reply), WRITTEN);
+        // Timers may log too, so look for a flush anywhere after this write.
+        let entries = logged(&log);
+        let request = entries.iter().position(|e| *e == format!("request {n}")).unwrap();
+        assert!(entries[request..].contains(&"flush".to_owned()), "write {n} acknowledged unflushed: {entries:?}");
+    }
+    assert_eq!(sent_to_n2(), vec![0, 100, 1, 101]);
+    inbox_tx.request_shutdown();
+    thread.join().unwrap();
 }
 
 #[test]

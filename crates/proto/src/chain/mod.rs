@@ -427,6 +427,10 @@ impl Process for ChainNode {
     fn sync(&mut self) -> std::io::Result<()> {
         self.store.sync().map_err(std::io::Error::other)
     }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.store.flush().map_err(std::io::Error::other)
+    }
 }
 
 #[cfg(test)]

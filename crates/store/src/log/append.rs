@@ -7,6 +7,7 @@ use super::segment::{SegName, Segment};
 use super::LogStore;
 use crate::datastore::StoreError;
 use crate::record::{encode, Record};
+use crate::vfs::VfsFile;
 
 impl LogStore {
     pub(super) fn append_record(&mut self, rec: &Record) -> Result<(), StoreError> {
@@ -49,8 +50,7 @@ impl LogStore {
     /// Syncs the active segment, writes its hint, and starts a new active segment. Every segment but the last
     /// is therefore complete and durable, which is what lets recovery treat damage in one as corruption.
     fn seal(&mut self) -> Result<(), StoreError> {
-        let synced = self.segs.active_mut().file.sync();
-        self.note_failure(synced)?;
+        self.sync_active()?;
         self.write_hint(self.segs.active_slot());
         self.start_segment()
     }
@@ -63,7 +63,7 @@ impl LogStore {
         let name = SegName::fresh(self.next_id);
         let file = self.vfs.open(&self.path(&name.file()))?;
         self.next_id += 1;
-        let slot = self.segs.add(Segment::new(name, file, 0))?;
+        let slot = self.segs.add(Segment::new(name, file, 0, self.opts.write_buffer_bytes))?;
         self.segs.push_back(slot);
         Ok(())
     }

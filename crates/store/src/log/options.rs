@@ -13,6 +13,10 @@ pub struct LogOptions {
     /// The active segment is sealed, and a new one started, before an append would take it past this size
     /// (a record larger than this gets a segment of its own).
     pub segment_bytes: u64,
+    /// Appends are collected in a user-space buffer of this many bytes and handed to the OS in one write when
+    /// it fills (or on `flush`/`sync`), since one write(2) per small record costs more than the disk does; 0
+    /// writes each append at once.
+    pub write_buffer_bytes: usize,
     pub compaction: CompactionOptions,
 }
 
@@ -28,7 +32,7 @@ pub struct CompactionOptions {
 
 impl Default for LogOptions {
     fn default() -> LogOptions {
-        LogOptions { segment_bytes: 64 << 20, compaction: CompactionOptions::default() }
+        LogOptions { segment_bytes: 64 << 20, write_buffer_bytes: 256 << 10, compaction: CompactionOptions::default() }
     }
 }
 

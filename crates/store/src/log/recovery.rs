@@ -22,6 +22,7 @@ use super::segment::{FileKind, ReadEnd, SegName, Segment};
 use super::{AckLoc, LogStore};
 use crate::datastore::StoreError;
 use crate::hint::Hint;
+use crate::vfs::VfsFile;
 
 /// The single log file of stores written before logs had segments.
 const LEGACY_LOG: &str = "data.log";
@@ -138,7 +139,7 @@ impl LogStore {
         for (i, &(name, has_hint)) in segments.iter().enumerate() {
             let file = self.vfs.open(&self.path(&name.file()))?;
             let len = file.len()?;
-            let slot = self.segs.add(Segment::new(name, file, len))?;
+            let slot = self.segs.add(Segment::new(name, file, len, self.opts.write_buffer_bytes))?;
             self.segs.push_back(slot);
             let sealed = i + 1 < segments.len();
             let report = if sealed { self.recover_sealed(slot, has_hint)? } else { self.recover_active(slot)? };

@@ -10,6 +10,7 @@
 use std::fmt;
 
 use super::scan::{Scan, READ_ATTEMPTS};
+use super::write_buffer::WriteBuffer;
 use crate::datastore::StoreError;
 use crate::log::index::{Loc, MAX_SEGMENTS};
 use crate::record::{decode, Record};
@@ -90,7 +91,7 @@ impl fmt::Display for SegName {
 
 pub(super) struct Segment {
     pub(super) name: SegName,
-    pub(super) file: Box<dyn VfsFile>,
+    pub(super) file: WriteBuffer,
     pub(super) len: u64,
     /// Bytes of records that are the latest of their key, or their chain's latest ack mark.
     pub(super) live: u64,
@@ -98,8 +99,9 @@ pub(super) struct Segment {
 }
 
 impl Segment {
-    pub(super) fn new(name: SegName, file: Box<dyn VfsFile>, len: u64) -> Segment {
-        Segment { name, file, len, live: 0, records: 0 }
+    /// A segment over `file`, which holds `len` bytes, buffering up to `buffer_bytes` of appends.
+    pub(super) fn new(name: SegName, file: Box<dyn VfsFile>, len: u64, buffer_bytes: usize) -> Segment {
+        Segment { name, file: WriteBuffer::new(file, len, buffer_bytes), len, live: 0, records: 0 }
     }
 
     pub(super) fn dead(&self) -> u64 {
@@ -146,7 +148,7 @@ impl Segment {
         chunk: usize,
         mut visit: impl FnMut(Record, u64, u64) -> Result<bool, StoreError>,
     ) -> Result<ReadEnd, StoreError> {
-        let mut scan = Scan::new(&*self.file, from, self.len, chunk);
+        let mut scan = Scan::new(&self.file, from, self.len, chunk);
         loop {
             let at = scan.offset();
             let problem = match scan.next_record() {

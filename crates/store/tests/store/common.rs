@@ -25,7 +25,7 @@ impl Rng {
 
 /// Small segments so a few dozen records span several; compaction as configured by the caller.
 pub fn opts(segment_bytes: u64, compaction: CompactionOptions) -> LogOptions {
-    LogOptions { segment_bytes, compaction }
+    LogOptions { segment_bytes, compaction, ..LogOptions::default() }
 }
 
 /// Compaction that never triggers: dead bytes can never exceed all of the sealed bytes.

@@ -9,8 +9,10 @@ use crate::common::*;
 
 const SEGMENT: u64 = 400;
 
+/// Unbuffered, so every append reaches the (simulated) disk at once and faults and crashes can strike at any
+/// record; the write buffer's own crash and full-disk behaviour is tested beside it in the crate.
 fn small() -> LogOptions {
-    opts(SEGMENT, no_compaction())
+    LogOptions { write_buffer_bytes: 0, ..opts(SEGMENT, no_compaction()) }
 }
 
 /// Checks that `store` holds exactly `recs[..n]` for some `n >= at_least`, and returns `n`.
