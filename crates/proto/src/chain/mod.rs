@@ -199,8 +199,9 @@ impl ChainNode {
     }
 
     fn on_write(&mut self, origin: Origin, write: Write, out: &mut Fx) {
-        let chain = self.ring.chain_for_key(&write.key).id;
-        if self.ring.chain_for_key(&write.key).head() != self.me {
+        let owner = self.ring.chain_for_key(&write.key);
+        let chain = owner.id;
+        if owner.head() != self.me {
             return self.misrouted(origin, "head", out);
         }
         let unacked = self.replicas[&chain].unacked.len();
