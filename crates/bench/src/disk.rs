@@ -54,7 +54,7 @@ fn open_for_append(path: &Path) -> io::Result<File> {
 
 /// Writes up to `bytes` in [`SEQ_CHUNK`] calls (stopping early after `duration`), then fsyncs; returns
 /// the bytes written and the time both took.
-fn sequential_write(path: &Path, bytes: u64, duration: Duration) -> io::Result<(u64, Duration)> {
+pub(crate) fn sequential_write(path: &Path, bytes: u64, duration: Duration) -> io::Result<(u64, Duration)> {
     let chunk = crate::incompressible(SEQ_CHUNK);
     let mut file = open_for_append(path)?;
     let start = Instant::now();

@@ -4,7 +4,7 @@ use crate::compaction::{CompactionRun, OVERWRITES};
 use crate::disk::DiskFigures;
 use crate::gets::GetRun;
 use crate::puts::PutRun;
-use crate::sequential::SequentialRun;
+use crate::sequential::Pair;
 use crate::stores::StoreKind;
 use crate::{mb_per_s, per_second, StoreBench};
 use meridian_node::SyncMode;
@@ -108,17 +108,23 @@ impl CompactionFigures {
     }
 }
 
+/// The log store's sequential puts against the raw disk, over [`crate::sequential::ROUNDS`] pairs; every
+/// figure is the median over the pairs.
 #[derive(Clone, Debug, Serialize)]
 pub struct SequentialFigures {
     pub value_bytes: usize,
-    pub puts: u64,
-    pub seconds: f64,
+    pub rounds: usize,
+    pub puts_per_s: f64,
     /// Keys and values per second, in megabytes.
     pub payload_mb_s: f64,
     /// Bytes the log grew by (records with their framing) per second, in megabytes.
     pub log_mb_s: f64,
-    /// `log_mb_s` over the disk's raw sequential write bandwidth.
+    /// The raw file's bandwidth in the same pairs.
+    pub raw_mb_s: f64,
+    /// Median of each pair's `log MB/s / raw MB/s`.
     pub fraction_of_raw: f64,
+    pub fraction_min: f64,
+    pub fraction_max: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -189,24 +195,30 @@ impl GetFigures {
 }
 
 impl SequentialFigures {
-    pub(crate) fn new(value_bytes: usize, run: &SequentialRun, raw_mb_s: f64) -> Self {
-        let log_mb_s = mb_per_s(run.store_bytes, run.elapsed);
+    pub(crate) fn new(value_bytes: usize, pairs: &[Pair]) -> Self {
+        let median_of = |f: &dyn Fn(&Pair) -> f64| median(pairs.iter().map(f).collect());
+        let fractions: Vec<f64> = pairs.iter().map(Pair::fraction).collect();
         SequentialFigures {
             value_bytes,
-            puts: run.puts,
-            seconds: run.elapsed.as_secs_f64(),
-            payload_mb_s: mb_per_s(run.payload_bytes, run.elapsed),
-            log_mb_s,
-            fraction_of_raw: log_mb_s / raw_mb_s,
+            rounds: pairs.len(),
+            puts_per_s: median_of(&|p| p.puts as f64 / p.log_elapsed.as_secs_f64().max(f64::MIN_POSITIVE)),
+            payload_mb_s: median_of(&|p| mb_per_s(p.payload_bytes, p.log_elapsed)),
+            log_mb_s: median_of(&Pair::log_mb_s),
+            raw_mb_s: median_of(&Pair::raw_mb_s),
+            fraction_of_raw: median(fractions.clone()),
+            fraction_min: fractions.iter().copied().fold(f64::INFINITY, f64::min),
+            fraction_max: fractions.iter().copied().fold(0.0, f64::max),
         }
     }
 
     pub(crate) fn summary(&self) -> String {
         format!(
-            "sequential log {}: {:.1} MB/s, {:.2} of raw",
+            "sequential log {}: {:.1} MB/s, {:.2} of raw ({:.1} MB/s beside it; median of {})",
             size(self.value_bytes),
             self.log_mb_s,
-            self.fraction_of_raw
+            self.fraction_of_raw,
+            self.raw_mb_s,
+            self.rounds
         )
     }
 }
@@ -348,15 +360,20 @@ impl Report {
     }
 
     fn write_sequential(&self, t: &mut String) -> fmt::Result {
-        writeln!(t, "\nsequential puts: log store, one writer, one fdatasync at the end")?;
-        writeln!(t, "{:>7}{:>11}{:>15}{:>11}{:>11}", "value", "puts/s", "payload MB/s", "log MB/s", "log/raw")?;
+        let rounds = self.sequential.first().map_or(0, |s| s.rounds);
+        writeln!(t, "\nsequential puts: log store, one writer, one fdatasync at the end; raw file of the same size")?;
+        writeln!(t, "beside it in each pair, order alternating; medians over {rounds} pairs")?;
+        writeln!(
+            t,
+            "{:>7}{:>11}{:>15}{:>11}{:>11}{:>11}{:>13}",
+            "value", "puts/s", "payload MB/s", "log MB/s", "raw MB/s", "log/raw", "min..max"
+        )?;
         for s in &self.sequential {
-            let rate = s.puts as f64 / s.seconds.max(f64::MIN_POSITIVE);
             let value = size(s.value_bytes);
             writeln!(
                 t,
-                "{value:>7}{rate:>11.0}{:>15.1}{:>11.1}{:>11.2}",
-                s.payload_mb_s, s.log_mb_s, s.fraction_of_raw
+                "{value:>7}{:>11.0}{:>15.1}{:>11.1}{:>11.1}{:>11.2}{:>8.2}..{:.2}",
+                s.puts_per_s, s.payload_mb_s, s.log_mb_s, s.raw_mb_s, s.fraction_of_raw, s.fraction_min, s.fraction_max
             )?;
         }
         Ok(())
@@ -385,6 +402,20 @@ impl Report {
     }
 }
 
+/// The middle value (the mean of the two middle ones for an even count); 0 for none.
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,5 +427,12 @@ mod tests {
         assert_eq!(size(10 * 1024), "10 KiB");
         assert_eq!(size(256 << 20), "256 MiB");
         assert_eq!(size(1500), "1500 B");
+    }
+
+    #[test]
+    fn median_takes_the_middle_whatever_the_order() {
+        assert_eq!(median(vec![]), 0.0);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
     }
 }

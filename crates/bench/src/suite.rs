@@ -25,7 +25,7 @@ pub fn run(bench: &StoreBench, progress: &mut dyn FnMut(&str)) -> io::Result<Rep
             puts.push(put);
             gets.extend(get);
         }
-        let seq = sequential_cell(bench, &value, disk.seq_write_mb_s)?;
+        let seq = sequential_cell(bench, &value)?;
         progress(&seq.summary());
         sequential.push(seq);
     }
@@ -96,13 +96,12 @@ fn put_cell(
     Ok((put, get))
 }
 
-fn sequential_cell(bench: &StoreBench, value: &Bytes, raw_mb_s: f64) -> io::Result<SequentialFigures> {
-    let dir = bench.dir.join(format!("sequential-log-{}", value.len()));
-    let mut store = StoreKind::Log.open(&dir)?;
-    let run = sequential::run(store.as_mut(), value, &bench.limits)?;
-    drop(store);
+fn sequential_cell(bench: &StoreBench, value: &Bytes) -> io::Result<SequentialFigures> {
+    let dir = bench.dir.join(format!("sequential-{}", value.len()));
+    std::fs::create_dir_all(&dir)?;
+    let pairs = sequential::run(&dir, value, &bench.limits)?;
     remove_dir(&dir)?;
-    Ok(SequentialFigures::new(value.len(), &run, raw_mb_s))
+    Ok(SequentialFigures::new(value.len(), &pairs))
 }
 
 /// Removes a measurement's directory; the mem store never creates one.

@@ -28,7 +28,11 @@ fn a_small_run_fills_every_cell_and_leaves_no_files() {
     assert_eq!(report.gets.len(), 6, "mem, log and buffered, per value size");
     assert!(report.gets.iter().all(|g| g.gets > 0));
     assert_eq!(report.sequential.len(), 2);
-    assert!(report.sequential.iter().all(|s| s.puts > 0 && s.fraction_of_raw > 0.0));
+    for s in &report.sequential {
+        assert_eq!(s.rounds, 5, "{s:?}");
+        assert!(s.puts_per_s > 0.0 && s.raw_mb_s > 0.0, "{s:?}");
+        assert!(s.fraction_min <= s.fraction_of_raw && s.fraction_of_raw <= s.fraction_max, "{s:?}");
+    }
     assert_eq!(report.group_over_sync.len(), 2);
     let c = &report.compaction;
     assert!(c.passes > 0 && c.gets_during > 0, "{c:?}");
