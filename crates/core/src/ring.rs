@@ -55,7 +55,8 @@ pub fn key_token(key: &[u8]) -> u64 {
     xxh3_64(key)
 }
 
-fn vid_token(node: NodeId, i: usize) -> u64 {
+/// The ring position of virtual id `i` of `node` (seed 003 §2.2: VIDs are deterministic from the node id).
+pub fn vid_token(node: NodeId, i: usize) -> u64 {
     let mut buf = [0u8; 12];
     buf[..4].copy_from_slice(&node.0.to_be_bytes());
     buf[4..].copy_from_slice(&(i as u64).to_be_bytes());

@@ -2,3 +2,4 @@
 //! and the simulator in `meridian-sim` run the same code.
 
 pub mod chain;
+pub mod manager;

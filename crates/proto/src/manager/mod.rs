@@ -1,0 +1,4 @@
+pub mod map;
+pub mod placement;
+pub mod plan;
+pub mod raft;

@@ -1,0 +1,169 @@
+//! The reconciliation planner: from the current chains and their targets, the single next membership
+//! step of every chain that has none in flight. This is the seed's `restore_replication_factor`
+//! (Listing 2) generalised from "one joining node" to "any difference between current and target".
+//!
+//! Rules, in priority order, for a chain with no step in flight:
+//! 1. **Repair** (§2.6): a Failed member is removed first (CR_HEAD / CR_MID / CR_TAIL by position, see
+//!    [`removal_kind`]), provided another live member keeps the data. If every member failed the chain is
+//!    irreparable ([`irreparable`]): there is nothing to copy from, and nothing is invented.
+//! 2. **Add** (§2.5): if a target node is missing and the chain has at most R members, add the first
+//!    missing one (pre-copy from the tail, then FLUSH), placed right after its nearest target predecessor
+//!    that is a member, but never as tail: at most just before the current tail. This covers both a
+//!    short chain (after a repair) and a chain of R that must swap a member (a leave or a join's
+//!    rebalancing): the swap adds first, so the chain never drops below R on the way.
+//! 3. **Remove surplus**: otherwise, the member nearest the tail that is not in the target is removed,
+//!    unless it is the last member. With a new node inserted before the old tail this is the seed's
+//!    TRUNCATE of the surplus tail (R+1 → R).
+//!
+//! Each step moves one member toward the target and targets do not change while no command arrives, so
+//! planning and executing repeatedly converges: every chain's member *set* equals its target (the
+//! order may differ where an Add could not go to its target position behind the tail; reordering would
+//! cost extra copies and buys only balance of head and tail roles).
+//!
+//! Steps on different chains are independent and may run concurrently. Adds are limited per node
+//! ([`PlanLimits`]): pre-copy streams a partition from the chain's tail into the joiner, the expensive
+//! part of a join (§4: the pre-copying nodes lose a third of their throughput at full load), so no node
+//! takes part in more than `copies_per_node` Adds at once, as joiner or as source. Removes are never
+//! limited: they copy nothing, and a repair must not wait behind a copy.
+
+use super::map::{ChainChange, ChainView, ClusterMap};
+use meridian_core::config::DEFAULT_REPLICATION;
+use meridian_core::{ChainId, NodeId};
+use std::collections::BTreeMap;
+
+/// Concurrent Adds one node may take part in, unless configured otherwise. The seed's join (§2.5)
+/// pre-copies the R chains a new VID enters in parallel, so R streams into one node is its load point.
+pub const DEFAULT_COPIES_PER_NODE: usize = DEFAULT_REPLICATION;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanLimits {
+    /// In-flight Adds a node may take part in as joiner or as pre-copy source; at least 1.
+    pub copies_per_node: usize,
+}
+
+impl Default for PlanLimits {
+    fn default() -> Self {
+        PlanLimits { copies_per_node: DEFAULT_COPIES_PER_NODE }
+    }
+}
+
+/// How the chain is told to drop a member (Listing 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The head goes: its successor becomes head.
+    CrHead,
+    /// A middle member goes: its predecessor links to its successor and resends what it may have missed.
+    CrMid,
+    /// A failed tail goes: its predecessor becomes tail and answers pending puts.
+    CrTail,
+    /// A live surplus tail goes: TRUNCATE to its predecessor, which forwards it to the old tail.
+    Truncate,
+}
+
+/// The protocol step that removes `node` from `chain`, by its position; `None` if it is not a member.
+pub fn removal_kind(map: &ClusterMap, chain: &ChainView, node: NodeId) -> Option<Removal> {
+    let position = chain.position(node)?;
+    Some(if position + 1 == chain.members.len() {
+        if map.is_live(node) {
+            Removal::Truncate
+        } else {
+            Removal::CrTail
+        }
+    } else if position == 0 {
+        Removal::CrHead
+    } else {
+        Removal::CrMid
+    })
+}
+
+/// Chains whose members have all failed: no replica is left to copy from.
+pub fn irreparable(map: &ClusterMap) -> Vec<ChainId> {
+    map.chains.values().filter(|c| !c.members.iter().any(|&m| map.is_live(m))).map(|c| c.id).collect()
+}
+
+/// [`next_steps_with`] under the default limits.
+pub fn next_steps(map: &ClusterMap) -> Vec<(ChainId, u64, ChainChange)> {
+    next_steps_with(map, &PlanLimits::default())
+}
+
+/// The next step of every chain that has none in flight, as `(chain, view planned against, change)`,
+/// ready for `MapCommand::StepStarted`. Adds get consecutive FLUSH numbers from `map.next_flush`, so any
+/// subset of the steps can be started, in order.
+pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u64, ChainChange)> {
+    if !map.is_bootstrapped() {
+        return Vec::new();
+    }
+    let targets = map.targets();
+    let mut copies = Copies::in_flight(map);
+    let mut flush = map.next_flush;
+    let mut steps = Vec::new();
+    for (id, c) in map.chains.iter().filter(|(_, c)| c.change.is_none()) {
+        let Some(change) = next_change(map, c, &targets[id.0 as usize], flush) else {
+            continue;
+        };
+        if let ChainChange::Add { node, .. } = change {
+            let source = c.tail().expect("an Add needs a member");
+            if !copies.admit(node, source, limits.copies_per_node) {
+                continue;
+            }
+            flush += 1;
+        }
+        steps.push((*id, c.view, change));
+    }
+    steps
+}
+
+/// Rules 1–3 of the module docs for one chain; an Add gets FLUSH number `flush`.
+fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], flush: u64) -> Option<ChainChange> {
+    if let Some(&failed) = c.members.iter().find(|&&m| !map.is_live(m)) {
+        let other_live = c.members.iter().any(|&m| map.is_live(m));
+        return other_live.then_some(ChainChange::Remove { node: failed });
+    }
+    let missing = target.iter().copied().find(|&n| !c.contains(n));
+    let surplus = c.members.iter().rev().copied().find(|n| !target.contains(n));
+    match (missing, surplus) {
+        (Some(node), _) if c.members.len() <= map.replication => {
+            Some(ChainChange::Add { node, position: insert_position(c, target, node), flush })
+        }
+        (_, Some(node)) if c.members.len() > 1 => Some(ChainChange::Remove { node }),
+        _ => None,
+    }
+}
+
+/// Right after the nearest member that precedes `node` in the target (the head if none), but before the
+/// tail: a node never joins directly as tail (§2.5).
+fn insert_position(c: &ChainView, target: &[NodeId], node: NodeId) -> usize {
+    let t = target.iter().position(|&n| n == node).expect("node is a target");
+    let after = target[..t].iter().rev().find_map(|&n| c.position(n)).map_or(0, |p| p + 1);
+    after.min(c.members.len() - 1)
+}
+
+/// In-flight Adds per node, as joiner or as pre-copy source.
+struct Copies(BTreeMap<NodeId, usize>);
+
+impl Copies {
+    fn in_flight(map: &ClusterMap) -> Copies {
+        let mut copies = Copies(BTreeMap::new());
+        for c in map.chains.values() {
+            if let (Some(ChainChange::Add { node, .. }), Some(source)) = (&c.change, c.tail()) {
+                copies.admit(*node, source, usize::MAX);
+            }
+        }
+        copies
+    }
+
+    /// Counts a copy from `source` into `joiner` if both are below `limit`.
+    fn admit(&mut self, joiner: NodeId, source: NodeId, limit: usize) -> bool {
+        let count = |n| self.0.get(&n).copied().unwrap_or(0);
+        if count(joiner) >= limit || count(source) >= limit {
+            return false;
+        }
+        *self.0.entry(joiner).or_default() += 1;
+        *self.0.entry(source).or_default() += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
