@@ -7,8 +7,8 @@
 //! The loop: block until the first input, the next timer deadline or (async mode) the next fsync
 //! deadline; take whatever else is waiting, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
 //! client write values (in group mode with a `max_wait`, waiting that long for more); fire the timers
-//! that are due; feed each to the process with `now` read from the wall clock (nanoseconds since the UNIX
-//! epoch). Immediate effects are carried out as each step emits them (sends go to the peer queues,
+//! that are due; feed each to the process with `now` read from the monotonic clock (nanoseconds since the
+//! driver started; see `meridian_core::time`). Immediate effects are carried out as each step emits them (sends go to the peer queues,
 //! replies to the waiting client). What happens to the `after_sync` effects depends on the
 //! [`SyncMode`]:
 //!
@@ -40,7 +40,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 use tokio::sync::oneshot;
 use tracing::error;
 
@@ -72,6 +72,8 @@ pub(crate) struct Driver<P: Process> {
     batch_bytes: usize,
     /// The durability mode, and the fsync figures reported to INFO.
     persistence: Arc<Persistence>,
+    /// Zero of the monotonic clock the core sees.
+    started: Instant,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -90,11 +92,6 @@ pub(crate) fn spawn<P: Process + Send + 'static>(driver: Driver<P>) -> std::io::
     })
 }
 
-/// The wall clock as protocol cores see it; a clock before 1970 reads as zero rather than failing.
-fn wall_clock() -> Time {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    Time::from_nanos(nanos)
-}
 
 /// The value bytes a client input asks to write; what [`GROUP_BYTES_MAX`] counts.
 fn write_bytes<M>(input: &Input<M>) -> usize {
@@ -127,11 +124,17 @@ impl<P: Process> Driver<P> {
             unflushed: false,
             batch_bytes: 0,
             persistence,
+            started: Instant::now(),
         }
     }
 
+    /// The monotonic clock as protocol cores see it: time since this driver started.
+    fn now(&self) -> Time {
+        Time::from_nanos(self.started.elapsed().as_nanos() as u64)
+    }
+
     pub(crate) fn run(mut self) {
-        self.process.start(wall_clock(), &mut self.fx);
+        self.process.start(self.now(), &mut self.fx);
         self.absorb();
         self.commit();
         while self.batch() == Flow::Continue {}
@@ -212,12 +215,12 @@ impl<P: Process> Driver<P> {
     fn handle(&mut self, input: Input<P::Msg>) -> Flow {
         self.batch_bytes += write_bytes(&input);
         match input {
-            Input::Peer { from, msg } => self.process.on_message(wall_clock(), from, msg, &mut self.fx),
+            Input::Peer { from, msg } => self.process.on_message(self.now(), from, msg, &mut self.fx),
             Input::Client { req, reply } => {
                 let id = RequestId(self.next_request);
                 self.next_request += 1;
                 self.clients.insert(id, reply);
-                self.process.on_request(wall_clock(), id, req, &mut self.fx);
+                self.process.on_request(self.now(), id, req, &mut self.fx);
             }
             Input::Shutdown => return Flow::Stop,
         }
@@ -227,7 +230,7 @@ impl<P: Process> Driver<P> {
 
     fn fire_due_timers(&mut self) {
         for timer in self.timers.take_due(Instant::now()) {
-            self.process.on_timer(wall_clock(), timer, &mut self.fx);
+            self.process.on_timer(self.now(), timer, &mut self.fx);
             self.absorb();
         }
     }
@@ -235,7 +238,7 @@ impl<P: Process> Driver<P> {
     /// Delivers the self-sent messages queued so far; any they cause wait for the next batch.
     fn deliver_loopback(&mut self) {
         for msg in std::mem::take(&mut self.loopback) {
-            self.process.on_message(wall_clock(), self.me, msg, &mut self.fx);
+            self.process.on_message(self.now(), self.me, msg, &mut self.fx);
             self.absorb();
         }
     }

@@ -1,8 +1,8 @@
 //! The core's named timers on the monotonic clock.
 //!
 //! A core names its timers; setting a name that is already set re-arms it and cancelling removes it
-//! (the contract of [`meridian_core::Process::Timer`]). Deadlines are [`Instant`]s, so a wall-clock step
-//! moves the `now` the core sees but never when a timer fires.
+//! (the contract of [`meridian_core::Process::Timer`]). Deadlines are [`Instant`]s, on the same monotonic
+//! clock as the `now` the core sees.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;

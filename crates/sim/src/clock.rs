@@ -1,20 +1,28 @@
-//! Per-node clocks: an offset, a drift and steps on top of virtual time. Cores see the skewed wall
-//! clock as `now`; their timers are relative and run at the drifted rate, as a monotonic clock would.
+//! Per-node monotonic clocks: virtual time at a drifting rate from an arbitrary zero. Cores see this clock as
+//! `now` and their timers run at its rate. A monotonic clock never steps, so the only clock faults are its
+//! offset (which no protocol may compare across nodes) and its rate, which the nemesis changes at random
+//! within ±500 ppm (the slewing of a clock disciplined by NTP).
 
 use meridian_core::Time;
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Clock {
-    pub offset_ns: i64,
+    /// Virtual time at which the current rate took effect, and the local reading then.
+    base_virtual: u64,
+    base_local: u64,
     /// Parts per million faster (positive) or slower (negative) than virtual time.
-    pub drift_ppm: i64,
+    drift_ppm: i64,
 }
 
 impl Clock {
+    pub fn new(offset_ns: u64, drift_ppm: i64) -> Clock {
+        Clock { base_virtual: 0, base_local: offset_ns, drift_ppm }
+    }
+
     pub fn local(&self, virtual_ns: u64) -> Time {
-        let v = virtual_ns as i128;
-        let t = v + self.offset_ns as i128 + v * self.drift_ppm as i128 / 1_000_000;
+        let elapsed = virtual_ns.saturating_sub(self.base_virtual) as i128;
+        let t = self.base_local as i128 + elapsed + elapsed * self.drift_ppm as i128 / 1_000_000;
         Time(t.clamp(0, u64::MAX as i128) as u64)
     }
 
@@ -24,8 +32,11 @@ impl Clock {
         ns.clamp(1, u64::MAX as i128) as u64
     }
 
-    pub fn step(&mut self, delta_ns: i64) {
-        self.offset_ns = self.offset_ns.saturating_add(delta_ns);
+    /// Changes the rate from `virtual_ns` on, continuing from the current reading.
+    pub fn set_drift(&mut self, virtual_ns: u64, drift_ppm: i64) {
+        self.base_local = self.local(virtual_ns).0;
+        self.base_virtual = virtual_ns;
+        self.drift_ppm = drift_ppm;
     }
 }
 
@@ -35,15 +46,18 @@ mod tests {
 
     #[test]
     fn drift_and_offset_shape_local_time() {
-        let c = Clock { offset_ns: 1_000, drift_ppm: 1_000 };
+        let c = Clock::new(1_000, 1_000);
         assert_eq!(c.local(1_000_000).0, 1_000_000 + 1_000 + 1_000);
         assert_eq!(c.virtual_span(Duration::from_nanos(1_001_000)), 1_000_000);
     }
 
     #[test]
-    fn backwards_steps_never_underflow() {
-        let mut c = Clock::default();
-        c.step(-5_000);
-        assert_eq!(c.local(1_000).0, 0);
+    fn rate_changes_never_step_the_reading() {
+        let mut c = Clock::new(0, 500);
+        let before = c.local(2_000_000);
+        c.set_drift(2_000_000, -500);
+        assert_eq!(c.local(2_000_000), before);
+        assert!(c.local(3_000_000) > before);
+        assert_eq!(c.local(3_000_000).0, before.0 + 1_000_000 - 500);
     }
 }

@@ -1,7 +1,7 @@
 //! Faults, swarm-randomised per seed: each run enables a random subset of the requested fault kinds,
 //! each at its own random rate, so that over many seeds both rare combinations and dense storms occur.
 //! All faults here are inside the chain protocol's fault model (crash-restart with a durable disk,
-//! lost messages, partitions, pauses, clock skew); none corrupts synced data.
+//! lost messages, partitions, pauses, clock offsets and drift); none corrupts synced data.
 
 use crate::rng::SimRng;
 use crate::world::{Event, World};
@@ -18,7 +18,7 @@ pub enum FaultKind {
     Partition,
     /// The node stops handling events for a while (GC pause, SIGSTOP), then catches up.
     Pause,
-    /// Initial offsets and drift per node, and steps of a node's wall clock.
+    /// Initial offsets and drift per node, and changes of a node's drift (see `clock.rs`).
     Clock,
 }
 
@@ -56,7 +56,7 @@ pub struct NemesisStats {
     pub crashes: u64,
     pub partitions: u64,
     pub pauses: u64,
-    pub clock_steps: u64,
+    pub drift_changes: u64,
 }
 
 pub struct Nemesis {
@@ -89,9 +89,9 @@ impl Nemesis {
     pub fn start<P: Process>(&mut self, world: &mut World<P>, faults_end: u64) {
         if self.rates.contains_key(&FaultKind::Clock) {
             for id in world.node_ids() {
-                let offset = self.rng.range(0, 20_000_000_000) as i64 - 10_000_000_000;
-                let drift = self.rng.range(0, 1001) as i64 - 500;
-                *world.clock_mut(id) = crate::clock::Clock { offset_ns: offset, drift_ppm: drift };
+                let offset = self.rng.range(0, 20_000_000_000);
+                let drift = self.drift();
+                *world.clock_mut(id) = crate::clock::Clock::new(offset, drift);
             }
         }
         let rates: Vec<(FaultKind, Duration)> = self.rates.iter().map(|(&k, &d)| (k, d)).collect();
@@ -134,6 +134,11 @@ impl Nemesis {
         }
     }
 
+    /// A clock rate error within ±500 ppm.
+    fn drift(&mut self) -> i64 {
+        self.rng.range(0, 1001) as i64 - 500
+    }
+
     fn later(&mut self, world: &World<impl Process>, lo: Duration, hi: Duration) -> u64 {
         world.now() + self.rng.duration(lo, hi).as_nanos() as u64
     }
@@ -161,9 +166,9 @@ impl Nemesis {
                 world.schedule(at, Event::Fault(Fault::Heal));
             }
             FaultKind::Clock => {
-                let delta = self.rng.range(1_000_000, 5_000_000_000) as i64;
-                world.clock_mut(node).step(if self.rng.chance(0.5) { delta } else { -delta });
-                self.stats.clock_steps += 1;
+                let (now, drift) = (world.now(), self.drift());
+                world.clock_mut(node).set_drift(now, drift);
+                self.stats.drift_changes += 1;
             }
             FaultKind::Crash | FaultKind::Pause => {}
         }
