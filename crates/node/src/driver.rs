@@ -92,7 +92,6 @@ pub(crate) fn spawn<P: Process + Send + 'static>(driver: Driver<P>) -> std::io::
     })
 }
 
-
 /// The value bytes a client input asks to write; what [`GROUP_BYTES_MAX`] counts.
 fn write_bytes<M>(input: &Input<M>) -> usize {
     match input {
