@@ -3,18 +3,25 @@
 //! is a stable fact of the commit, not a matter of luck.
 
 use meridian_proto::chain::{ChainConfig, PlantedBug};
+use meridian_proto::node::NodeConfig;
 use meridian_sim::parse_kinds;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
 
 fn sweep(bug: PlantedBug, seeds: u64) -> Vec<SeedResult> {
+    sweep_with(bug, seeds, "crash,partition,pause,clock")
+}
+
+fn sweep_with(bug: PlantedBug, seeds: u64, nemesis: &str) -> Vec<SeedResult> {
+    let chain = ChainConfig { planted_bug: Some(bug), ..ChainConfig::default() };
     let s = ChainSweep {
         seeds: 0..seeds,
-        nemesis: parse_kinds("crash,partition,pause,clock").unwrap(),
+        nemesis: parse_kinds(nemesis).unwrap(),
         check: CheckModel::Linearizable,
         nodes: 3,
+        spares: 2,
         replication: 3,
         vnodes: 4,
-        chain: ChainConfig { planted_bug: Some(bug), ..ChainConfig::default() },
+        node: NodeConfig { chain, ..NodeConfig::default() },
         threads: 2,
     };
     sweep_chain(&s, &|_| {})
@@ -49,4 +56,21 @@ fn a_chain_that_never_resends_is_reported_stuck() {
     let stuck: Vec<&SeedResult> =
         results.iter().filter(|r| r.failure.as_deref().is_some_and(|f| f.starts_with("no progress"))).collect();
     assert!(stuck.len() >= 5, "only {} of 20 seeds reported a stuck chain", stuck.len());
+}
+
+/// The lease is what keeps a tail that was removed without hearing of it from answering: without it, two
+/// nodes answer as tail of one chain, which the simulator's invariant (or the history) exposes.
+#[test]
+fn a_tail_that_answers_without_a_lease_is_caught() {
+    let results = sweep_with(PlantedBug::IgnoresLease, 40, "crash,partition,pause,clock,join,leave,manager");
+    let caught = caught(&results);
+    assert!(caught.len() >= 4, "only {} of 40 seeds caught a tail answering without a lease", caught.len());
+}
+
+/// A joiner that takes part without flushing what changed after its pre-copy breaks the chain.
+#[test]
+fn a_joiner_that_skips_its_flush_is_caught() {
+    let results = sweep_with(PlantedBug::SkipsFlush, 40, "crash,partition,pause,clock,join,leave,manager");
+    let caught = caught(&results);
+    assert!(caught.len() >= 4, "only {} of 40 seeds caught a joiner skipping its flush", caught.len());
 }

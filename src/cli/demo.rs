@@ -3,10 +3,12 @@
 use super::node::{init_logging, runtime, start, stop_signal, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, NodeId, NodeSpec};
+use meridian_core::{ClusterConfig, NodeId, NodeSpec, Reply, Request};
+use meridian_node::NodeHandle;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -52,6 +54,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             };
             handles.push(start(setup).await?);
         }
+        wait_until_ready(&handles).await?;
         println!(
             "Meridian demo: {} nodes, chain replication (R = {}), durability {}, data in {}",
             args.nodes,
@@ -71,4 +74,20 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Waits until every node answers a read: the manager has made the cluster map and granted the tails their
+/// leases, so what the demo prints next works at once.
+async fn wait_until_ready(handles: &[NodeHandle]) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for h in handles {
+        let probe = || Request::Get { key: "meridian-demo-ready".into() };
+        while !matches!(h.request(probe()).await, Reply::Value(_)) {
+            if Instant::now() > deadline {
+                return Err("the cluster did not become ready within 30 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
 }

@@ -1,10 +1,10 @@
 //! What `demo` and `server` share: the durability flags, opening a node's data directory and starting a
-//! chain-replication node on it.
+//! node (chain replication with its replicated manager) on it.
 
 use clap::Args;
 use meridian_core::{ClusterConfig, NodeId};
 use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
-use meridian_proto::chain::{ChainConfig, ChainNode};
+use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
 use meridian_store::{LogStore, RealVfs};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -79,10 +79,20 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     if report.dropped_bytes > 0 {
         tracing::warn!(dropped = report.dropped_bytes, reason = ?report.reason, "recovery dropped a torn log tail");
     }
-    let cfg = ChainConfig::default();
-    let limits = cfg.limits;
-    let process = ChainNode::new(setup.node_id, &setup.cluster, cfg, Box::new(store), incarnation())
-        .map_err(|e| format!("cannot recover node {} from {}: {e}", setup.node_id.0, log_dir.display()))?;
+    let cfg = NodeConfig::default();
+    let limits = cfg.chain.limits;
+    let incarnation = incarnation();
+    let core = CoreSetup {
+        me: setup.node_id,
+        vfs: Arc::new(RealVfs),
+        dir: setup.data_dir.clone(),
+        initial: setup.cluster.clone(),
+        join: None,
+        incarnation,
+        jitter: incarnation.rotate_left(17),
+    };
+    let process = ClusterNode::open(core, cfg, Box::new(store))
+        .map_err(|e| format!("cannot recover node {} from {}: {e}", setup.node_id.0, setup.data_dir.display()))?;
     let opts = NodeOptions {
         node_id: setup.node_id,
         cluster: setup.cluster,

@@ -2,7 +2,8 @@
 //! line and exits non-zero, naming the seed, on any violation.
 
 use clap::Args;
-use meridian_proto::chain::ChainConfig;
+use meridian_proto::node::NodeConfig;
+use meridian_sim::nemesis::NemesisStats;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
 use meridian_sim::{parse_kinds, RunReport};
 use std::path::PathBuf;
@@ -19,14 +20,18 @@ pub struct SimArgs {
     /// First seed; a single run is `--seed S --seeds 1`.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Comma-separated faults: crash, partition, pause, clock (empty for none).
+    /// Comma-separated faults: crash, partition, pause, clock, join, leave, manager (empty for none).
     #[arg(long, default_value = "crash,partition,pause,clock")]
     nemesis: String,
     /// History check: linearizable or none.
     #[arg(long, default_value = "linearizable")]
     check: String,
+    /// Nodes of the initial cluster; the first three run the manager.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
+    /// Further nodes that the `join` nemesis starts (and that `leave` may take out, at most as many).
+    #[arg(long, default_value_t = 2)]
+    spares: usize,
     #[arg(long, default_value_t = 3)]
     replication: usize,
     #[arg(long, default_value_t = 4)]
@@ -48,9 +53,10 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         nemesis: parse_kinds(&args.nemesis)?,
         check: args.check.parse::<CheckModel>()?,
         nodes: args.nodes,
+        spares: args.spares,
         replication: args.replication,
         vnodes: args.vnodes,
-        chain: ChainConfig::default(),
+        node: NodeConfig::default(),
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
     meridian_sim::protocols::cluster(args.nodes, args.replication, args.vnodes).map_err(|e| e.to_string())?;
@@ -92,9 +98,13 @@ fn summarize(args: &SimArgs, results: &[SeedResult]) -> ExitCode {
     let unknown: usize = results.iter().map(|r| r.unknown).sum();
     let reads: usize = results.iter().map(|r| r.reads).sum();
     let crashes: u64 = results.iter().map(|r| r.crashes).sum();
-    let compactions: u64 = results.iter().map(|r| r.compactions).sum();
+    let sum = |name: &str| results.iter().map(|r| r.counters.get(name).copied().unwrap_or(0)).sum::<u64>();
+    let compactions = sum("compactions");
+    let (precopies, flushes, left) = (sum("pre-copies"), sum("flushes"), sum("chains left"));
+    let nem = |f: fn(&NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
+    let (joins, leaves, managers) = (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes));
     println!(
-        "sim {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions",
+        "sim {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left",
         args.protocol,
         args.nemesis,
         args.check,

@@ -112,11 +112,13 @@ impl Server {
         }
     }
 
+    /// Waits until the node answers a read: it has the cluster map and the key's tail its lease (the
+    /// manager needs an election and a heartbeat round after a cluster starts).
     pub fn wait_ready(&self, limit: Duration) {
         let start = Instant::now();
         while start.elapsed() < limit {
             if let Ok(mut c) = resp::Conn::connect(self.resp, Duration::from_secs(1)) {
-                if c.cmd(&["PING"]).is_ok() {
+                if let Ok(resp::Resp::Bulk(_)) = c.cmd(&["GET", "meridian-test-ready"]) {
                     return;
                 }
             }

@@ -1,5 +1,6 @@
 //! Client-facing key-value operations, independent of the protocol that serves them and of RESP.
 
+use crate::ids::NodeId;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -7,8 +8,20 @@ use std::fmt;
 /// What a client asks a front-end for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
-    Get { key: Bytes },
+    Get {
+        key: Bytes,
+    },
     Write(Write),
+    /// Cluster administration (`meridian ctl`), carried out by the manager's leader.
+    Admin(Admin),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Admin {
+    /// Drain the node out of its chains, then remove it (a graceful leave).
+    RemoveNode { id: NodeId },
+    /// The cluster as this node sees it, as JSON text.
+    Status,
 }
 
 /// A single-key update. `value: None` is a delete (stored as a tombstone).
@@ -38,10 +51,12 @@ impl Condition {
 }
 
 impl Request {
-    pub fn key(&self) -> &Bytes {
+    /// The key a data request is about; None for administration.
+    pub fn key(&self) -> Option<&Bytes> {
         match self {
-            Request::Get { key } => key,
-            Request::Write(w) => &w.key,
+            Request::Get { key } => Some(key),
+            Request::Write(w) => Some(&w.key),
+            Request::Admin(_) => None,
         }
     }
 }
@@ -56,6 +71,8 @@ pub enum Reply {
         applied: bool,
         existed: bool,
     },
+    /// An administration answer: what happens next, or (for a status) JSON.
+    Text(String),
     Error(ErrorKind, String),
 }
 
@@ -70,6 +87,9 @@ pub enum ErrorKind {
     Invalid,
     /// The datastore failed (I/O error, corrupt record): a write was not applied.
     Storage,
+    /// The node cannot serve the request yet (no cluster map, a chain being repaired): certainly not applied;
+    /// retry.
+    Unavailable,
 }
 
 impl ErrorKind {
@@ -85,6 +105,7 @@ impl ErrorKind {
             ErrorKind::Busy => "BUSY",
             ErrorKind::Invalid => "ERR",
             ErrorKind::Storage => "IOERR",
+            ErrorKind::Unavailable => "TRYAGAIN",
         }
     }
 }
@@ -112,7 +133,7 @@ impl Default for Limits {
 impl Limits {
     /// Checks a request against the limits; `Err` carries a client-facing message.
     pub fn check(&self, req: &Request) -> Result<(), String> {
-        let key = req.key();
+        let Some(key) = req.key() else { return Ok(()) };
         if key.is_empty() {
             return Err("empty keys are not allowed".into());
         }

@@ -12,7 +12,6 @@ pub mod wire;
 
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, NodeId, RequestId};
-pub use kv::{Condition, ErrorKind, Limits, Reply, Request, Write};
+pub use kv::{Admin, Condition, ErrorKind, Limits, Reply, Request, Write};
 pub use process::{Effect, Effects, Process};
-pub use ring::{Chain, Ring};
 pub use time::Time;

@@ -13,7 +13,7 @@ use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
 use crate::resp::{self, Frontend};
 use crate::transport::{self, Gate};
-use meridian_core::{ClusterConfig, Limits, NodeId, Process};
+use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -89,7 +89,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     };
     let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
-    let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster));
+    let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster, core.clone()));
     Ok(NodeHandle { resp_addr, peer_addr, http_addr, core, core_thread, resp, http, peers })
 }
 
@@ -112,6 +112,12 @@ impl NodeHandle {
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// Hands a request to the node's core, as a client's would be, and waits for the reply.
+    pub async fn request(&self, req: Request) -> Reply {
+        let stopped = || Reply::Error(ErrorKind::Unavailable, "the node stopped".into());
+        self.core.submit(req).await.unwrap_or_else(|_| stopped())
     }
 
     /// Graceful: stop accepting clients, let the core thread finish its batch and sync, stop tasks, join

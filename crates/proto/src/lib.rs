@@ -1,5 +1,7 @@
-//! Protocol cores. Each is a sans-IO [`meridian_core::Process`]: the tokio driver in `meridian-node`
-//! and the simulator in `meridian-sim` run the same code.
+//! Protocol cores, sans-IO: the tokio driver in `meridian-node` and the simulator in `meridian-sim` run the
+//! same code. [`node::ClusterNode`] is the [`meridian_core::Process`] a Meridian node runs: chain replication
+//! ([`chain`]) with its replicated manager ([`manager`]).
 
 pub mod chain;
 pub mod manager;
+pub mod node;

@@ -1,11 +1,12 @@
 //! Faults, swarm-randomised per seed: each run enables a random subset of the requested fault kinds,
 //! each at its own random rate, so that over many seeds both rare combinations and dense storms occur.
 //! All faults here are inside the chain protocol's fault model (crash-restart with a durable disk,
-//! lost messages, partitions, pauses, clock offsets and drift); none corrupts synced data.
+//! lost messages, partitions, pauses, clock offsets and drift, membership changes, manager failover);
+//! none corrupts synced data.
 
 use crate::rng::SimRng;
 use crate::world::{Event, World};
-use meridian_core::{NodeId, Process};
+use meridian_core::{Admin, NodeId, Process, Request};
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
@@ -20,7 +21,16 @@ pub enum FaultKind {
     Pause,
     /// Initial offsets and drift per node, and changes of a node's drift (see `clock.rs`).
     Clock,
+    /// A spare node starts and asks to join the cluster.
+    Join,
+    /// An operator asks the manager to drain a node and remove it (at most as many as there are spares).
+    Leave,
+    /// The node leading the cluster manager crashes (power loss) and restarts later.
+    Manager,
 }
+
+/// The client id under which the nemesis sends administration requests; their answers are ignored.
+pub const ADMIN_CLIENT: usize = usize::MAX;
 
 impl FromStr for FaultKind {
     type Err = String;
@@ -31,7 +41,12 @@ impl FromStr for FaultKind {
             "partition" => Ok(FaultKind::Partition),
             "pause" => Ok(FaultKind::Pause),
             "clock" => Ok(FaultKind::Clock),
-            other => Err(format!("unknown nemesis {other:?}; expected crash, partition, pause or clock")),
+            "join" => Ok(FaultKind::Join),
+            "leave" => Ok(FaultKind::Leave),
+            "manager" => Ok(FaultKind::Manager),
+            other => Err(format!(
+                "unknown nemesis {other:?}; expected crash, partition, pause, clock, join, leave or manager"
+            )),
         }
     }
 }
@@ -57,6 +72,9 @@ pub struct NemesisStats {
     pub partitions: u64,
     pub pauses: u64,
     pub drift_changes: u64,
+    pub joins: u64,
+    pub leaves: u64,
+    pub manager_crashes: u64,
 }
 
 pub struct Nemesis {
@@ -64,11 +82,13 @@ pub struct Nemesis {
     rates: BTreeMap<FaultKind, Duration>,
     rng: SimRng,
     active: bool,
+    /// Leaves still allowed, so the cluster never shrinks below its initial size.
+    leave_budget: usize,
     pub stats: NemesisStats,
 }
 
 impl Nemesis {
-    pub fn new(requested: &[FaultKind], mut rng: SimRng) -> Nemesis {
+    pub fn new(requested: &[FaultKind], mut rng: SimRng, leave_budget: usize) -> Nemesis {
         let mut rates = BTreeMap::new();
         for &kind in requested {
             if rng.chance(0.8) {
@@ -79,7 +99,7 @@ impl Nemesis {
             let kind = requested[rng.index(requested.len())];
             rates.insert(kind, rng.duration(Duration::from_millis(150), Duration::from_secs(3)));
         }
-        Nemesis { rates, rng, active: true, stats: NemesisStats::default() }
+        Nemesis { rates, rng, active: true, leave_budget, stats: NemesisStats::default() }
     }
 
     pub fn enabled(&self) -> Vec<FaultKind> {
@@ -128,7 +148,7 @@ impl Nemesis {
             if world.is_paused(id) {
                 world.resume(id);
             }
-            if !world.is_up(id) {
+            if !world.is_up(id) && world.was_started(id) {
                 world.boot(id);
             }
         }
@@ -148,10 +168,26 @@ impl Nemesis {
         let node = ids[self.rng.index(ids.len())];
         match kind {
             FaultKind::Crash if world.is_up(node) => {
-                world.crash(node);
+                self.crash(node, world);
                 self.stats.crashes += 1;
-                let at = self.later(world, Duration::from_millis(10), Duration::from_secs(2));
-                world.schedule(at, Event::Fault(Fault::Restart(node)));
+            }
+            FaultKind::Manager => {
+                if let Some(&leader) = world.leaders().first() {
+                    self.crash(leader, world);
+                    self.stats.manager_crashes += 1;
+                }
+            }
+            FaultKind::Join => {
+                if let Some(spare) = ids.iter().copied().find(|&id| !world.was_started(id)) {
+                    world.boot(spare);
+                    self.stats.joins += 1;
+                }
+            }
+            FaultKind::Leave if self.leave_budget > 0 && world.is_up(node) => {
+                self.leave_budget -= 1;
+                let to = ids[self.rng.index(ids.len())];
+                world.client_send(ADMIN_CLIENT, 0, to, Request::Admin(Admin::RemoveNode { id: node }));
+                self.stats.leaves += 1;
             }
             FaultKind::Pause if world.is_up(node) && !world.is_paused(node) => {
                 world.pause(node);
@@ -170,8 +206,14 @@ impl Nemesis {
                 world.clock_mut(node).set_drift(now, drift);
                 self.stats.drift_changes += 1;
             }
-            FaultKind::Crash | FaultKind::Pause => {}
+            FaultKind::Crash | FaultKind::Pause | FaultKind::Leave => {}
         }
+    }
+
+    fn crash<P: Process>(&mut self, node: NodeId, world: &mut World<P>) {
+        world.crash(node);
+        let at = self.later(world, Duration::from_millis(10), Duration::from_secs(2));
+        world.schedule(at, Event::Fault(Fault::Restart(node)));
     }
 
     /// Replaces any current partition with a new one of a random shape.
@@ -224,7 +266,7 @@ mod tests {
     #[test]
     fn swarm_enables_at_least_one_requested_kind() {
         for seed in 0..50 {
-            let n = Nemesis::new(&[FaultKind::Crash, FaultKind::Clock], SimRng::new(seed));
+            let n = Nemesis::new(&[FaultKind::Crash, FaultKind::Clock], SimRng::new(seed), 0);
             let enabled = n.enabled();
             assert!(!enabled.is_empty());
             assert!(enabled.iter().all(|k| matches!(k, FaultKind::Crash | FaultKind::Clock)));

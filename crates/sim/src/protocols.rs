@@ -3,17 +3,23 @@
 
 use crate::rng::SimRng;
 use crate::run::node_ids;
-use crate::world::{Counters, Factory, Invariants};
-use meridian_core::{ChainId, ClusterConfig, ConfigError, NodeId, NodeSpec, Ring};
-use meridian_proto::chain::{ChainConfig, ChainNode};
+use crate::world::Hooks;
+use meridian_core::{ChainId, ClusterConfig, ConfigError, NodeId, NodeSpec, Time};
+use meridian_proto::manager::agent::JoinRequest;
+use meridian_proto::manager::map::{ClusterMap, NodeAddrs};
+use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup};
 use meridian_store::{CompactionOptions, LogOptions, LogStore, SimVfs};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 pub fn cluster(nodes: usize, replication: usize, vnodes: usize) -> Result<ClusterConfig, ConfigError> {
-    let specs = node_ids(nodes).into_iter().map(|id| NodeSpec { id, peer_addr: format!("sim-{}:1", id.0) }).collect();
+    let specs = node_ids(nodes).into_iter().map(|id| NodeSpec { id, peer_addr: peer_addr(id) }).collect();
     ClusterConfig::new(specs, replication, vnodes)
+}
+
+fn peer_addr(id: NodeId) -> String {
+    format!("sim-{}:1", id.0)
 }
 
 /// Log-store settings swarm-randomised per run: segments small enough that runs seal many of them and
@@ -30,41 +36,112 @@ pub fn log_options(rng: &mut SimRng) -> LogOptions {
     }
 }
 
-/// Chain replication over the log store on each node's simulated disk.
-pub fn chain(
-    cluster: ClusterConfig,
-    cfg: ChainConfig,
-    log: LogOptions,
-) -> (Factory<ChainNode>, Invariants<ChainNode>, Counters<ChainNode>) {
-    let ring = Ring::new(&cluster);
-    let factory: Factory<ChainNode> = Box::new(move |id: NodeId, disk: SimVfs, incarnation: u64| {
-        let (store, _report) =
-            LogStore::open_with(Arc::new(disk), Path::new("/data"), log).map_err(|e| e.to_string())?;
-        ChainNode::new(id, &cluster, cfg.clone(), Box::new(store), incarnation).map_err(|e| e.to_string())
-    });
-    let invariants: Invariants<ChainNode> = Box::new(move |live| {
-        live.values().try_for_each(|n| n.check_invariants())?;
-        chain_property(&ring, live)
-    });
-    let counters: Counters<ChainNode> = Box::new(|node| {
-        let stats = node.store_stats();
-        vec![("compactions", stats.compactions), ("segments", stats.segments)]
-    });
-    (factory, invariants, counters)
+/// Partitions per run: few, so that the workload's handful of keys share chains and joins copy data.
+pub fn partitions(rng: &mut SimRng) -> u32 {
+    1 << rng.range(0, 5)
 }
 
-/// Seed 003 Ch. 3's chain property for live neighbours: a successor never holds an update its
-/// predecessor lacks (LU(succ) ≤ LU(pred)), which durable-before-forward keeps true across crashes.
-fn chain_property(ring: &Ring, live: &BTreeMap<NodeId, &ChainNode>) -> Result<(), String> {
-    let lus: BTreeMap<(NodeId, ChainId), u64> =
-        live.iter().flat_map(|(&id, n)| n.positions().map(move |(c, lu, _)| ((id, c), lu))).collect();
-    for chain in ring.chains() {
+/// Chain replication with its replicated manager over the log store on each node's simulated disk. Nodes
+/// outside `initial` are spares that ask to join when the nemesis starts them.
+pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<ClusterNode> {
+    let vnodes = initial.vnodes as u32;
+    let factory_initial = initial.clone();
+    let factory = Box::new(move |id: NodeId, disk: SimVfs, incarnation: u64| {
+        let vfs = Arc::new(disk);
+        let (store, _report) =
+            LogStore::open_with(vfs.clone(), Path::new("/data/chain"), log).map_err(|e| e.to_string())?;
+        let join = factory_initial.node(id).is_none().then(|| JoinRequest {
+            addrs: NodeAddrs { peer_addr: peer_addr(id), resp_addr: format!("sim-{}:2", id.0), http_addr: None },
+            vnodes,
+        });
+        let setup = NodeSetup {
+            me: id,
+            vfs,
+            dir: "/data".into(),
+            initial: factory_initial.clone(),
+            join,
+            incarnation,
+            jitter: incarnation.rotate_left(17),
+        };
+        ClusterNode::open(setup, cfg.clone(), Box::new(store))
+    });
+    let invariants = Box::new(|live: &BTreeMap<NodeId, (&ClusterNode, Time)>| {
+        for (n, _) in live.values() {
+            n.chain().check_invariants()?;
+        }
+        same_epoch_same_map(live)?;
+        one_tail_per_chain(live)?;
+        chain_property(live)
+    });
+    let counters = Box::new(|node: &ClusterNode| {
+        let stats = node.store_stats();
+        let chain = node.chain().stats();
+        vec![
+            ("compactions", stats.compactions),
+            ("segments", stats.segments),
+            ("pre-copies", chain.precopies),
+            ("flushes", chain.flushes),
+            ("chains left", chain.drops),
+        ]
+    });
+    Hooks {
+        factory,
+        invariants,
+        counters,
+        leads: Box::new(|n: &ClusterNode| n.manager().is_some_and(|m| m.is_leader())),
+        describe: Box::new(|n: &ClusterNode, now: Time| n.describe(now)),
+    }
+}
+
+/// Raft's safety as the nodes see it: two nodes that adopted the same epoch hold the same map, and every map
+/// keeps the map's own invariants.
+fn same_epoch_same_map(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+    let mut seen: BTreeMap<u64, (NodeId, &Arc<ClusterMap>)> = BTreeMap::new();
+    for (&id, (n, _)) in live {
+        let Some(map) = n.map() else { continue };
+        match seen.get(&map.epoch) {
+            Some((other, m)) if !Arc::ptr_eq(m, map) && ***m != **map => {
+                return Err(format!("{id} and {other} hold different maps at epoch {}", map.epoch));
+            }
+            Some(_) => {}
+            None => {
+                map.check().map_err(|e| format!("{id}'s map at epoch {}: {e}", map.epoch))?;
+                seen.insert(map.epoch, (id, map));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The property tail leases exist for: at no moment do two nodes answer clients as tail of the same chain.
+fn one_tail_per_chain(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+    let mut tails: BTreeMap<ChainId, (NodeId, u64)> = BTreeMap::new();
+    for (&id, (n, now)) in live {
+        for (chain, view) in n.chain().serving_tails(*now) {
+            if let Some((other, v)) = tails.insert(chain, (id, view)) {
+                return Err(format!("chain {chain}: {other} (view {v}) and {id} (view {view}) both serve as tail"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Seed 003 Ch. 3's chain property for live neighbours of the newest map: a successor never holds an
+/// update its predecessor lacks (LU(succ) ≤ LU(pred)), for members that are valid replicas at that view.
+fn chain_property(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+    let Some(map) = live.values().filter_map(|(n, _)| n.map()).max_by_key(|m| m.epoch) else { return Ok(()) };
+    let lus: BTreeMap<(NodeId, ChainId), (u64, u64)> = live
+        .iter()
+        .flat_map(|(&id, (n, _))| n.chain().positions().map(move |(c, lu, _, view)| ((id, c), (lu, view))))
+        .collect();
+    for chain in map.chains.values() {
         for pair in chain.members.windows(2) {
-            if let (Some(&x), Some(&y)) = (lus.get(&(pair[0], chain.id)), lus.get(&(pair[1], chain.id))) {
+            let at_view = |n: NodeId| lus.get(&(n, chain.id)).filter(|(_, v)| *v == chain.view).map(|(lu, _)| *lu);
+            if let (Some(x), Some(y)) = (at_view(pair[0]), at_view(pair[1])) {
                 if y > x {
                     return Err(format!(
-                        "chain {}: {} has LU {y} but its predecessor {} has {x}",
-                        chain.id, pair[1], pair[0]
+                        "chain {} view {}: {} has LU {y} but its predecessor {} has {x}",
+                        chain.id, chain.view, pair[1], pair[0]
                     ));
                 }
             }

@@ -1,11 +1,11 @@
 //! One simulated run: a cluster, a workload and a nemesis driven from one seed, ending in a history,
 //! a trace hash and any invariant or liveness failure. The same seed and commit give the same run.
 
-use crate::nemesis::{FaultKind, Nemesis, NemesisStats};
+use crate::nemesis::{FaultKind, Nemesis, NemesisStats, ADMIN_CLIENT};
 use crate::net::{NetParams, Network, Placement};
 use crate::rng::SimRng;
 use crate::workload::{Phases, Workload, WorkloadParams};
-use crate::world::{Counters, DiskParams, Event, Factory, Invariants, World, WorldStats};
+use crate::world::{DiskParams, Event, Hooks, World, WorldStats};
 use meridian_check::History;
 use meridian_core::{NodeId, Process};
 use std::collections::BTreeMap;
@@ -14,7 +14,10 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub seed: u64,
+    /// Nodes of the initial cluster, booted at the start.
     pub nodes: usize,
+    /// Further nodes, started by the `join` nemesis.
+    pub spares: usize,
     pub nemesis: Vec<FaultKind>,
     /// How long faults are injected.
     pub faults: Duration,
@@ -31,6 +34,7 @@ impl RunOptions {
         RunOptions {
             seed,
             nodes: 3,
+            spares: 0,
             nemesis,
             faults: Duration::from_secs(10),
             grace: Duration::from_secs(3),
@@ -74,18 +78,13 @@ fn placements(ids: &[NodeId], rng: &mut SimRng) -> BTreeMap<NodeId, Placement> {
         .collect()
 }
 
-pub fn run<P: Process>(
-    opts: &RunOptions,
-    factory: Factory<P>,
-    invariants: Invariants<P>,
-    counters: Counters<P>,
-) -> RunReport {
+pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let root = SimRng::new(opts.seed);
-    let ids = node_ids(opts.nodes);
+    let ids = node_ids(opts.nodes + opts.spares);
     let mut topo = root.derive("topology");
     let net = Network::new(NetParams::random(&mut topo), placements(&ids, &mut topo), root.derive("net"));
     let disk = DiskParams::random(&mut root.derive("disk"));
-    let mut world = World::new(&ids, net, disk, root.derive("world"), factory, invariants, counters);
+    let mut world = World::new(&ids, net, disk, root.derive("world"), hooks);
     let ms = |d: Duration| d.as_nanos() as u64;
     let phases = Phases {
         faults_end: ms(opts.faults),
@@ -95,8 +94,8 @@ pub fn run<P: Process>(
     let params = WorkloadParams::random(&mut root.derive("workload-params"));
     let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
-    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"));
-    ids.iter().for_each(|&id| world.boot(id));
+    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares);
+    ids[..opts.nodes].iter().for_each(|&id| world.boot(id));
     workload.start(&mut world);
     nemesis.start(&mut world, phases.faults_end);
     let mut failure = None;
@@ -108,6 +107,7 @@ pub fn run<P: Process>(
         match world.handle(event) {
             None => {}
             Some(Event::Client(e)) => workload.handle(e, &mut world),
+            Some(Event::Response { client: ADMIN_CLIENT, .. }) => {}
             Some(Event::Response { client, op, reply }) => workload.on_response(client, op, reply, &mut world),
             Some(Event::Fault(f)) => nemesis.handle(f, &mut world),
             Some(other) => unreachable!("node event escaped the world: {other:?}"),
@@ -117,6 +117,7 @@ pub fn run<P: Process>(
         }
     }
     let failure = world.failure.take().or(failure).or(workload.failure());
+    let failure = failure.map(|f| format!("{f}\nnodes when the run stopped:\n{}", world.describe()));
     world.finish_counters();
     RunReport {
         seed: opts.seed,

@@ -1,12 +1,13 @@
 //! Many seeds of one protocol, each run checked: the engine behind `meridian sim`. Seeds run on every
 //! core; results are reported in seed order, so the summary is as deterministic as the runs.
 
-use crate::nemesis::FaultKind;
+use crate::nemesis::{FaultKind, NemesisStats};
 use crate::protocols;
 use crate::rng::SimRng;
 use crate::run::{run, RunOptions, RunReport};
 use meridian_check::{check, Budget, OpKind, Verdict};
-use meridian_proto::chain::ChainConfig;
+use meridian_proto::node::NodeConfig;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,9 +38,12 @@ pub struct ChainSweep {
     pub nemesis: Vec<FaultKind>,
     pub check: CheckModel,
     pub nodes: usize,
+    /// Nodes beyond the initial cluster, for the `join` nemesis.
+    pub spares: usize,
     pub replication: usize,
     pub vnodes: usize,
-    pub chain: ChainConfig,
+    /// Partitions 0 are drawn per seed (`protocols::partitions`).
+    pub node: NodeConfig,
     pub threads: usize,
 }
 
@@ -54,8 +58,10 @@ pub struct SeedResult {
     pub reads: usize,
     pub events: u64,
     pub crashes: u64,
-    /// Compaction passes completed by the nodes' stores.
-    pub compactions: u64,
+    /// What the nemesis did.
+    pub nemesis: NemesisStats,
+    /// The protocol's counters summed over every node life (compactions, pre-copies, flushes, …).
+    pub counters: BTreeMap<&'static str, u64>,
     /// Invariant breach, liveness failure or linearizability violation, with a minimal history.
     pub failure: Option<String>,
 }
@@ -79,18 +85,25 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
         reads: ops.iter().filter(|o| o.op == OpKind::Get && o.ok == Some(true)).count(),
         events: report.world.events,
         crashes: report.nemesis.crashes,
-        compactions: report.counters.get("compactions").copied().unwrap_or(0),
+        nemesis: report.nemesis,
+        counters: report.counters.clone(),
         failure,
     }
 }
 
 pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     let cluster = protocols::cluster(s.nodes, s.replication, s.vnodes).expect("sweep options were validated");
-    let log = protocols::log_options(&mut SimRng::new(seed).derive("store"));
-    let (factory, invariants, counters) = protocols::chain(cluster, s.chain.clone(), log);
+    let mut rng = SimRng::new(seed).derive("store");
+    let log = protocols::log_options(&mut rng);
+    let mut node = s.node.clone();
+    if node.partitions == 0 {
+        node.partitions = protocols::partitions(&mut rng);
+    }
+    let hooks = protocols::chain(cluster, node, log);
     let mut opts = RunOptions::new(seed, s.nemesis.clone());
     opts.nodes = s.nodes;
-    run(&opts, factory, invariants, counters)
+    opts.spares = s.spares;
+    run(&opts, hooks)
 }
 
 /// Runs every seed; `keep` sees each failing run's report (e.g. to save its history).

@@ -141,7 +141,9 @@ impl Workload {
         let op = self.recorder.invoke(client as u64, kind, key, value, None, now);
         self.ops.push((kind, k, now));
         self.clients[client].pending = Some(op);
-        let node = self.nodes[self.rng.index(self.nodes.len())];
+        // Clients know the cluster's nodes, not spares that never started.
+        let nodes: Vec<NodeId> = self.nodes.iter().copied().filter(|&n| world.was_started(n)).collect();
+        let node = nodes[self.rng.index(nodes.len())];
         world.client_send(client, op, node, req);
         let deadline = now + self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client, op }));

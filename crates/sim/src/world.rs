@@ -16,11 +16,24 @@ use xxhash_rust::xxh3::Xxh3;
 /// Builds a node's core over its disk: at first boot and after every crash. The `u64` is the run's
 /// incarnation number.
 pub type Factory<P> = Box<dyn FnMut(NodeId, SimVfs, u64) -> Result<P, String>>;
-/// Checked after every step over the cores that are up.
-pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, &P>) -> Result<(), String>>;
+/// Checked after every step over the cores that are up, each with its clock's current reading.
+pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, (&P, Time)>) -> Result<(), String>>;
 /// Named counts a core keeps for its lifetime (e.g. compaction passes), read before every crash and at
 /// the end of the run and summed, so a run can show which code paths it exercised.
 pub type Counters<P> = Box<dyn Fn(&P) -> Vec<(&'static str, u64)>>;
+
+/// A node's state in a few lines, given its clock's reading, for the report of a run that failed.
+pub type Describe<P> = Box<dyn Fn(&P, Time) -> String>;
+
+/// How a protocol is put into the simulator (see `protocols.rs`).
+pub struct Hooks<P> {
+    pub factory: Factory<P>,
+    pub invariants: Invariants<P>,
+    pub counters: Counters<P>,
+    /// Whether a node currently leads the cluster manager (the `manager` nemesis crashes it).
+    pub leads: Box<dyn Fn(&P) -> bool>,
+    pub describe: Describe<P>,
+}
 
 #[derive(Debug, Clone)]
 pub enum Event<T> {
@@ -82,6 +95,8 @@ impl DiskParams {
 
 struct Node<P: Process> {
     proc: Option<P>,
+    /// Booted at least once (spare nodes wait for the nemesis to start them).
+    started: bool,
     /// This node's own stream (incarnations, crash damage), derived from the run's seed.
     rng: SimRng,
     /// Bumped at every crash, so timers and syncs of a previous life are ignored.
@@ -117,9 +132,7 @@ pub struct World<P: Process> {
     pub net: Network,
     disk: DiskParams,
     rng: SimRng,
-    factory: Factory<P>,
-    invariants: Invariants<P>,
-    counters: Counters<P>,
+    hooks: Hooks<P>,
     /// Sums of the counters of every node life that has ended.
     pub totals: BTreeMap<&'static str, u64>,
     hash: Xxh3,
@@ -136,20 +149,13 @@ enum Input<P: Process> {
 }
 
 impl<P: Process> World<P> {
-    pub fn new(
-        ids: &[NodeId],
-        net: Network,
-        disk: DiskParams,
-        rng: SimRng,
-        factory: Factory<P>,
-        invariants: Invariants<P>,
-        counters: Counters<P>,
-    ) -> World<P> {
+    pub fn new(ids: &[NodeId], net: Network, disk: DiskParams, rng: SimRng, hooks: Hooks<P>) -> World<P> {
         let nodes = ids
             .iter()
             .map(|&id| {
                 let node = Node {
                     proc: None,
+                    started: false,
                     rng: rng.derive(&format!("node-{}", id.0)),
                     life: 0,
                     disk: SimVfs::new(),
@@ -175,9 +181,7 @@ impl<P: Process> World<P> {
             net,
             disk,
             rng,
-            factory,
-            invariants,
-            counters,
+            hooks,
             totals: BTreeMap::new(),
             hash: Xxh3::new(),
             stats: WorldStats::default(),
@@ -219,10 +223,21 @@ impl<P: Process> World<P> {
     /// Ends the run's bookkeeping: adds the counters of the nodes still up to the totals.
     pub fn finish_counters(&mut self) {
         for proc in self.nodes.values().filter_map(|n| n.proc.as_ref()) {
-            for (name, n) in (self.counters)(proc) {
+            for (name, n) in (self.hooks.counters)(proc) {
                 *self.totals.entry(name).or_default() += n;
             }
         }
+    }
+
+    /// Every node's state as [`Hooks::describe`] tells it.
+    pub fn describe(&self) -> String {
+        let now = self.now;
+        let line = |(id, n): (&NodeId, &Node<P>)| match &n.proc {
+            Some(p) => format!("{id}: {}", (self.hooks.describe)(p, n.clock.local(now))),
+            None if n.started => format!("{id}: down"),
+            None => format!("{id}: never started"),
+        };
+        self.nodes.iter().map(line).collect::<Vec<_>>().join("\n")
     }
 
     pub fn trace_hash(&self) -> u64 {
@@ -241,11 +256,25 @@ impl<P: Process> World<P> {
         self.nodes[&node].paused
     }
 
+    pub fn was_started(&self, node: NodeId) -> bool {
+        self.nodes[&node].started
+    }
+
+    /// The nodes that are up and lead the cluster manager, as far as they know.
+    pub fn leaders(&self) -> Vec<NodeId> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.proc.as_ref().is_some_and(|p| (self.hooks.leads)(p)))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     /// Boots (or reboots) a node from its disk.
     pub fn boot(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).expect("known node");
+        node.started = true;
         let incarnation = node.rng.u64();
-        match (self.factory)(id, node.disk.clone(), incarnation) {
+        match (self.hooks.factory)(id, node.disk.clone(), incarnation) {
             Ok(p) => {
                 node.proc = Some(p);
                 self.step(id, Input::Start);
@@ -258,7 +287,7 @@ impl<P: Process> World<P> {
     pub fn crash(&mut self, id: NodeId) {
         let node = self.nodes.get_mut(&id).expect("known node");
         let Some(proc) = node.proc.take() else { return };
-        for (name, n) in (self.counters)(&proc) {
+        for (name, n) in (self.hooks.counters)(&proc) {
             *self.totals.entry(name).or_default() += n;
         }
         let entropy = node.rng.u64();
@@ -439,9 +468,10 @@ impl<P: Process> World<P> {
     }
 
     fn check_invariants(&mut self) {
-        let live: BTreeMap<NodeId, &P> =
-            self.nodes.iter().filter_map(|(&id, n)| n.proc.as_ref().map(|p| (id, p))).collect();
-        if let Err(e) = (self.invariants)(&live) {
+        let now = self.now;
+        let live: BTreeMap<NodeId, (&P, Time)> =
+            self.nodes.iter().filter_map(|(&id, n)| n.proc.as_ref().map(|p| (id, (p, n.clock.local(now))))).collect();
+        if let Err(e) = (self.hooks.invariants)(&live) {
             self.fail(format!("invariant broken at {} ms: {e}", self.now / 1_000_000));
         }
     }

@@ -1,7 +1,8 @@
-//! Chain replication in the simulator: fixed seeds under every fault kind, determinism, and the
-//! checker's power against deliberately broken variants lives in the root crate's tests.
+//! Chain replication in the simulator: fixed seeds under every fault kind, membership changes and manager
+//! failover, determinism. The checker's power against deliberately broken variants lives in the root
+//! crate's tests.
 
-use meridian_proto::chain::ChainConfig;
+use meridian_proto::node::NodeConfig;
 use meridian_sim::sweep::{run_chain_seed, sweep_chain, ChainSweep, CheckModel};
 use meridian_sim::{parse_kinds, FaultKind};
 
@@ -11,24 +12,47 @@ fn sweep(seeds: std::ops::Range<u64>, nemesis: &str) -> ChainSweep {
         nemesis: parse_kinds(nemesis).unwrap(),
         check: CheckModel::Linearizable,
         nodes: 3,
+        spares: 2,
         replication: 3,
         vnodes: 4,
-        chain: ChainConfig::default(),
+        node: NodeConfig::default(),
         threads: 2,
     }
+}
+
+/// Runs the sweep and fails the test with every failing seed's report.
+fn sweep_without_failures(s: &ChainSweep) -> Vec<meridian_sim::sweep::SeedResult> {
+    let results = sweep_chain(s, &|_| {});
+    let failures: Vec<String> =
+        results.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("seed {}: {f}", r.seed))).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    results
 }
 
 #[test]
 fn chain_is_linearizable_under_all_faults() {
     let s = sweep(0..40, "crash,partition,pause,clock");
-    let results = sweep_chain(&s, &|_| {});
-    let failures: Vec<String> =
-        results.iter().filter_map(|r| r.failure.as_ref().map(|f| format!("seed {}: {f}", r.seed))).collect();
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let results = sweep_without_failures(&s);
     let reads: usize = results.iter().map(|r| r.reads).sum();
     let crashes: u64 = results.iter().map(|r| r.crashes).sum();
     assert!(reads > 1000, "the workload must actually read: {reads}");
     assert!(crashes > 10, "the nemesis must actually crash nodes: {crashes}");
+}
+
+/// Joins (pre-copy, flush), leaves, failures in every phase and manager leader crashes, all at once.
+#[test]
+fn chain_is_linearizable_under_membership_changes_and_manager_failover() {
+    let s = sweep(0..40, "crash,partition,pause,clock,join,leave,manager");
+    let results = sweep_without_failures(&s);
+    let sum = |name: &str| results.iter().map(|r| r.counters.get(name).copied().unwrap_or(0)).sum::<u64>();
+    let nem = |f: fn(&meridian_sim::nemesis::NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
+    assert!(nem(|n| n.joins) > 10 && nem(|n| n.leaves) > 5 && nem(|n| n.manager_crashes) > 5, "the nemesis must act");
+    assert!(
+        sum("pre-copies") > 10 && sum("flushes") > 10,
+        "joins must copy: {:?}",
+        (sum("pre-copies"), sum("flushes"))
+    );
+    assert!(sum("chains left") > 10, "nodes must leave chains");
 }
 
 #[test]
@@ -42,12 +66,18 @@ fn same_seed_same_trace() {
     assert_ne!(a.trace_hash, c.trace_hash);
 }
 
+/// Without faults, every operation succeeds once the cluster is up (its manager elected, the map made and
+/// the tails' leases granted: the first seconds of a run).
 #[test]
-fn without_faults_every_operation_succeeds() {
+fn without_faults_every_operation_succeeds_once_the_cluster_is_up() {
     let s = sweep(0..1, "");
     let report = run_chain_seed(&s, 3);
     assert!(report.failure.is_none(), "{:?}", report.failure);
-    assert!(report.history.ops.iter().all(|o| o.ok == Some(true)), "no faults, no failures");
+    let ops = &report.history.ops;
+    let up = ops.iter().position(|o| o.ok == Some(true)).expect("some operation succeeds");
+    let later: Vec<_> = ops[up..].iter().filter(|o| o.invoke_ns > ops[up].complete_ns.unwrap()).collect();
+    assert!(later.len() > 20, "the run goes on once the cluster is up");
+    assert!(later.iter().all(|o| o.ok == Some(true)), "no faults, no failures: {later:?}");
     assert!(report.enabled.is_empty());
     let _ = FaultKind::Crash;
 }

@@ -96,7 +96,8 @@ pub struct StoreStats {
     /// Encoded bytes in the log, synced or not; 0 for a store without a log.
     pub log_bytes: u64,
     /// Bytes of `log_bytes` held by superseded records (older versions, skips, older ack marks), which
-    /// compaction may reclaim once the chain's ack watermark covers them.
+    /// compaction may reclaim once the chain's ack watermark covers them, and by records a later range drop
+    /// took out, which it reclaims at once.
     pub dead_bytes: u64,
     /// Memory held by the in-memory index.
     pub index_bytes: u64,
@@ -145,8 +146,10 @@ pub fn ring_range_contains(start_exclusive: u64, end_inclusive: u64, token: u64)
 
 /// The Flex-KV storage interface (seed 003 §5.3): one trait over memory and disk stores.
 ///
-/// Records are applied in the order they are appended: the latest `Value` or `Tombstone` for a key wins.
-/// Ordering by sequence number is the replication protocol's job, not the store's.
+/// Records are applied in the order they are appended: the latest `Value` or `Tombstone` for a key wins, and a
+/// [`Body::DropRange`](crate::Body::DropRange) takes every key of its range out of the index (they read as
+/// absent, not deleted) and forgets its chain's ack watermark. Ordering by sequence number is the replication
+/// protocol's job, not the store's.
 pub trait Datastore: Send {
     /// Adds a record. Not durable until sync() returns.
     fn append(&mut self, rec: &Record) -> Result<(), StoreError>;
@@ -160,7 +163,8 @@ pub trait Datastore: Send {
         Ok(())
     }
     /// Calls f with every record the store holds in log order (for a log store: every record that survived
-    /// recovery and compaction plus those appended since; a mem store keeps no log and replays nothing).
+    /// recovery and compaction plus those appended since, range drops included in their place; a mem store
+    /// keeps no log and replays nothing).
     fn replay(&self, f: &mut dyn FnMut(Record)) -> Result<(), StoreError>;
     fn stats(&self) -> StoreStats;
     fn durability(&self) -> Durability;

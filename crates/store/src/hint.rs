@@ -2,20 +2,26 @@
 //! without reading the segment (Bitcask's hint files; FAWN-DS rebuilt from a checkpoint instead).
 //!
 //! A hint lists the segment's index entries — the records that were the latest of their key when the hint was
-//! written — and the segment's latest ack mark of each chain, plus the segment's length and record count.
-//! Layout, big-endian:
+//! written —, the segment's latest ack mark of each chain and every range drop in it, plus the segment's length
+//! and record count. Layout, big-endian:
 //!
 //! ```text
-//! magic "MRDNHNT1" | segment_len:u64 | records:u64 | n_acks:u32 | n_entries:u32
+//! magic "MRDNHNT2" | segment_len:u64 | records:u64 | n_acks:u32 | n_drops:u32 | n_entries:u32
 //! n_acks    × (chain:u32 | seq:u64 | offset:u32 | len:u32)
+//! n_drops   × (chain:u32 | start_exclusive:u64 | end_inclusive:u64 | offset:u32 | len:u32)
 //! n_entries × (token_prefix:u48 | offset:u32 | len:u32 | flags:u8)
 //! crc:u32 (crc32c of everything before it)
 //! ```
 //!
 //! `token_prefix` is the top 48 bits of the key's ring token. Flags: bit 0 tombstone; bit 1 "shared prefix":
 //! when the hint was written another indexed key had the same prefix, so whoever loads the entry must read the
-//! key from the segment to tell the two apart. Decoding checks everything a loader relies on (checksum, counts,
+//! key from the segment to tell the two apart. Every list is sorted by offset, and a loader applies the three in
+//! offset order, since a range drop takes out what precedes it (in earlier segments, and in this one up to its
+//! offset) and nothing that follows it. Decoding checks everything a loader relies on (checksum, counts,
 //! lengths, ordering, bounds), so a damaged hint is rejected rather than trusted.
+//!
+//! Version 1 (`MRDNHNT1`) had no drops; it is rejected like a damaged hint, so the first open after an upgrade
+//! scans those segments once and rewrites their hints.
 
 use crate::datastore::StoreError;
 use crate::record::{FRAME_MAX, FRAME_MIN};
@@ -23,9 +29,11 @@ use crate::record::{FRAME_MAX, FRAME_MIN};
 /// Bits of the ring token a hint (and the index) keeps.
 pub const TOKEN_PREFIX_BITS: u32 = 48;
 
-const MAGIC: &[u8; 8] = b"MRDNHNT1";
-const HEADER: usize = 8 + 8 + 8 + 4 + 4;
+/// A hint file's first bytes, which name its version.
+pub const MAGIC: &[u8; 8] = b"MRDNHNT2";
+const HEADER: usize = 8 + 8 + 8 + 4 + 4 + 4;
 const ACK_SIZE: usize = 4 + 8 + 4 + 4;
+const DROP_SIZE: usize = 4 + 8 + 8 + 4 + 4;
 const ENTRY_SIZE: usize = 6 + 4 + 4 + 1;
 const CRC_SIZE: usize = 4;
 const FLAG_TOMBSTONE: u8 = 1;
@@ -37,6 +45,8 @@ pub struct Hint {
     pub records: u64,
     /// The segment's last ack mark of each chain, by offset.
     pub acks: Vec<HintAck>,
+    /// Every range drop in the segment, by offset.
+    pub drops: Vec<HintDrop>,
     /// By offset.
     pub entries: Vec<HintEntry>,
 }
@@ -45,6 +55,16 @@ pub struct Hint {
 pub struct HintAck {
     pub chain: u32,
     pub seq: u64,
+    pub offset: u32,
+    pub len: u32,
+}
+
+/// A [`crate::Body::DropRange`] record: what it drops, and where it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HintDrop {
+    pub chain: u32,
+    pub start_exclusive: u64,
+    pub end_inclusive: u64,
     pub offset: u32,
     pub len: u32,
 }
@@ -60,17 +80,26 @@ pub struct HintEntry {
 }
 
 pub fn encode(hint: &Hint) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + hint.acks.len() * ACK_SIZE + hint.entries.len() * ENTRY_SIZE + 4);
+    let lists = hint.acks.len() * ACK_SIZE + hint.drops.len() * DROP_SIZE + hint.entries.len() * ENTRY_SIZE;
+    let mut out = Vec::with_capacity(HEADER + lists + CRC_SIZE);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&hint.segment_len.to_be_bytes());
     out.extend_from_slice(&hint.records.to_be_bytes());
     out.extend_from_slice(&(hint.acks.len() as u32).to_be_bytes());
+    out.extend_from_slice(&(hint.drops.len() as u32).to_be_bytes());
     out.extend_from_slice(&(hint.entries.len() as u32).to_be_bytes());
     for a in &hint.acks {
         out.extend_from_slice(&a.chain.to_be_bytes());
         out.extend_from_slice(&a.seq.to_be_bytes());
         out.extend_from_slice(&a.offset.to_be_bytes());
         out.extend_from_slice(&a.len.to_be_bytes());
+    }
+    for d in &hint.drops {
+        out.extend_from_slice(&d.chain.to_be_bytes());
+        out.extend_from_slice(&d.start_exclusive.to_be_bytes());
+        out.extend_from_slice(&d.end_inclusive.to_be_bytes());
+        out.extend_from_slice(&d.offset.to_be_bytes());
+        out.extend_from_slice(&d.len.to_be_bytes());
     }
     for e in &hint.entries {
         out.extend_from_slice(&e.token_prefix.to_be_bytes()[2..]);
@@ -94,16 +123,27 @@ pub fn decode(buf: &[u8]) -> Result<Hint, StoreError> {
     }
     let mut r = Reader { buf: body, at: 8 };
     let (segment_len, records) = (r.u64(), r.u64());
-    let (n_acks, n_entries) = (r.u32() as usize, r.u32() as usize);
-    let want = n_acks.checked_mul(ACK_SIZE).zip(n_entries.checked_mul(ENTRY_SIZE));
-    if want.and_then(|(a, e)| a.checked_add(e)?.checked_add(HEADER)) != Some(body.len()) {
+    let (n_acks, n_drops, n_entries) = (r.u32() as usize, r.u32() as usize, r.u32() as usize);
+    let lists = [(n_acks, ACK_SIZE), (n_drops, DROP_SIZE), (n_entries, ENTRY_SIZE)];
+    let want = lists.iter().try_fold(HEADER, |sum, &(n, size)| sum.checked_add(n.checked_mul(size)?));
+    if want != Some(body.len()) {
         return Err(StoreError::corrupt(HEADER as u64, "hint counts do not match its length"));
     }
     let acks: Vec<HintAck> =
         (0..n_acks).map(|_| HintAck { chain: r.u32(), seq: r.u64(), offset: r.u32(), len: r.u32() }).collect();
+    let drops: Vec<HintDrop> = (0..n_drops)
+        .map(|_| HintDrop {
+            chain: r.u32(),
+            start_exclusive: r.u64(),
+            end_inclusive: r.u64(),
+            offset: r.u32(),
+            len: r.u32(),
+        })
+        .collect();
     let entries = (0..n_entries).map(|_| r.entry()).collect::<Result<Vec<_>, _>>()?;
-    let hint = Hint { segment_len, records, acks, entries };
+    let hint = Hint { segment_len, records, acks, drops, entries };
     check_spans(&hint, hint.acks.iter().map(|a| (a.offset, a.len)))?;
+    check_spans(&hint, hint.drops.iter().map(|d| (d.offset, d.len)))?;
     check_spans(&hint, hint.entries.iter().map(|e| (e.offset, e.len)))?;
     Ok(hint)
 }
@@ -174,6 +214,10 @@ mod tests {
                 HintAck { chain: 2, seq: 40, offset: 0, len: 25 },
                 HintAck { chain: 3, seq: 7, offset: 25, len: 25 },
             ],
+            drops: vec![
+                HintDrop { chain: 3, start_exclusive: u64::MAX, end_inclusive: 9, offset: 176, len: 41 },
+                HintDrop { chain: 4, start_exclusive: 5, end_inclusive: 5, offset: 217, len: 41 },
+            ],
             entries: vec![
                 HintEntry {
                     token_prefix: 0xffff_ffff_ffff,
@@ -234,17 +278,26 @@ mod tests {
         let mut tiny = sample();
         tiny.acks[0].len = 3;
         assert_corrupt(&encode(&tiny), "impossible record");
+        let mut unordered = sample();
+        unordered.drops.swap(0, 1);
+        assert_corrupt(&encode(&unordered), "impossible record");
 
         let mut flags = encode(&sample());
         let last_flag = flags.len() - CRC_SIZE - 1;
         flags[last_flag] = 4;
         reseal(&mut flags);
         assert_corrupt(&flags, "flags");
-        let mut counts = encode(&sample());
-        counts[31] += 1;
-        reseal(&mut counts);
-        assert_corrupt(&counts, "counts");
+        for count in [31, 35] {
+            let mut counts = encode(&sample());
+            counts[count] += 1;
+            reseal(&mut counts);
+            assert_corrupt(&counts, "counts");
+        }
         assert_corrupt(b"MRDNHNT0 and some more bytes to pass the length check", "not a hint");
+        let mut version1 = encode(&sample());
+        version1[..8].copy_from_slice(b"MRDNHNT1");
+        reseal(&mut version1);
+        assert_corrupt(&version1, "not a hint");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! FAWN-DS datastores for Meridian (seed 003 §2): every update is a checksummed record appended to a log,
 //! and an in-memory hash index maps each key to its latest record. The log doubles as the chain-replication
-//! stream, so it also carries replication metadata ([`Body::Skip`], [`Body::AckMark`]) that is never indexed.
+//! stream, so it also carries replication metadata ([`Body::Skip`], [`Body::AckMark`]) that is never indexed,
+//! and range drops ([`Body::DropRange`]), with which a node leaving a chain discards that chain's data.
 //!
 //! [`Datastore`] is the Flex-KV storage interface (seed 003 §5.3) with three implementations: [`MemStore`]
 //! (volatile), [`LogStore`] (durable, segmented, compacted) and [`BufferedStore`] (memory over a log fsynced a

@@ -17,6 +17,10 @@
 //!   every reader sees buffered records as if written.
 //! - **Compaction** (`compaction.rs`): FAWN's Rewrite, done a slice at a time after each `sync`, under the
 //!   retention contract of `docs/protocols/chain.md`.
+//! - **Range drops** (`dropping.rs`): a [`crate::Body::DropRange`] marker takes its ring range out of the index
+//!   at once (reading only the records whose index prefix straddles a boundary of the range) and makes what
+//!   it covers dead, so compaction reclaims it without waiting for a watermark. Markers are kept for good, so
+//!   recovery, from scans or hints, replays them in log order.
 //!
 //! A failed write or sync fences the store (it refuses writes until reopened, since the file's tail is then
 //! unknown), except a full disk: an append that hits `ENOSPC` is cut back off the file and reported as
@@ -24,6 +28,7 @@
 
 mod append;
 mod compaction;
+mod dropping;
 mod hints;
 mod index;
 mod indexing;
@@ -64,6 +69,8 @@ pub struct LogStore {
     index: Index,
     /// The latest ack mark of each chain: the watermark compaction retains by.
     acks: BTreeMap<u32, AckLoc>,
+    /// Every range-drop marker in the log, in log order.
+    drops: Vec<DropMark>,
     /// The id the next fresh segment gets.
     next_id: u64,
     /// Set when a write or sync fails. The file's tail is unknown from then on (a partial write, or dirty pages
@@ -75,6 +82,15 @@ pub struct LogStore {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct AckLoc {
     seq: u64,
+    loc: Loc,
+}
+
+/// A range-drop marker: what it takes out of the index, and where it sits in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DropMark {
+    chain: u32,
+    start_exclusive: u64,
+    end_inclusive: u64,
     loc: Loc,
 }
 
@@ -97,6 +113,7 @@ impl LogStore {
             segs: Segments::default(),
             index: Index::default(),
             acks: BTreeMap::new(),
+            drops: Vec::new(),
             next_id: 1,
             failed: false,
             compactor: Compactor::default(),
@@ -141,7 +158,8 @@ impl LogStore {
 
 impl Datastore for LogStore {
     /// Writes the record to the active segment (not yet durably), sealing it first if the record would take it
-    /// past `segment_bytes`. A value or tombstone first looks its key up, which reads the key's previous record.
+    /// past `segment_bytes`. A value or tombstone first looks its key up, which reads the key's previous record;
+    /// a range drop first finds the keys it takes out, which reads the records whose prefix straddles its ends.
     fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
         self.append_record(rec)
     }

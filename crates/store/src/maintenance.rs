@@ -13,8 +13,8 @@ const MERGE_BATCH_BYTES: usize = 1 << 20;
 
 /// Appends to `dst` the latest record (value or tombstone) of every key of `src` whose ring token lies in
 /// `(start_exclusive, end_inclusive]`, and returns how many it appended. The copies keep their chain and
-/// sequence numbers but come in no particular order, so `dst` holds the range's state, not its history.
-/// Nothing is synced.
+/// sequence numbers but come in no particular order, so `dst` holds the range's state, not its history (range
+/// drops included: a dropped key is simply not there to copy). Nothing is synced.
 pub fn split_range(
     src: &dyn Datastore,
     dst: &mut dyn Datastore,
@@ -37,7 +37,8 @@ pub fn split_range(
 
 /// Appends every record `src` streams from its start ([`Datastore::read_log`]), in order, to `dst` and returns
 /// how many it appended. For a log store that is its whole log; for a memory store, the latest record of every
-/// key. Nothing is synced.
+/// key and every range drop. Range drops arrive in their place, so one takes out the keys in its range that
+/// `dst` already held as well as those `src` wrote before it. Nothing is synced.
 pub fn merge_into(src: &dyn Datastore, dst: &mut dyn Datastore) -> Result<u64, StoreError> {
     let mut pos = LogPos::START;
     let mut appended = 0;

@@ -4,7 +4,9 @@
 //! contents (pre-copy from an M replica, or merging an M temporary store), it stamps every update with a
 //! counter and keeps each key's and each chain watermark's latest update ordered by stamp: `read_log` from a
 //! position yields the latest record of everything updated after it, in update order. That is the log with
-//! every superseded record compacted away, so a reader applying it ends in M's current state.
+//! every superseded record compacted away, so a reader applying it ends in M's current state. Range drops are
+//! kept in that order for good, like a log store's markers, so a reader that applied a dropped key before the
+//! drop still learns that it is gone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::mem::size_of;
@@ -20,7 +22,7 @@ pub struct MemStore {
     keys: HashMap<Bytes, Stamped>,
     /// Latest ack watermark per chain.
     acks: BTreeMap<u32, Stamped>,
-    /// Every key and chain above by the stamp of its latest update.
+    /// Every key and chain above by the stamp of its latest update, and every range drop by its stamp.
     by_stamp: BTreeMap<u64, Latest>,
     live_keys: u64,
     /// Records appended; the last one's stamp.
@@ -39,6 +41,7 @@ struct Stamped {
 enum Latest {
     Key(Bytes),
     Ack(u32),
+    Drop { chain: u32, seq: u64, start_exclusive: u64, end_inclusive: u64 },
 }
 
 impl MemStore {
@@ -65,6 +68,24 @@ impl MemStore {
         self.by_stamp.insert(self.records, Latest::Ack(chain));
     }
 
+    /// Forgets every key in the ring range and the chain's watermark, and keeps the drop for streaming.
+    fn drop_range(&mut self, chain: u32, seq: u64, start_exclusive: u64, end_inclusive: u64) {
+        let (by_stamp, live_keys, payload_bytes) = (&mut self.by_stamp, &mut self.live_keys, &mut self.payload_bytes);
+        self.keys.retain(|key, stamped| {
+            let keep = !ring_range_contains(start_exclusive, end_inclusive, key_token(key));
+            if !keep {
+                by_stamp.remove(&stamped.stamp);
+                *live_keys -= u64::from(stamped.entry.value.is_some());
+                *payload_bytes -= payload(key, &stamped.entry);
+            }
+            keep
+        });
+        if let Some(old) = self.acks.remove(&chain) {
+            self.by_stamp.remove(&old.stamp);
+        }
+        self.by_stamp.insert(self.records, Latest::Drop { chain, seq, start_exclusive, end_inclusive });
+    }
+
     fn record_at(&self, latest: &Latest) -> Record {
         match latest {
             Latest::Key(key) => {
@@ -75,6 +96,9 @@ impl MemStore {
             Latest::Ack(chain) => {
                 let seq = self.acks[chain].entry.seq;
                 Record { chain: *chain, seq, key: Bytes::new(), body: Body::AckMark }
+            }
+            &Latest::Drop { chain, seq, start_exclusive, end_inclusive } => {
+                Record { chain, seq, key: Bytes::new(), body: Body::DropRange { start_exclusive, end_inclusive } }
             }
         }
     }
@@ -93,10 +117,15 @@ impl Datastore for MemStore {
     fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
         rec.check_limits()?;
         self.records += 1;
-        match rec.entry() {
-            Some(entry) => self.set_key(&rec.key, entry),
-            None if rec.body == Body::AckMark => self.set_ack(rec.chain, rec.seq),
-            None => {}
+        match rec.body {
+            Body::Value(_) | Body::Tombstone => {
+                self.set_key(&rec.key, rec.entry().expect("values and tombstones are indexed"))
+            }
+            Body::AckMark => self.set_ack(rec.chain, rec.seq),
+            Body::Skip => {}
+            Body::DropRange { start_exclusive, end_inclusive } => {
+                self.drop_range(rec.chain, rec.seq, start_exclusive, end_inclusive)
+            }
         }
         Ok(())
     }
@@ -242,6 +271,55 @@ mod tests {
         let mut all = 0;
         s.scan_range(7, 7, &mut |_, _| all += 1).unwrap();
         assert_eq!(all, 5);
+    }
+
+    fn drop_all(chain: u32) -> Record {
+        Record { chain, seq: 0, key: Bytes::new(), body: Body::DropRange { start_exclusive: 5, end_inclusive: 5 } }
+    }
+
+    /// The two keys of `keys` with the lowest tokens, and a ring range holding exactly the lower one.
+    fn first_of(keys: &[&'static str]) -> ((u64, u64), &'static str, &'static str) {
+        let mut by_token: Vec<&'static str> = keys.to_vec();
+        by_token.sort_by_key(|k| key_token(k.as_bytes()));
+        let lo = key_token(by_token[0].as_bytes());
+        ((lo.wrapping_sub(1), lo), by_token[0], by_token[1])
+    }
+
+    #[test]
+    fn a_range_drop_forgets_its_keys_and_its_chains_watermark() {
+        let mut s = MemStore::new();
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            s.append(&rec(i as u64 + 1, key, val("v"))).unwrap();
+        }
+        s.append(&rec(4, "", Body::AckMark)).unwrap();
+        let ((start, end), gone, kept) = first_of(&["a", "b", "c"]);
+        let marker = Record { body: Body::DropRange { start_exclusive: start, end_inclusive: end }, ..drop_all(1) };
+        s.append(&marker).unwrap();
+        assert_eq!(s.get(gone.as_bytes()).unwrap(), None);
+        assert!(s.get(kept.as_bytes()).unwrap().is_some());
+        let mut scanned = 0;
+        s.scan_range(0, 0, &mut |_, _| scanned += 1).unwrap();
+        assert_eq!((scanned, s.stats().live_keys, s.stats().records), (2, 2, 5));
+        // The stream no longer holds the dropped key or the watermark, but does hold the drop.
+        let (all, _) = s.read_log(LogPos::START, usize::MAX).unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all.last(), Some(&marker));
+
+        s.append(&rec(5, gone, val("again"))).unwrap();
+        assert_eq!(s.get(gone.as_bytes()).unwrap().and_then(|e| e.value), Some(Bytes::from_static(b"again")));
+        assert_eq!(s.stats().live_keys, 3);
+    }
+
+    #[test]
+    fn a_reader_streaming_past_a_drop_learns_of_it() {
+        let mut s = MemStore::new();
+        s.append(&rec(1, "a", val("x"))).unwrap();
+        let mid = s.end_pos();
+        s.append(&drop_all(2)).unwrap();
+        s.append(&rec(2, "b", val("y"))).unwrap();
+        let (since, _) = s.read_log(mid, usize::MAX).unwrap();
+        assert_eq!(since, [drop_all(2), rec(2, "b", val("y"))]);
+        assert_eq!((s.get(b"a").unwrap(), s.stats().live_keys), (None, 1));
     }
 
     #[test]

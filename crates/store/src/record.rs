@@ -7,9 +7,10 @@
 //! ```
 //!
 //! `len` counts every byte after itself, `crc` is crc32c over every byte after itself, and the value runs to
-//! the end of the record (its length is implied by `len`). Kinds: 1 value, 2 tombstone, 3 skip, 4 ack mark;
-//! only a value record may carry value bytes. The length prefix lets a reader frame a record before trusting
-//! it; the checksum is what lets recovery tell a torn or damaged record from a good one.
+//! the end of the record (its length is implied by `len`). Kinds: 1 value, 2 tombstone, 3 skip, 4 ack mark,
+//! 5 range drop. Tombstones, skips and ack marks carry no value bytes; a range drop carries no key and exactly
+//! 16 value bytes, `start_exclusive:u64 | end_inclusive:u64`. The length prefix lets a reader frame a record
+//! before trusting it; the checksum is what lets recovery tell a torn or damaged record from a good one.
 //!
 //! Fuzzing: `cd crates/store/fuzz && cargo +nightly fuzz run record_decode` (or `hint_decode` for
 //! [`crate::hint::decode`]); needs `cargo install cargo-fuzz`. The fuzz crate is outside the workspace, and
@@ -26,6 +27,9 @@ const KIND_VALUE: u8 = 1;
 const KIND_TOMBSTONE: u8 = 2;
 const KIND_SKIP: u8 = 3;
 const KIND_ACK_MARK: u8 = 4;
+const KIND_DROP_RANGE: u8 = 5;
+/// A range drop's value: its two ring tokens.
+const DROP_RANGE_VALUE: usize = 16;
 
 /// `len` and `crc`.
 const PREFIX: usize = 8;
@@ -47,6 +51,14 @@ pub enum Body {
     Skip,
     /// Replication metadata: an acknowledgement watermark, `seq` being the last acknowledged sequence number.
     AckMark,
+    /// Takes out every key whose ring token (`meridian_core::ring::key_token`) lies in `(start_exclusive,
+    /// end_inclusive]` (wrapping; equal ends mean the whole ring, as for [`crate::Datastore::scan_range`]), and
+    /// every skip and ack mark of the record's chain, appended before it: a node leaving a chain discards the
+    /// chain's data this way. The key is empty. The marker itself is never indexed and is kept for good.
+    DropRange {
+        start_exclusive: u64,
+        end_inclusive: u64,
+    },
 }
 
 impl Body {
@@ -56,13 +68,26 @@ impl Body {
             Body::Tombstone => KIND_TOMBSTONE,
             Body::Skip => KIND_SKIP,
             Body::AckMark => KIND_ACK_MARK,
+            Body::DropRange { .. } => KIND_DROP_RANGE,
         }
     }
 
-    fn value_bytes(&self) -> &[u8] {
+    fn value_len(&self) -> usize {
         match self {
-            Body::Value(v) => v,
-            Body::Tombstone | Body::Skip | Body::AckMark => &[],
+            Body::Value(v) => v.len(),
+            Body::DropRange { .. } => DROP_RANGE_VALUE,
+            Body::Tombstone | Body::Skip | Body::AckMark => 0,
+        }
+    }
+
+    fn write_value(&self, out: &mut Vec<u8>) {
+        match self {
+            Body::Value(v) => out.extend_from_slice(v),
+            Body::DropRange { start_exclusive, end_inclusive } => {
+                out.extend_from_slice(&start_exclusive.to_be_bytes());
+                out.extend_from_slice(&end_inclusive.to_be_bytes());
+            }
+            Body::Tombstone | Body::Skip | Body::AckMark => {}
         }
     }
 }
@@ -89,23 +114,24 @@ impl Record {
         let value = match &self.body {
             Body::Value(v) => Some(v.clone()),
             Body::Tombstone => None,
-            Body::Skip | Body::AckMark => return None,
+            Body::Skip | Body::AckMark | Body::DropRange { .. } => return None,
         };
         Some(Entry { chain: self.chain, seq: self.seq, value })
     }
 
     /// Length of the record's encoding.
     pub fn encoded_len(&self) -> usize {
-        PREFIX + FIXED + self.key.len() + self.body.value_bytes().len()
+        PREFIX + FIXED + self.key.len() + self.body.value_len()
     }
 
-    /// Rejects keys and values over [`KEY_MAX`] / [`VALUE_MAX`], so every store enforces the limits the log
-    /// format can represent.
+    /// Rejects keys and values over [`KEY_MAX`] / [`VALUE_MAX`], and a range drop with a key, so every store
+    /// enforces the limits the log format can represent.
     pub fn check_limits(&self) -> Result<(), StoreError> {
-        if self.key.len() > KEY_MAX {
-            return Err(StoreError::TooLarge(format!("key is {} bytes; the limit is {KEY_MAX}", self.key.len())));
+        let key_max = if matches!(self.body, Body::DropRange { .. }) { 0 } else { KEY_MAX };
+        if self.key.len() > key_max {
+            return Err(StoreError::TooLarge(format!("key is {} bytes; the limit is {key_max}", self.key.len())));
         }
-        let value = self.body.value_bytes().len();
+        let value = self.body.value_len();
         if value > VALUE_MAX {
             return Err(StoreError::TooLarge(format!("value is {value} bytes; the limit is {VALUE_MAX}")));
         }
@@ -123,7 +149,7 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) -> Result<(), StoreError> {
     out.extend_from_slice(&rec.seq.to_be_bytes());
     out.extend_from_slice(&(rec.key.len() as u32).to_be_bytes());
     out.extend_from_slice(&rec.key);
-    out.extend_from_slice(rec.body.value_bytes());
+    rec.body.write_value(out);
     let len = (out.len() - start - 4) as u32;
     let crc = crc32c::crc32c(&out[start + PREFIX..]);
     out[start..start + 4].copy_from_slice(&len.to_be_bytes());
@@ -172,9 +198,25 @@ fn parse_body(body: &[u8]) -> Result<Record, StoreError> {
         (KIND_TOMBSTONE | KIND_SKIP | KIND_ACK_MARK, false) => {
             return Err(StoreError::corrupt(0, "metadata record carries value bytes"))
         }
+        (KIND_DROP_RANGE, _) => parse_drop_range(key, value)?,
         (kind, _) => return Err(StoreError::corrupt(0, format!("unknown record kind {kind}"))),
     };
     Ok(Record { chain, seq, key: Bytes::copy_from_slice(key), body })
+}
+
+fn parse_drop_range(key: &[u8], value: &[u8]) -> Result<Body, StoreError> {
+    if !key.is_empty() {
+        return Err(StoreError::corrupt(0, "range drop carries a key"));
+    }
+    let Ok(range) = <[u8; DROP_RANGE_VALUE]>::try_from(value) else {
+        return Err(StoreError::corrupt(
+            0,
+            format!("range drop carries {} value bytes, not {DROP_RANGE_VALUE}", value.len()),
+        ));
+    };
+    let (start, end) = range.split_at(8);
+    let token = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("8-byte slice"));
+    Ok(Body::DropRange { start_exclusive: token(start), end_inclusive: token(end) })
 }
 
 fn be_u32(b: &[u8]) -> u32 {
@@ -198,6 +240,7 @@ mod tests {
             rec(4, b"beta", Body::Value(Bytes::new())),
             rec(5, b"", Body::AckMark),
             Record { chain: u32::MAX, seq: u64::MAX, key: Bytes::from(vec![0xff; 300]), body: Body::Skip },
+            rec(0, b"", Body::DropRange { start_exclusive: u64::MAX - 1, end_inclusive: 0x0102_0304_0506_0708 }),
         ]
     }
 
@@ -348,10 +391,43 @@ mod tests {
     }
 
     #[test]
+    fn range_drops_encode_their_tokens_and_nothing_else() {
+        let drop = samples().pop().unwrap();
+        let buf = encode_all(std::slice::from_ref(&drop));
+        assert_eq!(buf.len(), FRAME_MIN + 16);
+        assert_eq!(buf[PREFIX], KIND_DROP_RANGE);
+        assert_eq!(buf[FRAME_MIN..], [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let keyed = Record { key: Bytes::from_static(b"k"), ..drop };
+        assert!(matches!(encode(&keyed, &mut Vec::new()), Err(StoreError::TooLarge(_))));
+    }
+
+    #[test]
+    fn malformed_range_drops_are_corrupt() {
+        // A value record re-labelled as a range drop has a key.
+        let mut keyed = encode_all(&samples()[..1]);
+        keyed[PREFIX] = KIND_DROP_RANGE;
+        reseal(&mut keyed);
+        assert_corrupt(&keyed, "carries a key");
+        // Keyless records whose value is not exactly 16 bytes: an ack mark's none, and 15 or 17 bytes.
+        let mut empty = encode_all(&samples()[4..5]);
+        empty[PREFIX] = KIND_DROP_RANGE;
+        reseal(&mut empty);
+        assert_corrupt(&empty, "0 value bytes");
+        for len in [15, 17] {
+            let value = Body::Value(vec![0; len].into());
+            let mut buf = encode_all(&[rec(1, b"", value)]);
+            buf[PREFIX] = KIND_DROP_RANGE;
+            reseal(&mut buf);
+            assert_corrupt(&buf, &format!("{len} value bytes"));
+        }
+    }
+
+    #[test]
     fn entry_reflects_the_body() {
-        let [value, tomb, skip, ..] = &samples()[..] else { unreachable!() };
+        let [value, tomb, skip, .., drop] = &samples()[..] else { unreachable!() };
         assert_eq!(value.entry(), Some(Entry { chain: 7, seq: 1, value: Some(Bytes::from_static(b"one")) }));
         assert_eq!(tomb.entry(), Some(Entry { chain: 7, seq: 2, value: None }));
         assert_eq!(skip.entry(), None);
+        assert_eq!(drop.entry(), None);
     }
 }

@@ -1,9 +1,12 @@
-//! A test-only protocol core: an in-memory key-value store that serves the keys it owns (the head of the
-//! key's chain on a ring with replication 1) and forwards the others to their owner, relaying the reply.
-//! Writes are acknowledged only after sync, as a real store would.
+//! A test-only protocol core: an in-memory key-value store that serves the keys it owns ([`owner`]) and
+//! forwards the others to their owner, relaying the reply. Writes are acknowledged only after sync, as a
+//! real store would.
 
 use bytes::Bytes;
-use meridian_core::{ClusterConfig, Effects, NodeId, Process, Reply, Request, RequestId, Ring, Time, Write};
+use meridian_core::ring::key_token;
+use meridian_core::{
+    Admin, ClusterConfig, Effects, ErrorKind, NodeId, Process, Reply, Request, RequestId, Time, Write,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -13,9 +16,14 @@ pub enum KvMsg {
     Answer { tag: u64, reply: Reply },
 }
 
+/// The node that serves `key`: spread by the key's ring token over the cluster's nodes.
+pub fn owner(cluster: &ClusterConfig, key: &[u8]) -> NodeId {
+    cluster.nodes[(key_token(key) % cluster.nodes.len() as u64) as usize].id
+}
+
 pub struct KvNode {
     me: NodeId,
-    ring: Ring,
+    cluster: ClusterConfig,
     data: BTreeMap<Bytes, Bytes>,
     /// Forwarded requests waiting for their owner's answer.
     relays: BTreeMap<u64, RequestId>,
@@ -26,7 +34,7 @@ type Out = Effects<KvMsg, ()>;
 
 impl KvNode {
     pub fn new(me: NodeId, cluster: &ClusterConfig) -> KvNode {
-        KvNode { me, ring: Ring::new(cluster), data: BTreeMap::new(), relays: BTreeMap::new(), next_tag: 0 }
+        KvNode { me, cluster: cluster.clone(), data: BTreeMap::new(), relays: BTreeMap::new(), next_tag: 0 }
     }
 
     /// Applies a request to the local map; the flag says whether it wrote.
@@ -44,6 +52,8 @@ impl KvNode {
                 };
                 (Reply::Written { applied: true, existed }, true)
             }
+            Request::Admin(Admin::Status) => (Reply::Text(format!("{{\"keys\":{}}}", self.data.len())), false),
+            Request::Admin(_) => (Reply::Error(ErrorKind::Invalid, "no administration here".into()), false),
         }
     }
 }
@@ -76,7 +86,7 @@ impl Process for KvNode {
     fn on_timer(&mut self, _: Time, _: (), _: &mut Out) {}
 
     fn on_request(&mut self, _: Time, id: RequestId, req: Request, out: &mut Out) {
-        let owner = self.ring.chain_for_key(req.key()).head();
+        let owner = req.key().map_or(self.me, |key| owner(&self.cluster, key));
         if owner != self.me {
             let tag = self.next_tag;
             self.next_tag += 1;

@@ -1,7 +1,7 @@
 //! Shared helpers: bounded waits, clusters on loopback, starting nodes that run [`KvNode`].
 
 use crate::kv_process::KvNode;
-use meridian_core::{ClusterConfig, Limits, NodeId, NodeSpec, Ring};
+use meridian_core::{ClusterConfig, Limits, NodeId, NodeSpec};
 use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -61,6 +61,5 @@ pub async fn single_kv() -> NodeHandle {
 
 /// The `i`-th key (from 0) that `node` owns.
 pub fn owned_key(cluster: &ClusterConfig, node: NodeId, i: usize) -> String {
-    let ring = Ring::new(cluster);
-    (0..).map(|n| format!("key{n}")).filter(|k| ring.chain_for_key(k.as_bytes()).head() == node).nth(i).unwrap()
+    (0..).map(|n| format!("key{n}")).filter(|k| crate::kv_process::owner(cluster, k.as_bytes()) == node).nth(i).unwrap()
 }

@@ -1,18 +1,30 @@
 //! The front-end role every node plays (seed 003 §2.1, §2.4): it accepts a client request, forwards it
 //! to the chain that owns the key and hands the answer back, or gives up after a timeout with an
-//! "outcome unknown" error. Timeouts count ticks rather than wall-clock time, so a clock step can
-//! neither expire every request at once nor keep one alive forever.
+//! "outcome unknown" error. Timeouts count ticks, so a paused node expires its requests by its own
+//! progress rather than all at once.
+//!
+//! A request that a head or tail bounces (it is not the head or tail in its view, or not a valid replica
+//! yet) was certainly not applied, so the front-end sends it again at its next tick, routed by its map as it
+//! is then: membership changes cost clients latency, not errors.
 
 use super::msg::Origin;
-use meridian_core::{NodeId, RequestId};
+use meridian_core::{NodeId, Request, RequestId};
 use std::collections::BTreeMap;
+
+#[derive(Debug)]
+struct Pending {
+    /// The tick the request was accepted at.
+    accepted: u64,
+    req: Request,
+    /// Bounced: send again at the next tick.
+    retry: bool,
+}
 
 #[derive(Debug)]
 pub struct FrontEnd {
     me: NodeId,
     incarnation: u64,
-    /// Request → the tick it was accepted at.
-    pending: BTreeMap<RequestId, u64>,
+    pending: BTreeMap<RequestId, Pending>,
 }
 
 impl FrontEnd {
@@ -20,23 +32,57 @@ impl FrontEnd {
         FrontEnd { me, incarnation, pending: BTreeMap::new() }
     }
 
-    pub fn track(&mut self, id: RequestId, tick: u64) -> Origin {
-        self.pending.insert(id, tick);
+    pub fn track(&mut self, id: RequestId, req: Request, tick: u64) -> Origin {
+        self.pending.insert(id, Pending { accepted: tick, req, retry: false });
+        self.origin(id)
+    }
+
+    fn origin(&self, id: RequestId) -> Origin {
         Origin { node: self.me, incarnation: self.incarnation, id }
     }
 
     /// The request an answer belongs to, if it is ours and still waiting.
     pub fn complete(&mut self, origin: &Origin) -> Option<RequestId> {
-        if origin.node != self.me || origin.incarnation != self.incarnation {
+        if !self.is_ours(origin) {
             return None;
         }
         self.pending.remove(&origin.id).map(|_| origin.id)
     }
 
+    fn is_ours(&self, origin: &Origin) -> bool {
+        origin.node == self.me && origin.incarnation == self.incarnation
+    }
+
+    /// Marks a bounced request for another attempt.
+    pub fn bounce(&mut self, origin: &Origin) {
+        if self.is_ours(origin) {
+            if let Some(p) = self.pending.get_mut(&origin.id) {
+                p.retry = true;
+            }
+        }
+    }
+
+    /// The bounced requests to send again, with their origins.
+    pub fn take_retries(&mut self) -> Vec<(Origin, Request)> {
+        let due: Vec<RequestId> = self.pending.iter().filter(|(_, p)| p.retry).map(|(&id, _)| id).collect();
+        due.into_iter()
+            .map(|id| {
+                let p = self.pending.get_mut(&id).expect("listed");
+                p.retry = false;
+                let req = p.req.clone();
+                (self.origin(id), req)
+            })
+            .collect()
+    }
+
     /// Removes and returns the requests accepted at or before `tick - timeout_ticks`.
     pub fn expire(&mut self, tick: u64, timeout_ticks: u64) -> Vec<RequestId> {
-        let expired: Vec<RequestId> =
-            self.pending.iter().filter(|(_, &t)| tick.saturating_sub(t) >= timeout_ticks).map(|(&id, _)| id).collect();
+        let expired: Vec<RequestId> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| tick.saturating_sub(p.accepted) >= timeout_ticks)
+            .map(|(&id, _)| id)
+            .collect();
         for id in &expired {
             self.pending.remove(id);
         }
@@ -47,11 +93,16 @@ impl FrontEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+
+    fn get() -> Request {
+        Request::Get { key: Bytes::from_static(b"k") }
+    }
 
     #[test]
     fn answers_from_another_incarnation_are_ignored() {
         let mut fe = FrontEnd::new(NodeId(1), 7);
-        let origin = fe.track(RequestId(5), 0);
+        let origin = fe.track(RequestId(5), get(), 0);
         let stale = Origin { incarnation: 6, ..origin };
         assert_eq!(fe.complete(&stale), None);
         assert_eq!(fe.complete(&origin), Some(RequestId(5)));
@@ -61,10 +112,21 @@ mod tests {
     #[test]
     fn expiry_counts_ticks() {
         let mut fe = FrontEnd::new(NodeId(1), 0);
-        let first = fe.track(RequestId(1), 0);
-        let second = fe.track(RequestId(2), 3);
+        let first = fe.track(RequestId(1), get(), 0);
+        let second = fe.track(RequestId(2), get(), 3);
         assert_eq!(fe.expire(4, 4), vec![RequestId(1)]);
         assert_eq!(fe.complete(&first), None, "an expired request takes no answer");
         assert_eq!(fe.complete(&second), Some(RequestId(2)));
+    }
+
+    #[test]
+    fn bounced_requests_are_retried_once_per_bounce() {
+        let mut fe = FrontEnd::new(NodeId(1), 0);
+        let origin = fe.track(RequestId(1), get(), 0);
+        assert!(fe.take_retries().is_empty());
+        fe.bounce(&origin);
+        let retries = fe.take_retries();
+        assert_eq!(retries, vec![(origin, get())]);
+        assert!(fe.take_retries().is_empty());
     }
 }

@@ -1,50 +1,58 @@
-//! Chain replication on a consistent-hashing ring (seed 003 §2.2–2.3, Listing 1), with static
-//! membership. Joins, failures and the replicated manager (Ouroboros, §2.4–2.6) come later; here a
-//! node that crashes restarts with its log and catches up.
+//! Chain replication on fixed partitions with Ouroboros membership changes (seed 003 §2.2–2.6, Listing 1).
 //!
-//! Guarantee: per-key linearizability of get/put/delete/conditional put, and no acknowledged write is
-//! lost, under crash-restart of any node with a durable datastore (unsynced writes lost, last write
-//! torn), message loss on broken connections, partitions, pauses and clock skew. Availability is not
-//! promised while a member of a key's chain is down or cut off: requests for it time out with an
-//! "outcome unknown" error until the chain is whole again.
+//! Guarantee: per-key linearizability of get/put/delete/conditional put, and no acknowledged write is lost,
+//! under crash-restart of any node with a durable datastore (unsynced writes lost, last write torn), message
+//! loss on broken connections, partitions, pauses, clock drift, joins, leaves, failures (real or suspected)
+//! and manager failover. Availability is not promised while a chain is being repaired: its requests are
+//! retried by the front-end and time out with "outcome unknown" if the repair takes longer than the request
+//! timeout.
 //!
-//! How it holds (see docs/protocols/chain.md for the full argument):
+//! The cluster map (`crate::manager::map`) says who is in each chain and in which order, and the chain's view
+//! number; this node acts on the newest map it has seen ([`ChainNode::adopt`]). How it holds (see
+//! docs/protocols/chain.md and docs/protocols/ouroboros.md for the full argument):
 //! - The head orders writes: it assigns the next sequence number of the chain, evaluates the write's
-//!   condition against its own state, logs it and forwards it. Nothing is ever rolled back (membership
-//!   is static), so the head's order is the order the tail commits in.
-//! - Every node logs an update and makes it durable before forwarding it (`send_after_sync`), so
-//!   `LU(successor) ≤ durable LU(predecessor)` survives any crash, and a restarted node recovers a gap-free
-//!   prefix of each chain's history from its log.
-//! - The tail answers a write and acknowledges it upstream only once it is durable, and answers reads
-//!   only from durable state, so a read can never observe a write that a crash could take back.
-//! - Lost messages are recovered by Sync: a successor that restarts, sees a gap, or is probed by a
-//!   predecessor with stalled acknowledgements reports its LU, and the predecessor resends what follows.
-//!
-//! Sequence numbers continue from the recovered LU after a restart (the seed leaves this open, §2.6):
-//! a sequence number the head assigned but never made durable was never forwarded, so reusing it
-//! cannot conflict.
+//!   condition against its own state, logs it and forwards it; sequence numbers continue from the head's LU,
+//!   also when the head changes. Nothing is ever rolled back, so the head's order is the order the tail
+//!   commits in.
+//! - Every member logs an update and makes it durable before forwarding it (`send_after_sync`), so
+//!   `LU(successor) ≤ durable LU(predecessor)` survives any crash.
+//! - Messages between members carry the chain's view; a member drops messages of any other view, so a
+//!   member removed from the chain (and unaware of it) can never feed the new chain.
+//! - The tail answers clients only while it holds a lease for its view ([`lease`]), and only from durable
+//!   state, so no client sees a value a crash could take back or a removed tail could miss.
+//! - Lost messages are recovered by Sync, as in static chains; a member that joins copies the chain's data
+//!   from the tail (pre-copy) and, once inserted, from its successor (flush) before it takes part ([`copy`]).
 
+mod copy;
 mod frontend;
+mod lease;
+mod membership;
 pub mod msg;
+mod recovery;
 mod replica;
+mod serve;
 
+use crate::manager::map::ClusterMap;
+use crate::manager::placement::chain_for_token;
 use bytes::Bytes;
+use copy::Copier;
 use frontend::FrontEnd;
-use meridian_core::{
-    ChainId, ClusterConfig, Effects, ErrorKind, Limits, NodeId, Process, Reply, Request, RequestId, Ring, Time, Write,
-};
-use meridian_store::{Body, Datastore, Record, StoreError, StoreStats};
-use replica::Replica;
-use std::collections::BTreeMap;
+use lease::{Held, Lease};
+use meridian_core::ring::key_token;
+use meridian_core::{ChainId, Effects, ErrorKind, Limits, NodeId, Reply, Request, RequestId, Time};
+use meridian_store::{Datastore, StoreError, StoreStats};
+use replica::{Replica, Role};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use msg::{ChainMsg, Change, Origin, Outcome, Update};
 
-type Fx = Effects<ChainMsg, ChainTimer>;
+pub type Fx = Effects<ChainMsg, ChainTimer>;
 
 #[derive(Clone, Debug)]
 pub struct ChainConfig {
-    /// Period of the housekeeping timer: probes for stalled chains, ack watermarks, request expiry.
+    /// Period of the housekeeping timer: probes for stalled chains, ack watermarks, request expiry, retries.
     pub tick: Duration,
     /// How long a front-end waits for a chain before answering "outcome unknown".
     pub request_timeout: Duration,
@@ -52,6 +60,9 @@ pub struct ChainConfig {
     pub unacked_max: usize,
     /// Bound on the updates resent in answer to one Sync.
     pub resend_max: usize,
+    /// Pre-copy pace in bytes per second (0: unlimited): a join takes at most this much of the source's
+    /// disk and network per chain it copies.
+    pub migration_bandwidth: u64,
     pub limits: Limits,
     #[cfg(feature = "planted-bugs")]
     pub planted_bug: Option<PlantedBug>,
@@ -64,6 +75,7 @@ impl Default for ChainConfig {
             request_timeout: Duration::from_secs(2),
             unacked_max: 65_536,
             resend_max: 1024,
+            migration_bandwidth: 64 << 20,
             limits: Limits::default(),
             #[cfg(feature = "planted-bugs")]
             planted_bug: None,
@@ -82,20 +94,108 @@ pub enum PlantedBug {
     TailAcksEarly,
     /// Predecessors ignore Sync, so an update lost with a broken connection is never resent.
     IgnoresSync,
+    /// A tail answers without a lease, so a tail removed from its chain without knowing serves stale reads.
+    IgnoresLease,
+    /// A member inserted by a join takes part at once, without flushing what it missed since its pre-copy.
+    SkipsFlush,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ChainTimer {
     Tick,
+    /// A paced copy may send its next request.
+    Copy(ChainId),
+}
+
+/// A step this node finished its part of, for the manager's leader (reported only once durable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum StepReport {
+    /// The joiner's pre-copy settled: insert it (`AddInserted`).
+    PreCopied { chain: ChainId, step: u64 },
+    /// The inserted member's flush completed: it is a valid replica (`StepDone`).
+    Flushed { chain: ChainId, step: u64 },
+}
+
+/// One chain as this node holds it, for status pages and failure reports.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ReplicaStatus {
+    pub chain: u32,
+    /// head, mid, tail, only (head and tail), joiner (pre-copying), outside (data left from an earlier role).
+    pub role: &'static str,
+    pub view: Option<u64>,
+    pub lu: u64,
+    pub la: u64,
+    /// A valid replica (not pre-copying or flushing).
+    pub active: bool,
+    /// Holds a tail lease now.
+    pub lease: bool,
+    /// Answers waiting for a lease.
+    pub held: usize,
+    pub copy: Option<CopyStatus>,
+}
+
+/// A pre-copy or flush in progress.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CopyStatus {
+    pub kind: &'static str,
+    pub source: u32,
+    /// Pre-copy rounds completed.
+    pub rounds: u32,
+    /// Bytes of keys and values copied so far.
+    pub bytes: u64,
+}
+
+impl std::fmt::Display for ReplicaStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{} {}", self.chain, self.role)?;
+        if let Some(v) = self.view {
+            write!(f, " v{v}")?;
+        }
+        write!(f, " lu {} la {}", self.lu, self.la)?;
+        if !self.active {
+            f.write_str(" inactive")?;
+        }
+        if self.lease {
+            f.write_str(" lease")?;
+        }
+        if let Some(c) = &self.copy {
+            write!(f, " {} from n{} ({} rounds, {} bytes)", c.kind, c.source, c.rounds, c.bytes)?;
+        }
+        write!(f, " held {}", self.held)
+    }
+}
+
+/// What this node's chain layer did over its lifetime, for the simulator's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChainStats {
+    /// Pre-copies that settled (§2.5 phase 1).
+    pub precopies: u64,
+    /// Flushes that completed (phase 2).
+    pub flushes: u64,
+    /// Chains this node left, dropping their data.
+    pub drops: u64,
 }
 
 pub struct ChainNode {
     me: NodeId,
-    ring: Ring,
+    stats: ChainStats,
     cfg: ChainConfig,
     store: Box<dyn Datastore>,
-    /// The chains this node is a member of.
+    /// The newest cluster map seen; None until the first arrives.
+    map: Option<Arc<ClusterMap>>,
+    /// Every chain this node holds data for or takes part in.
     replicas: BTreeMap<ChainId, Replica>,
+    /// The pre-copy or flush in progress per chain.
+    copies: BTreeMap<ChainId, Copier>,
+    /// The seed's temporary store: updates a flushing member's predecessor sent meanwhile, played forward in
+    /// sequence once the flush completes. In memory, since none of them is acknowledged and the predecessor
+    /// keeps them all until it is; bounded by `unacked_max`.
+    temp: BTreeMap<ChainId, BTreeMap<u64, Update>>,
+    leases: BTreeMap<ChainId, Lease>,
+    held: BTreeMap<ChainId, VecDeque<Held>>,
+    /// Finished steps and the sync count after which they are durable.
+    finished: BTreeMap<ChainId, (StepReport, u64)>,
+    syncs: u64,
     fe: FrontEnd,
     tick: u64,
 }
@@ -105,61 +205,165 @@ impl ChainNode {
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
     pub fn new(
         me: NodeId,
-        cluster: &ClusterConfig,
         cfg: ChainConfig,
         mut store: Box<dyn Datastore>,
         incarnation: u64,
     ) -> Result<ChainNode, StoreError> {
-        let ring = Ring::new(cluster);
-        let mut replicas: BTreeMap<ChainId, Replica> = ring
-            .chains()
-            .iter()
-            .filter(|c| c.position(me).is_some())
-            .map(|c| (c.id, Replica::new(c.predecessor(me), c.successor(me))))
-            .collect();
-        recover(store.as_ref(), &mut replicas)?;
+        let replicas = recovery::recover(store.as_ref())?;
         // Records that survived a process crash may still sit in the page cache only; they are about to
         // be forwarded as durable, so make them so.
         store.sync()?;
-        Ok(ChainNode { me, ring, cfg, store, replicas, fe: FrontEnd::new(me, incarnation), tick: 0 })
-    }
-
-    pub fn ring(&self) -> &Ring {
-        &self.ring
+        Ok(ChainNode {
+            me,
+            stats: ChainStats::default(),
+            cfg,
+            store,
+            map: None,
+            replicas,
+            copies: BTreeMap::new(),
+            temp: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            held: BTreeMap::new(),
+            finished: BTreeMap::new(),
+            syncs: 0,
+            fe: FrontEnd::new(me, incarnation),
+            tick: 0,
+        })
     }
 
     pub fn store_stats(&self) -> StoreStats {
         self.store.stats()
     }
 
-    /// (chain, LU, LA) for every chain this node is a member of.
-    pub fn positions(&self) -> impl Iterator<Item = (ChainId, u64, u64)> + '_ {
-        self.replicas.iter().map(|(&id, r)| (id, r.lu, r.la))
+    pub fn stats(&self) -> ChainStats {
+        self.stats
     }
 
-    /// Local invariants of seed 003 Ch. 3: LA ≤ LU, the tail has no unacknowledged history, and the
+    /// (chain, LU, LA, view) for every chain this node is an active member of.
+    pub fn positions(&self) -> impl Iterator<Item = (ChainId, u64, u64, u64)> + '_ {
+        self.replicas.iter().filter(|(_, r)| r.is_active()).filter_map(|(&id, r)| Some((id, r.lu, r.la, r.view()?)))
+    }
+
+    /// The chains this node may answer for as tail at `now`, with their views.
+    pub fn serving_tails(&self, now: Time) -> Vec<(ChainId, u64)> {
+        self.replicas
+            .iter()
+            .filter(|(&id, r)| self.lease_ok(id, r, now))
+            .filter_map(|(&id, r)| Some((id, r.view()?)))
+            .collect()
+    }
+
+    /// Where this node stands in every chain it holds data for or takes part in.
+    pub fn status(&self, now: Time) -> Vec<ReplicaStatus> {
+        self.replicas.iter().map(|(&id, r)| self.replica_status(id, r, now)).collect()
+    }
+
+    fn replica_status(&self, chain: ChainId, r: &Replica, now: Time) -> ReplicaStatus {
+        let (role, view) = match r.role {
+            Role::Outside => ("outside", None),
+            Role::Joiner { view, .. } => ("joiner", Some(view)),
+            Role::Member { view, pred, succ, .. } => match (pred, succ) {
+                (None, None) => ("only", Some(view)),
+                (None, Some(_)) => ("head", Some(view)),
+                (Some(_), Some(_)) => ("mid", Some(view)),
+                (Some(_), None) => ("tail", Some(view)),
+            },
+        };
+        let copy = self.copies.get(&chain).map(|c| CopyStatus {
+            kind: match c.kind {
+                msg::CopyKind::PreCopy { .. } => "pre-copy",
+                msg::CopyKind::Flush => "flush",
+            },
+            source: c.source.0,
+            rounds: c.rounds,
+            bytes: c.copied,
+        });
+        ReplicaStatus {
+            chain: chain.0,
+            role,
+            view,
+            lu: r.lu,
+            la: r.la,
+            active: r.is_active(),
+            lease: self.lease_ok(chain, r, now),
+            held: self.held.get(&chain).map_or(0, VecDeque::len),
+            copy,
+        }
+    }
+
+    /// The steps this node finished its part of, durably: the agent reports them to the manager's leader.
+    pub fn reports(&self) -> Vec<StepReport> {
+        self.finished.values().filter(|(_, at)| self.syncs > *at).map(|(r, _)| *r).collect()
+    }
+
+    /// Local invariants of seed 003 Ch. 3: LA ≤ LU, an active tail has no unacknowledged history, and the
     /// unacknowledged history is exactly LA+1 ..= LU.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.replicas.iter().try_for_each(|(id, r)| r.check().map_err(|e| format!("{} chain {id}: {e}", self.me)))
     }
 
-    fn timeout_ticks(&self) -> u64 {
-        (self.cfg.request_timeout.as_nanos() / self.cfg.tick.as_nanos().max(1)).max(1) as u64
+    pub fn start(&mut self, _now: Time, out: &mut Fx) {
+        out.set_timer(ChainTimer::Tick, self.cfg.tick);
     }
 
-    fn handle(&mut self, from: NodeId, msg: ChainMsg, out: &mut Fx) {
+    pub fn on_message(&mut self, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
         match msg {
-            ChainMsg::Get { origin, key } => self.on_get(origin, key, out),
-            ChainMsg::Write { origin, write } => self.on_write(origin, write, out),
-            ChainMsg::Update(u) => self.on_update(from, u, out),
-            ChainMsg::Ack { chain, seq } => self.on_ack(from, chain, seq, out),
-            ChainMsg::Sync { chain, lu, la } => self.on_sync(from, chain, lu, la, out),
-            ChainMsg::Probe { chain } => self.on_probe(from, chain, out),
+            ChainMsg::Get { origin, key, .. } => self.on_get(now, origin, key, out),
+            ChainMsg::Write { origin, write, .. } => self.on_write(now, origin, write, out),
+            ChainMsg::Update { view, update } => self.on_update(now, from, view, update, out),
+            ChainMsg::Ack { chain, view, seq } => self.on_ack(from, chain, view, seq, out),
+            ChainMsg::Sync { chain, view, lu, la } => self.on_sync(from, chain, view, lu, la, out),
+            ChainMsg::Probe { chain, view } => self.on_probe(from, chain, view, out),
             ChainMsg::Reply { origin, reply } => {
                 if let Some(id) = self.fe.complete(&origin) {
                     out.reply(id, reply);
                 }
             }
+            ChainMsg::Bounce { origin, .. } => self.fe.bounce(&origin),
+            ChainMsg::CopyReq(req) => self.on_copy_req(from, req, out),
+            ChainMsg::CopyData(data) => self.on_copy_data(now, from, *data, out),
+        }
+    }
+
+    pub fn on_timer(&mut self, now: Time, timer: ChainTimer, out: &mut Fx) {
+        match timer {
+            ChainTimer::Tick => self.on_tick(now, out),
+            ChainTimer::Copy(chain) => self.copy_request(now, chain, out),
+        }
+    }
+
+    pub fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Fx) {
+        if let Err(msg) = self.cfg.limits.check(&req) {
+            return out.reply(id, Reply::Error(ErrorKind::Invalid, msg));
+        }
+        if let Request::Admin(_) = req {
+            let msg = "administration is the manager's, not the chain's".to_string();
+            return out.reply(id, Reply::Error(ErrorKind::Invalid, msg));
+        }
+        if self.map.is_none() {
+            let msg = format!("{} has not yet received the cluster map; retry", self.me);
+            return out.reply(id, Reply::Error(ErrorKind::Unavailable, msg));
+        }
+        let origin = self.fe.track(id, req.clone(), self.tick);
+        self.route(now, origin, req, out);
+    }
+
+    /// Sends a request to the head (writes) or tail (reads) of its key's chain in this node's map.
+    fn route(&mut self, now: Time, origin: Origin, req: Request, out: &mut Fx) {
+        let map = self.map.clone().expect("requests are tracked only once a map is known");
+        let Some(key) = req.key() else { return };
+        let chain = &map.chains[&chain_for_token(key_token(key), map.partitions)];
+        let (target, msg) = match req {
+            Request::Get { key } => (chain.tail(), ChainMsg::Get { origin, view: chain.view, key }),
+            Request::Write(write) => {
+                (chain.members.first().copied(), ChainMsg::Write { origin, view: chain.view, write })
+            }
+            Request::Admin(_) => return,
+        };
+        match target {
+            Some(t) if t == self.me => self.on_message(now, self.me, msg, out),
+            Some(t) => out.send(t, msg),
+            None => self.fe.bounce(&origin),
         }
     }
 
@@ -181,147 +385,25 @@ impl ChainNode {
         }
     }
 
-    fn misrouted(&mut self, origin: Origin, role: &str, out: &mut Fx) {
-        let msg = format!("{} is not the {role} for this key; cluster configs differ", self.me);
-        self.answer(origin, Reply::Error(ErrorKind::Invalid, msg), false, out);
-    }
-
-    fn on_get(&mut self, origin: Origin, key: Bytes, out: &mut Fx) {
-        if self.ring.chain_for_key(&key).tail() != self.me {
-            return self.misrouted(origin, "tail", out);
-        }
-        let reply = match self.store.get(&key) {
-            Ok(entry) => Reply::Value(entry.and_then(|e| e.value)),
-            Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
-        };
-        // A read may see writes this batch logged but has not made durable; it must not leave first.
-        self.answer(origin, reply, true, out);
-    }
-
-    fn on_write(&mut self, origin: Origin, write: Write, out: &mut Fx) {
-        let owner = self.ring.chain_for_key(&write.key);
-        let chain = owner.id;
-        if owner.head() != self.me {
-            return self.misrouted(origin, "head", out);
-        }
-        let unacked = self.replicas[&chain].unacked.len();
-        if unacked >= self.cfg.unacked_max {
-            let msg = format!("chain {chain} has {unacked} unacknowledged writes; retry later");
-            return self.answer(origin, Reply::Error(ErrorKind::Busy, msg), false, out);
-        }
-        match self.order(chain, origin, write) {
-            Ok(update) => self.log_and_pass(update, out),
-            Err(e) => self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
+    /// Turns a request away: certainly not applied, and the front-end tries again with its newest map.
+    fn bounce(&mut self, origin: Origin, chain: ChainId, out: &mut Fx) {
+        let view = self.replicas.get(&chain).and_then(Replica::view).unwrap_or(0);
+        if origin.node == self.me {
+            self.fe.bounce(&origin);
+        } else {
+            out.send(origin.node, ChainMsg::Bounce { origin, chain, view });
         }
     }
 
-    /// The head's decision: the next sequence number and the write's outcome against current state.
-    fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<Update, StoreError> {
-        let existed = self.store.get(&write.key)?.is_some_and(|e| e.value.is_some());
-        let applied = write.cond.holds(existed);
-        let change = match (applied, write.value) {
-            (false, _) => Change::Skip,
-            (true, Some(v)) => Change::Put(v),
-            (true, None) => Change::Delete,
-        };
-        let seq = self.replicas[&chain].lu + 1;
-        Ok(Update { chain, seq, key: write.key, change, outcome: Outcome { applied, existed }, origin: Some(origin) })
+    fn chain_of(&self, key: &Bytes) -> Option<ChainId> {
+        self.map.as_ref().map(|m| chain_for_token(key_token(key), m.partitions))
     }
 
-    fn on_update(&mut self, from: NodeId, u: Update, out: &mut Fx) {
-        let tick = self.tick;
-        let Some(r) = self.replicas.get_mut(&u.chain) else { return };
-        if r.pred != Some(from) || u.seq <= r.lu {
-            return;
-        }
-        if u.seq > r.lu + 1 {
-            // An earlier update was lost with a broken connection: ask once per tick for a resend.
-            if r.gap_sync_tick != Some(tick) {
-                r.gap_sync_tick = Some(tick);
-                out.send_after_sync(from, ChainMsg::Sync { chain: u.chain, lu: r.lu, la: r.la });
-            }
-            return;
-        }
-        self.log_and_pass(u, out);
+    fn timeout_ticks(&self) -> u64 {
+        (self.cfg.request_timeout.as_nanos() / self.cfg.tick.as_nanos().max(1)).max(1) as u64
     }
 
-    /// Logs an update in sequence and passes it on: down the chain, or, at the tail, back up as an ack
-    /// and to the client as the answer, always only once it is durable.
-    fn log_and_pass(&mut self, u: Update, out: &mut Fx) {
-        if let Err(e) = self.store.append(&record_of(&u)) {
-            // Not logged, not acknowledged: the predecessor still holds it and will resend.
-            tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
-            if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred) {
-                self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out);
-            }
-            return;
-        }
-        out.mark_dirty();
-        let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
-        r.record(u.clone());
-        let (pred, succ) = (r.pred, r.succ);
-        let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::HeadAcksEarly) && pred.is_none() {
-            if let Some(origin) = u.origin {
-                self.answer(origin, written.clone(), true, out);
-            }
-        }
-        match (succ, pred) {
-            (Some(succ), _) => out.send_after_sync(succ, ChainMsg::Update(u)),
-            (None, pred) => {
-                #[cfg(feature = "planted-bugs")]
-                let durable_first = self.cfg.planted_bug != Some(PlantedBug::TailAcksEarly);
-                #[cfg(not(feature = "planted-bugs"))]
-                let durable_first = true;
-                if let Some(pred) = pred {
-                    let ack = ChainMsg::Ack { chain: u.chain, seq: u.seq };
-                    if durable_first {
-                        out.send_after_sync(pred, ack)
-                    } else {
-                        out.send(pred, ack)
-                    }
-                }
-                if let Some(origin) = u.origin {
-                    self.answer(origin, written, durable_first, out);
-                }
-            }
-        }
-    }
-
-    fn on_ack(&mut self, from: NodeId, chain: ChainId, seq: u64, out: &mut Fx) {
-        let Some(r) = self.replicas.get_mut(&chain) else { return };
-        if r.succ != Some(from) || !r.ack(seq) {
-            return;
-        }
-        if let Some(pred) = r.pred {
-            out.send(pred, ChainMsg::Ack { chain, seq: r.la });
-        }
-    }
-
-    fn on_sync(&mut self, from: NodeId, chain: ChainId, lu: u64, la: u64, out: &mut Fx) {
-        if self.replicas.get(&chain).is_none_or(|r| r.succ != Some(from)) {
-            return;
-        }
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::IgnoresSync) {
-            return;
-        }
-        self.on_ack(from, chain, la, out);
-        let r = &self.replicas[&chain];
-        for u in r.missing_after(lu, self.cfg.resend_max) {
-            out.send_after_sync(from, ChainMsg::Update(u.clone()));
-        }
-    }
-
-    fn on_probe(&mut self, from: NodeId, chain: ChainId, out: &mut Fx) {
-        let Some(r) = self.replicas.get(&chain) else { return };
-        if r.pred == Some(from) {
-            out.send_after_sync(from, ChainMsg::Sync { chain, lu: r.lu, la: r.la });
-        }
-    }
-
-    fn on_tick(&mut self, out: &mut Fx) {
+    fn on_tick(&mut self, now: Time, out: &mut Fx) {
         self.tick += 1;
         out.set_timer(ChainTimer::Tick, self.cfg.tick);
         let timeout = self.timeout_ticks();
@@ -330,106 +412,42 @@ impl ChainNode {
                 format!("no answer within {:?}; the write may or may not have been applied", self.cfg.request_timeout);
             out.reply(id, Reply::Error(ErrorKind::Timeout, msg));
         }
-        for (&chain, r) in self.replicas.iter_mut() {
-            if let Some(succ) = r.succ.filter(|_| !r.unacked.is_empty() && r.la == r.la_at_tick) {
-                out.send(succ, ChainMsg::Probe { chain });
+        for (origin, req) in self.fe.take_retries() {
+            self.route(now, origin, req, out);
+        }
+        self.probe_and_mark(out);
+        let chains: Vec<ChainId> = self.copies.keys().copied().collect();
+        chains.into_iter().for_each(|c| self.copy_request(now, c, out));
+        self.release_held(now, out);
+    }
+
+    /// Probes successors whose acknowledgements stalled and logs ack watermarks.
+    fn probe_and_mark(&mut self, out: &mut Fx) {
+        for (&chain, r) in self.replicas.iter_mut().filter(|(_, r)| r.is_active()) {
+            let view = r.view().expect("active replicas are members");
+            if let Some(succ) = r.succ().filter(|_| !r.unacked.is_empty() && r.la == r.la_at_tick) {
+                out.send(succ, ChainMsg::Probe { chain, view });
             }
             r.la_at_tick = r.la;
             // Every member logs the watermark, the tail included: it is what lets compaction drop
             // superseded records (docs/protocols/chain.md, "The log and compaction").
             if r.la > r.la_logged {
                 // Lazily durable: it rides on the next sync. Losing it only means resending more.
-                let mark = Record { chain: chain.0, seq: r.la, key: Bytes::new(), body: Body::AckMark };
-                match self.store.append(&mark) {
+                match self.store.append(&serve::ack_mark(chain, r.la)) {
                     Ok(()) => r.la_logged = r.la,
                     Err(e) => tracing::warn!(%chain, "cannot log ack watermark: {e}"),
                 }
             }
         }
     }
-}
 
-fn record_of(u: &Update) -> Record {
-    let body = match &u.change {
-        Change::Put(v) => Body::Value(v.clone()),
-        Change::Delete => Body::Tombstone,
-        Change::Skip => Body::Skip,
-    };
-    Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body }
-}
-
-/// Rebuilds LU, LA and the unacknowledged history of each chain from the log.
-fn recover(store: &dyn Datastore, replicas: &mut BTreeMap<ChainId, Replica>) -> Result<(), StoreError> {
-    let mut gap = None;
-    store.replay(&mut |rec: Record| {
-        let Some(r) = replicas.get_mut(&ChainId(rec.chain)) else { return };
-        let change = match rec.body {
-            Body::AckMark => {
-                r.restore_watermark(rec.seq);
-                return;
-            }
-            Body::Value(v) => Change::Put(v),
-            Body::Tombstone => Change::Delete,
-            Body::Skip => Change::Skip,
-        };
-        if rec.seq == r.lu + 1 {
-            let chain = ChainId(rec.chain);
-            r.record(Update { chain, seq: rec.seq, key: rec.key, change, outcome: Outcome::default(), origin: None });
-        } else if rec.seq > r.lu + 1 && gap.is_none() {
-            gap = Some(format!("chain {} jumps from seq {} to {}", rec.chain, r.lu, rec.seq));
-        }
-    })?;
-    match gap {
-        Some(reason) => Err(StoreError::Corrupt { offset: 0, reason }),
-        None => Ok(()),
-    }
-}
-
-impl Process for ChainNode {
-    type Msg = ChainMsg;
-    type Timer = ChainTimer;
-
-    fn start(&mut self, _now: Time, out: &mut Fx) {
-        out.set_timer(ChainTimer::Tick, self.cfg.tick);
-        for (&chain, r) in &self.replicas {
-            if let Some(pred) = r.pred {
-                out.send(pred, ChainMsg::Sync { chain, lu: r.lu, la: r.la });
-            }
-        }
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        self.store.sync().map_err(std::io::Error::other)?;
+        self.syncs += 1;
+        Ok(())
     }
 
-    fn on_message(&mut self, _now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
-        self.handle(from, msg, out);
-    }
-
-    fn on_timer(&mut self, _now: Time, timer: ChainTimer, out: &mut Fx) {
-        match timer {
-            ChainTimer::Tick => self.on_tick(out),
-        }
-    }
-
-    fn on_request(&mut self, _now: Time, id: RequestId, req: Request, out: &mut Fx) {
-        if let Err(msg) = self.cfg.limits.check(&req) {
-            return out.reply(id, Reply::Error(ErrorKind::Invalid, msg));
-        }
-        let chain = self.ring.chain_for_key(req.key());
-        let origin = self.fe.track(id, self.tick);
-        let (target, msg) = match req {
-            Request::Get { key } => (chain.tail(), ChainMsg::Get { origin, key }),
-            Request::Write(write) => (chain.head(), ChainMsg::Write { origin, write }),
-        };
-        if target == self.me {
-            self.handle(self.me, msg, out);
-        } else {
-            out.send(target, msg);
-        }
-    }
-
-    fn sync(&mut self) -> std::io::Result<()> {
-        self.store.sync().map_err(std::io::Error::other)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
+    pub fn flush(&mut self) -> std::io::Result<()> {
         self.store.flush().map_err(std::io::Error::other)
     }
 }

@@ -1,35 +1,104 @@
-//! One node's replication state for one chain (seed 003 Listing 1: LU, LA, H_unacked).
+//! One node's replication state for one chain (seed 003 Listing 1: LU, LA, H_unacked), and where the node
+//! stands in the chain's current view.
 //!
-//! `lu` is the last sequence number this node has logged, `la` the last one the tail has acknowledged,
-//! and `unacked` holds exactly the updates `la+1 ..= lu` while the node has a successor, because a
-//! successor that lost them (crash, broken connection) must get them again. Invariant: `la ≤ lu`.
+//! `lu` is the last sequence number this node holds, `la` the last one the tail has acknowledged, and
+//! `unacked` holds exactly the updates `la+1 ..= lu` while the node has a successor, because a successor that
+//! lost them (crash, broken connection, a chain repaired around a failed member) must get them again.
+//! Invariant: `la ≤ lu`.
+//!
+//! A node that holds copied data (a joiner's pre-copy, a flush in progress) may hold newer versions of some keys
+//! than `lu` says: its data reflects *at least* the state after `lu` for every key. `complete` is false while
+//! the log holds states above `lu` that are not part of a consecutive history; such a replica is not valid
+//! until a flush from its successor completes it.
 
 use super::msg::Update;
 use meridian_core::NodeId;
 use std::collections::VecDeque;
 
-#[derive(Debug, Default)]
+/// Where this node stands in a chain, as the cluster map says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// No map yet, or the map does not involve this node in the chain.
+    #[default]
+    Outside,
+    /// The subject of an Add step still in pre-copy (§2.5 phase 1).
+    Joiner { step: u64, view: u64, tail: NodeId },
+    /// A member: a valid replica unless `flushing` names the Add step that inserted it and has not finished.
+    Member { view: u64, pred: Option<NodeId>, succ: Option<NodeId>, flushing: Option<u64> },
+}
+
+#[derive(Debug)]
 pub struct Replica {
-    pub pred: Option<NodeId>,
-    pub succ: Option<NodeId>,
+    pub role: Role,
     pub lu: u64,
     pub la: u64,
     /// The watermark last written to the log as an AckMark; recovery drops updates at or below it.
     pub la_logged: u64,
     pub unacked: VecDeque<Update>,
+    /// False while the log holds copied states above `lu` (see the module docs).
+    pub complete: bool,
+    /// The Add step whose flush this node completed in this run; with the map still showing that step in
+    /// flight, it is what makes the inserted member valid.
+    pub flushed: Option<u64>,
     /// `la` when the last tick ran; no progress across a tick with updates outstanding prompts a Probe.
     pub la_at_tick: u64,
     /// Tick at which this node last asked its predecessor to resend after spotting a gap.
     pub gap_sync_tick: Option<u64>,
 }
 
+/// A replica that holds nothing: complete, since there is nothing it could be missing.
+impl Default for Replica {
+    fn default() -> Self {
+        Replica {
+            role: Role::Outside,
+            lu: 0,
+            la: 0,
+            la_logged: 0,
+            unacked: VecDeque::new(),
+            complete: true,
+            flushed: None,
+            la_at_tick: 0,
+            gap_sync_tick: None,
+        }
+    }
+}
+
 impl Replica {
-    pub fn new(pred: Option<NodeId>, succ: Option<NodeId>) -> Replica {
-        Replica { pred, succ, ..Replica::default() }
+    pub fn view(&self) -> Option<u64> {
+        match self.role {
+            Role::Member { view, .. } | Role::Joiner { view, .. } => Some(view),
+            Role::Outside => None,
+        }
+    }
+
+    pub fn pred(&self) -> Option<NodeId> {
+        match self.role {
+            Role::Member { pred, .. } => pred,
+            _ => None,
+        }
+    }
+
+    pub fn succ(&self) -> Option<NodeId> {
+        match self.role {
+            Role::Member { succ, .. } => succ,
+            _ => None,
+        }
+    }
+
+    /// A member that is a valid replica: it may order, forward, acknowledge and answer.
+    pub fn is_active(&self) -> bool {
+        match self.role {
+            Role::Member { flushing, .. } => self.complete && (flushing.is_none() || flushing == self.flushed),
+            _ => false,
+        }
     }
 
     pub fn is_tail(&self) -> bool {
-        self.succ.is_none()
+        matches!(self.role, Role::Member { succ: None, .. })
+    }
+
+    pub fn is_head(&self) -> bool {
+        matches!(self.role, Role::Member { pred: None, .. })
     }
 
     /// Logs the next update in sequence; only the caller's durability rules decide when it may leave.
@@ -56,9 +125,18 @@ impl Replica {
         true
     }
 
+    /// Becomes the tail: every update this node holds is now held by the tail, so all are acknowledged.
+    /// Returns the updates that were outstanding, whose clients the new tail answers (seed Listing 1,
+    /// CR_TAIL and TRUNCATE).
+    pub fn settle_as_tail(&mut self) -> Vec<Update> {
+        self.la = self.lu;
+        std::mem::take(&mut self.unacked).into()
+    }
+
     /// Applies an ack watermark read back from the log. The tail held every seq up to it, so this node
-    /// (at or before the tail) logged them all; records at or below it may have been compacted away once
-    /// superseded, so the watermark also stands for LU.
+    /// (at or before the tail) holds them all; records at or below it may have been compacted away once
+    /// superseded, so the watermark also stands for LU. A copy's watermark means the same: the copied data
+    /// reflects every update up to it.
     pub fn restore_watermark(&mut self, seq: u64) {
         self.lu = self.lu.max(seq);
         self.ack(seq);
@@ -73,6 +151,10 @@ impl Replica {
     pub fn check(&self) -> Result<(), String> {
         if self.la > self.lu {
             return Err(format!("LA {} > LU {}", self.la, self.lu));
+        }
+        // A joiner's or flushing member's counters describe copied data, not a history it holds.
+        if !self.is_active() {
+            return Ok(());
         }
         if self.is_tail() && (self.la != self.lu || !self.unacked.is_empty()) {
             return Err(format!("tail has unacknowledged history: LA {} LU {}", self.la, self.lu));
@@ -108,9 +190,14 @@ mod tests {
         }
     }
 
+    fn member(pred: Option<u32>, succ: Option<u32>) -> Replica {
+        let role = Role::Member { view: 1, pred: pred.map(NodeId), succ: succ.map(NodeId), flushing: None };
+        Replica { role, ..Replica::default() }
+    }
+
     #[test]
     fn acks_trim_history_and_never_pass_lu() {
-        let mut r = Replica::new(None, Some(NodeId(2)));
+        let mut r = member(None, Some(2));
         (1..=5).for_each(|s| r.record(update(s)));
         assert!(r.ack(3));
         assert!(!r.ack(2));
@@ -122,7 +209,7 @@ mod tests {
 
     #[test]
     fn missing_after_skips_what_the_successor_has() {
-        let mut r = Replica::new(None, Some(NodeId(2)));
+        let mut r = member(None, Some(2));
         (1..=5).for_each(|s| r.record(update(s)));
         let seqs: Vec<u64> = r.missing_after(2, 2).map(|u| u.seq).collect();
         assert_eq!(seqs, vec![3, 4]);
@@ -130,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_watermark_read_back_stands_for_compacted_records() {
-        let mut r = Replica::new(None, Some(NodeId(2)));
+        let mut r = member(None, Some(2));
         r.record(update(1));
         r.restore_watermark(5);
         assert_eq!((r.lu, r.la, r.la_logged, r.unacked.len()), (5, 5, 5, 0));
@@ -140,9 +227,21 @@ mod tests {
 
     #[test]
     fn tail_acknowledges_as_it_logs() {
-        let mut r = Replica::new(Some(NodeId(1)), None);
+        let mut r = member(Some(1), None);
         r.record(update(1));
         assert_eq!((r.la, r.lu), (1, 1));
+        r.check().unwrap();
+    }
+
+    #[test]
+    fn a_new_tail_settles_its_outstanding_history() {
+        let mut r = member(Some(1), Some(3));
+        (1..=4).for_each(|s| r.record(update(s)));
+        r.ack(1);
+        r.role = Role::Member { view: 2, pred: Some(NodeId(1)), succ: None, flushing: None };
+        let settled: Vec<u64> = r.settle_as_tail().iter().map(|u| u.seq).collect();
+        assert_eq!(settled, vec![2, 3, 4]);
+        assert_eq!((r.la, r.lu), (4, 4));
         r.check().unwrap();
     }
 }

@@ -1,18 +1,20 @@
-//! Golden tests of chain replication edge cases, named after the seed sections they exercise. A tiny
-//! synchronous harness delivers messages in FIFO order and syncs after every step; the simulator
-//! covers timing and faults.
+//! Golden tests of chain replication and its membership changes, named after the seed sections they
+//! exercise. A small synchronous harness plays the manager by hand (it applies map commands and grants
+//! leases), delivers messages in FIFO order and syncs after every step; the simulator covers timing and
+//! faults.
 
 use super::*;
-use meridian_core::{Condition, Effect, NodeSpec};
-use meridian_store::{LogStore, MemStore, SimVfs};
-use std::collections::VecDeque;
+use crate::manager::map::{ChainChange, MapCommand, NodeAddrs};
+use meridian_core::{Condition, Effect, Write};
+use meridian_store::{LogStore, SimVfs};
 use std::path::Path;
-use std::sync::Arc;
+
+const LEASE: Duration = Duration::from_secs(3600);
 
 struct Harness {
     nodes: BTreeMap<NodeId, ChainNode>,
     disks: BTreeMap<NodeId, SimVfs>,
-    cluster: ClusterConfig,
+    map: ClusterMap,
     wire: VecDeque<(NodeId, NodeId, ChainMsg)>,
     replies: BTreeMap<RequestId, Reply>,
     /// Messages to these destinations are dropped (a broken connection).
@@ -20,34 +22,91 @@ struct Harness {
     next_id: u64,
 }
 
-fn cluster(n: u32) -> ClusterConfig {
-    let nodes = (1..=n).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("h:{i}") }).collect();
-    ClusterConfig::new(nodes, 3, 4).unwrap()
+fn addrs(id: u32) -> NodeAddrs {
+    NodeAddrs { peer_addr: format!("h:{id}"), resp_addr: String::new(), http_addr: None }
 }
 
-fn open(id: NodeId, cluster: &ClusterConfig, disk: &SimVfs) -> ChainNode {
+fn open(id: NodeId, disk: &SimVfs) -> ChainNode {
     let (store, _) = LogStore::open(Arc::new(disk.clone()), Path::new("/d")).unwrap();
-    ChainNode::new(id, cluster, ChainConfig::default(), Box::new(store), u64::from(id.0) * 1000).unwrap()
+    // The harness's clock stands still, so pre-copies must not wait for their pace.
+    let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
+    ChainNode::new(id, cfg, Box::new(store), u64::from(id.0) * 1000).unwrap()
+}
+
+fn put(key: &str, value: &str) -> Request {
+    put_if(key, value, Condition::Always)
+}
+
+fn put_if(key: &str, value: &str, cond: Condition) -> Request {
+    Request::Write(Write { key: Bytes::from(key.to_string()), value: Some(Bytes::from(value.to_string())), cond })
+}
+
+fn del(key: &str) -> Request {
+    Request::Write(Write { key: Bytes::from(key.to_string()), value: None, cond: Condition::Always })
+}
+
+const OK_NEW: Reply = Reply::Written { applied: true, existed: false };
+
+fn get(key: &str) -> Request {
+    Request::Get { key: Bytes::from(key.to_string()) }
+}
+
+fn value(v: &str) -> Reply {
+    Reply::Value(Some(Bytes::from(v.to_string())))
 }
 
 impl Harness {
-    fn new(n: u32) -> Harness {
-        let cluster = cluster(n);
-        let disks: BTreeMap<NodeId, SimVfs> = cluster.node_ids().map(|id| (id, SimVfs::new())).collect();
-        let nodes = disks.iter().map(|(&id, d)| (id, open(id, &cluster, d))).collect();
+    /// `n` nodes, one chain (partition) of replication `r`, every member granted its lease.
+    fn new(n: u32, r: usize) -> Harness {
         let mut h = Harness {
-            nodes,
-            disks,
-            cluster,
+            nodes: BTreeMap::new(),
+            disks: BTreeMap::new(),
+            map: ClusterMap::default(),
             wire: VecDeque::new(),
             replies: BTreeMap::new(),
-            drop_to: vec![],
+            drop_to: Vec::new(),
             next_id: 0,
         };
-        for id in h.cluster.node_ids().collect::<Vec<_>>() {
-            h.feed(id, |n, fx| n.start(Time::ZERO, fx));
+        let nodes = (1..=n).map(|i| (NodeId(i), addrs(i))).collect();
+        let voters = vec![NodeId(1)];
+        h.apply(MapCommand::Bootstrap { nodes, replication: r, partitions: 1, vnodes: 4, voters });
+        for i in 1..=n {
+            h.boot(NodeId(i));
         }
+        h.publish();
         h
+    }
+
+    fn boot(&mut self, id: NodeId) {
+        let disk = self.disks.entry(id).or_default().clone();
+        self.nodes.insert(id, open(id, &disk));
+        self.feed(id, |n, fx| n.start(Time::ZERO, fx));
+    }
+
+    fn chain(&self) -> &crate::manager::map::ChainView {
+        &self.map.chains[&ChainId(0)]
+    }
+
+    fn apply(&mut self, cmd: MapCommand) {
+        self.map.apply(&cmd).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    }
+
+    /// Every node adopts the map and the tail gets its lease.
+    fn publish(&mut self) {
+        let map = Arc::new(self.map.clone());
+        for id in self.nodes.keys().copied().collect::<Vec<_>>() {
+            let m = map.clone();
+            self.feed(id, |n, fx| n.adopt(m, Time::ZERO, fx));
+        }
+        self.grant_tail();
+        self.settle();
+    }
+
+    fn grant_tail(&mut self) {
+        let (tail, view) = (self.chain().tail().unwrap(), self.chain().view);
+        if self.nodes.contains_key(&tail) {
+            self.feed(tail, |n, fx| n.grant(&[(ChainId(0), view)], Time::ZERO.plus(LEASE), Time::ZERO, fx));
+        }
     }
 
     fn feed(&mut self, id: NodeId, f: impl FnOnce(&mut ChainNode, &mut Fx)) {
@@ -75,6 +134,13 @@ impl Harness {
         }
     }
 
+    fn tick_all(&mut self) {
+        for id in self.nodes.keys().copied().collect::<Vec<_>>() {
+            self.feed(id, |n, fx| n.on_timer(Time::ZERO, ChainTimer::Tick, fx));
+        }
+        self.settle();
+    }
+
     fn request(&mut self, via: u32, req: Request) -> Option<Reply> {
         self.next_id += 1;
         let id = RequestId(self.next_id);
@@ -83,79 +149,257 @@ impl Harness {
         self.replies.remove(&id)
     }
 
-    fn tick_all(&mut self) {
-        for id in self.cluster.node_ids().collect::<Vec<_>>() {
-            if self.nodes.contains_key(&id) {
-                self.feed(id, |n, fx| n.on_timer(Time::ZERO, ChainTimer::Tick, fx));
-            }
-        }
-        self.settle();
+    fn written(&mut self, via: u32, key: &str, v: &str) {
+        assert_eq!(self.request(via, put(key, v)), Some(OK_NEW));
     }
 
+    fn lu(&self, id: u32) -> u64 {
+        self.nodes[&NodeId(id)].replicas.get(&ChainId(0)).map_or(0, |r| r.lu)
+    }
+
+    /// Runs an Add of `node` to completion the way the manager would: start, pre-copy, insert, flush, done.
+    fn add(&mut self, node: u32, position: usize) {
+        let (view, step) = (self.chain().view, self.map.next_step);
+        let change = ChainChange::Add { node: NodeId(node), position, step, inserted: false };
+        self.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
+        self.publish();
+        self.tick_all();
+        assert_eq!(self.reports(node), vec![StepReport::PreCopied { chain: ChainId(0), step }]);
+        self.apply(MapCommand::AddInserted { chain: ChainId(0), step });
+        self.publish();
+        self.tick_all();
+        assert_eq!(self.reports(node), vec![StepReport::Flushed { chain: ChainId(0), step }]);
+        self.apply(MapCommand::StepDone { chain: ChainId(0), step });
+        self.publish();
+    }
+
+    fn remove(&mut self, node: u32) {
+        let (view, step) = (self.chain().view, self.map.next_step);
+        let change = ChainChange::Remove { node: NodeId(node), step };
+        self.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
+        self.apply(MapCommand::StepDone { chain: ChainId(0), step });
+        self.publish();
+    }
+
+    /// Power loss on `id` and a restart from what its disk kept; it adopts the current map again.
     fn restart(&mut self, id: NodeId) {
         self.disks[&id].crash(7);
-        let node = open(id, &self.cluster, &self.disks[&id]);
-        self.nodes.insert(id, node);
-        self.feed(id, |n, fx| n.start(Time::ZERO, fx));
+        self.boot(id);
+        let map = Arc::new(self.map.clone());
+        self.feed(id, |n, fx| n.adopt(map, Time::ZERO, fx));
+        self.grant_tail();
         self.settle();
     }
+
+    fn members(&self) -> (NodeId, NodeId, NodeId) {
+        let m = &self.chain().members;
+        (m[0], m[1], m[2])
+    }
+
+    fn reports(&self, node: u32) -> Vec<StepReport> {
+        self.nodes[&NodeId(node)].reports()
+    }
 }
 
-fn put(key: &str, value: &str, cond: Condition) -> Request {
-    Request::Write(Write { key: Bytes::from(key.to_string()), value: Some(Bytes::from(value.to_string())), cond })
-}
-
-fn del(key: &str) -> Request {
-    Request::Write(Write { key: Bytes::from(key.to_string()), value: None, cond: Condition::Always })
-}
-
-fn get(key: &str) -> Request {
-    Request::Get { key: Bytes::from(key.to_string()) }
-}
-
-fn value(v: &str) -> Reply {
-    Reply::Value(Some(Bytes::from(v.to_string())))
-}
-
-const OK_NEW: Reply = Reply::Written { applied: true, existed: false };
-
+/// Seed 003 §2.3: writes enter at the head and are answered by the tail; reads are served by the tail.
 #[test]
-fn s2_3_put_flows_head_to_tail_and_any_front_end_reads_it() {
-    let mut h = Harness::new(3);
-    assert_eq!(h.request(1, put("a", "1", Condition::Always)), Some(OK_NEW));
+fn writes_flow_head_to_tail_and_any_node_reads_them() {
+    let mut h = Harness::new(3, 3);
+    h.written(1, "k", "v1");
     for via in 1..=3 {
-        assert_eq!(h.request(via, get("a")), Some(value("1")));
+        assert_eq!(h.request(via, get("k")), Some(value("v1")));
     }
-    let chain = h.nodes[&NodeId(1)].ring().chain_for_key(b"a").id;
-    for n in h.nodes.values() {
-        let (_, lu, la) = n.positions().find(|p| p.0 == chain).unwrap();
-        assert_eq!((lu, la), (1, 1), "every replica logged and saw the ack");
+    assert_eq!((h.lu(1), h.lu(2), h.lu(3)), (1, 1, 1));
+}
+
+/// A tail answers only while it holds a lease; what arrives before waits for one.
+#[test]
+fn a_tail_without_a_lease_holds_its_answers_until_it_gets_one() {
+    let mut h = Harness::new(3, 3);
+    let view = h.chain().view;
+    let tail = h.chain().tail().unwrap();
+    h.feed(tail, |n, fx| n.grant(&[(ChainId(0), view)], Time::ZERO, Time::ZERO, fx));
+    h.nodes.get_mut(&tail).unwrap().leases.clear();
+    assert_eq!(h.request(1, put("k", "v")), None, "held for the lease");
+    assert_eq!(h.request(2, get("k")), None, "held for the lease");
+    h.grant_tail();
+    h.settle();
+    assert_eq!(h.replies.len(), 2);
+    assert!(h.replies.values().any(|r| *r == Reply::Written { applied: true, existed: false }));
+    assert!(h.replies.values().any(|r| *r == value("v")));
+}
+
+/// §2.5: a node joins by pre-copying from the tail, being inserted, flushing from its successor; the chain
+/// keeps serving meanwhile and the joiner ends with the same data as everyone.
+#[test]
+fn a_joiner_copies_then_flushes_then_takes_part() {
+    let mut h = Harness::new(4, 3);
+    let outsider = (1..=4).find(|&i| !h.chain().contains(NodeId(i))).unwrap();
+    for i in 0..50 {
+        h.written(1, &format!("k{i}"), &format!("v{i}"));
     }
+    h.add(outsider, 1);
+    assert_eq!(h.chain().members.len(), 4);
+    assert_eq!(h.chain().position(NodeId(outsider)), Some(1));
+    h.written(2, "after", "join");
+    let lus: Vec<u64> = h.chain().members.iter().map(|m| h.lu(m.0)).collect();
+    assert!(lus.iter().all(|&lu| lu == 51), "every member holds the whole history: {lus:?}");
+    for i in 0..50 {
+        let key = format!("k{i}");
+        let e = h.nodes[&NodeId(outsider)].store.get(key.as_bytes()).unwrap().unwrap();
+        assert_eq!(e.value, Some(Bytes::from(format!("v{i}"))));
+    }
+}
+
+/// §2.5 phase 2: writes that arrive while the joiner flushes wait in its temporary store and are played
+/// forward in order; the joiner never forwards a gap.
+#[test]
+fn writes_during_a_flush_are_played_forward() {
+    let mut h = Harness::new(4, 3);
+    let outsider = (1..=4).find(|&i| !h.chain().contains(NodeId(i))).unwrap();
+    h.written(1, "a", "1");
+    let (view, step) = (h.chain().view, h.map.next_step);
+    let change = ChainChange::Add { node: NodeId(outsider), position: 1, step, inserted: false };
+    h.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
+    h.publish();
+    h.tick_all();
+    h.apply(MapCommand::AddInserted { chain: ChainId(0), step });
+    // The head learns of the insertion and sends to the joiner before the joiner has flushed.
+    let map = Arc::new(h.map.clone());
+    let head = h.chain().members[0];
+    h.feed(head, |n, fx| n.adopt(map.clone(), Time::ZERO, fx));
+    h.next_id += 1;
+    let id = RequestId(h.next_id);
+    h.feed(head, |n, fx| n.on_request(Time::ZERO, id, put("b", "2"), fx));
+    h.publish();
+    h.tick_all();
+    assert_eq!(h.replies.remove(&id), Some(OK_NEW));
+    assert_eq!(h.lu(outsider), 2);
+    assert_eq!(h.request(3, get("b")), Some(value("2")));
+}
+
+/// Listing 1, TRUNCATE and CR_TAIL: when the tail goes, its predecessor becomes tail, holds everything and
+/// answers (with a lease); the old tail drops the chain's data.
+#[test]
+fn removing_the_tail_makes_its_predecessor_answer() {
+    let mut h = Harness::new(3, 3);
+    h.written(1, "k", "v");
+    let tail = h.chain().tail().unwrap();
+    h.remove(tail.0);
+    let new_tail = h.chain().tail().unwrap();
+    assert_ne!(new_tail, tail);
+    assert_eq!(h.request(1, get("k")), Some(value("v")));
+    h.written(1, "k2", "v2");
+    assert!(h.nodes[&tail].replicas.is_empty(), "the old tail left the chain");
+    assert_eq!(h.nodes[&tail].store.get(b"k").unwrap(), None, "and dropped its data");
+    h.boot(tail);
+    assert_eq!(h.nodes[&tail].store.get(b"k").unwrap(), None, "for good");
+}
+
+/// Listing 1, CR_MID: the removed member's predecessor resends what the new successor lacks.
+#[test]
+fn removing_a_middle_member_reconnects_its_neighbours() {
+    let mut h = Harness::new(3, 3);
+    let mid = h.chain().members[1];
+    h.written(1, "k", "v");
+    h.remove(mid.0);
+    h.written(1, "k2", "v2");
+    let (head, tail) = (h.chain().members[0], h.chain().tail().unwrap());
+    assert_eq!((h.lu(head.0), h.lu(tail.0)), (2, 2));
+    assert_eq!(h.request(head.0, get("k2")), Some(value("v2")));
+}
+
+/// Messages stamped with another view are dropped: a removed head's writes never reach the new chain.
+#[test]
+fn a_removed_head_cannot_feed_the_chain() {
+    let mut h = Harness::new(3, 3);
+    let old_head = h.chain().members[0];
+    h.remove(old_head.0);
+    let stale = Update {
+        chain: ChainId(0),
+        seq: 1,
+        key: Bytes::from_static(b"x"),
+        change: Change::Put(Bytes::from_static(b"stale")),
+        outcome: Outcome::default(),
+        origin: None,
+    };
+    let next = h.chain().members[0];
+    h.wire.push_back((old_head, next, ChainMsg::Update { view: 1, update: stale }));
+    h.settle();
+    assert_eq!(h.lu(next.0), 0);
+    assert_eq!(h.request(next.0, get("x")), Some(Reply::Value(None)));
+}
+
+/// A request sent by a front-end whose map is stale is bounced and sent again with the newer map.
+#[test]
+fn a_bounced_request_is_retried_with_a_fresher_map() {
+    let mut h = Harness::new(3, 3);
+    let head = h.chain().members[0];
+    let via = h.chain().members[2];
+    h.remove(head.0);
+    // The front-end still has the old map: it sends the write to the removed head.
+    let stale = Arc::new({
+        let mut m = h.map.clone();
+        m.epoch = 0;
+        m
+    });
+    h.nodes.get_mut(&via).unwrap().map = Some(stale);
+    let old_map = h.nodes[&via].map.clone().unwrap();
+    assert!(old_map.epoch < h.map.epoch);
+    h.next_id += 1;
+    let id = RequestId(h.next_id);
+    h.feed(via, |n, fx| n.on_request(Time::ZERO, id, put("k", "v"), fx));
+    h.settle();
+    h.publish();
+    h.tick_all();
+    assert_eq!(h.replies.remove(&id), Some(OK_NEW));
+}
+
+/// A joiner that restarts in the middle of its pre-copy resumes from the watermark it logged.
+#[test]
+fn a_joiner_resumes_its_pre_copy_after_a_restart() {
+    let mut h = Harness::new(4, 3);
+    let outsider = (1..=4).find(|&i| !h.chain().contains(NodeId(i))).unwrap();
+    for i in 0..20 {
+        h.written(1, &format!("k{i}"), "v");
+    }
+    let (view, step) = (h.chain().view, h.map.next_step);
+    let change = ChainChange::Add { node: NodeId(outsider), position: 1, step, inserted: false };
+    h.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
+    h.publish();
+    h.tick_all();
+    assert_eq!(h.lu(outsider), 20);
+    h.disks[&NodeId(outsider)].crash(7);
+    h.boot(NodeId(outsider));
+    assert_eq!(h.lu(outsider), 20, "the copy's watermark was durable");
+    h.publish();
+    h.tick_all();
+    assert_eq!(h.reports(outsider), vec![StepReport::PreCopied { chain: ChainId(0), step }]);
 }
 
 #[test]
 fn deletes_are_tombstones_and_report_existence() {
-    let mut h = Harness::new(3);
-    h.request(2, put("k", "v", Condition::Always));
+    let mut h = Harness::new(3, 3);
+    h.request(2, put("k", "v"));
     assert_eq!(h.request(3, del("k")), Some(Reply::Written { applied: true, existed: true }));
     assert_eq!(h.request(1, get("k")), Some(Reply::Value(None)));
-    assert_eq!(h.request(1, del("k")), Some(Reply::Written { applied: true, existed: false }));
+    assert_eq!(h.request(1, del("k")), Some(OK_NEW));
 }
 
 #[test]
 fn nx_and_xx_are_decided_by_the_head_and_answered_by_the_tail() {
-    let mut h = Harness::new(3);
+    let mut h = Harness::new(3, 3);
     assert_eq!(
-        h.request(1, put("k", "x", Condition::IfPresent)),
+        h.request(1, put_if("k", "x", Condition::IfPresent)),
         Some(Reply::Written { applied: false, existed: false })
     );
-    assert_eq!(h.request(2, put("k", "1", Condition::IfAbsent)), Some(OK_NEW));
+    assert_eq!(h.request(2, put_if("k", "1", Condition::IfAbsent)), Some(OK_NEW));
     assert_eq!(
-        h.request(3, put("k", "2", Condition::IfAbsent)),
+        h.request(3, put_if("k", "2", Condition::IfAbsent)),
         Some(Reply::Written { applied: false, existed: true })
     );
     assert_eq!(
-        h.request(1, put("k", "3", Condition::IfPresent)),
+        h.request(1, put_if("k", "3", Condition::IfPresent)),
         Some(Reply::Written { applied: true, existed: true })
     );
     assert_eq!(h.request(2, get("k")), Some(value("3")));
@@ -163,80 +407,71 @@ fn nx_and_xx_are_decided_by_the_head_and_answered_by_the_tail() {
 
 #[test]
 fn oversized_requests_are_refused_before_anything_is_logged() {
-    let mut h = Harness::new(3);
+    let mut h = Harness::new(3, 3);
     let big = "x".repeat(Limits::default().max_value_bytes + 1);
-    let reply = h.request(1, put("k", &big, Condition::Always));
+    let reply = h.request(1, put("k", &big));
     assert!(matches!(reply, Some(Reply::Error(ErrorKind::Invalid, _))), "{reply:?}");
-    assert!(h.nodes.values().all(|n| n.positions().all(|(_, lu, _)| lu == 0)));
+    assert!((1..=3).all(|i| h.lu(i) == 0));
 }
 
-/// Listing 1's resend path: a successor that missed updates (broken connection) asks for them again
-/// when the predecessor's stalled acknowledgements make it probe.
+/// Listing 1's resend path: a successor that missed updates (broken connection) asks for them again when
+/// the predecessor's stalled acknowledgements make it probe.
 #[test]
 fn lost_updates_are_resent_after_a_probe() {
-    let mut h = Harness::new(3);
-    let chain = h.nodes[&NodeId(1)].ring().chain_for_key(b"a").clone();
-    let (head, mid, tail) = (chain.members[0], chain.members[1], chain.members[2]);
+    let mut h = Harness::new(3, 3);
+    let (head, mid, tail) = h.members();
     h.drop_to = vec![mid];
-    assert_eq!(h.request(head.0, put("a", "1", Condition::Always)), None, "stuck: the update to the middle was lost");
+    assert_eq!(h.request(head.0, put("a", "1")), None, "stuck: the update to the middle was lost");
     h.drop_to.clear();
     h.tick_all();
     h.tick_all();
     assert_eq!(h.request(tail.0, get("a")), Some(value("1")));
 }
 
-/// §2.6 read in crash-restart terms: a tail that crashes keeps what it synced, and catches up on the
-/// rest from its predecessor when it comes back.
+/// §2.6 read in crash-restart terms: a tail that crashes keeps what it synced, and catches up on the rest
+/// from its predecessor when it comes back.
 #[test]
 fn restarted_tail_catches_up_and_never_serves_stale() {
-    let mut h = Harness::new(3);
-    let chain = h.nodes[&NodeId(1)].ring().chain_for_key(b"a").clone();
-    let tail = chain.tail();
-    h.request(1, put("a", "1", Condition::Always));
+    let mut h = Harness::new(3, 3);
+    let (head, _, tail) = h.members();
+    h.request(1, put("a", "1"));
     h.nodes.remove(&tail);
-    assert_eq!(h.request(chain.head().0, put("a", "2", Condition::Always)), None, "no answer without the tail");
+    assert_eq!(h.request(head.0, put("a", "2")), None, "no answer without the tail");
     h.restart(tail);
     assert_eq!(h.request(tail.0, get("a")), Some(value("2")));
 }
 
 #[test]
 fn recovery_rebuilds_positions_and_unacked_history() {
-    let mut h = Harness::new(3);
+    let mut h = Harness::new(3, 3);
     for i in 0..5 {
-        h.request(1, put("a", &i.to_string(), Condition::Always));
+        h.request(1, put("a", &i.to_string()));
     }
-    let before: Vec<_> = h.nodes[&NodeId(2)].positions().collect();
+    let before = h.lu(2);
     h.restart(NodeId(2));
-    let after: Vec<_> = h.nodes[&NodeId(2)].positions().collect();
-    assert_eq!(before.iter().map(|p| p.1).collect::<Vec<_>>(), after.iter().map(|p| p.1).collect::<Vec<_>>());
+    assert_eq!(h.lu(2), before);
     h.nodes[&NodeId(2)].check_invariants().unwrap();
 }
 
 #[test]
 fn a_full_backlog_answers_busy() {
-    let cluster = cluster(3);
-    let cfg = ChainConfig { unacked_max: 1, ..ChainConfig::default() };
-    let chain = Ring::new(&cluster).chain_for_key(b"a").clone();
-    let mut head = ChainNode::new(chain.head(), &cluster, cfg, Box::new(MemStore::new()), 1).unwrap();
-    let mut fx = Fx::new();
-    head.on_request(Time::ZERO, RequestId(1), put("a", "1", Condition::Always), &mut fx);
-    head.on_request(Time::ZERO, RequestId(2), put("a", "2", Condition::Always), &mut fx);
-    let busy = fx
-        .drain()
-        .0
-        .into_iter()
-        .any(|e| matches!(e, Effect::Reply { id: RequestId(2), reply: Reply::Error(ErrorKind::Busy, _), .. }));
-    assert!(busy);
+    let mut h = Harness::new(3, 3);
+    let (head, mid, _) = h.members();
+    h.nodes.get_mut(&head).unwrap().cfg.unacked_max = 1;
+    h.drop_to = vec![mid];
+    assert_eq!(h.request(head.0, put("a", "1")), None);
+    let reply = h.request(head.0, put("a", "2"));
+    assert!(matches!(reply, Some(Reply::Error(ErrorKind::Busy, _))), "{reply:?}");
 }
 
 #[test]
 fn front_end_times_out_with_an_unknown_outcome() {
-    let mut h = Harness::new(3);
-    let chain = h.nodes[&NodeId(1)].ring().chain_for_key(b"a").clone();
-    let fe = chain.members.iter().copied().find(|&n| n != chain.head()).unwrap();
-    h.drop_to = vec![chain.head()];
-    assert_eq!(h.request(fe.0, put("a", "1", Condition::Always)), None);
-    for _ in 0..=ChainConfig::default().request_timeout.as_millis() / ChainConfig::default().tick.as_millis() {
+    let mut h = Harness::new(3, 3);
+    let (head, fe, _) = h.members();
+    h.drop_to = vec![head];
+    assert_eq!(h.request(fe.0, put("a", "1")), None);
+    let cfg = ChainConfig::default();
+    for _ in 0..=cfg.request_timeout.as_millis() / cfg.tick.as_millis() {
         h.feed(fe, |n, fx| n.on_timer(Time::ZERO, ChainTimer::Tick, fx));
     }
     let timeouts = h.replies.values().filter(|r| matches!(r, Reply::Error(ErrorKind::Timeout, _))).count();

@@ -7,44 +7,74 @@
 //! changes nothing, not even the epoch; a command that changes anything bumps [`ClusterMap::epoch`]
 //! exactly once.
 //!
-//! # Chains
+//! # Chains and views
 //! Placement is by fixed partitions ([`super::placement`]): chain `ChainId(p)` serves partition `p`
 //! forever. Each chain carries its members (head first, tail last), its `view` (the seed's
-//! chain-view-id, §2.4) and at most one membership step in flight ([`ChainChange`]). The planner
-//! ([`super::plan`]) proposes steps that move a chain toward its target; an executor carries a step out
-//! on the chain (pre-copy and FLUSH for an Add, §2.5; CR_HEAD / CR_MID / CR_TAIL or TRUNCATE for a
-//! Remove, §2.6 and Listing 1) and reports it through the log as `StepStarted`, then `StepDone` or
-//! `StepAborted`.
+//! chain-view-id, §2.4), the epoch at which its tail last changed (`tail_epoch`) and at most one
+//! membership step in flight ([`ChainChange`]).
 //!
-//! The view is bumped by each of the three, so it names one (members, step in flight) pair. Every step
-//! command carries the view it was planned against and is refused if the chain's view moved: a stale
-//! leader's plan, a duplicated command or the `StepDone` of an attempt that was aborted and re-planned
-//! can never apply twice or to the wrong step. Chain nodes and front-ends may likewise drop anything
-//! stamped with an older view.
+//! The view is bumped exactly when `members` changes: a member inserted or removed. Chain nodes stamp
+//! every chain message with it and drop messages of any other view, so it must name one member list;
+//! bumping it for anything else (starting or giving up a step that leaves the members alone) would only
+//! stall the chain until every node had caught up.
 //!
-//! # Node states
+//! `tail_epoch` is the map epoch of the command that last changed `members.last()` (bootstrap's epoch at
+//! first). The manager leader fences read leases with it: a lease granted to a tail before that epoch
+//! belongs to a deposed tail.
+//!
+//! # Steps
+//! The planner ([`super::plan`]) proposes steps that move a chain toward its target; an executor carries
+//! a step out on the chain and reports its progress through the log:
 //! ```text
-//!   AddNode ──► Joining ──(member of all its target chains)──► Active
-//!                  │                                            │
-//!                  └────────────── RemoveNode ──► Leaving ◄─────┘
-//!   NodeFailed (from Joining, Active or Leaving) ──► Failed
-//!   Leaving, Failed ──(member of no chain, no step in flight names it)──► Removed ──AddNode──► Joining
+//!   Add:    StepStarted ──(pre-copy done)──► AddInserted ──(FLUSH came back)──► StepDone
+//!   Remove: StepStarted ──(CR_HEAD / CR_MID / CR_TAIL or TRUNCATE done)──────► StepDone
+//!   either, at any point: StepAborted, or a NodeFailed of a node the chain involves
 //! ```
-//! Joining and Active nodes are placeable (targets of chains). Leaving nodes still hold valid data and
-//! are drained by the planner (an Add of their replacement first, then their removal), so a leave never
-//! lowers a chain's replication on the way. Failed nodes are fail-stop (§2.6): the planner repairs them
-//! out of every chain first. There is no "recovered" command: a failed node that comes back may have
-//! missed updates, so it must wait until it is Removed and then be added again as a fresh joiner (same
-//! addresses), which pre-copies its data anew. Removed entries stay as tombstones, so `ctl status` can
-//! show them and an id is never silently reused with other addresses.
+//! - `StepStarted` names the view it was planned against and must find it; the members do not change.
+//! - `AddInserted` puts the joiner into the members before the tail (§2.5: the FLUSH that follows passes
+//!   through the new member list): a new view.
+//! - `StepDone` ends an inserted Add, leaving the members and the view alone, or takes a Remove's node
+//!   out of the members: a new view.
+//! - An abort clears the step. A joiner already inserted is taken out again, a new view: until its FLUSH
+//!   came back it is not a valid replica (§2.5: the manager "repairs the chain, redoes the addition").
+//!
+//! Every step has an id from [`ClusterMap::next_step`], never reused; an Add's FLUSH carries it as the
+//! seed's unique FLUSH sequence number (§2.5). `StepStarted` must take an id at or above `next_step`, and
+//! the later commands name the step by its id, so a stale leader's plan, a duplicated command or the
+//! report of an attempt that was aborted and re-planned can never apply twice or to the wrong step.
 //!
 //! A failure aborts every step in flight on a chain the failed node is a member of or is being added
-//! to: the seed's FLUSH and repair messages pass through every member, so such a step cannot finish,
-//! and "the manager locks the chain state, repairs the chain, redoes the addition" (§2.5).
+//! to: the seed's FLUSH and repair messages pass through every member, so such a step cannot finish.
+//! While a step is in flight only that step changes the chain's members, so its preconditions hold
+//! until it ends.
 //!
 //! A chain never loses its last live member: removing a member requires another member that is not
 //! Failed. A chain whose members have all failed keeps them and is reported irreparable by the planner;
 //! nothing is invented for it.
+//!
+//! # Node states
+//! ```text
+//!   AddNode ──► Joining ──(holds all its target chains)──► Active
+//!                  │                                        │
+//!                  └──────────── RemoveNode ──► Leaving ◄───┘
+//!   NodeFailed (from Joining, Active or Leaving) ──► Failed
+//!   Leaving, Failed ──(member of no chain, no step in flight names it)──► Removed ──AddNode──► Joining
+//!   NodeRecovered: Failed ──► Joining (Leaving if it had departed); Removed ──► Joining, unless departed
+//! ```
+//! Joining and Active nodes are placeable (targets of chains). A node *holds* a chain when it is a
+//! member and not the joiner of the Add in flight: until its FLUSH is done it has no full replica.
+//! Leaving nodes still hold valid data and are drained by the planner (an Add of their replacement
+//! first, then their removal), so a leave never lowers a chain's replication on the way. Failed nodes
+//! are fail-stop (§2.6): the planner repairs them out of every chain first.
+//!
+//! `NodeRecovered` is the failure detector hearing again from a node it declared Failed. The node keeps
+//! the chains it is still a member of: every write of a view passes through every member, so while it
+//! was one the chain committed nothing without it. It becomes Joining, and Active at once if it holds all
+//! of its target chains; the planner adds it to the others with a fresh pre-copy, as it does for a
+//! Removed node that comes back. A node the operator took out (`RemoveNode` sets
+//! [`NodeInfo::departed`]) is never brought back by the failure detector: a departed Failed node resumes
+//! its leave, a departed Removed one is refused until an `AddNode` adds it afresh. Removed entries stay
+//! as tombstones, so `ctl status` can show them and an id is never silently reused with other addresses.
 //!
 //! # Evolution
 //! The map and the commands are postcard-encoded, which is not self-describing: new commands are added
@@ -104,8 +134,10 @@ pub struct NodeAddrs {
 }
 
 impl NodeAddrs {
+    /// The addresses given; an empty one is not known yet (a bootstrap list names only peer addresses).
     fn all(&self) -> impl Iterator<Item = &str> {
-        [Some(self.peer_addr.as_str()), Some(self.resp_addr.as_str()), self.http_addr.as_deref()].into_iter().flatten()
+        let addrs = [Some(self.peer_addr.as_str()), Some(self.resp_addr.as_str()), self.http_addr.as_deref()];
+        addrs.into_iter().flatten().filter(|a| !a.is_empty())
     }
 
     fn shared_with(&self, other: &NodeAddrs) -> Option<&str> {
@@ -119,24 +151,33 @@ pub struct NodeInfo {
     /// Virtual ids on the ring (seed §2.2): the node's placement weight.
     pub vnodes: u32,
     pub state: NodeState,
+    /// The operator took the node out (`RemoveNode`); only a later `AddNode` brings it back, never the
+    /// failure detector (`NodeRecovered`).
+    pub departed: bool,
 }
 
-/// A membership step in flight on one chain.
+/// A membership step in flight on one chain. `step` is its id, unique in the map forever.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChainChange {
-    /// Pre-copy from the tail, then FLUSH (§2.5); on success `node` is inserted at `position`, which is
-    /// always before the tail (a node never joins directly as tail). `flush` is the FLUSH sequence number,
-    /// unique in the map (§2.5: "each FLUSH carries a unique sequence number").
-    Add { node: NodeId, position: usize, flush: u64 },
+    /// Pre-copy from the tail, then FLUSH (§2.5), which carries `step` as its sequence number. Once the
+    /// pre-copy is done `AddInserted` sets `inserted` and puts `node` into the members at `position`,
+    /// always before the tail (a node never joins directly as tail); `StepDone` follows the FLUSH.
+    Add { node: NodeId, position: usize, step: u64, inserted: bool },
     /// Take `node` out: CR_HEAD / CR_MID / CR_TAIL after a failure or for a leave, TRUNCATE of a surplus
     /// live tail (see [`super::plan::removal_kind`]).
-    Remove { node: NodeId },
+    Remove { node: NodeId, step: u64 },
 }
 
 impl ChainChange {
     pub fn node(&self) -> NodeId {
         match *self {
-            ChainChange::Add { node, .. } | ChainChange::Remove { node } => node,
+            ChainChange::Add { node, .. } | ChainChange::Remove { node, .. } => node,
+        }
+    }
+
+    pub fn step(&self) -> u64 {
+        match *self {
+            ChainChange::Add { step, .. } | ChainChange::Remove { step, .. } => step,
         }
     }
 }
@@ -146,8 +187,11 @@ pub struct ChainView {
     pub id: ChainId,
     /// Head first, tail last; never empty once bootstrapped.
     pub members: Vec<NodeId>,
-    /// The seed's chain-view-id (§2.4), ≥ 1; bumped by every step command that applies to the chain.
+    /// The seed's chain-view-id (§2.4), ≥ 1; bumped exactly when `members` changes.
     pub view: u64,
+    /// The map epoch of the command that last changed the tail (`members.last()`); at most the map's
+    /// epoch.
+    pub tail_epoch: u64,
     pub change: Option<ChainChange>,
 }
 
@@ -164,9 +208,35 @@ impl ChainView {
         self.members.last().copied()
     }
 
+    /// `node` is a member with a full replica: not the joiner of the Add in flight, whose FLUSH may not
+    /// have come back yet.
+    pub fn holds(&self, node: NodeId) -> bool {
+        let joining = matches!(self.change, Some(ChainChange::Add { node: n, .. }) if n == node);
+        self.contains(node) && !joining
+    }
+
     /// `node` is a member or the subject of the step in flight.
     fn involves(&self, node: NodeId) -> bool {
         self.contains(node) || self.change.as_ref().is_some_and(|c| c.node() == node)
+    }
+
+    /// Changes the members in the command of map epoch `epoch`: the only place the view moves.
+    fn edit_members(&mut self, epoch: u64, edit: impl FnOnce(&mut Vec<NodeId>)) {
+        let tail = self.tail();
+        edit(&mut self.members);
+        self.view += 1;
+        if self.tail() != tail {
+            self.tail_epoch = epoch;
+        }
+    }
+
+    /// Gives up the step in flight. A joiner already inserted is taken out again: it has not finished
+    /// its FLUSH, so it is not a valid replica (§2.5: the manager "repairs the chain, redoes the
+    /// addition").
+    fn abort(&mut self, epoch: u64) {
+        if let Some(ChainChange::Add { node, inserted: true, .. }) = self.change.take() {
+            self.edit_members(epoch, |m| m.retain(|&n| n != node));
+        }
     }
 }
 
@@ -184,8 +254,8 @@ pub struct ClusterMap {
     pub chains: BTreeMap<ChainId, ChainView>,
     /// The nodes that run the manager's Raft group.
     pub manager_voters: Vec<NodeId>,
-    /// The next unused FLUSH sequence number.
-    pub next_flush: u64,
+    /// The next unused step id (and FLUSH sequence number).
+    pub next_step: u64,
 }
 
 impl Default for ClusterMap {
@@ -197,7 +267,7 @@ impl Default for ClusterMap {
             nodes: BTreeMap::new(),
             chains: BTreeMap::new(),
             manager_voters: Vec::new(),
-            next_flush: 1,
+            next_step: 1,
         }
     }
 }
@@ -210,16 +280,21 @@ pub enum MapCommand {
     /// A new node (Joining), or a Removed one back as a fresh joiner. Idempotent for a Joining or Active
     /// node with the same addresses and vnodes.
     AddNode { id: NodeId, addrs: NodeAddrs, vnodes: u32 },
-    /// Graceful leave: Leaving, drained out of its chains, then Removed.
+    /// Graceful leave: the node is departed; a placeable one becomes Leaving, is drained out of its
+    /// chains, then Removed.
     RemoveNode { id: NodeId },
     /// The failure detector declared `id` dead (fail-stop, §2.6).
     NodeFailed { id: NodeId },
-    /// An executor began `change` on `chain`, planned against `expected_view`.
+    /// The failure detector hears again from `id`, which it had declared dead.
+    NodeRecovered { id: NodeId },
+    /// An executor began `change` (an Add not yet inserted) on `chain`, planned against `expected_view`.
     StepStarted { chain: ChainId, expected_view: u64, change: ChainChange },
-    /// The step in flight finished; `expected_view` is the view `StepStarted` produced.
-    StepDone { chain: ChainId, expected_view: u64 },
-    /// The step in flight was given up; the chain keeps its members.
-    StepAborted { chain: ChainId, expected_view: u64 },
+    /// The joiner of Add `step` finished its pre-copy and is inserted into the chain.
+    AddInserted { chain: ChainId, step: u64 },
+    /// Step `step` finished: an inserted Add's FLUSH came back, or a Remove's node is out.
+    StepDone { chain: ChainId, step: u64 },
+    /// Step `step` was given up.
+    StepAborted { chain: ChainId, step: u64 },
 }
 
 /// What an accepted command did.
@@ -227,7 +302,8 @@ pub enum MapCommand {
 pub enum Applied {
     /// The map changed and its epoch was bumped.
     Changed,
-    /// The command was valid but already in effect (a repeated AddNode, RemoveNode or NodeFailed).
+    /// The command was valid but already in effect (a repeated AddNode, RemoveNode, NodeFailed or
+    /// NodeRecovered).
     Unchanged,
 }
 
@@ -250,6 +326,8 @@ pub enum MapError {
         state: NodeState,
     },
     UnknownNode(NodeId),
+    /// The node left by `RemoveNode`: only `AddNode` brings it back.
+    Departed(NodeId),
     UnknownChain(ChainId),
     StaleView {
         chain: ChainId,
@@ -258,6 +336,27 @@ pub enum MapError {
     },
     StepInFlight(ChainId),
     NoStepInFlight(ChainId),
+    /// The chain's step in flight has another id.
+    WrongStep {
+        chain: ChainId,
+        step: u64,
+        in_flight: u64,
+    },
+    /// `AddInserted` named a Remove.
+    NotAnAdd {
+        chain: ChainId,
+        step: u64,
+    },
+    /// `AddInserted` twice, or a `StepStarted` whose Add claims to be inserted.
+    AlreadyInserted {
+        chain: ChainId,
+        step: u64,
+    },
+    /// `StepDone` of an Add whose joiner was never inserted.
+    NotInserted {
+        chain: ChainId,
+        step: u64,
+    },
     /// Only Joining and Active nodes are added to chains.
     NotPlaceable {
         id: NodeId,
@@ -280,8 +379,8 @@ pub enum MapError {
     },
     /// The chain already has R+1 members.
     TooManyReplicas(ChainId),
-    FlushReused {
-        flush: u64,
+    StepReused {
+        step: u64,
         next: u64,
     },
     /// No other live member would remain.
@@ -302,12 +401,23 @@ impl fmt::Display for MapError {
             MapError::AddrInUse { addr, by } => write!(f, "address {addr} is used by node {by}"),
             MapError::NodeBusy { id, state } => write!(f, "node {id} is {state}; add it again once it is REMOVED"),
             MapError::UnknownNode(id) => write!(f, "unknown node {id}"),
+            MapError::Departed(id) => write!(f, "node {id} was removed from the cluster; add it again"),
             MapError::UnknownChain(c) => write!(f, "unknown chain {c}"),
             MapError::StaleView { chain, expected, actual } => {
                 write!(f, "chain {chain} is at view {actual}, the command expected {expected}")
             }
             MapError::StepInFlight(c) => write!(f, "chain {c} already has a step in flight"),
             MapError::NoStepInFlight(c) => write!(f, "chain {c} has no step in flight"),
+            MapError::WrongStep { chain, step, in_flight } => {
+                write!(f, "chain {chain} has step {in_flight} in flight, not {step}")
+            }
+            MapError::NotAnAdd { chain, step } => write!(f, "step {step} on chain {chain} is not an addition"),
+            MapError::AlreadyInserted { chain, step } => {
+                write!(f, "the joiner of step {step} on chain {chain} is already inserted")
+            }
+            MapError::NotInserted { chain, step } => {
+                write!(f, "the joiner of step {step} on chain {chain} is not inserted yet")
+            }
             MapError::NotPlaceable { id, state } => write!(f, "node {id} is {state} and cannot join a chain"),
             MapError::AlreadyMember { chain, node } => write!(f, "node {node} is already a member of chain {chain}"),
             MapError::NotMember { chain, node } => write!(f, "node {node} is not a member of chain {chain}"),
@@ -316,7 +426,7 @@ impl fmt::Display for MapError {
                 write!(f, "position {position} is not before the tail of chain {chain}")
             }
             MapError::TooManyReplicas(c) => write!(f, "chain {c} already has R+1 members"),
-            MapError::FlushReused { flush, next } => write!(f, "FLUSH number {flush} is used (next is {next})"),
+            MapError::StepReused { step, next } => write!(f, "step id {step} is used (next is {next})"),
             MapError::LastReplica { chain, node } => {
                 write!(f, "removing {node} would leave chain {chain} without a live replica")
             }
@@ -358,17 +468,24 @@ impl ClusterMap {
             MapCommand::AddNode { id, addrs, vnodes } => self.add_node(*id, addrs, *vnodes),
             MapCommand::RemoveNode { id } => self.remove_node(*id),
             MapCommand::NodeFailed { id } => self.node_failed(*id),
+            MapCommand::NodeRecovered { id } => self.node_recovered(*id),
             MapCommand::StepStarted { chain, expected_view, change } => {
                 self.step_started(*chain, *expected_view, change)
             }
-            MapCommand::StepDone { chain, expected_view } => self.step_done(*chain, *expected_view),
-            MapCommand::StepAborted { chain, expected_view } => self.step_aborted(*chain, *expected_view),
+            MapCommand::AddInserted { chain, step } => self.add_inserted(*chain, *step),
+            MapCommand::StepDone { chain, step } => self.step_done(*chain, *step),
+            MapCommand::StepAborted { chain, step } => self.step_aborted(*chain, *step),
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;
             self.settle();
         }
         Ok(applied)
+    }
+
+    /// The epoch of the command being applied: `apply` bumps the epoch once the command succeeded.
+    fn applying_epoch(&self) -> u64 {
+        self.epoch + 1
     }
 
     fn bootstrap(
@@ -388,9 +505,10 @@ impl ClusterMap {
             map.add_node(*id, addrs, vnodes)?;
             map.nodes.get_mut(id).expect("just added").state = NodeState::Active;
         }
+        let tail_epoch = self.applying_epoch();
         for (p, members) in map.targets().into_iter().enumerate() {
             let id = ChainId(p as u32);
-            map.chains.insert(id, ChainView { id, members, view: 1, change: None });
+            map.chains.insert(id, ChainView { id, members, view: 1, tail_epoch, change: None });
         }
         *self = map;
         Ok(Applied::Changed)
@@ -418,16 +536,22 @@ impl ClusterMap {
                 return Err(MapError::AddrInUse { addr: addr.to_string(), by: other });
             }
         }
-        self.nodes.insert(id, NodeInfo { addrs: addrs.clone(), vnodes, state: NodeState::Joining });
+        let info = NodeInfo { addrs: addrs.clone(), vnodes, state: NodeState::Joining, departed: false };
+        self.nodes.insert(id, info);
         Ok(Applied::Changed)
     }
 
+    /// Also for a Failed or Removed node: the operator's decision that it is gone outlives the failure,
+    /// so `NodeRecovered` will not bring it back.
     fn remove_node(&mut self, id: NodeId) -> Result<Applied, MapError> {
         let info = self.nodes.get_mut(&id).ok_or(MapError::UnknownNode(id))?;
-        if !info.state.is_placeable() {
+        if info.departed {
             return Ok(Applied::Unchanged);
         }
-        info.state = NodeState::Leaving;
+        info.departed = true;
+        if info.state.is_placeable() {
+            info.state = NodeState::Leaving;
+        }
         Ok(Applied::Changed)
     }
 
@@ -438,12 +562,24 @@ impl ClusterMap {
         }
         info.state = NodeState::Failed;
         // §2.5: a failure during a step stops it; the planner repairs the chain and redoes the step.
-        for chain in self.chains.values_mut() {
-            if chain.change.is_some() && chain.involves(id) {
-                chain.change = None;
-                chain.view += 1;
-            }
+        let epoch = self.applying_epoch();
+        for chain in self.chains.values_mut().filter(|c| c.change.is_some() && c.involves(id)) {
+            chain.abort(epoch);
         }
+        Ok(Applied::Changed)
+    }
+
+    /// The node keeps the chains it is still a member of (see the module docs); `settle` makes a Joining
+    /// node that holds all of its target chains Active at once.
+    fn node_recovered(&mut self, id: NodeId) -> Result<Applied, MapError> {
+        let info = self.nodes.get_mut(&id).ok_or(MapError::UnknownNode(id))?;
+        info.state = match info.state {
+            NodeState::Joining | NodeState::Active | NodeState::Leaving => return Ok(Applied::Unchanged),
+            NodeState::Removed if info.departed => return Err(MapError::Departed(id)),
+            // It was leaving when it was declared failed, and its data is still valid: drain it as before.
+            NodeState::Failed if info.departed => NodeState::Leaving,
+            NodeState::Failed | NodeState::Removed => NodeState::Joining,
+        };
         Ok(Applied::Changed)
     }
 
@@ -456,25 +592,27 @@ impl ClusterMap {
         Ok(c)
     }
 
+    /// Leaves the members, and so the view, alone.
     fn step_started(&mut self, chain: ChainId, expected_view: u64, change: &ChainChange) -> Result<Applied, MapError> {
         let c = self.chain_at(chain, expected_view)?;
         if c.change.is_some() {
             return Err(MapError::StepInFlight(chain));
         }
         match *change {
-            ChainChange::Add { node, position, flush } => self.check_add(c, node, position, flush)?,
-            ChainChange::Remove { node } => self.check_remove(c, node)?,
+            ChainChange::Add { inserted: true, step, .. } => return Err(MapError::AlreadyInserted { chain, step }),
+            ChainChange::Add { node, position, .. } => self.check_add(c, node, position)?,
+            ChainChange::Remove { node, .. } => self.check_remove(c, node)?,
         }
-        if let ChainChange::Add { flush, .. } = *change {
-            self.next_flush = flush + 1;
+        let step = change.step();
+        if step < self.next_step {
+            return Err(MapError::StepReused { step, next: self.next_step });
         }
-        let c = self.chains.get_mut(&chain).expect("checked");
-        c.change = Some(change.clone());
-        c.view += 1;
+        self.next_step = step + 1;
+        self.chains.get_mut(&chain).expect("checked").change = Some(change.clone());
         Ok(Applied::Changed)
     }
 
-    fn check_add(&self, c: &ChainView, node: NodeId, position: usize, flush: u64) -> Result<(), MapError> {
+    fn check_add(&self, c: &ChainView, node: NodeId, position: usize) -> Result<(), MapError> {
         let state = self.state(node).ok_or(MapError::UnknownNode(node))?;
         if !state.is_placeable() {
             return Err(MapError::NotPlaceable { id: node, state });
@@ -491,9 +629,6 @@ impl ClusterMap {
         if position >= c.members.len() {
             return Err(MapError::NeverTail { chain: c.id, position });
         }
-        if flush < self.next_flush {
-            return Err(MapError::FlushReused { flush, next: self.next_flush });
-        }
         Ok(())
     }
 
@@ -507,25 +642,51 @@ impl ClusterMap {
         Ok(())
     }
 
-    /// Completes the step in flight. Its preconditions still hold: every failure that could break them
-    /// aborted the step and moved the view (see `node_failed`).
-    fn step_done(&mut self, chain: ChainId, expected_view: u64) -> Result<Applied, MapError> {
-        self.chain_at(chain, expected_view)?;
-        let c = self.chains.get_mut(&chain).expect("checked");
-        match c.change.take().ok_or(MapError::NoStepInFlight(chain))? {
-            ChainChange::Add { node, position, .. } => c.members.insert(position, node),
-            ChainChange::Remove { node } => c.members.retain(|&m| m != node),
+    /// The step in flight on `chain`, if its id is `step`. Ids are never reused, so a late, repeated or
+    /// misdirected report finds no step of its id.
+    fn step_in_flight(&self, chain: ChainId, step: u64) -> Result<&ChainChange, MapError> {
+        let c = self.chains.get(&chain).ok_or(MapError::UnknownChain(chain))?;
+        let change = c.change.as_ref().ok_or(MapError::NoStepInFlight(chain))?;
+        if change.step() != step {
+            return Err(MapError::WrongStep { chain, step, in_flight: change.step() });
         }
-        c.view += 1;
+        Ok(change)
+    }
+
+    /// The Add's preconditions still hold: nothing but this step changes the members while it is in
+    /// flight, and a failure of the joiner or of a member would have aborted it (see `node_failed`).
+    fn add_inserted(&mut self, chain: ChainId, step: u64) -> Result<Applied, MapError> {
+        let (node, position) = match *self.step_in_flight(chain, step)? {
+            ChainChange::Add { inserted: true, .. } => return Err(MapError::AlreadyInserted { chain, step }),
+            ChainChange::Add { node, position, .. } => (node, position),
+            ChainChange::Remove { .. } => return Err(MapError::NotAnAdd { chain, step }),
+        };
+        let epoch = self.applying_epoch();
+        let c = self.chains.get_mut(&chain).expect("checked");
+        c.change = Some(ChainChange::Add { node, position, step, inserted: true });
+        c.edit_members(epoch, |m| m.insert(position, node));
         Ok(Applied::Changed)
     }
 
-    fn step_aborted(&mut self, chain: ChainId, expected_view: u64) -> Result<Applied, MapError> {
-        self.chain_at(chain, expected_view)?;
+    /// Ends the step in flight; as for `add_inserted`, its preconditions still hold.
+    fn step_done(&mut self, chain: ChainId, step: u64) -> Result<Applied, MapError> {
+        let change = self.step_in_flight(chain, step)?.clone();
+        if let ChainChange::Add { inserted: false, .. } = change {
+            return Err(MapError::NotInserted { chain, step });
+        }
+        let epoch = self.applying_epoch();
         let c = self.chains.get_mut(&chain).expect("checked");
-        c.change.take().ok_or(MapError::NoStepInFlight(chain))?;
-        // The chain's nodes may have seen part of the step: the new view tells them to reset.
-        c.view += 1;
+        c.change = None;
+        if let ChainChange::Remove { node, .. } = change {
+            c.edit_members(epoch, |m| m.retain(|&n| n != node));
+        }
+        Ok(Applied::Changed)
+    }
+
+    fn step_aborted(&mut self, chain: ChainId, step: u64) -> Result<Applied, MapError> {
+        self.step_in_flight(chain, step)?;
+        let epoch = self.applying_epoch();
+        self.chains.get_mut(&chain).expect("checked").abort(epoch);
         Ok(Applied::Changed)
     }
 
@@ -534,8 +695,8 @@ impl ClusterMap {
         self.chains.values().any(|c| c.involves(node))
     }
 
-    /// The automatic transitions: Joining → Active once in every target chain, Leaving/Failed → Removed
-    /// once in no chain. Part of the command that made them true, so they share its epoch.
+    /// The automatic transitions: Joining → Active once it holds every target chain, Leaving/Failed →
+    /// Removed once in no chain. Part of the command that made them true, so they share its epoch.
     fn settle(&mut self) {
         let targets = self.nodes.values().any(|n| n.state == NodeState::Joining).then(|| self.targets());
         let updates: Vec<(NodeId, NodeState)> = self
@@ -553,7 +714,7 @@ impl ClusterMap {
     }
 
     fn holds_targets(&self, node: NodeId, targets: &[Vec<NodeId>]) -> bool {
-        targets.iter().zip(self.chains.values()).all(|(t, c)| !t.contains(&node) || c.contains(node))
+        targets.iter().zip(self.chains.values()).all(|(t, c)| !t.contains(&node) || c.holds(node))
     }
 
     /// The map's invariants; `Err` describes the first violation. The simulator runs this after every
@@ -572,13 +733,15 @@ impl ClusterMap {
             ensure(id == ChainId(i as u32) && c.id == id, || format!("chain {id} out of place"))?;
             self.check_chain(c)?;
         }
-        self.check_flushes()?;
+        self.check_step_ids()?;
         self.check_nodes()
     }
 
     fn check_chain(&self, c: &ChainView) -> Result<(), String> {
         let id = c.id;
         ensure(c.view >= 1, || format!("chain {id} has view 0"))?;
+        let tail_epoch_valid = (1..=self.epoch).contains(&c.tail_epoch);
+        ensure(tail_epoch_valid, || format!("chain {id}: tail epoch {} outside 1..={}", c.tail_epoch, self.epoch))?;
         ensure(!c.members.is_empty(), || format!("chain {id} is empty"))?;
         ensure(c.members.len() <= self.replication + 1, || format!("chain {id} has more than R+1 members"))?;
         let distinct: BTreeSet<NodeId> = c.members.iter().copied().collect();
@@ -589,18 +752,25 @@ impl ClusterMap {
         }
         match c.change {
             None => Ok(()),
-            Some(ChainChange::Add { node, position, flush }) => self.check_add_in_flight(c, node, position, flush),
-            Some(ChainChange::Remove { node }) => self.check_remove_in_flight(c, node),
+            Some(ChainChange::Add { node, position, inserted, .. }) => {
+                self.check_add_in_flight(c, node, position, inserted)
+            }
+            Some(ChainChange::Remove { node, .. }) => self.check_remove_in_flight(c, node),
         }
     }
 
-    fn check_add_in_flight(&self, c: &ChainView, node: NodeId, position: usize, flush: u64) -> Result<(), String> {
+    fn check_add_in_flight(&self, c: &ChainView, node: NodeId, position: usize, inserted: bool) -> Result<(), String> {
         let id = c.id;
         ensure(self.is_live(node), || format!("chain {id}: adding {node}, which is {:?}", self.state(node)))?;
-        ensure(!c.contains(node), || format!("chain {id}: adding {node}, already a member"))?;
-        ensure(position < c.members.len(), || format!("chain {id}: adding {node} at or after the tail"))?;
-        ensure(c.members.len() <= self.replication, || format!("chain {id}: add would exceed R+1"))?;
-        ensure(flush < self.next_flush, || format!("chain {id}: FLUSH {flush} not below {}", self.next_flush))?;
+        ensure(c.contains(node) == inserted, || match inserted {
+            true => format!("chain {id}: {node} is inserted but not a member"),
+            false => format!("chain {id}: adding {node}, already a member"),
+        })?;
+        // The members the chain had when the step started.
+        let before = c.members.len() - usize::from(inserted);
+        ensure(position < before, || format!("chain {id}: adding {node} at or after the tail"))?;
+        ensure(!inserted || c.members[position] == node, || format!("chain {id}: {node} is not at {position}"))?;
+        ensure(before <= self.replication, || format!("chain {id}: add would exceed R+1"))?;
         ensure(c.members.iter().all(|&m| self.is_live(m)), || format!("chain {id}: add with a failed member"))
     }
 
@@ -611,12 +781,11 @@ impl ClusterMap {
         ensure(other_live, || format!("chain {id}: removing {node} would leave no live member"))
     }
 
-    fn check_flushes(&self) -> Result<(), String> {
+    fn check_step_ids(&self) -> Result<(), String> {
         let mut seen = BTreeSet::new();
-        for c in self.chains.values() {
-            if let Some(ChainChange::Add { flush, .. }) = c.change {
-                ensure(seen.insert(flush), || format!("FLUSH {flush} in flight twice"))?;
-            }
+        for step in self.chains.values().filter_map(|c| c.change.as_ref()).map(ChainChange::step) {
+            ensure(step < self.next_step, || format!("step {step} not below next_step {}", self.next_step))?;
+            ensure(seen.insert(step), || format!("step {step} in flight twice"))?;
         }
         Ok(())
     }
@@ -631,6 +800,7 @@ impl ClusterMap {
                 NodeState::Active => true,
             };
             ensure(settled, || format!("node {id} should not be {}", n.state))?;
+            ensure(!(n.departed && n.state.is_placeable()), || format!("node {id} departed but is {}", n.state))?;
         }
         for v in &self.manager_voters {
             ensure(self.nodes.contains_key(v), || format!("voter {v} is not a node"))?;

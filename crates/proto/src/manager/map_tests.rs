@@ -45,14 +45,53 @@ fn start(map: &mut ClusterMap, chain: u32, change: ChainChange) -> Result<Applie
     map.apply(&MapCommand::StepStarted { chain: ChainId(chain), expected_view: view, change })
 }
 
+/// An Add as `StepStarted` proposes it: not inserted yet.
+fn joining(node: NodeId, position: usize, step: u64) -> ChainChange {
+    ChainChange::Add { node, position, step, inserted: false }
+}
+
+fn inserted(chain: ChainId, step: u64) -> MapCommand {
+    MapCommand::AddInserted { chain, step }
+}
+
+fn done(chain: ChainId, step: u64) -> MapCommand {
+    MapCommand::StepDone { chain, step }
+}
+
+fn aborted(chain: ChainId, step: u64) -> MapCommand {
+    MapCommand::StepAborted { chain, step }
+}
+
+/// `map` (one partition) with a new Joining node that is a target of chain 0.
+fn with_joiner(map: &ClusterMap) -> (NodeId, ClusterMap) {
+    (4..)
+        .map(|i| {
+            let mut probe = map.clone();
+            assert_eq!(add(&mut probe, i), Ok(Applied::Changed));
+            (NodeId(i), probe)
+        })
+        .find(|(id, probe)| probe.targets()[0].contains(id))
+        .unwrap()
+}
+
+/// Removes `node` from every chain it is a member of, one Remove step each.
+fn remove_everywhere(map: &mut ClusterMap, node: NodeId) {
+    let chains: Vec<ChainId> = map.chains.values().filter(|c| c.contains(node)).map(|c| c.id).collect();
+    for id in chains {
+        let step = map.next_step;
+        assert_eq!(start(map, id.0, ChainChange::Remove { node, step }), Ok(Applied::Changed));
+        assert_eq!(map.apply(&done(id, step)), Ok(Applied::Changed));
+    }
+}
+
 #[test]
 fn bootstrap_places_every_chain_at_its_target() {
     let map = bootstrapped(4, 3, 64);
     assert_eq!(map.epoch, 1);
-    assert!(map.nodes.values().all(|n| n.state == NodeState::Active && n.vnodes == 8));
+    assert!(map.nodes.values().all(|n| n.state == NodeState::Active && n.vnodes == 8 && !n.departed));
     let targets = map.targets();
     for (id, c) in &map.chains {
-        assert_eq!((c.view, &c.change, &c.members), (1, &None, &targets[id.0 as usize]));
+        assert_eq!((c.view, c.tail_epoch, &c.change, &c.members), (1, 1, &None, &targets[id.0 as usize]));
     }
     assert_eq!(map.manager_voters, vec![NodeId(1), NodeId(2), NodeId(3)]);
 }
@@ -101,26 +140,27 @@ fn add_node_is_idempotent_and_refuses_clashes() {
 }
 
 #[test]
-fn leave_and_failure_are_idempotent_and_a_failed_node_rejoins_only_once_removed() {
+fn leave_and_failure_are_idempotent_and_a_failed_node_is_added_again_only_once_removed() {
     let mut map = bootstrapped(4, 3, 16);
     refused(&mut map, MapCommand::NodeFailed { id: NodeId(9) }, MapError::UnknownNode(NodeId(9)));
     assert_eq!(map.apply(&MapCommand::NodeFailed { id: NodeId(2) }), Ok(Applied::Changed));
     assert_eq!(map.apply(&MapCommand::NodeFailed { id: NodeId(2) }), Ok(Applied::Unchanged));
-    assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(2) }), Ok(Applied::Unchanged));
     refused(&mut map, MapCommand::AddNode { id: NodeId(2), addrs: addrs(2), vnodes: 8 }, {
         MapError::NodeBusy { id: NodeId(2), state: NodeState::Failed }
     });
+    // Removing a failed node records only that it departed.
+    assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(2) }), Ok(Applied::Changed));
+    assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(2) }), Ok(Applied::Unchanged));
+    assert_eq!((map.state(NodeId(2)), map.nodes[&NodeId(2)].departed), (Some(NodeState::Failed), true));
     assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(3) }), Ok(Applied::Changed));
     assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(3) }), Ok(Applied::Unchanged));
     assert_eq!(map.state(NodeId(3)), Some(NodeState::Leaving));
     // Once the failed node is out of every chain it is Removed and may come back as a fresh joiner.
-    for c in map.chains.values_mut() {
-        c.members.retain(|&m| m != NodeId(2));
-    }
-    map.settle();
+    remove_everywhere(&mut map, NodeId(2));
     assert_eq!(map.state(NodeId(2)), Some(NodeState::Removed));
     assert_eq!(add(&mut map, 2), Ok(Applied::Changed));
-    assert_eq!(map.state(NodeId(2)), Some(NodeState::Joining));
+    assert_eq!((map.state(NodeId(2)), map.nodes[&NodeId(2)].departed), (Some(NodeState::Joining), false));
+    map.check().unwrap();
 }
 
 #[test]
@@ -148,42 +188,40 @@ fn steps_are_validated_against_the_chain() {
     let c = map.chains[&ChainId(0)].clone();
     let outsider = (1..=4).map(NodeId).find(|n| !c.contains(*n)).unwrap();
     let id = ChainId(0);
-    let stale =
-        MapCommand::StepStarted { chain: id, expected_view: 7, change: ChainChange::Remove { node: c.members[0] } };
+    let remove_head = ChainChange::Remove { node: c.members[0], step: 1 };
+    let stale = MapCommand::StepStarted { chain: id, expected_view: 7, change: remove_head.clone() };
     refused(&mut map, stale, MapError::StaleView { chain: id, expected: 7, actual: 1 });
-    let unknown = MapCommand::StepDone { chain: ChainId(8), expected_view: 1 };
+    let unknown = MapCommand::StepStarted { chain: ChainId(8), expected_view: 1, change: remove_head.clone() };
     refused(&mut map, unknown, MapError::UnknownChain(ChainId(8)));
-    refused(&mut map, MapCommand::StepDone { chain: id, expected_view: 1 }, MapError::NoStepInFlight(id));
-    refused(&mut map, MapCommand::StepAborted { chain: id, expected_view: 1 }, MapError::NoStepInFlight(id));
-    let add_at = |node, position, flush| MapCommand::StepStarted {
+    let add_at = |node, position, step| MapCommand::StepStarted {
         chain: id,
         expected_view: 1,
-        change: ChainChange::Add { node, position, flush },
+        change: joining(node, position, step),
     };
     refused(&mut map, add_at(NodeId(9), 0, 1), MapError::UnknownNode(NodeId(9)));
     refused(&mut map, add_at(c.members[1], 0, 1), MapError::AlreadyMember { chain: id, node: c.members[1] });
     refused(&mut map, add_at(outsider, 3, 1), MapError::NeverTail { chain: id, position: 3 });
-    refused(&mut map, add_at(outsider, 2, 0), MapError::FlushReused { flush: 0, next: 1 });
-    let remove = |node| MapCommand::StepStarted { chain: id, expected_view: 1, change: ChainChange::Remove { node } };
-    refused(&mut map, remove(outsider), MapError::NotMember { chain: id, node: outsider });
+    refused(&mut map, add_at(outsider, 2, 0), MapError::StepReused { step: 0, next: 1 });
+    let remove = |node, step| MapCommand::StepStarted {
+        chain: id,
+        expected_view: 1,
+        change: ChainChange::Remove { node, step },
+    };
+    refused(&mut map, remove(outsider, 1), MapError::NotMember { chain: id, node: outsider });
+    refused(&mut map, remove(c.members[0], 0), MapError::StepReused { step: 0, next: 1 });
     map.apply(&MapCommand::RemoveNode { id: outsider }).unwrap();
     let leaving = NodeState::Leaving;
     refused(&mut map, add_at(outsider, 0, 1), MapError::NotPlaceable { id: outsider, state: leaving });
-    // A legal Add, then a second step on the same chain.
+    // A legal Add, which takes its id and leaves the view alone, then a second step on the same chain.
     assert_eq!(map.apply(&add_at(NodeId(5), 2, 4)), Ok(Applied::Changed));
-    assert_eq!((map.next_flush, map.chains[&id].view), (5, 2));
-    let second =
-        MapCommand::StepStarted { chain: id, expected_view: 2, change: ChainChange::Remove { node: c.members[0] } };
-    refused(&mut map, second, MapError::StepInFlight(id));
-    assert_eq!(map.apply(&MapCommand::StepDone { chain: id, expected_view: 2 }), Ok(Applied::Changed));
+    assert_eq!((map.next_step, map.chains[&id].view), (5, 1));
+    refused(&mut map, remove(c.members[0], 5), MapError::StepInFlight(id));
+    map.apply(&inserted(id, 4)).unwrap();
+    map.apply(&done(id, 4)).unwrap();
     assert_eq!(map.chains[&id].members, vec![c.members[0], c.members[1], NodeId(5), c.members[2]]);
     add(&mut map, 6).unwrap();
-    let full = ChainChange::Add { node: NodeId(6), position: 0, flush: 5 };
-    refused(
-        &mut map,
-        MapCommand::StepStarted { chain: id, expected_view: 3, change: full },
-        MapError::TooManyReplicas(id),
-    );
+    let full = MapCommand::StepStarted { chain: id, expected_view: 2, change: joining(NodeId(6), 0, 5) };
+    refused(&mut map, full, MapError::TooManyReplicas(id));
     map.check().unwrap();
 }
 
@@ -196,75 +234,263 @@ fn the_last_live_replica_is_never_removed_and_a_failed_member_blocks_adds() {
     let id = ChainId(0);
     let head = c.members[0];
     assert_eq!(
-        start(&mut map, 0, ChainChange::Remove { node: head }),
+        start(&mut map, 0, ChainChange::Remove { node: head, step: 1 }),
         Err(MapError::LastReplica { chain: id, node: head })
     );
-    let add = ChainChange::Add { node: spare, position: 0, flush: 1 };
-    assert_eq!(start(&mut map, 0, add), Err(MapError::NeedsRepair(id)));
-    assert_eq!(start(&mut map, 0, ChainChange::Remove { node: c.members[1] }), Ok(Applied::Changed));
-    map.apply(&MapCommand::StepDone { chain: id, expected_view: 2 }).unwrap();
+    assert_eq!(start(&mut map, 0, joining(spare, 0, 1)), Err(MapError::NeedsRepair(id)));
+    assert_eq!(start(&mut map, 0, ChainChange::Remove { node: c.members[1], step: 1 }), Ok(Applied::Changed));
+    map.apply(&done(id, 1)).unwrap();
     assert_eq!(map.chains[&id].members, vec![head]);
     assert_eq!(map.state(c.members[1]), Some(NodeState::Removed));
     assert_eq!(
-        start(&mut map, 0, ChainChange::Remove { node: head }),
+        start(&mut map, 0, ChainChange::Remove { node: head, step: 2 }),
         Err(MapError::LastReplica { chain: id, node: head })
     );
     map.check().unwrap();
 }
 
+/// The view names one member list: starting, finishing an Add and aborting a step that changed no
+/// member leave it alone; inserting and removing a member move it by one.
 #[test]
-fn a_failure_aborts_the_steps_it_touches_and_stale_completions_are_refused() {
-    let mut map = bootstrapped(3, 2, 1);
-    add(&mut map, 4).unwrap();
+fn views_move_exactly_when_members_change() {
+    let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
     let id = ChainId(0);
-    let c = map.chains[&id].clone();
-    let joiner = (1..=4).map(NodeId).find(|n| !c.contains(*n)).unwrap();
-    start(&mut map, 0, ChainChange::Add { node: joiner, position: 1, flush: 1 }).unwrap();
-    refused(
-        &mut map,
-        MapCommand::StepStarted {
-            chain: id,
-            expected_view: 2,
-            change: ChainChange::Add { node: joiner, position: 0, flush: 2 },
-        },
-        MapError::StepInFlight(id),
-    );
+    let members = map.chains[&id].members.clone();
+    let view = |map: &ClusterMap| (map.chains[&id].view, map.chains[&id].members.clone());
+    let step = map.next_step;
+    assert_eq!(start(&mut map, 0, joining(joiner, 1, step)), Ok(Applied::Changed));
+    assert_eq!((view(&map), map.next_step), ((1, members.clone()), step + 1));
+    assert_eq!(map.apply(&inserted(id, step)), Ok(Applied::Changed));
+    let with_joiner = [&members[..1], &[joiner], &members[1..]].concat();
+    assert_eq!(view(&map), (2, with_joiner.clone()));
+    assert_eq!(map.state(joiner), Some(NodeState::Joining), "no full replica before its FLUSH is done");
+    assert_eq!(map.apply(&done(id, step)), Ok(Applied::Changed));
+    assert_eq!((view(&map), &map.chains[&id].change), ((2, with_joiner.clone()), &None));
+    assert_eq!(map.state(joiner), Some(NodeState::Active));
+    // A Remove moves the view when it is done, not when it starts; an abort before then moves nothing.
+    let head = with_joiner[0];
+    assert_eq!(start(&mut map, 0, ChainChange::Remove { node: head, step: step + 1 }), Ok(Applied::Changed));
+    assert_eq!(map.apply(&aborted(id, step + 1)), Ok(Applied::Changed));
+    assert_eq!(view(&map), (2, with_joiner.clone()));
+    assert_eq!(start(&mut map, 0, ChainChange::Remove { node: head, step: step + 2 }), Ok(Applied::Changed));
+    assert_eq!(view(&map), (2, with_joiner.clone()));
+    assert_eq!(map.apply(&done(id, step + 2)), Ok(Applied::Changed));
+    assert_eq!(view(&map), (3, with_joiner[1..].to_vec()));
+    // An Add aborted before its insertion moves nothing either.
+    let spare = head;
+    assert_eq!(start(&mut map, 0, joining(spare, 0, step + 3)), Ok(Applied::Changed));
+    assert_eq!(map.apply(&aborted(id, step + 3)), Ok(Applied::Changed));
+    assert_eq!(view(&map), (3, with_joiner[1..].to_vec()));
+    map.check().unwrap();
+}
+
+/// Reports name their step by id: a report of a step that is not (or no longer) the chain's step in
+/// flight, or of the wrong stage, is refused and changes nothing, epoch included.
+#[test]
+fn step_reports_with_wrong_or_stale_ids_are_refused() {
+    let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
+    let id = ChainId(0);
+    let s = map.next_step;
+    for report in [inserted(id, s), done(id, s), aborted(id, s)] {
+        refused(&mut map, report, MapError::NoStepInFlight(id));
+    }
+    let pre_inserted = ChainChange::Add { node: joiner, position: 0, step: s, inserted: true };
+    let started_inserted = MapCommand::StepStarted { chain: id, expected_view: 1, change: pre_inserted };
+    refused(&mut map, started_inserted, MapError::AlreadyInserted { chain: id, step: s });
+    let start_add = MapCommand::StepStarted { chain: id, expected_view: 1, change: joining(joiner, 0, s) };
+    assert_eq!(map.apply(&start_add), Ok(Applied::Changed));
+    refused(&mut map, start_add.clone(), MapError::StepInFlight(id));
+    refused(&mut map, inserted(id, s + 1), MapError::WrongStep { chain: id, step: s + 1, in_flight: s });
+    refused(&mut map, done(id, s - 1), MapError::WrongStep { chain: id, step: s - 1, in_flight: s });
+    refused(&mut map, aborted(id, s + 7), MapError::WrongStep { chain: id, step: s + 7, in_flight: s });
+    refused(&mut map, inserted(ChainId(1), s), MapError::UnknownChain(ChainId(1)));
+    refused(&mut map, done(id, s), MapError::NotInserted { chain: id, step: s });
+    assert_eq!(map.apply(&inserted(id, s)), Ok(Applied::Changed));
+    refused(&mut map, inserted(id, s), MapError::AlreadyInserted { chain: id, step: s });
+    assert_eq!(map.apply(&done(id, s)), Ok(Applied::Changed));
+    for report in [inserted(id, s), done(id, s), aborted(id, s)] {
+        refused(&mut map, report, MapError::NoStepInFlight(id));
+    }
+    refused(&mut map, start_add, MapError::StaleView { chain: id, expected: 1, actual: 2 });
+    // A Remove: no insertion to report; once aborted, neither its reports nor its start apply again.
+    let remove = ChainChange::Remove { node: joiner, step: s + 1 };
+    let start_remove = MapCommand::StepStarted { chain: id, expected_view: 2, change: remove };
+    let reused = ChainChange::Remove { node: joiner, step: s };
+    let start_reused = MapCommand::StepStarted { chain: id, expected_view: 2, change: reused };
+    refused(&mut map, start_reused, MapError::StepReused { step: s, next: s + 1 });
+    assert_eq!(map.apply(&start_remove), Ok(Applied::Changed));
+    refused(&mut map, inserted(id, s + 1), MapError::NotAnAdd { chain: id, step: s + 1 });
+    assert_eq!(map.apply(&aborted(id, s + 1)), Ok(Applied::Changed));
+    refused(&mut map, aborted(id, s + 1), MapError::NoStepInFlight(id));
+    refused(&mut map, start_remove, MapError::StepReused { step: s + 1, next: s + 2 });
+    map.check().unwrap();
+}
+
+/// §2.5: a joiner whose FLUSH did not come back is not a valid replica, so an abort takes it out again
+/// and the planner redoes the addition under a new step id.
+#[test]
+fn an_abort_after_insertion_takes_the_joiner_out() {
+    let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
+    let id = ChainId(0);
+    let members = map.chains[&id].members.clone();
+    let s = map.next_step;
+    start(&mut map, 0, joining(joiner, 1, s)).unwrap();
+    map.apply(&inserted(id, s)).unwrap();
+    assert_eq!(map.apply(&aborted(id, s)), Ok(Applied::Changed));
+    let c = &map.chains[&id];
+    assert_eq!((&c.members, c.view, c.tail_epoch, &c.change), (&members, 3, 1, &None));
+    assert_eq!(map.state(joiner), Some(NodeState::Joining));
+    let redo = crate::manager::plan::next_steps(&map);
+    let redone = |c, v, change: &ChainChange| (c, v, change.node(), change.step()) == (id, 3, joiner, s + 1);
+    assert!(matches!(redo[..], [(c, v, ref change @ ChainChange::Add { .. })] if redone(c, v, change)), "{redo:?}");
+    map.check().unwrap();
+}
+
+/// A failure of a member or of the joiner aborts the Add; an inserted joiner goes out again (a new view),
+/// one not yet inserted leaves the members and the view alone.
+#[test]
+fn a_failure_during_an_add_aborts_it_and_takes_an_inserted_joiner_out() {
+    let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
+    let id = ChainId(0);
+    let members = map.chains[&id].members.clone();
+    let s = map.next_step;
+    start(&mut map, 0, joining(joiner, 1, s)).unwrap();
+    let mut before_insertion = map.clone();
+    map.apply(&inserted(id, s)).unwrap();
+    let mut after_insertion = map.clone();
+    // A member fails: the joiner is out again, the failed member stays until it is repaired out.
+    assert_eq!(after_insertion.apply(&MapCommand::NodeFailed { id: members[0] }), Ok(Applied::Changed));
+    let c = &after_insertion.chains[&id];
+    assert_eq!((&c.members, c.view, &c.change), (&members, 3, &None));
+    assert_eq!(after_insertion.state(joiner), Some(NodeState::Joining));
+    after_insertion.check().unwrap();
+    // The joiner fails: it is out again and, in no other chain, Removed.
     assert_eq!(map.apply(&MapCommand::NodeFailed { id: joiner }), Ok(Applied::Changed));
-    assert_eq!((map.chains[&id].view, &map.chains[&id].change), (3, &None));
-    refused(
-        &mut map,
-        MapCommand::StepDone { chain: id, expected_view: 2 },
-        MapError::StaleView { chain: id, expected: 2, actual: 3 },
-    );
-    // The joiner was in no chain yet: it is Removed at once.
+    let c = &map.chains[&id];
+    assert_eq!((&c.members, c.view, &c.change), (&members, 3, &None));
     assert_eq!(map.state(joiner), Some(NodeState::Removed));
+    map.check().unwrap();
+    refused(&mut map, done(id, s), MapError::NoStepInFlight(id));
+    // Before the insertion nothing in the chain's members changed, so the view stays.
+    assert_eq!(before_insertion.apply(&MapCommand::NodeFailed { id: members[2] }), Ok(Applied::Changed));
+    let c = &before_insertion.chains[&id];
+    assert_eq!((&c.members, c.view, &c.change), (&members, 1, &None));
+    refused(&mut before_insertion, inserted(id, s), MapError::NoStepInFlight(id));
+    before_insertion.check().unwrap();
+}
+
+/// A failure leaves alone the steps of chains the failed node has no part in.
+#[test]
+fn a_failure_aborts_only_the_steps_it_touches() {
+    let mut map = bootstrapped(4, 2, 4);
+    let mut started = Vec::new();
+    for c in map.chains.clone().values() {
+        let step = map.next_step;
+        start(&mut map, c.id.0, ChainChange::Remove { node: c.members[0], step }).unwrap();
+        started.push((c.id, c.members.clone()));
+    }
+    let failed = NodeId(1);
+    map.apply(&MapCommand::NodeFailed { id: failed }).unwrap();
+    for (id, members) in started {
+        let c = &map.chains[&id];
+        assert_eq!(c.change.is_none(), members.contains(&failed), "chain {id}");
+        assert_eq!((c.view, &c.members), (1, &members));
+    }
     map.check().unwrap();
 }
 
 #[test]
-fn abort_keeps_members_and_moves_the_view() {
-    let mut map = bootstrapped(3, 2, 1);
+fn a_recovered_node_keeps_its_chains_and_rejoins_the_others() {
+    let mut map = bootstrapped(4, 3, 16);
+    let recovered = |id| MapCommand::NodeRecovered { id: NodeId(id) };
+    refused(&mut map, recovered(9), MapError::UnknownNode(NodeId(9)));
+    assert_eq!(map.apply(&recovered(1)), Ok(Applied::Unchanged), "live nodes are not recovered");
+    // Still in every chain it was in: Active at once, no view moved.
+    let chains = map.chains.clone();
+    map.apply(&MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    assert_eq!(map.apply(&recovered(2)), Ok(Applied::Changed));
+    assert_eq!((map.state(NodeId(2)), &map.chains), (Some(NodeState::Active), &chains));
+    assert_eq!(map.apply(&recovered(2)), Ok(Applied::Unchanged));
+    // Repaired out of one chain meanwhile: Joining until the planner adds it there again.
+    map.apply(&MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    let one = map.chains.values().find(|c| c.contains(NodeId(2))).unwrap().id;
+    let step = map.next_step;
+    start(&mut map, one.0, ChainChange::Remove { node: NodeId(2), step }).unwrap();
+    map.apply(&done(one, step)).unwrap();
+    assert_eq!(map.apply(&recovered(2)), Ok(Applied::Changed));
+    assert_eq!(map.state(NodeId(2)), Some(NodeState::Joining));
+    assert!(map.chains.values().filter(|c| c.contains(NodeId(2))).count() > 1, "it keeps its other chains");
+    // Repaired out of every chain: Removed, then a fresh joiner.
+    map.apply(&MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    remove_everywhere(&mut map, NodeId(2));
+    assert_eq!(map.state(NodeId(2)), Some(NodeState::Removed));
+    assert_eq!(map.apply(&recovered(2)), Ok(Applied::Changed));
+    assert_eq!(map.state(NodeId(2)), Some(NodeState::Joining));
+    map.check().unwrap();
+}
+
+/// The failure detector never undoes the operator's RemoveNode.
+#[test]
+fn a_departed_node_is_not_recovered() {
+    let mut map = bootstrapped(4, 3, 16);
+    let recovered = MapCommand::NodeRecovered { id: NodeId(3) };
+    map.apply(&MapCommand::RemoveNode { id: NodeId(3) }).unwrap();
+    assert_eq!(map.apply(&recovered), Ok(Applied::Unchanged), "a Leaving node is live");
+    // Failed while leaving: it comes back Leaving, to be drained as before.
+    map.apply(&MapCommand::NodeFailed { id: NodeId(3) }).unwrap();
+    assert_eq!(map.apply(&recovered), Ok(Applied::Changed));
+    assert_eq!(map.state(NodeId(3)), Some(NodeState::Leaving));
+    map.apply(&MapCommand::NodeFailed { id: NodeId(3) }).unwrap();
+    remove_everywhere(&mut map, NodeId(3));
+    assert_eq!(map.state(NodeId(3)), Some(NodeState::Removed));
+    refused(&mut map, recovered.clone(), MapError::Departed(NodeId(3)));
+    // AddNode brings it back and clears the mark.
+    assert_eq!(add(&mut map, 3), Ok(Applied::Changed));
+    assert!(!map.nodes[&NodeId(3)].departed);
+    assert_eq!(map.apply(&recovered), Ok(Applied::Unchanged));
+    map.check().unwrap();
+}
+
+/// `tail_epoch` is the epoch of the command that last changed the tail, and of no other command.
+#[test]
+fn tail_epoch_moves_only_with_the_tail() {
+    let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
     let id = ChainId(0);
-    let tail = map.chains[&id].tail().unwrap();
-    start(&mut map, 0, ChainChange::Remove { node: tail }).unwrap();
     let members = map.chains[&id].members.clone();
-    assert_eq!(map.apply(&MapCommand::StepAborted { chain: id, expected_view: 2 }), Ok(Applied::Changed));
-    assert_eq!((map.chains[&id].view, &map.chains[&id].members), (3, &members));
-    refused(
-        &mut map,
-        MapCommand::StepAborted { chain: id, expected_view: 2 },
-        MapError::StaleView { chain: id, expected: 2, actual: 3 },
-    );
+    let tail_epoch = |map: &ClusterMap| map.chains[&id].tail_epoch;
+    let s = map.next_step;
+    start(&mut map, 0, joining(joiner, 2, s)).unwrap();
+    map.apply(&inserted(id, s)).unwrap();
+    map.apply(&done(id, s)).unwrap();
+    let tail = members[2];
+    map.apply(&MapCommand::NodeFailed { id: tail }).unwrap();
+    assert_eq!((map.chains[&id].tail(), tail_epoch(&map)), (Some(tail), 1), "a failure changes no member");
+    start(&mut map, 0, ChainChange::Remove { node: tail, step: s + 1 }).unwrap();
+    assert_eq!(tail_epoch(&map), 1);
+    map.apply(&done(id, s + 1)).unwrap();
+    assert_eq!((map.chains[&id].tail(), tail_epoch(&map)), (Some(joiner), map.epoch));
+    let moved = map.epoch;
+    start(&mut map, 0, ChainChange::Remove { node: members[0], step: s + 2 }).unwrap();
+    map.apply(&done(id, s + 2)).unwrap();
+    assert_eq!((map.chains[&id].members.clone(), tail_epoch(&map)), (vec![members[1], joiner], moved));
+    assert_eq!(map.apply(&MapCommand::NodeRecovered { id: tail }), Ok(Applied::Changed));
+    assert_eq!(tail_epoch(&map), moved);
+    map.check().unwrap();
 }
 
 /// Corrupts a map so that `check` must name what broke.
 type Breaker<'a> = Box<dyn Fn(&mut ClusterMap) + 'a>;
+
+fn set_change(m: &mut ClusterMap, id: ChainId, change: ChainChange) {
+    m.chains.get_mut(&id).unwrap().change = Some(change);
+}
 
 #[test]
 fn check_catches_broken_maps() {
     let good = bootstrapped(4, 2, 4);
     let id = ChainId(1);
     let spare = (1..=4).map(NodeId).find(|n| !good.chains[&id].contains(*n)).unwrap();
+    let add_spare = |position, inserted| ChainChange::Add { node: spare, position, step: 0, inserted };
     let breakers: Vec<(&str, Breaker)> = vec![
         (
             "repeats a member",
@@ -274,6 +500,8 @@ fn check_catches_broken_maps() {
             }),
         ),
         ("view 0", Box::new(|m| m.chains.get_mut(&id).unwrap().view = 0)),
+        ("tail epoch 2 outside 1..=1", Box::new(|m| m.chains.get_mut(&id).unwrap().tail_epoch = 2)),
+        ("tail epoch 0", Box::new(|m| m.chains.get_mut(&id).unwrap().tail_epoch = 0)),
         ("is empty", Box::new(|m| m.chains.get_mut(&id).unwrap().members.clear())),
         ("R+1", Box::new(|m| m.chains.get_mut(&id).unwrap().members.extend([NodeId(7), NodeId(8)]))),
         (
@@ -292,52 +520,69 @@ fn check_catches_broken_maps() {
                 }
             }),
         ),
+        ("departed but is ACTIVE", Box::new(|m| m.nodes.get_mut(&NodeId(1)).unwrap().departed = true)),
         (
             "already a member",
             Box::new(|m| {
                 let node = m.chains[&id].members[0];
-                m.chains.get_mut(&id).unwrap().change = Some(ChainChange::Add { node, position: 0, flush: 0 });
+                set_change(m, id, ChainChange::Add { node, position: 0, step: 0, inserted: false });
+            }),
+        ),
+        ("at or after the tail", Box::new(move |m| set_change(m, id, add_spare(2, false)))),
+        ("inserted but not a member", Box::new(move |m| set_change(m, id, add_spare(0, true)))),
+        (
+            "is not at 1",
+            Box::new(move |m| {
+                m.chains.get_mut(&id).unwrap().members.insert(0, spare);
+                set_change(m, id, add_spare(1, true));
             }),
         ),
         (
+            // Inserted as tail.
             "at or after the tail",
             Box::new(move |m| {
-                m.chains.get_mut(&id).unwrap().change = Some(ChainChange::Add { node: spare, position: 2, flush: 0 });
+                m.chains.get_mut(&id).unwrap().members.push(spare);
+                set_change(m, id, add_spare(2, true));
+            }),
+        ),
+        (
+            "add with a failed member",
+            Box::new(move |m| {
+                let member = m.chains[&id].members[1];
+                m.nodes.get_mut(&member).unwrap().state = NodeState::Failed;
+                set_change(m, id, add_spare(1, false));
             }),
         ),
         (
             "not below",
             Box::new(move |m| {
-                m.chains.get_mut(&id).unwrap().change = Some(ChainChange::Add { node: spare, position: 1, flush: 1 });
+                set_change(m, id, ChainChange::Add { node: spare, position: 1, step: 1, inserted: false });
             }),
         ),
         (
             "which is Some(Failed)",
             Box::new(move |m| {
                 m.nodes.get_mut(&spare).unwrap().state = NodeState::Failed;
-                m.chains.get_mut(&id).unwrap().change = Some(ChainChange::Add { node: spare, position: 1, flush: 0 });
+                set_change(m, id, add_spare(1, false));
             }),
         ),
-        (
-            "not a member",
-            Box::new(move |m| m.chains.get_mut(&id).unwrap().change = Some(ChainChange::Remove { node: spare })),
-        ),
+        ("not a member", Box::new(move |m| set_change(m, id, ChainChange::Remove { node: spare, step: 0 }))),
         (
             "no live member",
             Box::new(|m| {
                 let c = m.chains.get_mut(&id).unwrap();
                 let node = c.members[0];
                 c.members.truncate(1);
-                c.change = Some(ChainChange::Remove { node });
+                c.change = Some(ChainChange::Remove { node, step: 0 });
             }),
         ),
         (
-            "twice",
+            "step 1 in flight twice",
             Box::new(|m| {
-                m.next_flush = 2;
+                m.next_step = 2;
                 for c in [ChainId(0), ChainId(1)] {
-                    let node = (1..=4).map(NodeId).find(|n| !m.chains[&c].contains(*n)).unwrap();
-                    m.chains.get_mut(&c).unwrap().change = Some(ChainChange::Add { node, position: 0, flush: 1 });
+                    let node = m.chains[&c].members[0];
+                    set_change(m, c, ChainChange::Remove { node, step: 1 });
                 }
             }),
         ),
@@ -353,28 +598,38 @@ fn check_catches_broken_maps() {
 
 #[test]
 fn maps_and_commands_round_trip_through_the_wire_format() {
-    let mut map = bootstrapped(4, 3, 16);
-    add(&mut map, 5).unwrap();
+    let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
+    start(&mut map, 0, joining(joiner, 0, 1)).unwrap();
+    map.apply(&inserted(ChainId(0), 1)).unwrap();
+    map.apply(&MapCommand::RemoveNode { id: NodeId(2) }).unwrap();
     let bytes = encoded(&map);
     let (decoded, used): (ClusterMap, usize) = wire::decode(&bytes).unwrap().unwrap();
     assert_eq!((decoded, used), (map, bytes.len()));
-    let cmd = MapCommand::StepStarted {
-        chain: ChainId(3),
-        expected_view: 9,
-        change: ChainChange::Add { node: NodeId(5), position: 1, flush: 4 },
-    };
-    let mut out = Vec::new();
-    wire::encode(&cmd, &mut out).unwrap();
-    assert_eq!(wire::decode::<MapCommand>(&out).unwrap().unwrap().0, cmd);
+    let commands = [
+        MapCommand::StepStarted { chain: ChainId(3), expected_view: 9, change: joining(NodeId(5), 1, 4) },
+        MapCommand::NodeRecovered { id: NodeId(4) },
+        inserted(ChainId(3), 4),
+        done(ChainId(3), u64::MAX),
+        aborted(ChainId(3), 4),
+    ];
+    for cmd in commands {
+        let mut out = Vec::new();
+        wire::encode(&cmd, &mut out).unwrap();
+        assert_eq!(wire::decode::<MapCommand>(&out).unwrap().unwrap().0, cmd);
+    }
 }
 
 #[test]
-fn states_print_as_ctl_shows_them() {
+fn states_and_errors_print_as_ctl_shows_them() {
     let states = [NodeState::Joining, NodeState::Active, NodeState::Leaving, NodeState::Failed, NodeState::Removed];
     let shown: Vec<String> = states.iter().map(|s| s.to_string()).collect();
     assert_eq!(shown, ["JOINING", "ACTIVE", "LEAVING", "FAILED", "REMOVED"]);
     assert_eq!(
         MapError::NeverTail { chain: ChainId(2), position: 3 }.to_string(),
         "position 3 is not before the tail of chain c2"
+    );
+    assert_eq!(
+        MapError::WrongStep { chain: ChainId(2), step: 5, in_flight: 4 }.to_string(),
+        "chain c2 has step 4 in flight, not 5"
     );
 }

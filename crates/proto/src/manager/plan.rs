@@ -15,6 +15,11 @@
 //!    unless it is the last member. With a new node inserted before the old tail this is the seed's
 //!    TRUNCATE of the surplus tail (R+1 → R).
 //!
+//! A planned step is a `StepStarted`; the executor then drives it through the map's lifecycle
+//! ([`super::map`]): an Add through `AddInserted` (pre-copy done) and `StepDone` (FLUSH done), a Remove
+//! through `StepDone`, either possibly through `StepAborted`. An aborted step's chain has no step in
+//! flight again, so the next plan redoes it under a new step id.
+//!
 //! Each step moves one member toward the target and targets do not change while no command arrives, so
 //! planning and executing repeatedly converges: every chain's member *set* equals its target (the
 //! order may differ where an Add could not go to its target position behind the tail; reordering would
@@ -23,7 +28,8 @@
 //! Steps on different chains are independent and may run concurrently. Adds are limited per node
 //! ([`PlanLimits`]): pre-copy streams a partition from the chain's tail into the joiner, the expensive
 //! part of a join (§4: the pre-copying nodes lose a third of their throughput at full load), so no node
-//! takes part in more than `copies_per_node` Adds at once, as joiner or as source. Removes are never
+//! takes part in more than `copies_per_node` Adds at once, as joiner or as source. An Add counts until
+//! its `StepDone`, inserted or not: the FLUSH still streams the gap from the tail. Removes are never
 //! limited: they copy nothing, and a repair must not wait behind a copy.
 
 use super::map::{ChainChange, ChainView, ClusterMap};
@@ -86,19 +92,19 @@ pub fn next_steps(map: &ClusterMap) -> Vec<(ChainId, u64, ChainChange)> {
     next_steps_with(map, &PlanLimits::default())
 }
 
-/// The next step of every chain that has none in flight, as `(chain, view planned against, change)`,
-/// ready for `MapCommand::StepStarted`. Adds get consecutive FLUSH numbers from `map.next_flush`, so any
-/// subset of the steps can be started, in order.
+/// The next step of every chain that has none in flight, as `(chain, view planned against, change)`: the
+/// fields of a `MapCommand::StepStarted`. The steps take consecutive ids from `map.next_step`, so any of
+/// them can be started, in the order given.
 pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u64, ChainChange)> {
     if !map.is_bootstrapped() {
         return Vec::new();
     }
     let targets = map.targets();
     let mut copies = Copies::in_flight(map);
-    let mut flush = map.next_flush;
+    let mut step = map.next_step;
     let mut steps = Vec::new();
     for (id, c) in map.chains.iter().filter(|(_, c)| c.change.is_none()) {
-        let Some(change) = next_change(map, c, &targets[id.0 as usize], flush) else {
+        let Some(change) = next_change(map, c, &targets[id.0 as usize], step) else {
             continue;
         };
         if let ChainChange::Add { node, .. } = change {
@@ -106,26 +112,26 @@ pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u
             if !copies.admit(node, source, limits.copies_per_node) {
                 continue;
             }
-            flush += 1;
         }
+        step += 1;
         steps.push((*id, c.view, change));
     }
     steps
 }
 
-/// Rules 1–3 of the module docs for one chain; an Add gets FLUSH number `flush`.
-fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], flush: u64) -> Option<ChainChange> {
+/// Rules 1–3 of the module docs for one chain; the change gets id `step`.
+fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) -> Option<ChainChange> {
     if let Some(&failed) = c.members.iter().find(|&&m| !map.is_live(m)) {
         let other_live = c.members.iter().any(|&m| map.is_live(m));
-        return other_live.then_some(ChainChange::Remove { node: failed });
+        return other_live.then_some(ChainChange::Remove { node: failed, step });
     }
     let missing = target.iter().copied().find(|&n| !c.contains(n));
     let surplus = c.members.iter().rev().copied().find(|n| !target.contains(n));
     match (missing, surplus) {
         (Some(node), _) if c.members.len() <= map.replication => {
-            Some(ChainChange::Add { node, position: insert_position(c, target, node), flush })
+            Some(ChainChange::Add { node, position: insert_position(c, target, node), step, inserted: false })
         }
-        (_, Some(node)) if c.members.len() > 1 => Some(ChainChange::Remove { node }),
+        (_, Some(node)) if c.members.len() > 1 => Some(ChainChange::Remove { node, step }),
         _ => None,
     }
 }

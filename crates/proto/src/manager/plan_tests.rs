@@ -1,6 +1,6 @@
 use super::*;
 use crate::manager::map::tests::{addrs, bootstrap_cmd, bootstrapped, encoded};
-use crate::manager::map::{Applied, MapCommand, MapError, NodeState};
+use crate::manager::map::{Applied, MapCommand, MapError, NodeInfo, NodeState};
 
 /// splitmix64: a seeded generator, so every simulated run replays from its seed.
 struct Rng(u64);
@@ -31,11 +31,13 @@ struct Sim {
     log: Vec<(MapCommand, Result<Applied, MapError>)>,
     /// Step commands that applied: offering one again must be refused.
     applied_steps: Vec<MapCommand>,
+    /// Inserted joiners taken out again by an abort or a failure.
+    joiners_out: usize,
 }
 
 impl Sim {
     fn new(map: ClusterMap, limits: PlanLimits) -> Sim {
-        Sim { map, limits, log: Vec::new(), applied_steps: Vec::new() }
+        Sim { map, limits, log: Vec::new(), applied_steps: Vec::new(), joiners_out: 0 }
     }
 
     fn apply(&mut self, cmd: MapCommand) -> Result<Applied, MapError> {
@@ -49,9 +51,12 @@ impl Sim {
             panic!("after {cmd:?}: {e}\n{:#?}", self.map);
         }
         keeps_a_live_replica(&before, &self.map, &cmd);
-        let is_step = matches!(cmd, MapCommand::StepStarted { .. } | MapCommand::StepDone { .. })
-            || matches!(cmd, MapCommand::StepAborted { .. });
-        if result.is_ok() && is_step {
+        views_follow_members(&before, &self.map, &cmd);
+        if !matches!(cmd, MapCommand::StepDone { .. }) {
+            let shrank = |b: &&ChainView| self.map.chains[&b.id].members.len() < b.members.len();
+            self.joiners_out += before.chains.values().filter(shrank).count();
+        }
+        if result.is_ok() && is_step(&cmd) {
             self.applied_steps.push(cmd.clone());
         }
         self.log.push((cmd, result.clone()));
@@ -63,20 +68,31 @@ impl Sim {
         assert_eq!(self.apply(cmd), Ok(Applied::Changed), "a planned step must start");
     }
 
+    /// Drives the step in flight on `chain` to its end: an Add through AddInserted, then StepDone.
+    fn finish(&mut self, chain: ChainId) {
+        let change = self.map.chains[&chain].change.clone().expect("a step in flight");
+        if let ChainChange::Add { step, inserted: false, .. } = change {
+            assert_eq!(self.apply(MapCommand::AddInserted { chain, step }), Ok(Applied::Changed));
+        }
+        assert_eq!(self.apply(MapCommand::StepDone { chain, step: change.step() }), Ok(Applied::Changed));
+    }
+
+    fn in_flight(&self) -> Vec<ChainId> {
+        self.map.chains.values().filter(|c| c.change.is_some()).map(|c| c.id).collect()
+    }
+
     fn planned(&self) -> Vec<(ChainId, u64, ChainChange)> {
         let steps = next_steps_with(&self.map, &self.limits);
         assert_within_limits(&self.map, &steps, self.limits.copies_per_node);
+        assert_ids_follow(&self.map, &steps);
         steps
     }
 
     /// Completes every step in flight and starts every planned one until nothing is left to do.
     fn drain(&mut self) {
         for _ in 0..1000 {
-            let in_flight: Vec<(ChainId, u64)> =
-                self.map.chains.values().filter(|c| c.change.is_some()).map(|c| (c.id, c.view)).collect();
-            for &(chain, expected_view) in &in_flight {
-                assert_eq!(self.apply(MapCommand::StepDone { chain, expected_view }), Ok(Applied::Changed));
-            }
+            let in_flight = self.in_flight();
+            in_flight.iter().for_each(|&chain| self.finish(chain));
             let steps = self.planned();
             if in_flight.is_empty() && steps.is_empty() {
                 return;
@@ -85,6 +101,36 @@ impl Sim {
         }
         panic!("the planner did not converge: {:#?}", self.map);
     }
+}
+
+fn is_step(cmd: &MapCommand) -> bool {
+    matches!(
+        cmd,
+        MapCommand::StepStarted { .. }
+            | MapCommand::AddInserted { .. }
+            | MapCommand::StepDone { .. }
+            | MapCommand::StepAborted { .. }
+    )
+}
+
+/// The view moves by one exactly when the members change, and `tail_epoch` becomes the command's epoch
+/// exactly when the tail changes.
+fn views_follow_members(before: &ClusterMap, after: &ClusterMap, cmd: &MapCommand) {
+    for (id, b) in &before.chains {
+        let a = &after.chains[id];
+        let moved = u64::from(a.members != b.members);
+        assert_eq!(a.view, b.view + moved, "chain {id}: view of {:?} -> {:?} by {cmd:?}", b.members, a.members);
+        let tail_epoch = if a.tail() == b.tail() { b.tail_epoch } else { after.epoch };
+        assert_eq!(a.tail_epoch, tail_epoch, "chain {id}: tail epoch after {cmd:?}");
+    }
+}
+
+/// Planned steps take consecutive ids from `next_step`, so any of them can be started in order.
+fn assert_ids_follow(map: &ClusterMap, steps: &[(ChainId, u64, ChainChange)]) {
+    let ids: Vec<u64> = steps.iter().map(|(_, _, change)| change.step()).collect();
+    let expected: Vec<u64> = (map.next_step..).take(steps.len()).collect();
+    assert_eq!(ids, expected);
+    assert!(steps.iter().all(|(_, _, c)| !matches!(c, ChainChange::Add { inserted: true, .. })));
 }
 
 /// A chain goes from some live member to none only when its members fail.
@@ -191,14 +237,13 @@ fn a_join_inserts_before_the_tail_then_truncates() {
                     assert!(node == NodeId(5) && position < c.members.len());
                     adds += 1;
                 }
-                ChainChange::Remove { node } => {
+                ChainChange::Remove { node, .. } => {
                     assert_eq!(removal_kind(&sim.map, c, node), Some(Removal::Truncate));
                     truncates += 1;
                 }
             }
             sim.start((chain, view, change));
-            let view = sim.map.chains[&chain].view;
-            sim.apply(MapCommand::StepDone { chain, expected_view: view }).unwrap();
+            sim.finish(chain);
             assert!(sim.map.chains.values().all(|c| c.members.len() >= 3));
         }
     }
@@ -217,8 +262,7 @@ fn a_leave_drains_without_lowering_replication() {
         for step in sim.planned() {
             let chain = step.0;
             sim.start(step);
-            let view = sim.map.chains[&chain].view;
-            sim.apply(MapCommand::StepDone { chain, expected_view: view }).unwrap();
+            sim.finish(chain);
             assert!(sim.map.chains.values().all(|c| c.members.len() >= 3));
         }
     }
@@ -238,7 +282,7 @@ fn a_failure_is_repaired_before_anything_is_added() {
     assert_eq!(steps.iter().map(|s| s.0).collect::<Vec<_>>(), hit);
     for (chain, _, change) in &steps {
         let c = &sim.map.chains[chain];
-        assert_eq!(*change, ChainChange::Remove { node: failed });
+        assert!(matches!(*change, ChainChange::Remove { node, .. } if node == failed), "{change:?}");
         let expected = match c.position(failed) {
             Some(0) => Removal::CrHead,
             Some(p) if p + 1 == c.members.len() => Removal::CrTail,
@@ -281,7 +325,79 @@ fn adds_are_limited_per_node() {
     }
 }
 
-/// One random run: commands interleaved with planned steps, some stale, duplicated or aborted.
+/// An Add holds its copy slots from its start to its StepDone, inserted or not: the FLUSH still streams
+/// the gap from the tail into the joiner.
+#[test]
+fn an_add_counts_as_a_copy_until_it_is_done() {
+    let mut sim = Sim::new(bootstrapped(4, 3, 64), PlanLimits { copies_per_node: 1 });
+    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8 }).unwrap();
+    let is_add = |s: &(ChainId, u64, ChainChange)| matches!(s.2, ChainChange::Add { .. });
+    let add = sim.planned().into_iter().find(is_add).expect("the joiner is added somewhere");
+    let (chain, step) = (add.0, add.2.step());
+    sim.start(add);
+    assert!(!sim.planned().iter().any(is_add), "node 5 copies once at a time");
+    sim.apply(MapCommand::AddInserted { chain, step }).unwrap();
+    assert!(!sim.planned().iter().any(is_add), "an inserted Add still copies");
+    sim.apply(MapCommand::StepDone { chain, step }).unwrap();
+    assert!(sim.planned().iter().any(is_add));
+}
+
+/// Any of the planned steps can be started, in order, whichever were left out before it.
+#[test]
+fn planned_steps_start_in_order_whatever_is_left_out() {
+    let mut map = bootstrapped(5, 3, 16);
+    map.apply(&MapCommand::AddNode { id: NodeId(6), addrs: addrs(6), vnodes: 8 }).unwrap();
+    map.apply(&MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    let steps = next_steps(&map);
+    assert!(steps.len() > 4, "{steps:?}");
+    for keep in [1, 2, 3] {
+        let mut sim = Sim::new(map.clone(), PlanLimits::default());
+        for step in steps.iter().skip(keep - 1).step_by(keep) {
+            sim.start(step.clone());
+        }
+    }
+}
+
+/// An aborted step is planned again under a new id; an inserted joiner goes out and is added again.
+#[test]
+fn an_aborted_add_is_redone() {
+    let mut sim = Sim::new(bootstrapped(4, 3, 16), PlanLimits::default());
+    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8 }).unwrap();
+    let (chain, view, add) = next_steps(&sim.map).into_iter().find(|s| s.2.node() == NodeId(5)).unwrap();
+    sim.start((chain, view, add.clone()));
+    sim.apply(MapCommand::AddInserted { chain, step: add.step() }).unwrap();
+    sim.apply(MapCommand::StepAborted { chain, step: add.step() }).unwrap();
+    let (_, redo_view, redo) = next_steps(&sim.map).into_iter().find(|s| s.0 == chain).unwrap();
+    let ChainChange::Add { node, position, step, inserted: false } = redo else { panic!("{redo:?}") };
+    assert!(matches!(add, ChainChange::Add { position: p, .. } if p == position));
+    assert_eq!((node, redo_view), (NodeId(5), view + 2));
+    assert!(step > add.step());
+    sim.drain();
+    assert_converged(&sim.map);
+}
+
+/// A failed member that is heard from again before its repair stays in its chains: nothing is planned
+/// for it. One heard from after its repair is added back like a joiner.
+#[test]
+fn a_recovered_node_is_kept_or_added_back() {
+    let mut sim = Sim::new(bootstrapped(5, 3, 16), PlanLimits::default());
+    let before = sim.map.chains.clone();
+    sim.apply(MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    sim.apply(MapCommand::NodeRecovered { id: NodeId(2) }).unwrap();
+    assert!(next_steps(&sim.map).is_empty() && sim.map.chains == before);
+    sim.apply(MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    sim.drain();
+    assert_eq!(sim.map.state(NodeId(2)), Some(NodeState::Removed));
+    sim.apply(MapCommand::NodeRecovered { id: NodeId(2) }).unwrap();
+    let steps = next_steps(&sim.map);
+    assert!(steps.iter().any(|(_, _, c)| matches!(*c, ChainChange::Add { node, .. } if node == NodeId(2))));
+    sim.drain();
+    assert_converged(&sim.map);
+    assert_eq!(sim.map.state(NodeId(2)), Some(NodeState::Active));
+}
+
+/// One random run: commands interleaved with planned steps driven through their lifecycle, some stale,
+/// duplicated or aborted, with failures and recoveries.
 fn random_run(seed: u64) -> Sim {
     let mut rng = Rng(seed);
     let n = 1 + rng.below(6) as u32;
@@ -295,11 +411,12 @@ fn random_run(seed: u64) -> Sim {
             0..=7 => offer_add(&mut sim, &mut rng, &mut next_id),
             8..=12 => offer_remove(&mut sim, &mut rng),
             13..=16 => offer_failure(&mut sim, &mut rng),
-            17..=21 => replay_applied_step(&mut sim, &mut rng),
-            22..=25 => plan_from(&mut sim, &snapshot),
-            26..=28 => offer_arbitrary_step(&mut sim, &mut rng),
-            29..=60 => start_some(&mut sim, &mut rng),
-            _ => finish_one(&mut sim, &mut rng),
+            17..=20 => offer_recovery(&mut sim, &mut rng),
+            21..=24 => replay_applied_step(&mut sim, &mut rng),
+            25..=27 => plan_from(&mut sim, &snapshot),
+            28..=31 => offer_arbitrary_step(&mut sim, &mut rng),
+            32..=58 => start_some(&mut sim, &mut rng),
+            _ => advance_one(&mut sim, &mut rng),
         }
         if rng.chance(10) {
             snapshot = sim.map.clone();
@@ -336,12 +453,14 @@ fn offer_add(sim: &mut Sim, rng: &mut Rng, next_id: &mut u32) {
         NodeState::Removed => Ok(Applied::Changed),
     };
     assert_eq!(sim.apply(MapCommand::AddNode { id, addrs: info.addrs, vnodes: info.vnodes }), expected);
+    assert!(!sim.map.nodes[&id].departed || expected.is_err());
 }
 
 fn offer_remove(sim: &mut Sim, rng: &mut Rng) {
     let id = random_node(sim, rng);
-    let expected = if sim.map.nodes[&id].state.is_placeable() { Applied::Changed } else { Applied::Unchanged };
+    let expected = if sim.map.nodes[&id].departed { Applied::Unchanged } else { Applied::Changed };
     assert_eq!(sim.apply(MapCommand::RemoveNode { id }), Ok(expected));
+    assert!(sim.map.nodes[&id].departed && !sim.map.nodes[&id].state.is_placeable());
 }
 
 /// Failures that take a chain's last live replica are rare, so most runs stay repairable.
@@ -356,23 +475,53 @@ fn offer_failure(sim: &mut Sim, rng: &mut Rng) {
     assert_eq!(sim.apply(MapCommand::NodeFailed { id }), Ok(expected));
 }
 
-/// A duplicated log entry or a late message from an executor: the view it names has moved on.
+/// Mostly a node that can be recovered, sometimes any node.
+fn offer_recovery(sim: &mut Sim, rng: &mut Rng) {
+    let recoverable = |n: &NodeInfo| n.state == NodeState::Failed || (n.state == NodeState::Removed && !n.departed);
+    let down: Vec<NodeId> = sim.map.nodes.iter().filter(|(_, n)| recoverable(n)).map(|(&id, _)| id).collect();
+    let id = if !down.is_empty() && rng.chance(80) { down[rng.below(down.len())] } else { random_node(sim, rng) };
+    let info = sim.map.nodes[&id].clone();
+    let (expected, state) = match info.state {
+        NodeState::Joining | NodeState::Active | NodeState::Leaving => (Ok(Applied::Unchanged), Some(info.state)),
+        NodeState::Removed if info.departed => (Err(MapError::Departed(id)), Some(NodeState::Removed)),
+        NodeState::Failed if info.departed => (Ok(Applied::Changed), Some(NodeState::Leaving)),
+        NodeState::Failed | NodeState::Removed => (Ok(Applied::Changed), None),
+    };
+    assert_eq!(sim.apply(MapCommand::NodeRecovered { id }), expected);
+    let now = sim.map.nodes[&id].state;
+    assert!(state.map_or(now.is_placeable(), |s| s == now), "{id} recovered from {} to {now}", info.state);
+}
+
+/// A duplicated log entry or a late message from an executor: the step id or view it names has moved on.
 fn replay_applied_step(sim: &mut Sim, rng: &mut Rng) {
     if sim.applied_steps.is_empty() {
         return;
     }
     let cmd = sim.applied_steps[rng.below(sim.applied_steps.len())].clone();
+    let started = matches!(cmd, MapCommand::StepStarted { .. });
     let result = sim.apply(cmd);
-    assert!(matches!(result, Err(MapError::StaleView { .. })), "{result:?}");
+    let stale_report = matches!(
+        result,
+        Err(MapError::NoStepInFlight(_) | MapError::WrongStep { .. } | MapError::AlreadyInserted { .. })
+    );
+    assert!(stale_report || (started && result.is_err()), "{result:?}");
 }
 
-/// A deposed leader acts on an old map: its steps may apply only where they are still valid.
+/// A deposed leader acts on an old map: its commands may apply only where they are still valid.
 fn plan_from(sim: &mut Sim, old: &ClusterMap) {
     for (chain, expected_view, change) in next_steps(old) {
         let _ = sim.apply(MapCommand::StepStarted { chain, expected_view, change });
     }
-    for c in old.chains.values().filter(|c| c.change.is_some()) {
-        let _ = sim.apply(MapCommand::StepDone { chain: c.id, expected_view: c.view });
+    for c in old.chains.values() {
+        match c.change {
+            Some(ChainChange::Add { step, inserted: false, .. }) => {
+                let _ = sim.apply(MapCommand::AddInserted { chain: c.id, step });
+            }
+            Some(ref change) => {
+                let _ = sim.apply(MapCommand::StepDone { chain: c.id, step: change.step() });
+            }
+            None => {}
+        }
     }
 }
 
@@ -380,13 +529,31 @@ fn plan_from(sim: &mut Sim, old: &ClusterMap) {
 fn offer_arbitrary_step(sim: &mut Sim, rng: &mut Rng) {
     let c = sim.map.chains[&ChainId(rng.below(sim.map.chains.len()) as u32)].clone();
     let node = random_node(sim, rng);
-    let change = if rng.chance(50) {
-        let flush = sim.map.next_flush - u64::from(rng.chance(20));
-        ChainChange::Add { node, position: rng.below(c.members.len() + 1), flush }
-    } else {
-        ChainChange::Remove { node }
+    let step = sim.map.next_step - u64::from(rng.chance(20));
+    let cmd = match rng.below(5) {
+        0 => {
+            let (position, inserted) = (rng.below(c.members.len() + 1), rng.chance(10));
+            MapCommand::StepStarted {
+                chain: c.id,
+                expected_view: c.view,
+                change: ChainChange::Add { node, position, step, inserted },
+            }
+        }
+        1 => MapCommand::StepStarted { chain: c.id, expected_view: c.view, change: ChainChange::Remove { node, step } },
+        kind => {
+            // Some step in flight anywhere, or an id that is not.
+            let in_flight: Vec<u64> =
+                sim.map.chains.values().filter_map(|c| c.change.as_ref()).map(|c| c.step()).collect();
+            let step =
+                if !in_flight.is_empty() && rng.chance(80) { in_flight[rng.below(in_flight.len())] } else { step };
+            match kind {
+                2 => MapCommand::AddInserted { chain: c.id, step },
+                3 => MapCommand::StepDone { chain: c.id, step },
+                _ => MapCommand::StepAborted { chain: c.id, step },
+            }
+        }
     };
-    let _ = sim.apply(MapCommand::StepStarted { chain: c.id, expected_view: c.view, change });
+    let _ = sim.apply(cmd);
 }
 
 fn start_some(sim: &mut Sim, rng: &mut Rng) {
@@ -395,27 +562,30 @@ fn start_some(sim: &mut Sim, rng: &mut Rng) {
             let cmd = MapCommand::StepStarted { chain, expected_view: view, change };
             assert_eq!(sim.apply(cmd.clone()), Ok(Applied::Changed));
             if rng.chance(10) {
-                assert!(matches!(sim.apply(cmd), Err(MapError::StaleView { .. })));
+                assert_eq!(sim.apply(cmd), Err(MapError::StepInFlight(chain)));
             }
         }
     }
 }
 
-fn finish_one(sim: &mut Sim, rng: &mut Rng) {
-    let in_flight: Vec<(ChainId, u64)> =
-        sim.map.chains.values().filter(|c| c.change.is_some()).map(|c| (c.id, c.view)).collect();
+/// Moves one step in flight to its next stage, or aborts it.
+fn advance_one(sim: &mut Sim, rng: &mut Rng) {
+    let in_flight = sim.in_flight();
     if in_flight.is_empty() {
         return;
     }
-    let (chain, expected_view) = in_flight[rng.below(in_flight.len())];
-    let cmd = if rng.chance(80) {
-        MapCommand::StepDone { chain, expected_view }
-    } else {
-        MapCommand::StepAborted { chain, expected_view }
+    let chain = in_flight[rng.below(in_flight.len())];
+    let change = sim.map.chains[&chain].change.clone().expect("in flight");
+    let step = change.step();
+    let cmd = match change {
+        _ if rng.chance(20) => MapCommand::StepAborted { chain, step },
+        ChainChange::Add { inserted: false, .. } => MapCommand::AddInserted { chain, step },
+        _ => MapCommand::StepDone { chain, step },
     };
     assert_eq!(sim.apply(cmd.clone()), Ok(Applied::Changed));
     if rng.chance(10) {
-        assert!(matches!(sim.apply(cmd), Err(MapError::StaleView { .. })));
+        let result = sim.apply(cmd);
+        assert!(matches!(result, Err(MapError::NoStepInFlight(_) | MapError::AlreadyInserted { .. })), "{result:?}");
     }
 }
 
@@ -428,16 +598,48 @@ fn assert_deterministic(sim: &Sim) {
     assert_eq!(encoded(&map), encoded(&sim.map));
 }
 
+/// How often each kind of command changed the map (`true`) or not (`false`) over many runs.
+#[derive(Default, Debug)]
+struct Tally {
+    commands: BTreeMap<(&'static str, bool), usize>,
+    joiners_out: usize,
+}
+
+impl Tally {
+    fn count(&mut self, sim: &Sim) {
+        for (cmd, result) in &sim.log {
+            let kind = match cmd {
+                MapCommand::StepStarted { .. } => "started",
+                MapCommand::AddInserted { .. } => "inserted",
+                MapCommand::StepDone { .. } => "done",
+                MapCommand::StepAborted { .. } => "aborted",
+                MapCommand::NodeRecovered { .. } => "recovered",
+                _ => continue,
+            };
+            *self.commands.entry((kind, *result == Ok(Applied::Changed))).or_default() += 1;
+        }
+        self.joiners_out += sim.joiners_out;
+    }
+
+    fn get(&self, kind: &'static str, changed: bool) -> usize {
+        self.commands.get(&(kind, changed)).copied().unwrap_or(0)
+    }
+}
+
 #[test]
 fn random_runs_keep_the_invariants_and_converge() {
-    let (mut irreparable_runs, mut done, mut refused) = (0, 0, 0);
+    let (mut irreparable_runs, mut tally) = (0, Tally::default());
     for seed in 0..500 {
         let sim = random_run(seed);
         assert_deterministic(&sim);
         irreparable_runs += usize::from(!irreparable(&sim.map).is_empty());
-        done += sim.log.iter().filter(|(c, r)| matches!(c, MapCommand::StepDone { .. }) && r.is_ok()).count();
-        refused += sim.log.iter().filter(|(_, r)| matches!(r, Err(MapError::StaleView { .. }))).count();
+        tally.count(&sim);
     }
-    assert!(done > 10_000 && refused > 1_000, "the runs did too little: {done} steps done, {refused} stale");
+    let changed = [("started", 20_000), ("inserted", 8_000), ("done", 15_000), ("aborted", 1_000), ("recovered", 300)];
+    let refused = [("started", 2_000), ("inserted", 500), ("done", 1_000), ("aborted", 300)];
+    let did_enough = changed.iter().all(|&(kind, least)| tally.get(kind, true) >= least)
+        && refused.iter().all(|&(kind, least)| tally.get(kind, false) >= least)
+        && tally.joiners_out >= 200;
+    assert!(did_enough, "the runs did too little: {tally:?}");
     assert!(irreparable_runs < 100, "{irreparable_runs} runs lost a chain: the runs test too little repair");
 }

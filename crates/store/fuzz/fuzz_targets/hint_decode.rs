@@ -3,12 +3,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use meridian_store::hint::{decode, encode};
+use meridian_store::hint::{decode, encode, MAGIC};
 
 fuzz_target!(|data: &[u8]| {
     check(data);
     // Random bytes almost never carry the magic and checksum; adding both reaches the field checks.
-    let mut framed = b"MRDNHNT1".to_vec();
+    let mut framed = MAGIC.to_vec();
     framed.extend_from_slice(data);
     framed.extend_from_slice(&crc32c::crc32c(&framed).to_be_bytes());
     check(&framed);

@@ -85,3 +85,27 @@ fn a_flush_survives_a_process_crash() {
     std::mem::forget(store);
     assert_eq!(replayed(&open(&vfs)), recs);
 }
+
+#[test]
+fn a_drop_reaches_memory_and_the_log_and_survives_a_reopen() {
+    let vfs = SimVfs::new();
+    let mut store = open(&vfs);
+    let recs: Vec<Record> = (1..=14).map(put).collect();
+    append_syncing(&mut store, &recs);
+    let marker =
+        Record { chain: 1, seq: 0, key: Bytes::new(), body: Body::DropRange { start_exclusive: 0, end_inclusive: 0 } };
+    store.append(&marker).unwrap();
+    store.append(&put(15)).unwrap();
+    let survivors = |store: &BufferedStore| {
+        let mut keys = Vec::new();
+        store.scan_range(0, 0, &mut |k, _| keys.push(k)).unwrap();
+        keys
+    };
+    assert_eq!(survivors(&store), [Bytes::from("k1")]);
+    assert_eq!((store.get(b"k3").unwrap(), store.stats().live_keys), (None, 1));
+    store.flush().unwrap();
+    drop(store);
+    let store = open(&vfs);
+    assert_eq!(survivors(&store), [Bytes::from("k1")]);
+    assert_eq!(replayed(&store)[14..], [marker, put(15)]);
+}

@@ -11,10 +11,12 @@
 //!
 //! **How.** The output is written as `{name}.seg.tmp`, beginning with one ack mark per chain carrying the
 //! watermark (its latest ack mark) when the pass started; then the inputs' records follow in log order, minus
-//! those the retention contract lets go (see `Pass::take`), so replay meets each watermark before the sparse
-//! records it covers. When the last input is copied: sync the output, write and sync its hint, rename the
-//! output into place (the commit point), move the index entries of copied records to it, and delete the
-//! inputs. A crash before the rename leaves `.tmp` files that recovery removes; after it, inputs that recovery
+//! those the retention contract or a later range drop lets go (see `Pass::take`), so replay meets each
+//! watermark before the sparse records it covers. A chain with a range drop in the inputs has its watermark
+//! restated right after its last one instead, since replaying the drop forgets the watermark. Range drops are
+//! always copied. When the last input is copied: sync the output, write and sync its hint, rename the output
+//! into place (the commit point), move the index entries of copied records to it, and delete the inputs. A
+//! crash before the rename leaves `.tmp` files that recovery removes; after it, inputs that recovery
 //! recognises as replaced by their name. Failures (a full disk, a damaged input) abandon the pass without
 //! touching the log.
 //!
@@ -26,7 +28,7 @@ mod pass;
 
 use std::ops::Range;
 
-use pass::Pass;
+use pass::{Inputs, Pass};
 
 use super::index::{IndexEntry, Loc};
 use super::scan::CHUNK;
@@ -116,14 +118,18 @@ impl LogStore {
 
     fn begin_pass(&mut self) -> Option<Pass> {
         let window = self.due_window()?;
-        let inputs = self.segs.sealed()[window.clone()].to_vec();
-        let names: Vec<SegName> = inputs.iter().map(|&s| self.segs.get(s).name).collect();
-        let input_bytes = inputs.iter().map(|&s| self.segs.get(s).len).sum();
+        let slots = self.segs.sealed()[window.clone()].to_vec();
+        let names: Vec<SegName> = slots.iter().map(|&s| self.segs.get(s).name).collect();
+        let bytes = slots.iter().map(|&s| self.segs.get(s).len).sum();
+        let before = &self.segs.sealed()[..window.start];
+        // `drops` is in log order: the markers of segments before the window come first.
+        let first_drop = self.drops.iter().take_while(|d| before.contains(&d.loc.seg)).count();
+        let inputs = Inputs { slots, bytes, includes_oldest: window.start == 0, first_drop };
         let output = SegName::replacing(&names);
         let started = self
             .create_empty(&self.path(&SegName::temp(&output.file())))
             .map_err(StoreError::from)
-            .and_then(|out| Pass::begin(inputs, input_bytes, window.start == 0, &self.acks, output, out));
+            .and_then(|out| Pass::begin(inputs, &self.acks, &self.drops, output, out));
         started.map_err(|e| self.abandon(output, e)).ok()
     }
 
@@ -159,11 +165,11 @@ impl LogStore {
         let chunk = usize::try_from(budget).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK);
         while budget > 0 && pass.next < pass.inputs.len() {
             let slot = pass.inputs[pass.next];
-            let (seg, index) = (self.segs.get(slot), &self.index);
+            let (seg, index, drops) = (self.segs.get(slot), &self.index, &self.drops);
             let end = seg.read_records(pass.offset, chunk, |rec, offset, len| {
                 pass.read_bytes += len;
                 budget = budget.saturating_sub(len);
-                pass.take(rec, Loc { seg: slot, offset: offset as u32, len: len as u32 }, index)?;
+                pass.take(rec, Loc { seg: slot, offset: offset as u32, len: len as u32 }, index, drops)?;
                 Ok(budget > 0)
             })?;
             match end {
@@ -197,7 +203,8 @@ impl LogStore {
         Ok(())
     }
 
-    /// The output's hint: its copies that are still their key's latest, and its leading ack marks.
+    /// The output's hint: its copies that are still their key's latest, its restated ack marks and its range
+    /// drops.
     fn output_hint(&self, pass: &Pass) -> Hint {
         let entries = pass
             .moved
@@ -205,7 +212,8 @@ impl LogStore {
             .filter(|m| self.index.position_of(m.prefix, m.old).is_some())
             .map(|m| self.hint_entry(m.prefix, Loc { offset: m.offset, ..m.old }, m.tombstone))
             .collect();
-        Hint { segment_len: pass.out_len, records: pass.out_records, acks: pass.leading.clone(), entries }
+        let (acks, drops) = (pass.restated.clone(), pass.markers.clone());
+        Hint { segment_len: pass.out_len, records: pass.out_records, acks, drops, entries }
     }
 
     /// Puts the output in the inputs' place and moves the index there; returns the replaced segments.
@@ -227,17 +235,24 @@ impl LogStore {
                 self.index.remove(i);
             }
         }
-        for mark in &pass.leading {
+        for mark in &pass.restated {
             if self.acks.get(&mark.chain).is_some_and(|a| pass.inputs.contains(&a.loc.seg)) {
                 let loc = Loc { seg: slot, offset: mark.offset, len: mark.len };
                 self.acks.insert(mark.chain, AckLoc { seq: mark.seq, loc });
                 live += u64::from(mark.len);
             }
         }
+        // The pass copied every marker of the inputs, in order.
+        for (mark, copy) in self.drops[pass.first_drop..].iter_mut().zip(&pass.markers) {
+            mark.loc = Loc { seg: slot, offset: copy.offset, len: copy.len };
+            live += u64::from(copy.len);
+        }
         self.segs.get_mut(slot).live = live;
         let stale = |seg: u16| pass.inputs.contains(&seg);
         assert!(
-            !self.index.iter().any(|e| stale(e.loc.seg)) && !self.acks.values().any(|a| stale(a.loc.seg)),
+            !self.index.iter().any(|e| stale(e.loc.seg))
+                && !self.acks.values().any(|a| stale(a.loc.seg))
+                && !self.drops.iter().any(|d| stale(d.loc.seg)),
             "compaction left index entries pointing into replaced segments"
         );
         replaced

@@ -29,7 +29,7 @@ impl LogStore {
         }
     }
 
-    /// Segment `slot`'s index entries and latest ack marks, by offset.
+    /// Segment `slot`'s index entries, latest ack marks and range drops, by offset.
     fn hint_for(&self, slot: u16) -> Hint {
         let mut entries: Vec<HintEntry> = self
             .index
@@ -45,8 +45,10 @@ impl LogStore {
             .map(|(&chain, a)| HintAck { chain, seq: a.seq, offset: a.loc.offset, len: a.loc.len })
             .collect();
         acks.sort_by_key(|a| a.offset);
+        // `drops` is in log order, so a segment's markers come by offset.
+        let drops = self.drops.iter().filter(|d| d.loc.seg == slot).map(|d| d.hint_at(d.loc)).collect();
         let seg = self.segs.get(slot);
-        Hint { segment_len: seg.len, records: seg.records, acks, entries }
+        Hint { segment_len: seg.len, records: seg.records, acks, drops, entries }
     }
 
     /// A hint entry for a record at `loc` (`loc.seg` aside), flagged if its prefix is shared in the index now.

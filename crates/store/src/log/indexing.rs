@@ -4,14 +4,18 @@
 use meridian_core::ring::key_token;
 
 use super::index::{prefix_of, IndexEntry, Loc};
-use super::{AckLoc, LogStore};
+use super::{AckLoc, DropMark, LogStore};
 use crate::datastore::StoreError;
 use crate::record::{Body, Record};
 
-/// Where a value or tombstone about to be indexed goes: its key's prefix and current entry, if any.
-pub(super) struct Placement {
-    prefix: u64,
-    previous: Option<(usize, IndexEntry)>,
+/// What indexing a record will change, looked up before the record is written.
+pub(super) enum Placement {
+    /// A value or tombstone: its key's prefix and current entry, if any.
+    Key { prefix: u64, previous: Option<(usize, IndexEntry)> },
+    /// A range drop: its range, and the index entries it takes out.
+    Drop { chain: u32, start_exclusive: u64, end_inclusive: u64, victims: Vec<IndexEntry> },
+    /// Replication metadata, which has no key entry.
+    Meta,
 }
 
 impl LogStore {
@@ -37,25 +41,35 @@ impl LogStore {
         }
     }
 
-    /// Looks up what indexing `rec` will replace; `None` for replication metadata, which has no key entry.
-    pub(super) fn prepare(&self, rec: &Record) -> Result<Option<Placement>, StoreError> {
-        if !matches!(rec.body, Body::Value(_) | Body::Tombstone) {
-            return Ok(None);
+    /// Looks up what indexing `rec` will replace or, for a range drop, take out.
+    pub(super) fn prepare(&self, rec: &Record) -> Result<Placement, StoreError> {
+        match rec.body {
+            Body::Value(_) | Body::Tombstone => {
+                let prefix = prefix_of(key_token(&rec.key));
+                let previous = self.locate(&rec.key, prefix)?.map(|(i, entry, _)| (i, entry));
+                Ok(Placement::Key { prefix, previous })
+            }
+            Body::DropRange { start_exclusive, end_inclusive } => {
+                let victims = self.drop_victims(start_exclusive, end_inclusive)?;
+                Ok(Placement::Drop { chain: rec.chain, start_exclusive, end_inclusive, victims })
+            }
+            Body::Skip | Body::AckMark => Ok(Placement::Meta),
         }
-        let prefix = prefix_of(key_token(&rec.key));
-        let previous = self.locate(&rec.key, prefix)?.map(|(i, entry, _)| (i, entry));
-        Ok(Some(Placement { prefix, previous }))
     }
 
-    /// Accounts for `rec`, now stored at `loc`: its key's entry, its chain's ack watermark, its segment's counts.
-    pub(super) fn place(&mut self, rec: &Record, loc: Loc, placement: Option<Placement>) {
+    /// Accounts for `rec`, now stored at `loc`: its key's entry, its chain's ack watermark, what a range drop
+    /// takes out, its segment's counts.
+    pub(super) fn place(&mut self, rec: &Record, loc: Loc, placement: Placement) {
         match placement {
-            Some(Placement { prefix, previous }) => {
+            Placement::Key { prefix, previous } => {
                 let entry = IndexEntry { prefix, loc, tombstone: rec.body == Body::Tombstone };
                 self.set_entry(previous, entry);
             }
-            None if rec.body == Body::AckMark => self.set_ack(rec.chain, AckLoc { seq: rec.seq, loc }),
-            None => {}
+            Placement::Drop { chain, start_exclusive, end_inclusive, victims } => {
+                self.apply_drop(DropMark { chain, start_exclusive, end_inclusive, loc }, &victims);
+            }
+            Placement::Meta if rec.body == Body::AckMark => self.set_ack(rec.chain, AckLoc { seq: rec.seq, loc }),
+            Placement::Meta => {}
         }
         self.segs.get_mut(loc.seg).records += 1;
     }

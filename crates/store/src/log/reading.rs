@@ -89,11 +89,17 @@ impl LogStore {
 }
 
 /// Whether a key whose token has this index prefix can lie in the ring range `(start, end]`.
-fn prefix_may_be_in_range(prefix: u64, start: u64, end: u64) -> bool {
+pub(super) fn prefix_may_be_in_range(prefix: u64, start: u64, end: u64) -> bool {
     let lo = prefix << (64 - TOKEN_PREFIX_BITS);
     let hi = lo | (u64::MAX >> TOKEN_PREFIX_BITS);
     // Two intervals meet iff one contains the other's first point; the range's first point is start + 1.
     ring_range_contains(start, end, lo) || (lo..=hi).contains(&start.wrapping_add(1))
+}
+
+/// Whether every key whose token has this index prefix lies in the ring range `(start, end]`: the whole ring,
+/// or a range whose complement `(end, start]` the prefix's tokens miss.
+pub(super) fn prefix_inside_range(prefix: u64, start: u64, end: u64) -> bool {
+    start == end || !prefix_may_be_in_range(prefix, end, start)
 }
 
 #[cfg(test)]
@@ -117,5 +123,22 @@ mod tests {
         }
         assert!(!prefix_may_be_in_range(0, 1 << 20, 1 << 21));
         assert!(prefix_may_be_in_range(0, u64::MAX, 0));
+    }
+
+    #[test]
+    fn a_prefix_is_inside_a_range_exactly_when_all_its_tokens_are() {
+        let mut rng = SplitMix64::new(6);
+        let width = u64::MAX >> TOKEN_PREFIX_BITS;
+        for _ in 0..2000 {
+            let lo = rng.next_u64() & !width;
+            // Ends near the prefix's interval, so both answers and every boundary come up.
+            let mut near = || lo.wrapping_add(rng.below(3 * width as usize) as u64).wrapping_sub(width);
+            let (start, end) = (near(), near());
+            let all = (lo..=lo | width).all(|t| ring_range_contains(start, end, t));
+            assert_eq!(prefix_inside_range(prefix_of(lo), start, end), all, "{lo} in ({start}, {end}]");
+        }
+        assert!(prefix_inside_range(0, 7, 7));
+        assert!(prefix_inside_range(1, 0, u64::MAX));
+        assert!(!prefix_inside_range(0, 0, u64::MAX));
     }
 }

@@ -5,9 +5,10 @@
 //!    compaction output replaced (its rename committed the pass, but the crash came before the inputs were
 //!    deleted), hints without a segment, and the active segment's hint (the active segment is always scanned).
 //! 2. Sealed segments, in log order, load their index entries from their hint; a missing hint, or one that
-//!    fails its checks, falls back to scanning the segment. Sealed segments were synced before the next one was
-//!    created, so a record in one that does not checksum is corruption outside the fault model: the open
-//!    fails, naming the file and offset, instead of silently dropping what follows.
+//!    fails its checks, falls back to scanning the segment. Either way range drops are applied in log order,
+//!    taking out what precedes them. Sealed segments were synced before the next one was created, so a record
+//!    in one that does not checksum is corruption outside the fault model: the open fails, naming the file and
+//!    offset, instead of silently dropping what follows.
 //! 3. The active segment is scanned up to its first torn or damaged record (re-read before it is believed, so a
 //!    flipped read does not cost good records) and truncated there.
 //! 4. Sealed segments that had no usable hint get one (after syncing the active segment, whose records the
@@ -19,9 +20,9 @@ use std::io;
 use super::index::{IndexEntry, Loc};
 use super::scan::CHUNK;
 use super::segment::{FileKind, ReadEnd, SegName, Segment};
-use super::{AckLoc, LogStore};
+use super::{AckLoc, DropMark, LogStore};
 use crate::datastore::StoreError;
-use crate::hint::Hint;
+use crate::hint::{Hint, HintAck, HintEntry};
 use crate::vfs::VfsFile;
 
 /// The single log file of stores written before logs had segments.
@@ -223,32 +224,53 @@ impl LogStore {
         }
     }
 
-    /// Loads segment `slot`'s index entries from its hint. An entry replaces the entry with the same prefix
-    /// without reading either key when the hint says no other key shared that prefix; otherwise the keys are
-    /// read and compared.
-    ///
-    /// That shortcut is sound because every key with a record before this segment that survives in the log was
-    /// in the index when the hint was written (keys leave the index only when compaction drops every record of
-    /// theirs), so a prefix unshared then is unshared among the entries loaded so far.
+    /// Loads segment `slot`'s index entries, ack marks and range drops from its hint, in offset order, so each
+    /// drop takes out what precedes it and nothing that follows.
     fn apply_hint(&mut self, slot: u16, hint: &Hint) -> Result<(), StoreError> {
         self.segs.get_mut(slot).records = hint.records;
-        for a in &hint.acks {
-            self.set_ack(a.chain, AckLoc { seq: a.seq, loc: Loc { seg: slot, offset: a.offset, len: a.len } });
+        let (mut acks, mut entries) = (hint.acks.iter().peekable(), hint.entries.iter().peekable());
+        for d in &hint.drops {
+            let before = |offset: u32| offset < d.offset;
+            while let Some(a) = acks.next_if(|a| before(a.offset)) {
+                self.apply_hinted_ack(slot, a);
+            }
+            while let Some(h) = entries.next_if(|h| before(h.offset)) {
+                self.apply_hinted_entry(slot, h)?;
+            }
+            let victims = self.drop_victims(d.start_exclusive, d.end_inclusive)?;
+            self.apply_drop(DropMark::from_hint(slot, d), &victims);
         }
-        for h in &hint.entries {
-            let loc = Loc { seg: slot, offset: h.offset, len: h.len };
-            let entry = IndexEntry { prefix: h.token_prefix, loc, tombstone: h.tombstone };
-            let same: Vec<(usize, IndexEntry)> = self.index.candidates(h.token_prefix).take(2).collect();
-            let previous = match (h.shared_prefix, &same[..]) {
-                (false, []) => None,
-                (false, [only]) => Some(*only),
-                _ => {
-                    let key = self.read_indexed(entry)?.key;
-                    self.locate(&key, h.token_prefix)?.map(|(i, e, _)| (i, e))
-                }
-            };
-            self.set_entry(previous, entry);
-        }
+        acks.for_each(|a| self.apply_hinted_ack(slot, a));
+        entries.try_for_each(|h| self.apply_hinted_entry(slot, h))
+    }
+
+    fn apply_hinted_ack(&mut self, slot: u16, a: &HintAck) {
+        self.set_ack(a.chain, AckLoc { seq: a.seq, loc: Loc { seg: slot, offset: a.offset, len: a.len } });
+    }
+
+    /// Indexes a hint entry. It replaces the entry with the same prefix without reading either key when the
+    /// hint says no other key shared that prefix; otherwise the keys are read and compared.
+    ///
+    /// That shortcut is sound because every key with a record before this entry that survives in the log was
+    /// in the index when the hint was written, unless a range drop after this entry took it out (keys leave the
+    /// index only when compaction drops every record of theirs, or a drop takes them out, and a drop before
+    /// this entry has been applied already). So a prefix unshared then is unshared among the entries loaded so
+    /// far, but for keys such a later drop will take out. Mistaking one of those for this entry's key takes it
+    /// out early, with the same dead bytes, and leaves this entry to the drop, whose range misses its key (this
+    /// entry was in the index after the drop).
+    fn apply_hinted_entry(&mut self, slot: u16, h: &HintEntry) -> Result<(), StoreError> {
+        let loc = Loc { seg: slot, offset: h.offset, len: h.len };
+        let entry = IndexEntry { prefix: h.token_prefix, loc, tombstone: h.tombstone };
+        let same: Vec<(usize, IndexEntry)> = self.index.candidates(h.token_prefix).take(2).collect();
+        let previous = match (h.shared_prefix, &same[..]) {
+            (false, []) => None,
+            (false, [only]) => Some(*only),
+            _ => {
+                let key = self.read_indexed(entry)?.key;
+                self.locate(&key, h.token_prefix)?.map(|(i, e, _)| (i, e))
+            }
+        };
+        self.set_entry(previous, entry);
         Ok(())
     }
 }

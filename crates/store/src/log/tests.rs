@@ -317,3 +317,71 @@ fn a_full_disk_keeps_buffered_records_until_space_returns() {
     vfs.crash(3);
     assert_eq!(replayed(&open(&vfs).0), recs);
 }
+
+fn drop_range(start_exclusive: u64, end_inclusive: u64) -> Record {
+    Record { chain: 3, seq: 0, key: Bytes::new(), body: Body::DropRange { start_exclusive, end_inclusive } }
+}
+
+fn scanned_keys(store: &LogStore) -> Vec<Bytes> {
+    let mut keys = Vec::new();
+    store.scan_range(0, 0, &mut |k, _| keys.push(k)).unwrap();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn a_drop_cuts_exactly_at_its_ends() {
+    let (mut store, _) = open(&SimVfs::new());
+    let keys: Vec<String> = (0..50).map(|i| format!("key{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        store.append(&put(i as u64, k, "v")).unwrap();
+    }
+    let token = |k: &str| meridian_core::ring::key_token(k.as_bytes());
+    // Ends one token either side of a key's: its index prefix straddles the end, so the key is read.
+    let (first, second) = (token(&keys[0]), token(&keys[1]));
+    store.append(&drop_range(first, first.wrapping_add(1))).unwrap();
+    store.append(&drop_range(second.wrapping_sub(1), second)).unwrap();
+    assert_eq!(value(&store, &keys[0]), Some(Some(Bytes::from_static(b"v"))), "the start is exclusive");
+    assert_eq!(value(&store, &keys[1]), None, "the end is inclusive");
+    assert_eq!(store.stats().live_keys, 49);
+    assert_eq!(scanned_keys(&store).len(), 49);
+}
+
+#[test]
+fn dropping_the_whole_ring_reads_no_record() {
+    let vfs = SimVfs::new();
+    let mut store = open_small(&vfs, 200);
+    for i in 0..40 {
+        store.append(&put(i, &format!("k{i}"), "0123456789")).unwrap();
+    }
+    store.sync().unwrap();
+    let reads =
+        |vfs: &SimVfs| -> u64 { segment_files(vfs).iter().map(|f| vfs.read_bytes(&Path::new(DIR).join(f))).sum() };
+    let before = reads(&vfs);
+    store.append(&drop_range(9, 9)).unwrap();
+    assert_eq!(reads(&vfs), before, "every index prefix lies in the whole ring");
+    assert!(scanned_keys(&store).is_empty());
+    let stats = store.stats();
+    assert_eq!((stats.live_keys, stats.records), (0, 41));
+    assert_eq!(stats.live_bytes(), drop_range(9, 9).encoded_len() as u64, "only the marker is live");
+    store.append(&put(50, "k3", "back")).unwrap();
+    assert_eq!(scanned_keys(&store), [Bytes::from_static(b"k3")]);
+    store.sync().unwrap();
+    drop(store);
+    let (store, _) = open(&vfs);
+    assert_eq!(scanned_keys(&store), [Bytes::from_static(b"k3")]);
+    // The sync may have compacted the dropped records away, never the marker.
+    let log = replayed(&store);
+    assert_eq!(log[log.len() - 2..], [drop_range(9, 9), put(50, "k3", "back")]);
+}
+
+#[test]
+fn a_drop_forgets_its_chains_watermark_only() {
+    let (mut store, _) = open(&SimVfs::new());
+    let other = Record { chain: 4, ..meta(9, "", Body::AckMark) };
+    store.append(&meta(5, "", Body::AckMark)).unwrap();
+    store.append(&other).unwrap();
+    store.append(&drop_range(1, 1)).unwrap();
+    assert_eq!(store.acks.keys().collect::<Vec<_>>(), [&4]);
+    assert_eq!(store.stats().live_bytes(), (other.encoded_len() + drop_range(1, 1).encoded_len()) as u64);
+}

@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use meridian_core::ring::key_token;
 use meridian_store::{
-    Body, CompactionOptions, Datastore, Entry, LogOptions, LogStore, Record, RecoveryReport, SimVfs, StoreError, Vfs,
+    ring_range_contains, Body, CompactionOptions, Datastore, Entry, LogOptions, LogStore, Record, RecoveryReport,
+    SimVfs, StoreError, Vfs,
 };
 
 pub const DIR: &str = "/store";
@@ -57,15 +59,26 @@ pub fn ack(chain: u32, seq: u64) -> Record {
     meta(chain, seq, "", Body::AckMark)
 }
 
-/// One chain's updates: puts (some large), deletes and skips over `keys` keys, seqs from 1.
+/// A range drop of `chain`, with seq 0 as the chain layer writes it.
+pub fn drop_range(chain: u32, start_exclusive: u64, end_inclusive: u64) -> Record {
+    Record { chain, seq: 0, key: Bytes::new(), body: Body::DropRange { start_exclusive, end_inclusive } }
+}
+
+/// One chain's updates: puts (some large), deletes, skips and now and then a drop of up to half the ring,
+/// over `keys` keys, seqs from 1.
 pub fn workload(seed: u64, len: u64, keys: u64) -> Vec<Record> {
     let mut rng = Rng(seed | 1);
     (1..=len)
         .map(|seq| {
             let key = Bytes::from(format!("key{}", rng.below(keys)));
-            let body = match rng.below(10) {
+            let body = match rng.below(12) {
                 0 => Body::Tombstone,
                 1 => Body::Skip,
+                2 => {
+                    let start_exclusive = rng.below(u64::MAX);
+                    let end_inclusive = start_exclusive.wrapping_add(rng.below(u64::MAX / 2));
+                    return Record { seq, ..drop_range(1, start_exclusive, end_inclusive) };
+                }
                 _ => Body::Value(Bytes::from(format!("{seed}:{seq}:").repeat(1 + rng.below(20) as usize))),
             };
             Record { chain: 1, seq, key, body }
@@ -73,9 +86,27 @@ pub fn workload(seed: u64, len: u64, keys: u64) -> Vec<Record> {
         .collect()
 }
 
-/// What `get` must return for every key after applying `recs` in order.
+/// What `get` must return for every key after applying `recs` in order; a key missing from the model reads
+/// as absent.
 pub fn model(recs: &[Record]) -> BTreeMap<Bytes, Entry> {
-    recs.iter().filter_map(|r| Some((r.key.clone(), r.entry()?))).collect()
+    let mut out = BTreeMap::new();
+    for r in recs {
+        if let Body::DropRange { start_exclusive, end_inclusive } = r.body {
+            out.retain(|key: &Bytes, _| !ring_range_contains(start_exclusive, end_inclusive, key_token(key)));
+        } else if let Some(entry) = r.entry() {
+            out.insert(r.key.clone(), entry);
+        }
+    }
+    out
+}
+
+/// Every key `recs` write reads as the model says: its value, or nothing (absent or deleted).
+pub fn assert_model(store: &dyn Datastore, recs: &[Record]) {
+    let want = model(recs);
+    for key in recs.iter().filter(|r| r.entry().is_some()).map(|r| &r.key) {
+        let got = store.get(key).unwrap().and_then(|e| e.value);
+        assert_eq!(got, want.get(key).and_then(|e| e.value.clone()), "key {key:?}");
+    }
 }
 
 /// The value (not the entry: compaction may forget a deleted key) every key of the model reads as.

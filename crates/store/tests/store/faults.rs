@@ -3,7 +3,7 @@
 
 use std::io;
 
-use meridian_store::{Datastore, LogOptions, SimVfs, StoreError};
+use meridian_store::{Body, Datastore, LogOptions, Record, SimVfs, StoreError};
 
 use crate::common::*;
 
@@ -96,7 +96,9 @@ fn a_full_disk_is_a_clear_error_and_writes_resume_when_space_frees() {
 #[test]
 fn a_full_disk_abandons_compaction_and_leaves_the_log_alone() {
     let vfs = SimVfs::new();
-    let recs = workload(6, 80, 4);
+    // Without range drops nothing is reclaimable before the ack mark, so a pass needs as much room as its input.
+    let recs: Vec<Record> =
+        workload(6, 80, 4).into_iter().filter(|r| !matches!(r.body, Body::DropRange { .. })).collect();
     let (mut store, _) = open(&vfs, small());
     append_all(&mut store, &recs);
     store.sync().unwrap();

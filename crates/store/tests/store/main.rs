@@ -3,6 +3,7 @@
 
 mod common;
 mod compaction;
+mod drops;
 mod faults;
 mod hints;
 mod recovery;

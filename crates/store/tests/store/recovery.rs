@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use meridian_store::{encode, Datastore, LogOptions, Record, SimVfs, StoreError, Vfs};
+use meridian_store::{encode, Body, Datastore, LogOptions, Record, SimVfs, StoreError, Vfs};
 
 use crate::common::*;
 
@@ -83,9 +83,10 @@ fn appends_after_recovery_follow_the_kept_prefix() {
     }
 }
 
-/// A synced multi-segment log with hints; returns its records.
+/// A synced multi-segment log with hints and range drops; returns its records.
 fn build(vfs: &SimVfs) -> Vec<Record> {
     let recs = workload(5, 24, 6);
+    assert!(recs.iter().filter(|r| matches!(r.body, Body::DropRange { .. })).count() >= 2);
     let (mut store, _) = open(vfs, small());
     append_all(&mut store, &recs);
     store.sync().unwrap();

@@ -347,6 +347,13 @@ impl RaftCore {
         self.node.raft.state == StateRole::Leader
     }
 
+    /// Whether this replica leads and has applied everything committed before its term: only then is its
+    /// state machine at least as new as anything another replica has applied.
+    pub fn leader_ready(&self) -> bool {
+        let log = &self.node.raft.raft_log;
+        self.is_leader() && log.term(log.committed).ok() == Some(self.term()) && log.applied >= log.committed
+    }
+
     /// The leader as far as this replica knows; it may be stale (see the module docs on reads).
     pub fn leader(&self) -> Option<NodeId> {
         node_id(self.node.raft.leader_id)

@@ -6,15 +6,26 @@ use bytes::Bytes;
 use meridian_core::ring::key_token;
 
 use crate::datastore::StoreError;
-use crate::hint::HintAck;
+use crate::hint::{HintAck, HintDrop};
 use crate::log::index::{prefix_of, Index, Loc};
 use crate::log::segment::SegName;
-use crate::log::AckLoc;
+use crate::log::{AckLoc, DropMark};
 use crate::record::{encode, Body, Record};
 use crate::vfs::VfsFile;
 
 /// Largest compaction output, so its offsets fit the index.
 const OUTPUT_MAX: u64 = u32::MAX as u64;
+
+/// What a pass reads.
+pub(super) struct Inputs {
+    /// Segment slots to replace: consecutive in log order.
+    pub(super) slots: Vec<u16>,
+    pub(super) bytes: u64,
+    /// Whether the first input is the oldest segment, so no record of any key precedes the pass.
+    pub(super) includes_oldest: bool,
+    /// Where the first range drop in or after the inputs is in the store's list of markers.
+    pub(super) first_drop: usize,
+}
 
 pub(super) struct Pass {
     /// Segment slots being replaced: consecutive in log order.
@@ -28,8 +39,18 @@ pub(super) struct Pass {
     pub(super) out: Box<dyn VfsFile>,
     pub(super) out_len: u64,
     pub(super) out_records: u64,
-    /// The ack marks the output begins with.
-    pub(super) leading: Vec<HintAck>,
+    /// The ack marks the output restates watermarks with, by offset: at its head, or after the last marker
+    /// of their chain.
+    pub(super) restated: Vec<HintAck>,
+    /// Watermarks to restate after a marker of their chain in the inputs, by the marker's place in the
+    /// store's list of markers.
+    deferred: BTreeMap<usize, u64>,
+    /// The place in the store's list of markers of the first marker in the inputs, and of the next one the
+    /// pass has not copied: every marker from there on comes after the record being copied.
+    pub(super) first_drop: usize,
+    next_drop: usize,
+    /// The markers copied, at their place in the output.
+    pub(super) markers: Vec<HintDrop>,
     /// Next input (index into `inputs`) and offset in it to copy from.
     pub(super) next: usize,
     pub(super) offset: u64,
@@ -51,26 +72,44 @@ pub(super) struct Moved {
 }
 
 impl Pass {
-    /// Starts a pass whose output (already created, empty) begins with one ack mark per chain.
+    /// Starts a pass whose output (already created, empty) restates each chain's watermark: at its head, or,
+    /// if the chain has a range drop in the inputs, right after the last one, since a drop forgets its chain's
+    /// watermark (recovery must meet the restatement after the drop).
     pub(super) fn begin(
-        inputs: Vec<u16>,
-        input_bytes: u64,
-        includes_oldest: bool,
+        inputs: Inputs,
         acks: &BTreeMap<u32, AckLoc>,
+        drops: &[DropMark],
         output: SegName,
         out: Box<dyn VfsFile>,
     ) -> Result<Pass, StoreError> {
         let watermarks: BTreeMap<u32, u64> = acks.iter().map(|(&chain, a)| (chain, a.seq)).collect();
+        let mut head = Vec::new();
+        let mut deferred = BTreeMap::new();
+        for (&chain, &seq) in &watermarks {
+            let last = drops[inputs.first_drop..].iter().rposition(|d| d.chain == chain).map(|i| inputs.first_drop + i);
+            match last {
+                None => head.push((chain, seq)),
+                Some(i) if inputs.slots.contains(&drops[i].loc.seg) => {
+                    deferred.insert(i, seq);
+                }
+                // The watermark follows a drop after the inputs, so it covers nothing in them.
+                Some(_) => {}
+            }
+        }
         let mut pass = Pass {
-            inputs,
-            input_bytes,
-            includes_oldest,
+            inputs: inputs.slots,
+            input_bytes: inputs.bytes,
+            includes_oldest: inputs.includes_oldest,
             watermarks,
             output,
             out,
             out_len: 0,
             out_records: 0,
-            leading: Vec::new(),
+            restated: Vec::new(),
+            deferred,
+            first_drop: inputs.first_drop,
+            next_drop: inputs.first_drop,
+            markers: Vec::new(),
             next: 0,
             offset: 0,
             read_bytes: 0,
@@ -78,46 +117,78 @@ impl Pass {
             dropped_tombstones: Vec::new(),
             retained: HashSet::new(),
         };
-        let marks: Vec<(u32, u64)> = pass.watermarks.iter().map(|(&c, &s)| (c, s)).collect();
-        for (chain, seq) in marks {
-            let (offset, len) = pass.write(&Record { chain, seq, key: Bytes::new(), body: Body::AckMark })?;
-            pass.leading.push(HintAck { chain, seq, offset, len });
+        for (chain, seq) in head {
+            pass.restate(chain, seq)?;
         }
         Ok(pass)
     }
 
     /// Copies `rec`, found at `loc`, to the output unless the retention contract of `docs/protocols/chain.md`
-    /// lets it go: a record may be dropped only if it is superseded (a later value or tombstone of its key, a
-    /// skip, or an ack mark older than its chain's latest) and its seq is at or below its chain's watermark.
-    /// A latest tombstone may also go, taking its key out of the index, if the pass starts at the oldest
-    /// segment (no older record of the key can resurface) and no superseded record of a key with its prefix
-    /// had to be kept.
-    pub(super) fn take(&mut self, rec: Record, loc: Loc, index: &Index) -> Result<(), StoreError> {
-        let covered = self.watermarks.get(&rec.chain).is_some_and(|&w| rec.seq <= w);
+    /// or a range drop lets it go. Under the contract a record may be dropped only if it is superseded (a later
+    /// value or tombstone of its key, a skip, or an ack mark older than its chain's latest) and covered (see
+    /// [`Pass::covered`]). A latest tombstone may also go, taking its key out of the index, if the pass starts
+    /// at the oldest segment (no older record of the key can resurface) and no superseded record of a key with
+    /// its prefix had to be kept. A value or tombstone in the range of a later drop is dead whatever its chain.
+    /// Range drops themselves are always kept. `drops` is the store's list of markers.
+    pub(super) fn take(&mut self, rec: Record, loc: Loc, index: &Index, drops: &[DropMark]) -> Result<(), StoreError> {
+        let later = &drops[self.next_drop..];
         match rec.body {
-            Body::Value(_) | Body::Tombstone => {
-                let prefix = prefix_of(key_token(&rec.key));
-                let tombstone = rec.body == Body::Tombstone;
-                let latest = index.position_of(prefix, loc).is_some();
-                if !latest && covered {
-                    return Ok(());
-                }
-                if !latest {
-                    self.retained.insert(prefix);
-                    return self.write(&rec).map(|_| ());
-                }
-                if tombstone && covered && self.includes_oldest && !self.retained.contains(&prefix) {
-                    self.dropped_tombstones.push((prefix, loc));
-                    return Ok(());
-                }
-                let (offset, _) = self.write(&rec)?;
-                self.moved.push(Moved { prefix, old: loc, offset, tombstone });
-                Ok(())
-            }
-            // A covered ack mark is either superseded or its chain's latest, which the output's head restates.
-            Body::Skip | Body::AckMark if covered => Ok(()),
+            Body::DropRange { .. } => self.copy_marker(&rec, loc, drops),
+            Body::Value(_) | Body::Tombstone => self.take_keyed(rec, loc, index, later),
+            // A covered ack mark is superseded, or its chain's latest, which the output restates.
+            Body::Skip | Body::AckMark if self.covered(&rec, later) => Ok(()),
             Body::Skip | Body::AckMark => self.write(&rec).map(|_| ()),
         }
+    }
+
+    /// Whether `rec`'s seq is at or below its chain's watermark, or a later drop of its chain (`later` holds
+    /// the drops after `rec`) ended the run of sequence numbers it belongs to: chain replay starts over at the
+    /// drop, and the watermark, if any, belongs to the run after it.
+    fn covered(&self, rec: &Record, later: &[DropMark]) -> bool {
+        later.iter().any(|d| d.chain == rec.chain) || self.watermarks.get(&rec.chain).is_some_and(|&w| rec.seq <= w)
+    }
+
+    fn take_keyed(&mut self, rec: Record, loc: Loc, index: &Index, later: &[DropMark]) -> Result<(), StoreError> {
+        let token = key_token(&rec.key);
+        let prefix = prefix_of(token);
+        let tombstone = rec.body == Body::Tombstone;
+        let latest = index.position_of(prefix, loc).is_some();
+        let covered = self.covered(&rec, later);
+        // A latest record is never in a later drop's range: the drop would have taken it out of the index.
+        if !latest && (covered || later.iter().any(|d| d.takes(token))) {
+            return Ok(());
+        }
+        if !latest {
+            self.retained.insert(prefix);
+            return self.write(&rec).map(|_| ());
+        }
+        if tombstone && covered && self.includes_oldest && !self.retained.contains(&prefix) {
+            self.dropped_tombstones.push((prefix, loc));
+            return Ok(());
+        }
+        let (offset, _) = self.write(&rec)?;
+        self.moved.push(Moved { prefix, old: loc, offset, tombstone });
+        Ok(())
+    }
+
+    /// Copies the range drop at `loc`, then restates its chain's watermark if this is the chain's last drop in
+    /// the inputs.
+    fn copy_marker(&mut self, rec: &Record, loc: Loc, drops: &[DropMark]) -> Result<(), StoreError> {
+        let at = self.next_drop;
+        assert_eq!(drops[at].loc, loc, "a pass meets range drops in log order");
+        self.next_drop += 1;
+        let (offset, len) = self.write(rec)?;
+        self.markers.push(drops[at].hint_at(Loc { offset, len, ..loc }));
+        match self.deferred.remove(&at) {
+            Some(seq) => self.restate(rec.chain, seq),
+            None => Ok(()),
+        }
+    }
+
+    fn restate(&mut self, chain: u32, seq: u64) -> Result<(), StoreError> {
+        let (offset, len) = self.write(&Record { chain, seq, key: Bytes::new(), body: Body::AckMark })?;
+        self.restated.push(HintAck { chain, seq, offset, len });
+        Ok(())
     }
 
     /// Appends `rec` to the output; returns its offset and length there.

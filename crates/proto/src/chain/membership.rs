@@ -1,0 +1,315 @@
+//! Acting on the cluster map: taking part in chains, leaving them, joining them by pre-copy and flush
+//! (seed 003 §2.5–2.6; docs/protocols/ouroboros.md), and the tail leases the manager grants.
+
+use super::copy::{answer_history, answer_states, Copier, Progress};
+use super::msg::{ChainMsg, CopyData, CopyKind, CopyPart, CopyReq, KeyState};
+use super::replica::{Replica, Role};
+use super::serve::{ack_mark, record_of};
+use super::{ChainNode, ChainTimer, Fx, StepReport};
+use crate::manager::map::{ChainChange, ChainView, ClusterMap};
+use crate::manager::placement::partition_range;
+use meridian_core::{ChainId, NodeId, Reply, Time};
+use meridian_store::{Body, Record, StoreError};
+use std::sync::Arc;
+
+use super::lease::Lease;
+
+/// This node's role in `chain` according to the map.
+fn role_in(me: NodeId, chain: &ChainView) -> Role {
+    if let Some(i) = chain.position(me) {
+        let flushing = match chain.change {
+            Some(ChainChange::Add { node, step, inserted: true, .. }) if node == me => Some(step),
+            _ => None,
+        };
+        let pred = i.checked_sub(1).map(|p| chain.members[p]);
+        let succ = chain.members.get(i + 1).copied();
+        return Role::Member { view: chain.view, pred, succ, flushing };
+    }
+    match (&chain.change, chain.tail()) {
+        (Some(ChainChange::Add { node, step, inserted: false, .. }), Some(tail)) if *node == me => {
+            Role::Joiner { step: *step, view: chain.view, tail }
+        }
+        _ => Role::Outside,
+    }
+}
+
+impl ChainNode {
+    /// Takes a newer cluster map: joins, leaves and repairs every chain whose membership changed for this node.
+    pub fn adopt(&mut self, map: Arc<ClusterMap>, now: Time, out: &mut Fx) {
+        if self.map.as_ref().is_some_and(|m| m.epoch >= map.epoch) {
+            return;
+        }
+        self.map = Some(map.clone());
+        for chain in map.chains.values() {
+            let role = role_in(self.me, chain);
+            let known = self.replicas.get(&chain.id).map(|r| r.role);
+            match role {
+                Role::Outside if self.replicas.contains_key(&chain.id) => self.leave(chain.id, &map),
+                Role::Outside => {}
+                _ if known == Some(role) => {}
+                Role::Joiner { .. } => self.become_joiner(chain.id, role, &map),
+                Role::Member { .. } => self.become_member(now, chain.id, role, &map, out),
+            }
+        }
+        self.leases.retain(|c, l| self.replicas.get(c).and_then(Replica::view) == Some(l.view));
+    }
+
+    /// Drops everything of a chain this node no longer takes part in: its data (durably, with a range drop),
+    /// its replication state, copies, held answers.
+    fn leave(&mut self, chain: ChainId, map: &ClusterMap) {
+        self.stats.drops += 1;
+        self.replicas.remove(&chain);
+        self.copies.remove(&chain);
+        self.temp.remove(&chain);
+        self.held.remove(&chain);
+        self.finished.remove(&chain);
+        let range = partition_range(chain, map.partitions);
+        let body = Body::DropRange { start_exclusive: range.start().wrapping_sub(1), end_inclusive: *range.end() };
+        if let Err(e) = self.store.append(&Record { chain: chain.0, seq: 0, key: Default::default(), body }) {
+            tracing::warn!(%chain, "cannot drop the data of a chain this node left: {e}");
+        }
+    }
+
+    fn become_joiner(&mut self, chain: ChainId, role: Role, map: &ClusterMap) {
+        let Role::Joiner { step, view, tail } = role else { unreachable!("called for joiners") };
+        let r = self.replicas.entry(chain).or_default();
+        // A member that was taken out and is added again keeps its data: it reflects every update up to its
+        // LU, which is all a pre-copy base needs.
+        r.unacked.clear();
+        r.la = r.lu;
+        r.role = role;
+        let range = partition_range(chain, map.partitions);
+        self.copies.insert(chain, Copier::new(chain, CopyKind::PreCopy { step }, tail, view, range, r.lu));
+        self.finished.remove(&chain);
+    }
+
+    fn become_member(&mut self, now: Time, chain: ChainId, role: Role, map: &ClusterMap, out: &mut Fx) {
+        let r = self.replicas.entry(chain).or_default();
+        let was = r.role;
+        r.role = role;
+        let Role::Member { view, pred, succ, flushing } = role else { unreachable!("called for members") };
+        if matches!(was, Role::Joiner { .. }) || flushing.is_none() {
+            self.copies.remove(&chain);
+        }
+        // Only a flush of the step still in flight is worth reporting.
+        self.finished.retain(|&c, (report, _)| {
+            c != chain || matches!(report, StepReport::Flushed { step, .. } if Some(*step) == flushing)
+        });
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(super::PlantedBug::SkipsFlush) && flushing.is_some() {
+            (r.flushed, r.complete) = (flushing, true);
+        }
+        if !r.is_active() {
+            return self.start_flush(chain, view, succ, map);
+        }
+        if succ.is_none() && was != role {
+            self.settle_as_tail(now, chain, out);
+        }
+        let r = &self.replicas[&chain];
+        if let Some(pred) = pred {
+            out.send(pred, ChainMsg::Sync { chain, view, lu: r.lu, la: r.la });
+        }
+    }
+
+    /// A member that is not a valid replica copies what it lacks from its successor (§2.5 phase 2, FLUSH).
+    fn start_flush(&mut self, chain: ChainId, view: u64, succ: Option<NodeId>, map: &ClusterMap) {
+        let Some(succ) = succ else {
+            // The planner never removes a tail while an inserted member flushes, so this cannot last.
+            return tracing::warn!(%chain, "a member that needs a flush has no successor to flush from");
+        };
+        if self.copies.get(&chain).is_some_and(|c| c.kind == CopyKind::Flush && c.view == view && c.source == succ) {
+            return;
+        }
+        let since = self.replicas[&chain].lu;
+        let range = partition_range(chain, map.partitions);
+        self.copies.insert(chain, Copier::new(chain, CopyKind::Flush, succ, view, range, since));
+    }
+
+    /// This member became the tail: everything it holds is committed; it answers the clients of its
+    /// outstanding updates (seed Listing 1, CR_TAIL and TRUNCATE) once it holds a lease.
+    fn settle_as_tail(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
+        let r = self.replicas.get_mut(&chain).expect("member");
+        let settled = r.settle_as_tail();
+        let (pred, view, la) = (r.pred(), r.view().expect("member"), r.la);
+        if let Some(pred) = pred {
+            out.send(pred, ChainMsg::Ack { chain, view, seq: la });
+        }
+        for u in settled {
+            if let Some(origin) = u.origin {
+                let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+                self.answer_as_tail(now, chain, origin, written, true, out);
+            }
+        }
+    }
+
+    /// Leases from the manager's leader: for each listed chain, valid at its view until `until`.
+    pub fn grant(&mut self, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
+        for &(chain, view) in chains {
+            let current = self.replicas.get(&chain).and_then(Replica::view);
+            if current == Some(view) && self.leases.get(&chain).is_none_or(|l| l.view != view || l.until < until) {
+                self.leases.insert(chain, Lease { view, until });
+            }
+        }
+        self.release_held(now, out);
+    }
+
+    pub(super) fn copy_request(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
+        let tick = self.tick;
+        let Some(copier) = self.copies.get_mut(&chain) else { return };
+        if let Some(req) = copier.request(now, tick) {
+            out.send(copier.source, ChainMsg::CopyReq(req));
+        }
+    }
+
+    /// The source's side: answers a copy request from a joiner (as the chain's tail) or from the flushing
+    /// member just before it (as its successor), once what it answers with is durable.
+    pub(super) fn on_copy_req(&mut self, from: NodeId, req: CopyReq, out: &mut Fx) {
+        let Some(r) = self.replicas.get(&req.chain).filter(|r| r.is_active() && r.view() == Some(req.view)) else {
+            return;
+        };
+        let allowed = match req.kind {
+            CopyKind::PreCopy { step } => r.is_tail() && self.joining(req.chain, from, step),
+            CopyKind::Flush => r.pred() == Some(from),
+        };
+        if !allowed {
+            return;
+        }
+        let answer = match req.part {
+            CopyPart::States { since, first, last } => answer_states(self.store.as_ref(), &req, r, since, first, last),
+            CopyPart::History { after } => Ok(answer_history(&req, r, after)),
+        };
+        match answer {
+            Ok(data) => out.send_after_sync(from, ChainMsg::CopyData(Box::new(data))),
+            Err(e) => tracing::warn!(chain = %req.chain, "cannot answer a copy request: {e}"),
+        }
+    }
+
+    /// Whether the map has `node` pre-copying into `chain` in step `step`.
+    fn joining(&self, chain: ChainId, node: NodeId, step: u64) -> bool {
+        let change = self.map.as_ref().and_then(|m| m.chains.get(&chain)).and_then(|c| c.change.as_ref());
+        matches!(change, Some(&ChainChange::Add { node: n, step: s, inserted: false, .. }) if n == node && s == step)
+    }
+
+    pub(super) fn on_copy_data(&mut self, now: Time, from: NodeId, data: CopyData, out: &mut Fx) {
+        let chain = data.chain;
+        let bandwidth = self.cfg.migration_bandwidth;
+        let Some(copier) = self.copies.get_mut(&chain).filter(|c| c.source == from) else { return };
+        let progress = copier.on_data(data, now, bandwidth);
+        let result = match progress {
+            Progress::Stale => return,
+            Progress::Restart => Ok(()),
+            Progress::States(states) => self.log_states(chain, &states, out),
+            Progress::Round { states, lu, settled } => self.finish_round(chain, &states, lu, settled, out),
+            Progress::Flushed { la, history } => self.finish_flush(now, chain, la, history, out),
+        };
+        if let Err(e) = result {
+            // Nothing is lost: the copy's watermark was not moved, so a later attempt copies it again.
+            tracing::warn!(%chain, "cannot log copied data: {e}");
+            self.copies.remove(&chain);
+            return;
+        }
+        self.schedule_copy(now, chain, out);
+    }
+
+    /// Sends the copy's next request now, or sets a timer for when its pacing allows.
+    fn schedule_copy(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
+        let Some(copier) = self.copies.get(&chain) else { return };
+        match copier.due_in(now) {
+            Some(wait) if !wait.is_zero() => out.set_timer(ChainTimer::Copy(chain), wait),
+            Some(_) => self.copy_request(now, chain, out),
+            None => {}
+        }
+    }
+
+    fn log_states(&mut self, chain: ChainId, states: &[KeyState], out: &mut Fx) -> Result<(), StoreError> {
+        for s in states {
+            let body = s.value.clone().map_or(Body::Tombstone, Body::Value);
+            self.store.append(&Record { chain: chain.0, seq: s.seq, key: s.key.clone(), body })?;
+        }
+        if !states.is_empty() {
+            out.mark_dirty();
+        }
+        Ok(())
+    }
+
+    fn finish_round(
+        &mut self,
+        chain: ChainId,
+        states: &[KeyState],
+        lu: u64,
+        settled: bool,
+        out: &mut Fx,
+    ) -> Result<(), StoreError> {
+        self.log_states(chain, states, out)?;
+        self.store.append(&ack_mark(chain, lu))?;
+        out.mark_dirty();
+        let r = self.replicas.get_mut(&chain).expect("a copy has a replica");
+        r.restore_watermark(lu);
+        r.complete = false;
+        if let (true, Role::Joiner { step, .. }) = (settled, r.role) {
+            self.stats.precopies += 1;
+            self.finished.insert(chain, (StepReport::PreCopied { chain, step }, self.syncs));
+        }
+        Ok(())
+    }
+
+    /// Completes a flush: the copied states are logged; the source's acknowledgement point and its history
+    /// after it make this member's history whole, then what the predecessor sent meanwhile is played forward.
+    fn finish_flush(
+        &mut self,
+        now: Time,
+        chain: ChainId,
+        la: u64,
+        history: Vec<super::msg::Update>,
+        out: &mut Fx,
+    ) -> Result<(), StoreError> {
+        let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
+        // The tail holds everything up to the source's LA, and everything up to this member's own watermark
+        // (a copy's or an earlier membership's). The copied data reflects at least that state, and the source's
+        // history after it continues it; what this member logged beyond its watermark is replaced by that.
+        let la = la.max(r.la);
+        let history: Vec<_> = history.into_iter().filter(|u| u.seq > la).collect();
+        self.store.append(&ack_mark(chain, la))?;
+        for u in &history {
+            self.store.append(&record_of(u))?;
+        }
+        out.mark_dirty();
+        self.copies.remove(&chain);
+        let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
+        r.unacked.clear();
+        (r.lu, r.la, r.la_logged) = (la, la, r.la_logged.max(la));
+        for u in history {
+            r.lu = u.seq;
+            r.unacked.push_back(u);
+        }
+        r.complete = true;
+        let Role::Member { view, pred, flushing, .. } = r.role else { unreachable!("flushing members are members") };
+        r.flushed = flushing;
+        self.stats.flushes += 1;
+        if let Some(step) = flushing {
+            self.finished.insert(chain, (StepReport::Flushed { chain, step }, self.syncs));
+        }
+        self.play_forward(now, chain, out);
+        let r = &self.replicas[&chain];
+        if let Some(pred) = pred {
+            out.send_after_sync(pred, ChainMsg::Sync { chain, view, lu: r.lu, la: r.la });
+        }
+        Ok(())
+    }
+
+    /// Plays the temporary store forward: the predecessor's updates that continue this member's history.
+    fn play_forward(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
+        let mut temp = self.temp.remove(&chain).unwrap_or_default();
+        loop {
+            let next = self.replicas[&chain].lu + 1;
+            temp.retain(|&seq, _| seq >= next);
+            match temp.remove(&next) {
+                Some(u) => self.log_and_pass(now, u, out),
+                None => break,
+            }
+            if !self.replicas[&chain].is_active() {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! The data path of a chain member: ordering writes at the head, passing updates down, acknowledging them
+//! back up, answering at the tail (seed 003 §2.3, Listing 1), and catching up lost messages by Sync.
+
+use super::lease::{hold, Held};
+use super::msg::{ChainMsg, Change, Origin, Outcome, Update};
+use super::replica::Replica;
+use super::{ChainNode, Fx};
+use bytes::Bytes;
+use meridian_core::{ChainId, ErrorKind, NodeId, Reply, Time, Write};
+use meridian_store::{Body, Record, StoreError};
+
+#[cfg(feature = "planted-bugs")]
+use super::PlantedBug;
+
+pub(super) fn ack_mark(chain: ChainId, seq: u64) -> Record {
+    Record { chain: chain.0, seq, key: Bytes::new(), body: Body::AckMark }
+}
+
+pub(super) fn record_of(u: &Update) -> Record {
+    let body = match &u.change {
+        Change::Put(v) => Body::Value(v.clone()),
+        Change::Delete => Body::Tombstone,
+        Change::Skip => Body::Skip,
+    };
+    Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body }
+}
+
+impl ChainNode {
+    /// Whether this node may answer clients as the tail of `chain` at `now`: an active tail with a lease
+    /// for its view.
+    pub(super) fn lease_ok(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(PlantedBug::IgnoresLease) {
+            return r.is_active() && r.is_tail();
+        }
+        let view = r.view();
+        r.is_active() && r.is_tail() && self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
+    }
+
+    pub(super) fn on_get(&mut self, now: Time, origin: Origin, key: Bytes, out: &mut Fx) {
+        let Some(chain) = self.chain_of(&key) else { return };
+        match self.replicas.get(&chain) {
+            Some(r) if r.is_active() && r.is_tail() => {}
+            _ => return self.bounce(origin, chain, out),
+        }
+        if self.lease_ok(chain, &self.replicas[&chain], now) {
+            self.read(origin, &key, out);
+        } else {
+            self.hold_or_bounce(chain, Held::Read { origin, key }, out);
+        }
+    }
+
+    fn read(&mut self, origin: Origin, key: &[u8], out: &mut Fx) {
+        let reply = match self.store.get(key) {
+            Ok(entry) => Reply::Value(entry.and_then(|e| e.value)),
+            Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
+        };
+        // A read may see writes this batch logged but has not made durable; it must not leave first.
+        self.answer(origin, reply, true, out);
+    }
+
+    fn hold_or_bounce(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
+        if let Err(held) = hold(self.held.entry(chain).or_default(), held) {
+            match held {
+                Held::Read { origin, .. } => self.bounce(origin, chain, out),
+                // Logged and on its way to commit; the client learns the outcome by reading.
+                Held::Answer { .. } => {}
+            }
+        }
+    }
+
+    /// Answers what waited for a lease, on every chain that now has one.
+    pub(super) fn release_held(&mut self, now: Time, out: &mut Fx) {
+        let ready: Vec<ChainId> = self
+            .held
+            .iter()
+            .filter(|(c, q)| !q.is_empty() && self.replicas.get(c).is_some_and(|r| self.lease_ok(**c, r, now)))
+            .map(|(&c, _)| c)
+            .collect();
+        for chain in ready {
+            for held in self.held.remove(&chain).unwrap_or_default() {
+                match held {
+                    Held::Answer { origin, reply } => self.answer(origin, reply, true, out),
+                    Held::Read { origin, key } => self.read(origin, &key, out),
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_write(&mut self, now: Time, origin: Origin, write: Write, out: &mut Fx) {
+        let Some(chain) = self.chain_of(&write.key) else { return };
+        let unacked = match self.replicas.get(&chain) {
+            Some(r) if r.is_active() && r.is_head() => r.unacked.len(),
+            _ => return self.bounce(origin, chain, out),
+        };
+        if unacked >= self.cfg.unacked_max {
+            let msg = format!("chain {chain} has {unacked} unacknowledged writes; retry later");
+            return self.answer(origin, Reply::Error(ErrorKind::Busy, msg), false, out);
+        }
+        match self.order(chain, origin, write) {
+            Ok(update) => self.log_and_pass(now, update, out),
+            Err(e) => self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
+        }
+    }
+
+    /// The head's decision: the next sequence number and the write's outcome against current state.
+    fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<Update, StoreError> {
+        let existed = self.store.get(&write.key)?.is_some_and(|e| e.value.is_some());
+        let applied = write.cond.holds(existed);
+        let change = match (applied, write.value) {
+            (false, _) => Change::Skip,
+            (true, Some(v)) => Change::Put(v),
+            (true, None) => Change::Delete,
+        };
+        let seq = self.replicas[&chain].lu + 1;
+        Ok(Update { chain, seq, key: write.key, change, outcome: Outcome { applied, existed }, origin: Some(origin) })
+    }
+
+    pub(super) fn on_update(&mut self, now: Time, from: NodeId, view: u64, u: Update, out: &mut Fx) {
+        let tick = self.tick;
+        let Some(r) = self.replicas.get_mut(&u.chain) else { return };
+        if r.view() != Some(view) || r.pred() != Some(from) || u.seq <= r.lu {
+            return;
+        }
+        if !r.is_active() {
+            // A flushing member keeps what its predecessor sends in the temporary store.
+            let temp = self.temp.entry(u.chain).or_default();
+            if temp.len() < self.cfg.unacked_max {
+                temp.insert(u.seq, u);
+            }
+            return;
+        }
+        if u.seq > r.lu + 1 {
+            // An earlier update was lost with a broken connection: ask once per tick for a resend.
+            if r.gap_sync_tick != Some(tick) {
+                r.gap_sync_tick = Some(tick);
+                let msg = ChainMsg::Sync { chain: u.chain, view, lu: r.lu, la: r.la };
+                out.send_after_sync(from, msg);
+            }
+            return;
+        }
+        self.log_and_pass(now, u, out);
+    }
+
+    /// Logs an update in sequence and passes it on: down the chain, or, at the tail, back up as an ack
+    /// and to the client as the answer, always only once it is durable.
+    pub(super) fn log_and_pass(&mut self, now: Time, u: Update, out: &mut Fx) {
+        if let Err(e) = self.store.append(&record_of(&u)) {
+            // Not logged, not acknowledged: the predecessor still holds it and will resend.
+            tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
+            if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred()) {
+                self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out);
+            }
+            return;
+        }
+        out.mark_dirty();
+        let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
+        r.record(u.clone());
+        let (pred, succ, view) = (r.pred(), r.succ(), r.view().expect("members have a view"));
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(PlantedBug::HeadAcksEarly) && pred.is_none() {
+            if let Some(origin) = u.origin {
+                let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+                self.answer(origin, written, true, out);
+            }
+        }
+        match succ {
+            Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
+            None => self.commit_at_tail(now, pred, view, u, out),
+        }
+    }
+
+    /// The tail has logged `u`: acknowledge it upstream and answer its client, once durable.
+    fn commit_at_tail(&mut self, now: Time, pred: Option<NodeId>, view: u64, u: Update, out: &mut Fx) {
+        #[cfg(feature = "planted-bugs")]
+        let durable_first = self.cfg.planted_bug != Some(super::PlantedBug::TailAcksEarly);
+        #[cfg(not(feature = "planted-bugs"))]
+        let durable_first = true;
+        if let Some(pred) = pred {
+            let ack = ChainMsg::Ack { chain: u.chain, view, seq: u.seq };
+            if durable_first {
+                out.send_after_sync(pred, ack)
+            } else {
+                out.send(pred, ack)
+            }
+        }
+        if let Some(origin) = u.origin {
+            let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+            self.answer_as_tail(now, u.chain, origin, written, durable_first, out);
+        }
+    }
+
+    /// Answers a client as the tail if the lease allows, otherwise holds the answer for the lease.
+    pub(super) fn answer_as_tail(
+        &mut self,
+        now: Time,
+        chain: ChainId,
+        origin: Origin,
+        reply: Reply,
+        after_sync: bool,
+        out: &mut Fx,
+    ) {
+        if self.lease_ok(chain, &self.replicas[&chain], now) {
+            self.answer(origin, reply, after_sync, out);
+        } else {
+            self.hold_or_bounce(chain, Held::Answer { origin, reply }, out);
+        }
+    }
+
+    pub(super) fn on_ack(&mut self, from: NodeId, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
+        let Some(r) = self.replicas.get_mut(&chain) else { return };
+        if r.view() != Some(view) || r.succ() != Some(from) || !r.is_active() || !r.ack(seq) {
+            return;
+        }
+        if let Some(pred) = r.pred() {
+            out.send(pred, ChainMsg::Ack { chain, view, seq: r.la });
+        }
+    }
+
+    pub(super) fn on_sync(&mut self, from: NodeId, chain: ChainId, view: u64, lu: u64, la: u64, out: &mut Fx) {
+        if self.replicas.get(&chain).is_none_or(|r| r.view() != Some(view) || r.succ() != Some(from) || !r.is_active())
+        {
+            return;
+        }
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(PlantedBug::IgnoresSync) {
+            return;
+        }
+        self.on_ack(from, chain, view, la, out);
+        let r = &self.replicas[&chain];
+        for u in r.missing_after(lu, self.cfg.resend_max) {
+            out.send_after_sync(from, ChainMsg::Update { view, update: u.clone() });
+        }
+    }
+
+    pub(super) fn on_probe(&mut self, from: NodeId, chain: ChainId, view: u64, out: &mut Fx) {
+        let Some(r) = self.replicas.get(&chain) else { return };
+        if r.view() == Some(view) && r.pred() == Some(from) && r.is_active() {
+            out.send_after_sync(from, ChainMsg::Sync { chain, view, lu: r.lu, la: r.la });
+        }
+    }
+}

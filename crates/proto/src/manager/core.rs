@@ -1,0 +1,270 @@
+//! The manager on one voter: the Raft replica of the cluster map and, while it leads, the seed's master
+//! (003 §2.5–2.6, Listing 2) made fault tolerant: it bootstraps the map, detects failures by heartbeats,
+//! drives the planner's steps through the log, turns nodes' reports into step commands, and grants tail
+//! leases ([`super::leader`]).
+//!
+//! Every decision is a command in the Raft log, so a new leader continues where the old one stopped: a step
+//! started by a deposed leader is still in the map, its joiner keeps copying and reports to whoever leads.
+//! The leader acts only once it has applied everything committed before its term (`leader_ready`); until
+//! then its map may lag the one nodes already act on.
+
+use super::leader::{stretched, Leadership};
+use super::map::{ChainChange, ClusterMap, MapCommand, NodeState};
+use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
+use super::plan::{next_steps_with, PlanLimits};
+use super::raft::{Committed, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
+use crate::chain::StepReport;
+use meridian_core::{NodeId, Time};
+use meridian_store::Vfs;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    /// Period of the manager's timer: a Raft tick, a heartbeat from every node, the leader's duties.
+    pub tick: Duration,
+    pub raft: RaftConfig,
+    /// Lease term as the leader counts it; nodes count half of it from when they sent the heartbeat.
+    pub lease: Duration,
+    /// A live node not heard from for this long is declared failed (seed's `t_s · f_threshold`).
+    pub failure_timeout: Duration,
+    pub limits: PlanLimits,
+    /// A proposal not reflected in the map after this long is proposed again.
+    pub retry: Duration,
+    /// Applied commands between two compactions of the Raft log into a snapshot of the map.
+    pub snapshot_every: u64,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            tick: Duration::from_millis(100),
+            raft: RaftConfig::default(),
+            lease: Duration::from_secs(2),
+            failure_timeout: Duration::from_secs(3),
+            limits: PlanLimits::default(),
+            retry: Duration::from_secs(1),
+            snapshot_every: 256,
+        }
+    }
+}
+
+impl ManagerConfig {
+    /// How long a new leader waits before leases granted in earlier terms have surely expired: a deposed
+    /// leader notices it lost its quorum within two election timeouts, and its last lease lasts one term.
+    pub fn fence(&self) -> Duration {
+        let election_max = self.tick * (2 * self.raft.election_ticks) as u32;
+        stretched(election_max * 2 + self.lease)
+    }
+}
+
+/// What the manager asks the node to send.
+#[derive(Debug, Default)]
+pub struct MgrOut {
+    pub raft: Vec<(NodeId, RaftMsg)>,
+    pub mgr: Vec<(NodeId, MgrMsg)>,
+}
+
+pub struct ManagerCore {
+    me: NodeId,
+    raft: RaftCore,
+    map: ClusterMap,
+    cfg: ManagerConfig,
+    bootstrap: MapCommand,
+    lead: Option<Leadership>,
+    applied_since_snapshot: u64,
+}
+
+impl ManagerCore {
+    /// Opens this voter's replica of the map's log in `dir`; `bootstrap` is the command that creates the map,
+    /// proposed by the first leader. `jitter` seeds the election timeouts (see [`RaftCore::open`]).
+    pub fn open(
+        me: NodeId,
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        voters: &[NodeId],
+        bootstrap: MapCommand,
+        cfg: ManagerConfig,
+        jitter: u64,
+    ) -> Result<(ManagerCore, MgrOut), RaftError> {
+        let mut raft_out = RaftOutput::default();
+        let raft = RaftCore::open(vfs, dir, me, voters, &cfg.raft, jitter, &mut raft_out)?;
+        let mut core =
+            ManagerCore { me, raft, map: ClusterMap::default(), cfg, bootstrap, lead: None, applied_since_snapshot: 0 };
+        let mut out = MgrOut::default();
+        core.absorb(Time::ZERO, raft_out, &mut out)?;
+        Ok((core, out))
+    }
+
+    /// The map as this replica has applied it: a consistent prefix of the history, possibly behind.
+    pub fn map(&self) -> &ClusterMap {
+        &self.map
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.lead.is_some()
+    }
+
+    pub fn tick(&mut self, now: Time, out: &mut MgrOut) -> Result<(), RaftError> {
+        let mut raft_out = RaftOutput::default();
+        self.raft.tick(&mut raft_out)?;
+        self.absorb(now, raft_out, out)?;
+        self.follow_leadership(now);
+        if self.lead.is_some() {
+            self.lead_duties(now, out)?;
+        }
+        Ok(())
+    }
+
+    pub fn on_raft(&mut self, now: Time, from: NodeId, msg: &RaftMsg, out: &mut MgrOut) -> Result<(), RaftError> {
+        let mut raft_out = RaftOutput::default();
+        let stepped = self.raft.step(from, msg, &mut raft_out);
+        self.absorb(now, raft_out, out)?;
+        match stepped {
+            Err(StepError::Fatal(e)) => Err(e),
+            Err(e) => {
+                tracing::warn!("{e}");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// A message for the leader. Anyone else answers with who it takes for the leader.
+    pub fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut MgrOut) -> Result<(), RaftError> {
+        if self.lead.is_none() {
+            if matches!(msg, MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. }) {
+                let leader = self.raft.leader().filter(|&l| l != self.me);
+                out.mgr.push((from, MgrMsg::NotLeader { leader }));
+            }
+            return Ok(());
+        }
+        match msg {
+            MgrMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
+            MgrMsg::Join { addrs, vnodes } => self.propose(now, MapCommand::AddNode { id: from, addrs, vnodes }, out),
+            MgrMsg::Leave { id } => self.propose(now, MapCommand::RemoveNode { id }, out),
+            MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) => Ok(()),
+        }
+    }
+
+    /// Starts or ends this replica's leadership as Raft says. Leadership waits until the map is current.
+    fn follow_leadership(&mut self, now: Time) {
+        let term = self.raft.term();
+        if !self.raft.leader_ready() {
+            self.lead = None;
+        } else if self.lead.as_ref().is_none_or(|l| l.term != term) {
+            tracing::info!(node = %self.me, term, "leading the manager");
+            self.lead = Some(Leadership::new(term, now));
+        }
+    }
+
+    fn lead_duties(&mut self, now: Time, out: &mut MgrOut) -> Result<(), RaftError> {
+        if !self.map.is_bootstrapped() {
+            return self.propose(now, self.bootstrap.clone(), out);
+        }
+        let lead = self.lead.as_mut().expect("leading");
+        lead.prune(now, self.cfg.lease);
+        lead.prune_proposals(now, self.cfg.retry);
+        let failed = lead.overdue(&self.map, now, self.cfg.failure_timeout);
+        let mut cmds: Vec<MapCommand> = failed.into_iter().map(|id| MapCommand::NodeFailed { id }).collect();
+        // A removal has nothing to wait for: the chain's members repair themselves as they adopt the view.
+        cmds.extend(self.map.chains.values().filter_map(|c| match c.change {
+            Some(ChainChange::Remove { step, .. }) => Some(MapCommand::StepDone { chain: c.id, step }),
+            _ => None,
+        }));
+        cmds.extend(
+            next_steps_with(&self.map, &self.cfg.limits)
+                .into_iter()
+                .map(|(chain, expected_view, change)| MapCommand::StepStarted { chain, expected_view, change }),
+        );
+        cmds.into_iter().try_for_each(|cmd| self.propose(now, cmd, out))
+    }
+
+    fn on_heartbeat(&mut self, now: Time, from: NodeId, hb: Heartbeat, out: &mut MgrOut) -> Result<(), RaftError> {
+        let lead = self.lead.as_mut().expect("leading");
+        lead.heard(from, hb.epoch, now);
+        let leases = lead.grant(from, &self.map, now, self.cfg.lease, self.cfg.fence());
+        let map = (hb.epoch < self.map.epoch).then(|| Box::new(self.map.clone()));
+        let reply = HeartbeatReply { seq: hb.seq, leases, hold: self.cfg.lease / 2, map };
+        out.mgr.push((from, MgrMsg::HeartbeatReply(reply)));
+        if let Some(info) = self.map.nodes.get(&from) {
+            if info.state == NodeState::Failed || (info.state == NodeState::Removed && !info.departed) {
+                self.propose(now, MapCommand::NodeRecovered { id: from }, out)?;
+            }
+        }
+        for report in hb.reports {
+            if let Some(cmd) = self.command_for(report) {
+                self.propose(now, cmd, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The command a node's report calls for, if the map still waits for it.
+    fn command_for(&self, report: StepReport) -> Option<MapCommand> {
+        let (chain, step, inserted) = match report {
+            StepReport::PreCopied { chain, step } => (chain, step, false),
+            StepReport::Flushed { chain, step } => (chain, step, true),
+        };
+        match self.map.chains.get(&chain)?.change {
+            Some(ChainChange::Add { step: s, inserted: i, .. }) if s == step && i == inserted => Some(if inserted {
+                MapCommand::StepDone { chain, step }
+            } else {
+                MapCommand::AddInserted { chain, step }
+            }),
+            _ => None,
+        }
+    }
+
+    fn propose(&mut self, now: Time, cmd: MapCommand, out: &mut MgrOut) -> Result<(), RaftError> {
+        let data = postcard::to_allocvec(&cmd).expect("commands serialize");
+        let lead = self.lead.as_mut().expect("only the leader proposes");
+        if !lead.should_propose(&data, now, self.cfg.retry) {
+            return Ok(());
+        }
+        let mut raft_out = RaftOutput::default();
+        match self.raft.propose(data, &mut raft_out) {
+            Ok(_) => {}
+            Err(super::raft::ProposeError::Fatal(e)) => return Err(e),
+            Err(e) => tracing::debug!("proposal not taken: {e}"),
+        }
+        self.absorb(now, raft_out, out)
+    }
+
+    /// Sends Raft's messages and applies what committed; a leader tells every node about a new map.
+    fn absorb(&mut self, now: Time, raft_out: RaftOutput, out: &mut MgrOut) -> Result<(), RaftError> {
+        out.raft.extend(raft_out.messages);
+        let epoch = self.map.epoch;
+        for item in raft_out.committed {
+            self.apply(item)?;
+        }
+        if self.applied_since_snapshot >= self.cfg.snapshot_every {
+            let state = postcard::to_allocvec(&self.map).expect("maps serialize");
+            self.raft.compact(self.raft.applied_index(), state)?;
+            self.applied_since_snapshot = 0;
+        }
+        if self.map.epoch != epoch && self.lead.is_some() {
+            let targets = self.map.nodes.keys().filter(|&&n| n != self.me);
+            out.mgr.extend(targets.map(|&n| (n, MgrMsg::Map(Box::new(self.map.clone())))));
+        }
+        self.follow_leadership(now);
+        Ok(())
+    }
+
+    fn apply(&mut self, item: Committed) -> Result<(), RaftError> {
+        match item {
+            Committed::Entry { data, .. } => match postcard::from_bytes::<MapCommand>(&data) {
+                // A refused command changes nothing; it was planned against a map that has since moved.
+                Ok(cmd) => drop(self.map.apply(&cmd)),
+                Err(e) => tracing::error!("undecodable map command in the log: {e}"),
+            },
+            Committed::Snapshot { data, .. } => {
+                self.map = postcard::from_bytes(&data)
+                    .map_err(|e| RaftError::Invalid(format!("undecodable map snapshot: {e}")))?;
+            }
+        }
+        self.applied_since_snapshot += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,230 @@
+//! What the manager's leader keeps in memory for its term: when it last heard from each node (failure
+//! detection, seed 003 §2.6), the newest map epoch each node reported, the tail leases it granted, and the
+//! proposals it has in flight.
+//!
+//! **Lease fencing.** A new tail may answer clients only once no older tail of the chain can: otherwise a
+//! deposed tail that has not heard of its removal keeps serving reads of a history the new tail moves past.
+//! The leader grants a lease for a chain at its current view only if every lease it granted for another view
+//! has expired or its holder has reported the epoch that made the current tail the tail (it then knows the
+//! new view and serves no older one), and, early in a term, only once every node has reported that epoch
+//! or leases from earlier leaders have surely expired: a deposed leader may grant until it notices it lost
+//! its quorum, two election timeouts at most, and its leases last one lease term after that.
+
+use super::map::{ChainView, ClusterMap};
+use meridian_core::time::DRIFT_MAX_PPM;
+use meridian_core::{ChainId, NodeId, Time};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Leases and fences are counted generously: a lease granted here is held for half its term by the node,
+/// and every wait on this side is stretched by this factor on top of the clock drift bound.
+const SAFETY: f64 = 1.1;
+
+#[derive(Clone, Copy, Debug)]
+struct Grant {
+    holder: NodeId,
+    view: u64,
+    at: Time,
+}
+
+#[derive(Debug)]
+pub struct Leadership {
+    pub term: u64,
+    since: Time,
+    heard: BTreeMap<NodeId, Time>,
+    reported: BTreeMap<NodeId, u64>,
+    grants: BTreeMap<ChainId, Vec<Grant>>,
+    /// Encoded commands proposed in this term and when, so each is proposed again only after `retry`.
+    proposed: BTreeMap<Vec<u8>, Time>,
+}
+
+/// `d` stretched by the drift bound and the safety factor: a wait on this clock that surely covers `d` on
+/// any other node's clock.
+pub fn stretched(d: Duration) -> Duration {
+    d.mul_f64(SAFETY * (1.0 + DRIFT_MAX_PPM as f64 / 1e6))
+}
+
+impl Leadership {
+    pub fn new(term: u64, now: Time) -> Leadership {
+        Leadership {
+            term,
+            since: now,
+            heard: BTreeMap::new(),
+            reported: BTreeMap::new(),
+            grants: BTreeMap::new(),
+            proposed: BTreeMap::new(),
+        }
+    }
+
+    /// A heartbeat from `node`, which has adopted map `epoch`.
+    pub fn heard(&mut self, node: NodeId, epoch: u64, now: Time) {
+        self.heard.insert(node, now);
+        let e = self.reported.entry(node).or_default();
+        *e = (*e).max(epoch);
+    }
+
+    /// Live nodes of the map not heard from for `timeout` (counting from the start of the term).
+    pub fn overdue(&self, map: &ClusterMap, now: Time, timeout: Duration) -> Vec<NodeId> {
+        map.nodes
+            .iter()
+            .filter(|(_, n)| n.state.is_live())
+            .map(|(&id, _)| id)
+            .filter(|id| now.since(*self.heard.get(id).unwrap_or(&self.since)) > timeout)
+            .collect()
+    }
+
+    fn knows(&self, node: NodeId, epoch: u64) -> bool {
+        self.reported.get(&node).is_some_and(|&e| e >= epoch)
+    }
+
+    /// The chains whose tail leases `node` gets now, recorded as granted.
+    pub fn grant(
+        &mut self,
+        node: NodeId,
+        map: &ClusterMap,
+        now: Time,
+        lease: Duration,
+        fence: Duration,
+    ) -> Vec<(ChainId, u64)> {
+        let chains: Vec<(ChainId, u64)> = map
+            .chains
+            .values()
+            .filter(|c| c.tail() == Some(node) && self.may_grant(c, node, map, now, lease, fence))
+            .map(|c| (c.id, c.view))
+            .collect();
+        for &(chain, view) in &chains {
+            let grants = self.grants.entry(chain).or_default();
+            grants.retain(|g| (g.holder, g.view) != (node, view));
+            grants.push(Grant { holder: node, view, at: now });
+        }
+        chains
+    }
+
+    fn may_grant(
+        &self,
+        c: &ChainView,
+        holder: NodeId,
+        map: &ClusterMap,
+        now: Time,
+        lease: Duration,
+        fence: Duration,
+    ) -> bool {
+        let others_fenced = self.grants.get(&c.id).is_none_or(|gs| {
+            gs.iter()
+                .all(|g| g.view == c.view || now.since(g.at) >= stretched(lease) || self.knows(g.holder, c.tail_epoch))
+        });
+        let term_settled =
+            now.since(self.since) >= fence || map.nodes.keys().all(|&n| n == holder || self.knows(n, c.tail_epoch));
+        others_fenced && term_settled
+    }
+
+    /// Forgets grants that have surely expired.
+    pub fn prune(&mut self, now: Time, lease: Duration) {
+        for grants in self.grants.values_mut() {
+            grants.retain(|g| now.since(g.at) < stretched(lease));
+        }
+        self.grants.retain(|_, g| !g.is_empty());
+    }
+
+    /// Whether `cmd` (encoded) should be proposed now: not proposed in this term, or not within `retry`.
+    pub fn should_propose(&mut self, cmd: &[u8], now: Time, retry: Duration) -> bool {
+        match self.proposed.get(cmd) {
+            Some(&at) if now.since(at) < retry => false,
+            _ => {
+                self.proposed.insert(cmd.to_vec(), now);
+                true
+            }
+        }
+    }
+
+    /// Forgets proposals older than `retry`, which are either applied or lost.
+    pub fn prune_proposals(&mut self, now: Time, retry: Duration) {
+        self.proposed.retain(|_, at| now.since(*at) < retry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::map::{ChainChange, MapCommand, NodeAddrs};
+
+    const LEASE: Duration = Duration::from_secs(2);
+    const FENCE: Duration = Duration::from_secs(10);
+
+    fn map3() -> ClusterMap {
+        let addrs = |i: u32| NodeAddrs { peer_addr: format!("h:{i}"), resp_addr: String::new(), http_addr: None };
+        let nodes = (1..=3).map(|i| (NodeId(i), addrs(i))).collect();
+        let mut map = ClusterMap::default();
+        let boot = MapCommand::Bootstrap { nodes, replication: 3, partitions: 1, vnodes: 4, voters: vec![NodeId(1)] };
+        map.apply(&boot).unwrap();
+        map
+    }
+
+    fn at(secs: f64) -> Time {
+        Time::ZERO.plus(Duration::from_secs_f64(secs))
+    }
+
+    fn tail(map: &ClusterMap) -> NodeId {
+        map.chains[&ChainId(0)].tail().unwrap()
+    }
+
+    /// Remove the tail: its predecessor becomes tail at a new view and epoch.
+    fn truncate(map: &mut ClusterMap) {
+        let c = &map.chains[&ChainId(0)];
+        let (view, node, step) = (c.view, c.tail().unwrap(), map.next_step);
+        map.apply(&MapCommand::StepStarted {
+            chain: ChainId(0),
+            expected_view: view,
+            change: ChainChange::Remove { node, step },
+        })
+        .unwrap();
+        map.apply(&MapCommand::StepDone { chain: ChainId(0), step }).unwrap();
+    }
+
+    #[test]
+    fn a_new_term_grants_once_every_node_knows_the_map_or_the_fence_passed() {
+        let map = map3();
+        let mut lead = Leadership::new(1, at(0.0));
+        let t = tail(&map);
+        assert!(lead.grant(t, &map, at(0.1), LEASE, FENCE).is_empty(), "nothing heard yet");
+        for n in (1..=3).map(NodeId) {
+            lead.heard(n, map.epoch, at(0.2));
+        }
+        assert_eq!(lead.grant(t, &map, at(0.3), LEASE, FENCE), vec![(ChainId(0), 1)]);
+        let mut quiet = Leadership::new(2, at(0.0));
+        assert!(quiet.grant(t, &map, at(9.0), LEASE, FENCE).is_empty());
+        assert_eq!(quiet.grant(t, &map, at(10.5), LEASE, FENCE).len(), 1, "the fence has passed");
+    }
+
+    /// Late in a term (earlier leaders' leases long gone), only this leader's own grants matter.
+    #[test]
+    fn a_new_tail_waits_for_the_old_tails_lease_or_its_word() {
+        let (mut map, mut lead) = (map3(), Leadership::new(1, at(0.0)));
+        let t = |s: f64| at(100.0 + s);
+        (1..=3).for_each(|n| lead.heard(NodeId(n), map.epoch, t(0.0)));
+        let old = tail(&map);
+        assert_eq!(lead.grant(old, &map, t(1.0), LEASE, FENCE).len(), 1);
+        truncate(&mut map);
+        let new = tail(&map);
+        (1..=3).filter(|&n| NodeId(n) != old).for_each(|n| lead.heard(NodeId(n), map.epoch, t(1.1)));
+        assert!(lead.grant(new, &map, t(1.2), LEASE, FENCE).is_empty(), "the old tail may still answer");
+        assert!(lead.grant(new, &map, t(3.0), LEASE, FENCE).is_empty(), "its lease may not have run out yet");
+        assert_eq!(lead.grant(new, &map, t(3.3), LEASE, FENCE).len(), 1, "now it has, on every clock");
+
+        let (mut map, mut lead) = (map3(), Leadership::new(1, at(0.0)));
+        (1..=3).for_each(|n| lead.heard(NodeId(n), map.epoch, t(0.0)));
+        lead.grant(tail(&map), &map, t(1.0), LEASE, FENCE);
+        truncate(&mut map);
+        (1..=3).for_each(|n| lead.heard(NodeId(n), map.epoch, t(1.1)));
+        assert_eq!(lead.grant(tail(&map), &map, t(1.2), LEASE, FENCE).len(), 1, "the old tail knows");
+    }
+
+    #[test]
+    fn silent_live_nodes_are_overdue() {
+        let map = map3();
+        let mut lead = Leadership::new(1, at(0.0));
+        lead.heard(NodeId(1), 1, at(2.0));
+        let overdue = lead.overdue(&map, at(3.5), Duration::from_secs(3));
+        assert_eq!(overdue, vec![NodeId(2), NodeId(3)]);
+    }
+}

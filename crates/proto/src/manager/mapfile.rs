@@ -1,0 +1,96 @@
+//! A node's durable copy of the newest cluster map it has adopted.
+//!
+//! A node acts on a map (drops the data of a chain it left, copies into one it joins) only after the map is
+//! durable here, so after a restart it never adopts an older map than one it acted on: an older map, say from
+//! a deposed leader, could tell it to drop the data of a chain it has since joined. The file is
+//! `len:u32 | crc32c:u32 | postcard(map)`, replaced atomically (written to a temporary file, synced, renamed).
+
+use super::map::ClusterMap;
+use meridian_store::Vfs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const FILE: &str = "map";
+const TMP: &str = "map.tmp";
+
+#[derive(Debug)]
+pub struct MapFile {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+}
+
+impl MapFile {
+    pub fn new(vfs: Arc<dyn Vfs>, dir: &Path) -> io::Result<MapFile> {
+        vfs.create_dir_all(dir)?;
+        Ok(MapFile { vfs, dir: dir.to_path_buf() })
+    }
+
+    /// The stored map, if any. A damaged file is an error: the node must not guess which chains it is in.
+    pub fn load(&self) -> io::Result<Option<ClusterMap>> {
+        let path = self.dir.join(FILE);
+        if !self.vfs.exists(&path) {
+            return Ok(None);
+        }
+        let file = self.vfs.open(&path)?;
+        let mut bytes = vec![0; file.len()? as usize];
+        file.read_exact_at(0, &mut bytes)?;
+        decode(&bytes)
+            .map(Some)
+            .map_err(|why| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display())))
+    }
+
+    /// Replaces the stored map by `map`, durably.
+    pub fn store(&self, map: &ClusterMap) -> io::Result<()> {
+        let tmp = self.dir.join(TMP);
+        if self.vfs.exists(&tmp) {
+            self.vfs.remove_file(&tmp)?;
+        }
+        let mut file = self.vfs.open(&tmp)?;
+        file.append(&encode(map))?;
+        file.sync()?;
+        self.vfs.rename(&tmp, &self.dir.join(FILE))
+    }
+}
+
+fn encode(map: &ClusterMap) -> Vec<u8> {
+    let body = postcard::to_allocvec(map).expect("maps serialize");
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
+    let (head, body) = bytes.split_at_checked(8).ok_or("shorter than its header")?;
+    let len = u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_be_bytes(head[4..].try_into().expect("4 bytes"));
+    if body.len() != len || crc32c::crc32c(body) != crc {
+        return Err("length or checksum mismatch".into());
+    }
+    postcard::from_bytes(body).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_store::SimVfs;
+
+    #[test]
+    fn a_stored_map_loads_back_and_damage_is_an_error() {
+        let disk = SimVfs::new();
+        let file = MapFile::new(Arc::new(disk.clone()), Path::new("/m")).unwrap();
+        assert!(file.load().unwrap().is_none());
+        let map = ClusterMap { epoch: 7, ..ClusterMap::default() };
+        file.store(&map).unwrap();
+        assert_eq!(file.load().unwrap(), Some(map.clone()));
+        let newer = ClusterMap { epoch: 8, ..map };
+        file.store(&newer).unwrap();
+        disk.crash(1);
+        assert_eq!(file.load().unwrap(), Some(newer), "a stored map survives a crash");
+        let mut f = disk.open(Path::new("/m/map")).unwrap();
+        f.append(b"x").unwrap();
+        assert!(file.load().is_err());
+    }
+}

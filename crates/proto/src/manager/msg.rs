@@ -1,0 +1,45 @@
+//! Messages between every node's agent and the manager's leader (seed 003 §2.6: heartbeats between the
+//! manager and its back-ends; Listing 2's JOIN, FLUSH_ACK and CR_*_DONE become reports in heartbeats).
+
+use super::map::{ClusterMap, NodeAddrs};
+use crate::chain::StepReport;
+use meridian_core::{ChainId, NodeId};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MgrMsg {
+    /// Node → the voter it takes for the leader, every manager tick.
+    Heartbeat(Heartbeat),
+    /// Leader → node.
+    HeartbeatReply(HeartbeatReply),
+    /// A voter that does not lead → node: the leader as far as it knows.
+    NotLeader { leader: Option<NodeId> },
+    /// Leader → every node, when the map changes.
+    Map(Box<ClusterMap>),
+    /// Node → leader: add me (a new node, or the simulator's joiner).
+    Join { addrs: NodeAddrs, vnodes: u32 },
+    /// Admin → leader: drain `id` out of its chains and remove it.
+    Leave { id: NodeId },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Numbers this node's heartbeats, so a reply's lease counts from when its heartbeat was sent.
+    pub seq: u64,
+    /// The newest map epoch this node has adopted (and persisted): it will never act on an older one.
+    pub epoch: u64,
+    /// Steps this node has durably finished its part of.
+    pub reports: Vec<StepReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    pub seq: u64,
+    /// The chains whose tail leases the node holds, at these views.
+    pub leases: Vec<(ChainId, u64)>,
+    /// How long after sending heartbeat `seq` the node may count those leases valid, on its own clock.
+    pub hold: Duration,
+    /// The leader's map, if the heartbeat showed an older epoch.
+    pub map: Option<Box<ClusterMap>>,
+}

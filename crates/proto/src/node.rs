@@ -1,0 +1,339 @@
+//! One Meridian node as a single sans-IO core: the chain replication data plane, the manager's agent that
+//! every node runs, and, on the manager's voters, the manager's Raft replica. The tokio driver and the
+//! simulator run this core; its parts talk to each other directly, and to other nodes through [`NodeMsg`].
+//!
+//! A failure of the manager's own storage (its Raft log, the node's map file) stops the node (fail-stop, by
+//! panicking: both runners stop the node on a core panic): the node can then no longer tell which chains it
+//! belongs to, and recovery from what is durable is the safe way on.
+
+use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx};
+use crate::manager::agent::{Agent, JoinRequest, Learned};
+use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
+use crate::manager::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs};
+use crate::manager::mapfile::MapFile;
+use crate::manager::msg::MgrMsg;
+use crate::manager::placement::{partition_range, DEFAULT_PARTITIONS};
+use crate::manager::raft::RaftMsg;
+use meridian_core::{Admin, ClusterConfig, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
+use meridian_store::{Datastore, StoreError, StoreStats, Vfs};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Voters of the manager's Raft group: the first nodes of the initial cluster, at most this many.
+pub const VOTERS_MAX: usize = 3;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeMsg {
+    Raft(RaftMsg),
+    Mgr(MgrMsg),
+    Chain(ChainMsg),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NodeTimer {
+    Chain(ChainTimer),
+    Manager,
+}
+
+pub type NodeFx = Effects<NodeMsg, NodeTimer>;
+
+#[derive(Clone, Debug, Default)]
+pub struct NodeConfig {
+    pub chain: ChainConfig,
+    pub manager: ManagerConfig,
+    /// Partitions (= chains) of a cluster this node bootstraps; 0 for the default.
+    pub partitions: u32,
+}
+
+/// What a node starts from besides its datastore.
+pub struct NodeSetup {
+    pub me: NodeId,
+    pub vfs: Arc<dyn Vfs>,
+    /// The manager's state lives here: the Raft log (voters) in `raft/`, the node's map in `map/`.
+    pub dir: PathBuf,
+    /// The cluster the first manager leader bootstraps; its first nodes are the manager's voters.
+    pub initial: ClusterConfig,
+    /// Set for a node that is not in `initial` and asks to be added.
+    pub join: Option<JoinRequest>,
+    /// Differs between runs of the node (answers addressed to an earlier run are dropped).
+    pub incarnation: u64,
+    /// Seeds the manager's election timeouts; differs between nodes.
+    pub jitter: u64,
+}
+
+/// The voters of a cluster that starts from `initial`.
+pub fn voters(initial: &ClusterConfig) -> Vec<NodeId> {
+    initial.node_ids().take(VOTERS_MAX).collect()
+}
+
+/// The command that creates the map of a cluster that starts from `initial`.
+pub fn bootstrap(initial: &ClusterConfig, partitions: u32) -> MapCommand {
+    let nodes = initial
+        .nodes
+        .iter()
+        .map(|n| (n.id, NodeAddrs { peer_addr: n.peer_addr.clone(), resp_addr: String::new(), http_addr: None }))
+        .collect();
+    let partitions = if partitions == 0 { DEFAULT_PARTITIONS } else { partitions };
+    let vnodes = initial.vnodes as u32;
+    MapCommand::Bootstrap { nodes, replication: initial.replication, partitions, vnodes, voters: voters(initial) }
+}
+
+pub struct ClusterNode {
+    me: NodeId,
+    cfg: NodeConfig,
+    agent: Agent,
+    manager: Option<ManagerCore>,
+    chain: ChainNode,
+    /// What the manager said while opening, sent at start.
+    opened: MgrOut,
+}
+
+impl ClusterNode {
+    pub fn open(setup: NodeSetup, cfg: NodeConfig, store: Box<dyn Datastore>) -> Result<ClusterNode, String> {
+        let me = setup.me;
+        let chain =
+            ChainNode::new(me, cfg.chain.clone(), store, setup.incarnation).map_err(|e: StoreError| e.to_string())?;
+        let file = MapFile::new(setup.vfs.clone(), &setup.dir.join("map")).map_err(|e| e.to_string())?;
+        let voters = voters(&setup.initial);
+        let agent = Agent::open(me, file, voters.clone(), setup.join).map_err(|e| format!("cluster map: {e}"))?;
+        let (manager, opened) = if voters.contains(&me) {
+            let boot = bootstrap(&setup.initial, cfg.partitions);
+            let dir = setup.dir.join("raft");
+            let (core, out) = ManagerCore::open(me, setup.vfs, &dir, &voters, boot, cfg.manager.clone(), setup.jitter)
+                .map_err(|e| format!("manager log: {e}"))?;
+            (Some(core), out)
+        } else {
+            (None, MgrOut::default())
+        };
+        Ok(ClusterNode { me, cfg, agent, manager, chain, opened })
+    }
+
+    pub fn chain(&self) -> &ChainNode {
+        &self.chain
+    }
+
+    pub fn manager(&self) -> Option<&ManagerCore> {
+        self.manager.as_ref()
+    }
+
+    /// The newest map this node has adopted.
+    pub fn map(&self) -> Option<&Arc<ClusterMap>> {
+        self.agent.map()
+    }
+
+    /// The node's state in a few lines: map epoch, manager role, chains.
+    pub fn describe(&self, now: Time) -> String {
+        let manager = match &self.manager {
+            Some(m) if m.is_leader() => "manager leader",
+            Some(_) => "manager voter",
+            None => "not a voter",
+        };
+        let chains: Vec<String> = self.chain.status(now).iter().map(ToString::to_string).collect();
+        let guess = self.agent.leader_guess().map_or("none".into(), |l| l.to_string());
+        format!("epoch {} {manager}, leader guess {guess}\n    {}", self.agent.epoch(), chains.join("; "))
+    }
+
+    pub fn store_stats(&self) -> StoreStats {
+        self.chain.store_stats()
+    }
+
+    fn chain_step(&mut self, out: &mut NodeFx, f: impl FnOnce(&mut ChainNode, &mut ChainFx)) {
+        let mut fx = ChainFx::new();
+        f(&mut self.chain, &mut fx);
+        lift(fx, out);
+    }
+
+    fn send_mgr(&mut self, now: Time, mgr: MgrOut, out: &mut NodeFx) {
+        for (to, msg) in mgr.raft {
+            out.send(to, NodeMsg::Raft(msg));
+        }
+        for (to, msg) in mgr.mgr {
+            self.deliver_mgr(now, to, msg, out);
+        }
+        self.follow_manager_map(now, out);
+    }
+
+    /// A voter adopts what its own replica of the log applied, without waiting for the leader to say so.
+    fn follow_manager_map(&mut self, now: Time, out: &mut NodeFx) {
+        let Some(map) = self.manager.as_ref().map(|m| m.map()).filter(|m| m.epoch > self.agent.epoch()) else {
+            return;
+        };
+        let learned = self.agent.adopt(map.clone()).expect("the node's map file must be writable (fail-stop)");
+        learned.into_iter().for_each(|l| self.act_on(now, l, out));
+    }
+
+    fn deliver_mgr(&mut self, now: Time, to: NodeId, msg: MgrMsg, out: &mut NodeFx) {
+        if to == self.me {
+            self.on_mgr(now, self.me, msg, out);
+        } else {
+            out.send(to, NodeMsg::Mgr(msg));
+        }
+    }
+
+    fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut NodeFx) {
+        match msg {
+            MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } => {
+                let mut mgr = MgrOut::default();
+                match self.manager.as_mut() {
+                    Some(m) => m.on_mgr(now, from, msg, &mut mgr).expect("the manager's log must work (fail-stop)"),
+                    None => mgr.mgr.push((from, MgrMsg::NotLeader { leader: None })),
+                }
+                self.send_mgr(now, mgr, out);
+            }
+            MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) => {
+                let learned = self.agent.on_msg(from, msg).expect("the node's map file must be writable (fail-stop)");
+                learned.into_iter().for_each(|l| self.act_on(now, l, out));
+            }
+        }
+    }
+
+    fn act_on(&mut self, now: Time, learned: Learned, out: &mut NodeFx) {
+        match learned {
+            Learned::Map(map) => self.chain_step(out, |c, fx| c.adopt(map, now, fx)),
+            Learned::Leases { chains, until } => self.chain_step(out, |c, fx| c.grant(&chains, until, now, fx)),
+        }
+    }
+
+    fn manager_tick(&mut self, now: Time, out: &mut NodeFx) {
+        out.set_timer(NodeTimer::Manager, self.cfg.manager.tick);
+        if let Some(m) = self.manager.as_mut() {
+            let mut mgr = MgrOut::default();
+            m.tick(now, &mut mgr).expect("the manager's log must work (fail-stop)");
+            self.send_mgr(now, mgr, out);
+        }
+        let mut beats = Vec::new();
+        self.agent.tick(now, self.chain.reports(), &mut beats);
+        for (to, msg) in beats {
+            self.deliver_mgr(now, to, msg, out);
+        }
+    }
+
+    fn admin(&mut self, now: Time, id: RequestId, admin: Admin, out: &mut NodeFx) {
+        match admin {
+            Admin::Status => out.reply(id, Reply::Text(self.status(now).to_string())),
+            Admin::RemoveNode { id: node } => {
+                let Some(leader) = self.agent.leader_guess() else {
+                    let msg = "no manager leader is known yet; retry".to_string();
+                    return out.reply(id, Reply::Error(meridian_core::ErrorKind::Unavailable, msg));
+                };
+                self.deliver_mgr(now, leader, MgrMsg::Leave { id: node }, out);
+                out.reply(id, Reply::Text(format!("asked the manager to drain and remove node {}", node.0)));
+            }
+        }
+    }
+
+    /// The cluster as this node sees it: its newest map (nodes with their states, chains with their views,
+    /// members and any step in flight), the manager's state here, and this node's replicas with copy progress.
+    pub fn status(&self, now: Time) -> serde_json::Value {
+        let map = self.agent.map();
+        let nodes: Vec<serde_json::Value> = map
+            .iter()
+            .flat_map(|m| m.nodes.iter())
+            .map(|(id, n)| {
+                serde_json::json!({
+                    "id": id.0, "state": n.state.to_string(), "vnodes": n.vnodes, "departed": n.departed,
+                    "peer_addr": n.addrs.peer_addr, "resp_addr": n.addrs.resp_addr, "http_addr": n.addrs.http_addr,
+                })
+            })
+            .collect();
+        let chains: Vec<serde_json::Value> = map.iter().flat_map(|m| m.chains.values().map(move |c| (m, c))).map(|(m, c)| {
+            let range = partition_range(c.id, m.partitions);
+            serde_json::json!({
+                "id": c.id.0, "first_token": range.start(), "last_token": range.end(), "view": c.view,
+                "members": c.members.iter().map(|n| n.0).collect::<Vec<_>>(), "change": c.change.as_ref().map(change_json),
+            })
+        }).collect();
+        serde_json::json!({
+            "node": self.me.0,
+            "epoch": self.agent.epoch(),
+            "replication": map.map(|m| m.replication),
+            "partitions": map.map(|m| m.partitions),
+            "manager": {
+                "voters": map.map(|m| m.manager_voters.iter().map(|v| v.0).collect::<Vec<_>>()),
+                "here": self.manager.as_ref().map(|m| if m.is_leader() { "leader" } else { "voter" }),
+                "leader_guess": self.agent.leader_guess().map(|l| l.0),
+            },
+            "nodes": nodes,
+            "chains": chains,
+            "replicas": self.chain.status(now),
+        })
+    }
+}
+
+fn change_json(change: &ChainChange) -> serde_json::Value {
+    match *change {
+        ChainChange::Add { node, position, step, inserted } => {
+            serde_json::json!({ "add": node.0, "position": position, "step": step, "inserted": inserted })
+        }
+        ChainChange::Remove { node, step } => serde_json::json!({ "remove": node.0, "step": step }),
+    }
+}
+
+/// Moves a chain step's effects into the node's, wrapping messages and timers.
+fn lift(mut fx: ChainFx, out: &mut NodeFx) {
+    let (items, dirty) = fx.drain();
+    if dirty {
+        out.mark_dirty();
+    }
+    for e in items {
+        match e {
+            Effect::Send { to, msg, after_sync: false } => out.send(to, NodeMsg::Chain(msg)),
+            Effect::Send { to, msg, after_sync: true } => out.send_after_sync(to, NodeMsg::Chain(msg)),
+            Effect::Reply { id, reply, after_sync: false } => out.reply(id, reply),
+            Effect::Reply { id, reply, after_sync: true } => out.reply_after_sync(id, reply),
+            Effect::SetTimer { timer, after } => out.set_timer(NodeTimer::Chain(timer), after),
+            Effect::CancelTimer { timer } => out.cancel_timer(NodeTimer::Chain(timer)),
+        }
+    }
+}
+
+impl Process for ClusterNode {
+    type Msg = NodeMsg;
+    type Timer = NodeTimer;
+
+    fn start(&mut self, now: Time, out: &mut NodeFx) {
+        self.chain_step(out, |c, fx| c.start(now, fx));
+        out.set_timer(NodeTimer::Manager, self.cfg.manager.tick);
+        if let Some(map) = self.agent.map().cloned() {
+            self.chain_step(out, |c, fx| c.adopt(map, now, fx));
+        }
+        let opened = std::mem::take(&mut self.opened);
+        self.send_mgr(now, opened, out);
+    }
+
+    fn on_message(&mut self, now: Time, from: NodeId, msg: NodeMsg, out: &mut NodeFx) {
+        match msg {
+            NodeMsg::Raft(m) => {
+                let Some(manager) = self.manager.as_mut() else { return };
+                let mut mgr = MgrOut::default();
+                manager.on_raft(now, from, &m, &mut mgr).expect("the manager's log must work (fail-stop)");
+                self.send_mgr(now, mgr, out);
+            }
+            NodeMsg::Mgr(m) => self.on_mgr(now, from, m, out),
+            NodeMsg::Chain(m) => self.chain_step(out, |c, fx| c.on_message(now, from, m, fx)),
+        }
+    }
+
+    fn on_timer(&mut self, now: Time, timer: NodeTimer, out: &mut NodeFx) {
+        match timer {
+            NodeTimer::Chain(t) => self.chain_step(out, |c, fx| c.on_timer(now, t, fx)),
+            NodeTimer::Manager => self.manager_tick(now, out),
+        }
+    }
+
+    fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut NodeFx) {
+        match req {
+            Request::Admin(admin) => self.admin(now, id, admin, out),
+            req => self.chain_step(out, |c, fx| c.on_request(now, id, req, fx)),
+        }
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.chain.sync()
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.chain.flush()
+    }
+}
