@@ -125,9 +125,8 @@ impl ClusterNode {
     /// The node's state in a few lines: map epoch, manager role, chains.
     pub fn describe(&self, now: Time) -> String {
         let manager = match &self.manager {
-            Some(m) if m.is_leader() => "manager leader",
-            Some(_) => "manager voter",
-            None => "not a voter",
+            Some(m) => m.describe_leadership(now).map_or("manager voter".into(), |l| format!("manager leader, {l}")),
+            None => "not a voter".into(),
         };
         let chains: Vec<String> = self.chain.status(now).iter().map(ToString::to_string).collect();
         let guess = self.agent.leader_guess().map_or("none".into(), |l| l.to_string());

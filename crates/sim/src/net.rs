@@ -25,6 +25,19 @@ pub struct NetParams {
 }
 
 impl NetParams {
+    /// The mean round trip between the two farthest of these placements, jitter included: what an operator
+    /// tunes heartbeat and election timing to.
+    pub fn round_trip(&self, placements: &BTreeMap<NodeId, Placement>) -> Duration {
+        let regions: std::collections::BTreeSet<u32> = placements.values().map(|p| p.region).collect();
+        let zones: std::collections::BTreeSet<(u32, u32)> = placements.values().map(|p| (p.region, p.zone)).collect();
+        let base = match (regions.len(), zones.len()) {
+            (r, _) if r > 1 => self.cross_region,
+            (_, z) if z > 1 => self.same_region,
+            _ => self.same_zone,
+        };
+        base.mul_f64(2.0 * (1.0 + self.jitter))
+    }
+
     /// Swarm-randomised per seed: each run gets its own speeds and jitter.
     pub fn random(rng: &mut SimRng) -> NetParams {
         let zone = rng.duration(Duration::from_micros(20), Duration::from_micros(500));
@@ -56,6 +69,24 @@ pub struct Network {
 impl Network {
     pub fn new(params: NetParams, placements: BTreeMap<NodeId, Placement>, rng: SimRng) -> Network {
         Network { params, placements, links: BTreeMap::new(), rng }
+    }
+
+    /// The run's network in one line, for failure reports.
+    pub fn describe(&self) -> String {
+        let p = &self.params;
+        let regions: std::collections::BTreeSet<u32> = self.placements.values().map(|pl| pl.region).collect();
+        let zones: std::collections::BTreeSet<(u32, u32)> =
+            self.placements.values().map(|pl| (pl.region, pl.zone)).collect();
+        format!(
+            "{} regions, {} zones; latency {:?} in a zone, {:?} across zones, {:?} across regions; jitter {:.2}x; {} MB/s",
+            regions.len(),
+            zones.len(),
+            p.same_zone,
+            p.same_region,
+            p.cross_region,
+            p.jitter,
+            p.bytes_per_sec / 1_000_000
+        )
     }
 
     fn base(&self, from: NodeId, to: NodeId) -> Duration {

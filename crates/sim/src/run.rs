@@ -27,6 +27,8 @@ pub struct RunOptions {
     pub liveness: Duration,
     /// A run that handles more events than this is reported as a livelock.
     pub max_events: u64,
+    /// How long a client waits for an answer before recording the outcome as unknown.
+    pub client_timeout: Duration,
 }
 
 impl RunOptions {
@@ -40,6 +42,7 @@ impl RunOptions {
             grace: Duration::from_secs(3),
             liveness: Duration::from_secs(30),
             max_events: 5_000_000,
+            client_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -78,11 +81,18 @@ fn placements(ids: &[NodeId], rng: &mut SimRng) -> BTreeMap<NodeId, Placement> {
         .collect()
 }
 
+/// The network a run's seed draws: its speeds and where every node sits.
+pub fn topology(opts: &RunOptions) -> (NetParams, BTreeMap<NodeId, Placement>) {
+    let mut topo = SimRng::new(opts.seed).derive("topology");
+    let params = NetParams::random(&mut topo);
+    (params, placements(&node_ids(opts.nodes + opts.spares), &mut topo))
+}
+
 pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let root = SimRng::new(opts.seed);
     let ids = node_ids(opts.nodes + opts.spares);
-    let mut topo = root.derive("topology");
-    let net = Network::new(NetParams::random(&mut topo), placements(&ids, &mut topo), root.derive("net"));
+    let (params, placements) = topology(opts);
+    let net = Network::new(params, placements, root.derive("net"));
     let disk = DiskParams::random(&mut root.derive("disk"));
     let mut world = World::new(&ids, net, disk, root.derive("world"), hooks);
     let ms = |d: Duration| d.as_nanos() as u64;
@@ -91,7 +101,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
         must_progress: ms(opts.faults + opts.grace),
         deadline: ms(opts.faults + opts.grace + opts.liveness),
     };
-    let params = WorkloadParams::random(&mut root.derive("workload-params"));
+    let params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout);
     let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
     let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares);
@@ -117,7 +127,8 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
         }
     }
     let failure = world.failure.take().or(failure).or(workload.failure());
-    let failure = failure.map(|f| format!("{f}\nnodes when the run stopped:\n{}", world.describe()));
+    let failure = failure
+        .map(|f| format!("{f}\nnetwork: {}\nnodes when the run stopped:\n{}", world.net.describe(), world.describe()));
     world.finish_counters();
     RunReport {
         seed: opts.seed,

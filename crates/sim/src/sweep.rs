@@ -4,14 +4,19 @@
 use crate::nemesis::{FaultKind, NemesisStats};
 use crate::protocols;
 use crate::rng::SimRng;
-use crate::run::{run, RunOptions, RunReport};
+use crate::run::{run, topology, RunOptions, RunReport};
 use meridian_check::{check, Budget, OpKind, Verdict};
+use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::NodeConfig;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
+
+/// The slowest manager tick a run uses: elections then take 5 to 10 s, within a run's liveness deadline.
+const MANAGER_TICK_MAX: Duration = Duration::from_millis(500);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckModel {
@@ -99,11 +104,18 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     if node.partitions == 0 {
         node.partitions = protocols::partitions(&mut rng);
     }
-    let hooks = protocols::chain(cluster, node, log);
     let mut opts = RunOptions::new(seed, s.nemesis.clone());
     opts.nodes = s.nodes;
     opts.spares = s.spares;
-    run(&opts, hooks)
+    // As an operator would: timings follow the round trip between the farthest nodes. A write crosses the
+    // network about R + 1 times; front-ends and clients wait several such trips before giving up.
+    let (net, placements) = topology(&opts);
+    let rtt = net.round_trip(&placements);
+    let tick = rtt.clamp(DEFAULT_TICK, MANAGER_TICK_MAX);
+    node.manager = ManagerConfig { limits: node.manager.limits, ..ManagerConfig::with_tick(tick) };
+    node.chain.request_timeout = node.chain.request_timeout.max(rtt * 8);
+    opts.client_timeout = opts.client_timeout.max(rtt * 12);
+    run(&opts, protocols::chain(cluster, node, log))
 }
 
 /// Runs every seed; `keep` sees each failing run's report (e.g. to save its history).

@@ -33,13 +33,13 @@ pub struct WorkloadParams {
 }
 
 impl WorkloadParams {
-    pub fn random(rng: &mut SimRng) -> WorkloadParams {
+    pub fn random(rng: &mut SimRng, timeout: Duration) -> WorkloadParams {
         WorkloadParams {
             clients: rng.range(2, 8) as usize,
             keys: rng.range(1, 6) as usize,
             read_ratio: 0.2 + rng.unit() * 0.6,
             delete_ratio: rng.unit() * 0.2,
-            timeout: Duration::from_secs(3),
+            timeout,
             think_max: rng.duration(Duration::from_micros(100), Duration::from_millis(20)),
         }
     }

@@ -15,8 +15,9 @@ use std::sync::Arc;
 
 /// Heartbeats remembered for matching replies; older replies carry no lease.
 const SENT_MAX: usize = 16;
-/// Unanswered heartbeats after which the agent tries another voter.
-const UNANSWERED_MAX: u32 = 3;
+/// Unanswered heartbeats after which the agent tries another voter: a second's worth at the default tick, so
+/// that a slow link between regions does not send it round the voters.
+const UNANSWERED_MAX: u32 = 10;
 
 /// What the agent learned from a message, for the node to act on.
 #[derive(Debug)]

@@ -36,21 +36,33 @@ pub struct ManagerConfig {
     pub snapshot_every: u64,
 }
 
+/// The manager tick unless configured otherwise: right for a cluster within one region.
+pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
+
 impl Default for ManagerConfig {
     fn default() -> Self {
-        ManagerConfig {
-            tick: Duration::from_millis(100),
-            raft: RaftConfig::default(),
-            lease: Duration::from_secs(2),
-            failure_timeout: Duration::from_secs(3),
-            limits: PlanLimits::default(),
-            retry: Duration::from_secs(1),
-            snapshot_every: 256,
-        }
+        ManagerConfig::with_tick(DEFAULT_TICK)
     }
 }
 
 impl ManagerConfig {
+    /// Every timing of the manager scaled to one tick, as etcd scales its election timeout to its heartbeat
+    /// interval: choose a tick near the round trip between the farthest voters (100 ms within a region,
+    /// a few hundred milliseconds across regions). Elections take 10 to 20 ticks; a node counts a lease for
+    /// 20 ticks from when it sent its heartbeat (half the term the leader counts), so it outlives several
+    /// slow heartbeats; a node not heard from for 50 ticks is declared failed.
+    pub fn with_tick(tick: Duration) -> ManagerConfig {
+        ManagerConfig {
+            tick,
+            raft: RaftConfig::default(),
+            lease: tick * 40,
+            failure_timeout: tick * 50,
+            limits: PlanLimits::default(),
+            retry: tick * 10,
+            snapshot_every: 256,
+        }
+    }
+
     /// How long a new leader waits before leases granted in earlier terms have surely expired: a deposed
     /// leader notices it lost its quorum within two election timeouts, and its last lease lasts one term.
     pub fn fence(&self) -> Duration {
@@ -104,6 +116,11 @@ impl ManagerCore {
 
     pub fn is_leader(&self) -> bool {
         self.lead.is_some()
+    }
+
+    /// The leader's view of its term, for failure reports; None on a voter that does not lead.
+    pub fn describe_leadership(&self, now: Time) -> Option<String> {
+        self.lead.as_ref().map(|l| l.describe(now))
     }
 
     pub fn tick(&mut self, now: Time, out: &mut MgrOut) -> Result<(), RaftError> {

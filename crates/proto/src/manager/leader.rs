@@ -56,6 +56,16 @@ impl Leadership {
         }
     }
 
+    /// One line for failure reports: how long this term has led, and what each node last reported.
+    pub fn describe(&self, now: Time) -> String {
+        let reported: Vec<String> = self
+            .reported
+            .iter()
+            .map(|(n, e)| format!("{n}@{e} {:.1}s ago", now.since(self.heard[n]).as_secs_f64()))
+            .collect();
+        format!("term {} for {:.1}s; heard {}", self.term, now.since(self.since).as_secs_f64(), reported.join(", "))
+    }
+
     /// A heartbeat from `node`, which has adopted map `epoch`.
     pub fn heard(&mut self, node: NodeId, epoch: u64, now: Time) {
         self.heard.insert(node, now);
