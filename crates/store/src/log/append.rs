@@ -12,27 +12,28 @@ use crate::vfs::VfsFile;
 impl LogStore {
     pub(super) fn append_record(&mut self, rec: &Record) -> Result<(), StoreError> {
         self.check_healthy()?;
-        let mut encoded = Vec::with_capacity(rec.encoded_len());
-        encode(rec, &mut encoded)?;
+        rec.check_limits()?;
         // Look the key up before writing anything, so a failed read leaves the log untouched.
         let placement = self.prepare(rec)?;
+        let len = rec.encoded_len();
         let active = self.segs.active();
-        if active.len > 0 && active.len + encoded.len() as u64 > self.opts.segment_bytes {
+        if active.len > 0 && active.len + len as u64 > self.opts.segment_bytes {
             self.seal()?;
         }
-        let loc = self.write_active(&encoded)?;
+        let loc = self.write_active(rec, len)?;
         self.place(rec, loc, placement);
         Ok(())
     }
 
-    fn write_active(&mut self, encoded: &[u8]) -> Result<Loc, StoreError> {
+    /// Encodes `rec` straight into the active segment's write buffer: one copy of the value, not two.
+    fn write_active(&mut self, rec: &Record, len: usize) -> Result<Loc, StoreError> {
         let slot = self.segs.active_slot();
         let seg = self.segs.get_mut(slot);
         let before = seg.len;
-        match seg.file.append(encoded) {
+        match seg.file.append_with(|pending| encode(rec, pending).map_err(io::Error::other)) {
             Ok(()) => {
-                seg.len += encoded.len() as u64;
-                Ok(Loc { seg: slot, offset: before as u32, len: encoded.len() as u32 })
+                seg.len += len as u64;
+                Ok(Loc { seg: slot, offset: before as u32, len: len as u32 })
             }
             Err(e) if e.kind() == io::ErrorKind::StorageFull => {
                 // Cut off whatever part of the record made it, so the next append starts on a record boundary.

@@ -50,6 +50,19 @@ impl WriteBuffer {
     }
 }
 
+impl WriteBuffer {
+    /// Appends what `write` adds to the end of the pending bytes, writing the buffer out if that fills it.
+    /// `write` must only append, and append nothing when it fails. On failure the bytes may be partly
+    /// buffered, as with [`VfsFile::append`]; the caller truncates them off.
+    pub(super) fn append_with(&mut self, write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
+        write(&mut self.pending)?;
+        if self.pending.len() >= self.capacity {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
 impl VfsFile for WriteBuffer {
     fn len(&self) -> io::Result<u64> {
         Ok(self.written + self.pending.len() as u64)
@@ -74,11 +87,10 @@ impl VfsFile for WriteBuffer {
     /// Buffers `data`, writing the buffer out if that fills it. On failure `data` may be partly buffered;
     /// the caller truncates it off, as with an unbuffered file.
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        self.pending.extend_from_slice(data);
-        if self.pending.len() >= self.capacity {
-            self.flush()?;
-        }
-        Ok(())
+        self.append_with(|pending| {
+            pending.extend_from_slice(data);
+            Ok(())
+        })
     }
 
     fn sync(&mut self) -> io::Result<()> {
