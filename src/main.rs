@@ -16,8 +16,10 @@ struct Cli {
 enum Command {
     /// A local cluster in one process, with defaults (3 nodes, RESP on 127.0.0.1:6380-6382).
     Demo(cli::demo::DemoArgs),
-    /// One node of a static cluster.
+    /// One node: of a new cluster (--peers) or joining a running one (--join).
     Server(cli::server::ServerArgs),
+    /// Cluster administration over a node's HTTP port: status, node add, node remove.
+    Ctl(cli::ctl::CtlArgs),
     /// Deterministic simulation of a protocol under faults, with its histories checked.
     Sim(cli::sim::SimArgs),
     /// Measurements on this machine (bench store: the datastores under each durability mode).
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => cli::demo::run(args),
         Command::Server(args) => cli::server::run(args),
+        Command::Ctl(args) => cli::ctl::run(args),
         Command::Sim(args) => cli::sim::run(args),
         Command::Bench(args) => cli::bench::run(args),
     };

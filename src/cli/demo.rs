@@ -46,6 +46,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             let setup = NodeSetup {
                 node_id: NodeId(u32::from(i) + 1),
                 cluster: cluster.clone(),
+                join: None,
                 resp: addr(args.port + i),
                 peer: addr(args.port + 1000 + i),
                 http: Some(addr(args.port + 2000 + i)),

@@ -1,7 +1,9 @@
 //! One module per subcommand; `node` holds what `demo` and `server` share.
 
 pub mod bench;
+pub mod ctl;
 pub mod demo;
+pub mod http;
 pub mod node;
 pub mod server;
 pub mod sim;

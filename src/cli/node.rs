@@ -4,6 +4,7 @@
 use clap::Args;
 use meridian_core::{ClusterConfig, NodeId};
 use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
+use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
 use meridian_store::{LogStore, RealVfs};
 use std::net::SocketAddr;
@@ -39,7 +40,10 @@ impl DurabilityArgs {
 
 pub struct NodeSetup {
     pub node_id: NodeId,
+    /// The configuration the cluster started from.
     pub cluster: ClusterConfig,
+    /// Set for a node that joins a running cluster (it is not in `cluster`).
+    pub join: Option<JoinRequest>,
     pub resp: SocketAddr,
     pub peer: SocketAddr,
     pub http: Option<SocketAddr>,
@@ -71,7 +75,9 @@ fn incarnation() -> u64 {
 }
 
 pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
-    setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
+    if setup.join.is_none() {
+        setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
+    }
     claim_data_dir(&setup.data_dir, setup.node_id)?;
     let log_dir = setup.data_dir.join("chain");
     let (store, report) =
@@ -87,7 +93,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         vfs: Arc::new(RealVfs),
         dir: setup.data_dir.clone(),
         initial: setup.cluster.clone(),
-        join: None,
+        join: setup.join,
         incarnation,
         jitter: incarnation.rotate_left(17),
     };

@@ -1,16 +1,22 @@
-//! `meridian server`: one node of a static cluster.
+//! `meridian server`: one node. A cluster starts from the nodes every one of them is given in `--peers`;
+//! a node added later starts with `--join`, naming the HTTP address of any node of the cluster.
 
+use super::http;
 use super::node::{init_logging, runtime, start, stop_signal, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, NodeId};
+use meridian_core::{ClusterConfig, NodeId, NodeSpec};
+use meridian_proto::manager::agent::JoinRequest;
+use meridian_proto::manager::map::NodeAddrs;
+use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("cluster").required(true).args(["peers", "join"])))]
 pub struct ServerArgs {
-    /// This node's id; must appear in --peers.
+    /// This node's id: in --peers, or (with --join) one no other node of the cluster uses.
     #[arg(long)]
     node_id: u32,
     /// RESP (Redis protocol) listen address.
@@ -22,34 +28,39 @@ pub struct ServerArgs {
     /// HTTP listen address (/health, /v1/cluster).
     #[arg(long)]
     http: Option<SocketAddr>,
-    /// Every node's peer address: 1=HOST:PORT,2=HOST:PORT,...
+    /// The nodes the cluster starts with, each with its peer address: 1=HOST:PORT,2=HOST:PORT,... (the same on
+    /// every one of them; the first three run the cluster manager).
     #[arg(long)]
-    peers: String,
+    peers: Option<String>,
+    /// Join a running cluster through the HTTP address (HOST:PORT) of any of its nodes: this node is added
+    /// and takes its share of the chains by copying from their tails.
+    #[arg(long)]
+    join: Option<String>,
     /// Where this node keeps its data.
     #[arg(long)]
     data_dir: PathBuf,
     /// Replicas per key (chain length).
     #[arg(long, default_value_t = DEFAULT_REPLICATION)]
     replication: usize,
-    /// Ring points per node.
-    #[arg(long, default_value_t = DEFAULT_VNODES)]
-    vnodes: usize,
+    /// Ring points per node (with --join: this node's; default, the cluster's).
+    #[arg(long)]
+    vnodes: Option<usize>,
     #[command(flatten)]
     durability: DurabilityArgs,
 }
 
 pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
     init_logging();
-    let peers = ClusterConfig::parse_peers(&args.peers).map_err(|e| e.to_string())?;
-    let cluster = ClusterConfig::new(peers, args.replication, args.vnodes).map_err(|e| e.to_string())?;
     let node_id = NodeId(args.node_id);
-    let own = cluster.node(node_id).ok_or_else(|| format!("--node-id {} is not in --peers", args.node_id))?;
-    if own.peer_addr != args.peer_listen.to_string() {
-        tracing::info!(listen = %args.peer_listen, advertised = %own.peer_addr, "peer listen address differs from --peers entry");
-    }
+    let (cluster, join) = match (&args.peers, &args.join) {
+        (Some(peers), _) => (initial_cluster(&args, peers)?, None),
+        (None, Some(via)) => joining(&args, via)?,
+        (None, None) => unreachable!("clap requires --peers or --join"),
+    };
     let setup = NodeSetup {
         node_id,
         cluster,
+        join,
         resp: args.listen,
         peer: args.peer_listen,
         http: args.http,
@@ -64,4 +75,52 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
         handle.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, String> {
+    let peers = ClusterConfig::parse_peers(peers).map_err(|e| e.to_string())?;
+    let vnodes = args.vnodes.unwrap_or(DEFAULT_VNODES);
+    let cluster = ClusterConfig::new(peers, args.replication, vnodes).map_err(|e| e.to_string())?;
+    let own =
+        cluster.node(NodeId(args.node_id)).ok_or_else(|| format!("--node-id {} is not in --peers", args.node_id))?;
+    if own.peer_addr != args.peer_listen.to_string() {
+        tracing::info!(listen = %args.peer_listen, advertised = %own.peer_addr, "peer listen address differs from --peers entry");
+    }
+    Ok(cluster)
+}
+
+/// Learns the cluster from a node's `/v1/cluster`: the configuration it started from (rebuilt exactly, so
+/// the handshake fingerprint matches) and whether this node's id is free.
+fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRequest>), String> {
+    let layout = http::get(via, "/v1/cluster")?;
+    let config = &layout["config"];
+    let nodes: Vec<NodeSpec> = serde_json::from_value(config["nodes"].clone()).map_err(|e| format!("{via}: {e}"))?;
+    let number = |field: &str| config[field].as_u64().ok_or_else(|| format!("{via}: no {field} in /v1/cluster"));
+    let cluster = ClusterConfig::new(nodes, number("replication")? as usize, number("vnodes")? as usize)
+        .map_err(|e| format!("{via}: {e}"))?;
+    if Some(cluster.fingerprint()) != config["fingerprint"].as_u64() {
+        return Err(format!("{via}: the cluster configuration it reports does not match its fingerprint"));
+    }
+    let addrs = NodeAddrs {
+        peer_addr: args.peer_listen.to_string(),
+        resp_addr: args.listen.to_string(),
+        http_addr: args.http.map(|a| a.to_string()),
+    };
+    check_id_free(&layout["status"]["nodes"], args.node_id, &addrs.peer_addr)?;
+    let vnodes = args.vnodes.unwrap_or(cluster.vnodes) as u32;
+    Ok((cluster, Some(JoinRequest { addrs, vnodes })))
+}
+
+/// A node id belongs to one node for life: joining as an id the cluster knows with another address is refused
+/// here, before anything starts.
+fn check_id_free(nodes: &Value, id: u32, peer_addr: &str) -> Result<(), String> {
+    let known = nodes.as_array().into_iter().flatten().find(|n| n["id"].as_u64() == Some(u64::from(id)));
+    match known {
+        Some(n) if n["peer_addr"].as_str() != Some(peer_addr) && n["state"] != "REMOVED" => Err(format!(
+            "node id {id} is already used by the node at {} ({}); pick another --node-id",
+            n["peer_addr"].as_str().unwrap_or("?"),
+            n["state"].as_str().unwrap_or("?")
+        )),
+        _ => Ok(()),
+    }
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset of these helpers
 
+pub mod load;
 pub mod resp;
 
 use std::net::{SocketAddr, TcpListener};
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub id: u32,
     pub resp: SocketAddr,
+    /// Its HTTP address (`/v1/cluster`, `meridian ctl`).
+    pub http: SocketAddr,
     args: Vec<String>,
     log: PathBuf,
     child: Option<Child>,
@@ -45,24 +48,8 @@ impl Cluster {
         let peer_list: Vec<String> = peers.iter().enumerate().map(|(i, a)| format!("{}={a}", i + 1)).collect();
         let servers = (1..=n)
             .map(|id| {
-                let ip = &ips[id as usize - 1];
-                let resp: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
-                let args = vec![
-                    "server".into(),
-                    "--node-id".into(),
-                    id.to_string(),
-                    "--listen".into(),
-                    resp.to_string(),
-                    "--peer-listen".into(),
-                    peers[id as usize - 1].to_string(),
-                    "--peers".into(),
-                    peer_list.join(","),
-                    "--data-dir".into(),
-                    dir.join(format!("node{id}")).display().to_string(),
-                ];
-                let mut s = Server { id, resp, args, log: dir.join(format!("node{id}.log")), child: None };
-                s.spawn();
-                s
+                let start = ["--peers".to_string(), peer_list.join(",")];
+                Server::launch(id, &ips[id as usize - 1], peers[id as usize - 1], &start, dir)
             })
             .collect();
         let cluster = Cluster { servers };
@@ -72,21 +59,36 @@ impl Cluster {
 }
 
 impl Server {
+    /// Starts node `id` on `ip` with its peer listener at `peer`, its data under `dir`, and `start` saying
+    /// which cluster it belongs to (`--peers …` or `--join …`).
+    fn launch(id: u32, ip: &str, peer: SocketAddr, start: &[String], dir: &Path) -> Server {
+        let resp: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
+        let http: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
+        let mut args: Vec<String> = vec!["server".into(), "--node-id".into(), id.to_string()];
+        args.extend(["--listen".into(), resp.to_string(), "--peer-listen".into(), peer.to_string()]);
+        args.extend(["--http".into(), http.to_string()]);
+        args.extend(start.iter().cloned());
+        args.extend(["--data-dir".into(), dir.join(format!("node{id}")).display().to_string()]);
+        let mut s = Server { id, resp, http, args, log: dir.join(format!("node{id}.log")), child: None };
+        s.spawn();
+        s
+    }
+
+    /// A new node `id` on 127.0.0.`id` that joins the cluster through the node whose HTTP address is `via`.
+    pub fn join(id: u32, via: SocketAddr, dir: &Path) -> Server {
+        let ip = format!("127.0.0.{id}");
+        let peer: SocketAddr = format!("{ip}:{}", free_port(&ip)).parse().unwrap();
+        Server::launch(id, &ip, peer, &["--join".to_string(), via.to_string()], dir)
+    }
+
     /// One node alone (`--replication 1`) on 127.0.0.1, data under `dir`, with `extra` flags; started and
     /// ready.
     pub fn single(dir: &Path, extra: &[&str]) -> Server {
         let ip = "127.0.0.1";
-        let peer = format!("{ip}:{}", free_port(ip));
-        let resp: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
-        let mut args: Vec<String> = ["server", "--node-id", "1", "--replication", "1", "--listen", &resp.to_string()]
-            .into_iter()
-            .map(String::from)
-            .collect();
-        args.extend(["--peer-listen".into(), peer.clone(), "--peers".into(), format!("1={peer}")]);
-        args.extend(["--data-dir".into(), dir.join("node1").display().to_string()]);
-        args.extend(extra.iter().map(|a| a.to_string()));
-        let mut server = Server { id: 1, resp, args, log: dir.join("node1.log"), child: None };
-        server.spawn();
+        let peer: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
+        let mut start = vec!["--replication".to_string(), "1".into(), "--peers".into(), format!("1={peer}")];
+        start.extend(extra.iter().map(|a| a.to_string()));
+        let server = Server::launch(1, ip, peer, &start, dir);
         server.wait_ready(Duration::from_secs(20));
         server
     }
@@ -130,6 +132,27 @@ impl Server {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The node's `/v1/cluster`.
+    pub fn cluster_status(&self) -> serde_json::Value {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect_timeout(&self.http, Duration::from_secs(5)).expect("HTTP");
+        write!(stream, "GET /v1/cluster HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        serde_json::from_str(response.split_once("\r\n\r\n").map_or("", |(_, b)| b)).unwrap_or_default()
+    }
+
+    /// Runs `meridian ctl --addr <this node's HTTP> <args>` and returns what it printed.
+    pub fn ctl(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["ctl", "--addr", &self.http.to_string()])
+            .args(args)
+            .output()
+            .expect("run meridian ctl");
+        assert!(out.status.success(), "meridian ctl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
     }
 }
 

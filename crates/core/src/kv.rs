@@ -18,6 +18,9 @@ pub enum Request {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Admin {
+    /// Add a node with these addresses (host:port; RESP and HTTP may be empty); it takes its share of the
+    /// chains once it runs and heartbeats the manager.
+    AddNode { id: NodeId, peer_addr: String, resp_addr: String, http_addr: Option<String>, vnodes: u32 },
     /// Drain the node out of its chains, then remove it (a graceful leave).
     RemoveNode { id: NodeId },
     /// The cluster as this node sees it, as JSON text.

@@ -39,17 +39,36 @@ pub trait Process {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect<M, T> {
-    Send { to: NodeId, msg: M, after_sync: bool },
-    Reply { id: RequestId, reply: Reply, after_sync: bool },
-    SetTimer { timer: T, after: Duration },
-    CancelTimer { timer: T },
+    Send {
+        to: NodeId,
+        msg: M,
+        after_sync: bool,
+    },
+    Reply {
+        id: RequestId,
+        reply: Reply,
+        after_sync: bool,
+    },
+    SetTimer {
+        timer: T,
+        after: Duration,
+    },
+    CancelTimer {
+        timer: T,
+    },
+    /// Node `node`'s peer listener is at `addr` (host:port): the runner sends its messages there from now on.
+    /// How a core that learns of nodes at run time (a cluster map) tells the network layer where they are.
+    Address {
+        node: NodeId,
+        addr: String,
+    },
 }
 
 impl<M, T> Effect<M, T> {
     pub fn after_sync(&self) -> bool {
         match self {
             Effect::Send { after_sync, .. } | Effect::Reply { after_sync, .. } => *after_sync,
-            Effect::SetTimer { .. } | Effect::CancelTimer { .. } => false,
+            Effect::SetTimer { .. } | Effect::CancelTimer { .. } | Effect::Address { .. } => false,
         }
     }
 }
@@ -94,6 +113,10 @@ impl<M, T> Effects<M, T> {
 
     pub fn cancel_timer(&mut self, timer: T) {
         self.items.push(Effect::CancelTimer { timer });
+    }
+
+    pub fn address(&mut self, node: NodeId, addr: String) {
+        self.items.push(Effect::Address { node, addr });
     }
 
     /// Records that the core wrote to its datastore: the runner must sync before `after_sync` effects.

@@ -330,6 +330,8 @@ impl<P: Process> Driver<P> {
             }
             Effect::SetTimer { timer, after } => self.timers.set(timer, Instant::now() + after),
             Effect::CancelTimer { timer } => self.timers.cancel(&timer),
+            Effect::Address { node, addr } if node != self.me => self.peers.route(node, addr),
+            Effect::Address { .. } => {}
         }
     }
 }

@@ -1,14 +1,18 @@
-//! The HTTP server (axum): `GET /health` for liveness probes and `GET /v1/cluster` for tools that need
-//! the cluster as this node sees it — its id, the configuration it started from (with its fingerprint),
-//! and what its protocol core reports (`Admin::Status`: for a Meridian node, the cluster map's nodes and
-//! chains, the manager, and this node's replicas with their copy progress).
+//! The HTTP server (axum): `GET /health` for liveness probes, `GET /v1/cluster` for tools that need the
+//! cluster as this node sees it — its id, the configuration it started from (with its fingerprint), and
+//! what its protocol core reports (`Admin::Status`: for a Meridian node, the cluster map's nodes and
+//! chains, the manager, and this node's replicas with their copy progress) — and the administration that
+//! `meridian ctl` uses: `POST /v1/nodes` (add a node: JSON `{"id", "peer_addr", "resp_addr", "http_addr",
+//! "vnodes"}`) and `POST /v1/nodes/{id}/remove` (drain a node out and remove it). Both answer 202: the
+//! request is on its way to the manager, and `/v1/cluster` shows when it took.
 
 use crate::inbox::CoreInbox;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use meridian_core::{Admin, ClusterConfig, NodeId, Reply, Request};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +43,12 @@ pub(crate) fn spawn(
     core: Arc<dyn CoreInbox>,
 ) -> HttpServer {
     let view = Arc::new(View { node, config: config_json(cluster), core });
-    let app = Router::new().route("/health", get(health)).route("/v1/cluster", get(layout)).with_state(view);
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/v1/cluster", get(layout))
+        .route("/v1/nodes", post(add_node))
+        .route("/v1/nodes/{id}/remove", post(remove_node))
+        .with_state(view);
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let server = axum::serve(listener, app).with_graceful_shutdown(async {
@@ -77,6 +86,43 @@ async fn layout(State(view): State<Arc<View>>) -> (StatusCode, Json<Value>) {
         Err(_) => return unavailable("the node is stopping".into()),
     };
     (StatusCode::OK, Json(json!({ "node": view.node.0, "config": view.config, "status": status })))
+}
+
+/// A node to add, as `POST /v1/nodes` takes it.
+#[derive(Deserialize)]
+struct NewNode {
+    id: u32,
+    peer_addr: String,
+    #[serde(default)]
+    resp_addr: String,
+    http_addr: Option<String>,
+    vnodes: Option<u32>,
+}
+
+async fn add_node(State(view): State<Arc<View>>, Json(n): Json<NewNode>) -> (StatusCode, Json<Value>) {
+    let vnodes = n.vnodes.unwrap_or(view.config["vnodes"].as_u64().unwrap_or(1) as u32);
+    let admin = Admin::AddNode {
+        id: NodeId(n.id),
+        peer_addr: n.peer_addr,
+        resp_addr: n.resp_addr,
+        http_addr: n.http_addr,
+        vnodes,
+    };
+    administer(&view, admin).await
+}
+
+async fn remove_node(State(view): State<Arc<View>>, Path(id): Path<u32>) -> (StatusCode, Json<Value>) {
+    administer(&view, Admin::RemoveNode { id: NodeId(id) }).await
+}
+
+/// Hands an administration request to the core: 202 with what it said, or 503 with why it could not.
+async fn administer(view: &View, admin: Admin) -> (StatusCode, Json<Value>) {
+    match view.core.submit(Request::Admin(admin)).await {
+        Ok(Reply::Text(text)) => (StatusCode::ACCEPTED, Json(json!({ "accepted": text }))),
+        Ok(Reply::Error(kind, msg)) => unavailable(format!("{} {msg}", kind.code())),
+        Ok(other) => unavailable(format!("the core answered {other:?}")),
+        Err(_) => unavailable("the node is stopping".into()),
+    }
 }
 
 fn unavailable(why: String) -> (StatusCode, Json<Value>) {

@@ -12,19 +12,21 @@ use crate::error::NodeError;
 use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
 use crate::resp::{self, Frontend};
-use crate::transport::{self, Gate};
+use crate::transport::{self, Gate, PeerQueues};
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
 /// Everything a node needs besides its protocol core.
 #[derive(Clone, Debug)]
 pub struct NodeOptions {
     pub node_id: NodeId,
-    /// Static membership; `node_id` must be in it.
+    /// The configuration the cluster started from: where its first nodes are, and its fingerprint, which
+    /// peers compare at the handshake. A node that joins later is not in it.
     pub cluster: ClusterConfig,
     /// Where Redis clients connect (port 0 picks a free port; see [`NodeHandle::resp_addr`]).
     pub resp_listen: SocketAddr,
@@ -55,10 +57,6 @@ pub struct NodeHandle {
 /// and the tasks. Must be called within a tokio runtime.
 pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process: P) -> Result<NodeHandle, NodeError> {
     let me = opts.node_id;
-    if opts.cluster.node(me).is_none() {
-        let members = opts.cluster.node_ids().map(|n| n.0.to_string()).collect::<Vec<_>>().join(", ");
-        return Err(NodeError::UnknownNode { node: me, members });
-    }
     let (resp_listener, resp_addr) = bind("RESP", opts.resp_listen).await?;
     let (peer_listener, peer_addr) = bind("peer", opts.peer_listen).await?;
     let http_listener = match opts.http_listen {
@@ -68,14 +66,15 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
 
     let peer_drops = Arc::new(AtomicU64::new(0));
     let (inbox_tx, inbox_rx) = inbox::channel();
-    let (queues, outbound) = transport::peer_queues(me, &opts.cluster, peer_drops.clone());
+    let gate = Gate::new(me, &opts.cluster);
+    let mut queues = PeerQueues::new(peer_drops.clone(), transport::spawner(gate.clone(), Handle::current()));
+    // Where the nodes the cluster started with are; the core tells the driver of others as they join.
+    opts.cluster.nodes.iter().filter(|n| n.id != me).for_each(|n| queues.route(n.id, n.peer_addr.clone()));
     let persistence = Arc::new(Persistence::new(opts.durability));
     let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone());
     let core_thread = driver::spawn(driver).map_err(NodeError::CoreThread)?;
 
-    let gate = Gate::new(me, &opts.cluster);
-    let mut peers: Vec<_> = outbound.into_iter().map(|queue| transport::spawn_outbound(gate.clone(), queue)).collect();
-    peers.push(tokio::spawn(transport::accept_peers(peer_listener, gate, inbox_tx.clone())));
+    let peers = vec![tokio::spawn(transport::accept_peers(peer_listener, gate, inbox_tx.clone()))];
 
     let core: Arc<dyn CoreInbox> = Arc::new(inbox_tx);
     let frontend = Frontend {

@@ -17,6 +17,7 @@ use crate::manager::raft::RaftMsg;
 use meridian_core::{Admin, ClusterConfig, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
 use meridian_store::{Datastore, StoreError, StoreStats, Vfs};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -87,6 +88,8 @@ pub struct ClusterNode {
     chain: ChainNode,
     /// What the manager said while opening, sent at start.
     opened: MgrOut,
+    /// The peer address last announced to the runner for each node.
+    addressed: BTreeMap<NodeId, String>,
 }
 
 impl ClusterNode {
@@ -106,7 +109,8 @@ impl ClusterNode {
         } else {
             (None, MgrOut::default())
         };
-        Ok(ClusterNode { me, cfg, agent, manager, chain, opened })
+        let addressed = setup.initial.nodes.iter().map(|n| (n.id, n.peer_addr.clone())).collect();
+        Ok(ClusterNode { me, cfg, agent, manager, chain, opened, addressed })
     }
 
     pub fn chain(&self) -> &ChainNode {
@@ -189,8 +193,22 @@ impl ClusterNode {
 
     fn act_on(&mut self, now: Time, learned: Learned, out: &mut NodeFx) {
         match learned {
-            Learned::Map(map) => self.chain_step(out, |c, fx| c.adopt(map, now, fx)),
+            Learned::Map(map) => {
+                self.announce_addresses(&map, out);
+                self.chain_step(out, |c, fx| c.adopt(map, now, fx));
+            }
             Learned::Leases { chains, until } => self.chain_step(out, |c, fx| c.grant(&chains, until, now, fx)),
+        }
+    }
+
+    /// Tells the runner where the map's nodes listen, for those whose address is new or moved.
+    fn announce_addresses(&mut self, map: &ClusterMap, out: &mut NodeFx) {
+        for (&id, info) in &map.nodes {
+            let addr = &info.addrs.peer_addr;
+            if id != self.me && !addr.is_empty() && self.addressed.get(&id) != Some(addr) {
+                self.addressed.insert(id, addr.clone());
+                out.address(id, addr.clone());
+            }
         }
     }
 
@@ -212,14 +230,26 @@ impl ClusterNode {
         match admin {
             Admin::Status => out.reply(id, Reply::Text(self.status(now).to_string())),
             Admin::RemoveNode { id: node } => {
-                let Some(leader) = self.agent.leader_guess() else {
-                    let msg = "no manager leader is known yet; retry".to_string();
-                    return out.reply(id, Reply::Error(meridian_core::ErrorKind::Unavailable, msg));
-                };
-                self.deliver_mgr(now, leader, MgrMsg::Leave { id: node }, out);
-                out.reply(id, Reply::Text(format!("asked the manager to drain and remove node {}", node.0)));
+                let done = format!("asked the manager to drain and remove node {}", node.0);
+                self.forward_to_leader(now, id, MgrMsg::Leave { id: node }, done, out);
+            }
+            Admin::AddNode { id: node, peer_addr, resp_addr, http_addr, vnodes } => {
+                let done = format!("asked the manager to add node {}", node.0);
+                let addrs = NodeAddrs { peer_addr, resp_addr, http_addr };
+                self.forward_to_leader(now, id, MgrMsg::Join { id: node, addrs, vnodes }, done, out);
             }
         }
+    }
+
+    /// Forwards an administration request to the manager's leader, and tells the client so. The request is
+    /// idempotent; whether it took shows in the map (`Admin::Status`).
+    fn forward_to_leader(&mut self, now: Time, id: RequestId, msg: MgrMsg, done: String, out: &mut NodeFx) {
+        let Some(leader) = self.agent.leader_guess() else {
+            let msg = "no manager leader is known yet; retry".to_string();
+            return out.reply(id, Reply::Error(meridian_core::ErrorKind::Unavailable, msg));
+        };
+        self.deliver_mgr(now, leader, msg, out);
+        out.reply(id, Reply::Text(done));
     }
 
     /// The cluster as this node sees it: its newest map (nodes with their states, chains with their views,
@@ -283,6 +313,7 @@ fn lift(mut fx: ChainFx, out: &mut NodeFx) {
             Effect::Reply { id, reply, after_sync: true } => out.reply_after_sync(id, reply),
             Effect::SetTimer { timer, after } => out.set_timer(NodeTimer::Chain(timer), after),
             Effect::CancelTimer { timer } => out.cancel_timer(NodeTimer::Chain(timer)),
+            Effect::Address { node, addr } => out.address(node, addr),
         }
     }
 }
@@ -295,6 +326,7 @@ impl Process for ClusterNode {
         self.chain_step(out, |c, fx| c.start(now, fx));
         out.set_timer(NodeTimer::Manager, self.cfg.manager.tick);
         if let Some(map) = self.agent.map().cloned() {
+            self.announce_addresses(&map, out);
             self.chain_step(out, |c, fx| c.adopt(map, now, fx));
         }
         let opened = std::mem::take(&mut self.opened);

@@ -452,6 +452,8 @@ impl<P: Process> World<P> {
             Effect::CancelTimer { timer } => {
                 self.nodes.get_mut(&id).expect("known node").timers.remove(&timer);
             }
+            // The simulated network reaches every node by id.
+            Effect::Address { .. } => {}
         }
     }
 

@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::inbox::{self, CoreInbox};
-use crate::transport::peer_queues;
+use crate::transport::PeerQueues;
 use bytes::Bytes;
-use meridian_core::{ClusterConfig, Condition, NodeSpec, Request, Write};
+use meridian_core::{Condition, Request, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::SyncSender;
 use std::sync::Mutex;
@@ -58,11 +58,6 @@ impl Process for Probe {
     }
 }
 
-fn cluster() -> ClusterConfig {
-    let nodes = (1..=2).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("127.0.0.1:{i}") }).collect();
-    ClusterConfig::new(nodes, 2, 1).unwrap()
-}
-
 fn put() -> Request {
     put_value("v".into())
 }
@@ -79,7 +74,11 @@ type Inbox = SyncSender<Input<u32>>;
 /// takes what the probe has sent to node 2 so far, in order, and the fsync figures.
 fn probe_driver(mode: SyncMode, log: &Log) -> (Driver<Probe>, Inbox, impl FnMut() -> Vec<u32>, Arc<Persistence>) {
     let (inbox_tx, inbox_rx) = inbox::channel();
-    let (queues, mut outbound) = peer_queues(NodeId(1), &cluster(), Arc::new(AtomicU64::new(0)));
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let sink = started.clone();
+    let mut queues = PeerQueues::new(Arc::new(AtomicU64::new(0)), move |q| sink.lock().unwrap().push(q));
+    queues.route(NodeId(2), "127.0.0.1:2".into());
+    let mut outbound = std::mem::take(&mut *started.lock().unwrap());
     let persistence = Arc::new(Persistence::new(mode));
     let probe = Probe { log: log.clone(), writes: 0 };
     let driver = Driver::new(NodeId(1), probe, inbox_rx, queues, persistence.clone());

@@ -1,6 +1,8 @@
-//! The peer handshake: who may connect. A caller is admitted only if it was started with the same
-//! cluster config (same fingerprint) and claims an id that is in that config and is not ours; anything
-//! else is a misconfiguration that must be visible, not a peer to trust.
+//! The peer handshake: who may connect. A caller is admitted only if it belongs to the same cluster (the
+//! fingerprint of the configuration the cluster started from, which a joining node learns from the node it
+//! joins through) and claims an id that is not ours; anything else is a misconfiguration that must be
+//! visible, not a peer to trust. Any other id is admitted, since nodes join at run time; the cluster map
+//! decides what a node may do.
 
 use meridian_core::wire::Hello;
 use meridian_core::{ClusterConfig, NodeId};
@@ -8,7 +10,6 @@ use meridian_core::{ClusterConfig, NodeId};
 #[derive(Clone, Debug)]
 pub(crate) struct Gate {
     me: NodeId,
-    members: Vec<NodeId>,
     fingerprint: u64,
 }
 
@@ -19,15 +20,13 @@ pub(crate) enum Refusal {
          start every node with the same cluster config"
     )]
     OtherCluster { theirs: u64, ours: u64 },
-    #[error("it claims node id {}, which is not in this node's cluster config", .0.0)]
-    Stranger(NodeId),
     #[error("it claims node id {}, which is this node's own id; two nodes share one id", .0.0)]
     Impostor(NodeId),
 }
 
 impl Gate {
     pub(crate) fn new(me: NodeId, cluster: &ClusterConfig) -> Gate {
-        Gate { me, members: cluster.node_ids().collect(), fingerprint: cluster.fingerprint() }
+        Gate { me, fingerprint: cluster.fingerprint() }
     }
 
     /// The first frame this node sends on every outbound connection.
@@ -41,9 +40,6 @@ impl Gate {
         }
         if hello.node == self.me {
             return Err(Refusal::Impostor(hello.node));
-        }
-        if !self.members.contains(&hello.node) {
-            return Err(Refusal::Stranger(hello.node));
         }
         Ok(hello.node)
     }
@@ -67,14 +63,14 @@ mod tests {
     }
 
     #[test]
-    fn refuses_other_clusters_strangers_and_impostors() {
+    fn refuses_other_clusters_and_impostors_and_admits_newcomers() {
         let gate = Gate::new(NodeId(1), &cluster(3));
         let ours = cluster(3).fingerprint();
         let theirs = cluster(2).fingerprint();
         let other = gate.admit(&Hello { node: NodeId(2), cluster: theirs }).unwrap_err();
         assert_eq!(other, Refusal::OtherCluster { theirs, ours });
         assert!(other.to_string().contains(&format!("{theirs:#018x}")));
-        assert_eq!(gate.admit(&Hello { node: NodeId(9), cluster: ours }), Err(Refusal::Stranger(NodeId(9))));
+        assert_eq!(gate.admit(&Hello { node: NodeId(9), cluster: ours }), Ok(NodeId(9)), "a node that joins");
         assert_eq!(gate.admit(&Hello { node: NodeId(1), cluster: ours }), Err(Refusal::Impostor(NodeId(1))));
     }
 }

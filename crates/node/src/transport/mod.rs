@@ -1,6 +1,7 @@
 //! The TCP peer transport.
 //!
-//! Each node keeps one outbound connection per peer, used only to send to it, and accepts inbound
+//! Each node keeps one outbound connection per peer whose address it knows (the core tells it, with
+//! [`meridian_core::Effect::Address`], as the cluster changes), used only to send to it, and accepts inbound
 //! connections, used only to receive; so a pair of nodes talks over two connections, one per direction,
 //! and neither side has to decide who dials whom. Every connection starts with a [`wire::Hello`] naming
 //! the caller and the cluster fingerprint, and then carries [`wire`] frames.
@@ -20,4 +21,4 @@ mod outbound;
 
 pub(crate) use handshake::Gate;
 pub(crate) use inbound::accept_peers;
-pub(crate) use outbound::{peer_queues, spawn_outbound, PeerQueues};
+pub(crate) use outbound::{spawner, PeerQueues};

@@ -5,7 +5,7 @@
 
 use super::Gate;
 use meridian_core::wire::{self, Hello};
-use meridian_core::{ClusterConfig, NodeId};
+use meridian_core::NodeId;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io;
@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::runtime::Handle;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 /// Messages waiting for one peer; beyond this they are dropped (and counted), since a peer that far
@@ -28,10 +28,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// The core thread's side of the outbound queues: non-blocking, so the core never waits on the network.
+/// Starts the sender task of a new peer queue.
+type Start<M> = Box<dyn FnMut(OutboundQueue<M>) + Send>;
+
+/// The core thread's side of the outbound queues: non-blocking, so the core never waits on the network. Peers
+/// are added (and moved) at run time as the core learns their addresses.
 pub(crate) struct PeerQueues<M> {
-    queues: BTreeMap<NodeId, mpsc::Sender<M>>,
+    queues: BTreeMap<NodeId, (String, mpsc::Sender<M>)>,
     dropped: Arc<AtomicU64>,
+    start: Start<M>,
 }
 
 /// One peer's queue, to be drained by its sender task.
@@ -42,27 +47,28 @@ pub(crate) struct OutboundQueue<M> {
     pub(crate) rx: mpsc::Receiver<M>,
 }
 
-/// Creates a queue for every other member of the cluster.
-pub(crate) fn peer_queues<M>(
-    me: NodeId,
-    cluster: &ClusterConfig,
-    dropped: Arc<AtomicU64>,
-) -> (PeerQueues<M>, Vec<OutboundQueue<M>>) {
-    let mut queues = BTreeMap::new();
-    let mut outbound = Vec::new();
-    for node in cluster.nodes.iter().filter(|n| n.id != me) {
-        let (tx, rx) = mpsc::channel(PEER_QUEUE_MAX);
-        queues.insert(node.id, tx);
-        outbound.push(OutboundQueue { to: node.id, addr: node.peer_addr.clone(), rx });
-    }
-    (PeerQueues { queues, dropped }, outbound)
-}
-
 impl<M> PeerQueues<M> {
-    /// Queues `msg` for `to`, or drops and counts it when the queue is full or `to` is not a peer.
+    /// No peers yet; `start` launches the sender task of each queue [`Self::route`] creates.
+    pub(crate) fn new(dropped: Arc<AtomicU64>, start: impl FnMut(OutboundQueue<M>) + Send + 'static) -> Self {
+        PeerQueues { queues: BTreeMap::new(), dropped, start: Box::new(start) }
+    }
+
+    /// Sends to `to` at `addr` from now on. A new or changed address gets a fresh queue and sender; the old
+    /// sender, if any, stops once its queue is dropped (what was queued for the old address is lost, as on a
+    /// broken connection).
+    pub(crate) fn route(&mut self, to: NodeId, addr: String) {
+        if self.queues.get(&to).is_some_and(|(a, _)| *a == addr) {
+            return;
+        }
+        let (tx, rx) = mpsc::channel(PEER_QUEUE_MAX);
+        self.queues.insert(to, (addr.clone(), tx));
+        (self.start)(OutboundQueue { to, addr, rx });
+    }
+
+    /// Queues `msg` for `to`, or drops and counts it when the queue is full or `to` has no known address.
     pub(crate) fn send(&self, to: NodeId, msg: M) {
-        let Some(queue) = self.queues.get(&to) else {
-            warn!(%to, "dropping a message to a node that is not in the cluster config");
+        let Some((_, queue)) = self.queues.get(&to) else {
+            warn!(%to, "dropping a message to a node whose address is not known");
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -73,8 +79,14 @@ impl<M> PeerQueues<M> {
     }
 }
 
-pub(crate) fn spawn_outbound<M: Serialize + Send + 'static>(gate: Gate, queue: OutboundQueue<M>) -> JoinHandle<()> {
-    tokio::spawn(run_sender(gate.hello(), queue))
+/// What starts sender tasks for real: each on `runtime`, introducing itself with the gate's hello.
+pub(crate) fn spawner<M: Serialize + Send + 'static>(
+    gate: Gate,
+    runtime: Handle,
+) -> impl FnMut(OutboundQueue<M>) + Send {
+    move |queue| {
+        runtime.spawn(run_sender(gate.hello(), queue));
+    }
 }
 
 /// Connects, pumps, reconnects; returns once the core has dropped its side of the queue.
@@ -177,7 +189,6 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_core::NodeSpec;
 
     #[test]
     fn backoff_doubles_up_to_its_cap_and_resets() {
@@ -190,11 +201,13 @@ mod tests {
 
     #[test]
     fn full_queues_and_unknown_nodes_drop_and_count() {
-        let nodes = (1..=2).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("127.0.0.1:{i}") }).collect();
-        let cluster = ClusterConfig::new(nodes, 2, 1).unwrap();
         let dropped = Arc::new(AtomicU64::new(0));
-        let (queues, outbound) = peer_queues::<u32>(NodeId(1), &cluster, dropped.clone());
-        assert_eq!(outbound.len(), 1);
+        let started = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = started.clone();
+        let mut queues = PeerQueues::<u32>::new(dropped.clone(), move |q| sink.lock().unwrap().push(q));
+        queues.route(NodeId(2), "127.0.0.1:2".into());
+        queues.route(NodeId(2), "127.0.0.1:2".into());
+        assert_eq!(started.lock().unwrap().len(), 1, "the same address keeps its queue");
         for i in 0..PEER_QUEUE_MAX as u32 + 5 {
             queues.send(NodeId(2), i);
         }

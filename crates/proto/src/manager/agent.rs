@@ -110,7 +110,7 @@ impl Agent {
         }
         out.push((to, MgrMsg::Heartbeat(Heartbeat { seq: self.seq, epoch: self.epoch(), reports })));
         if let Some(join) = self.join.as_ref().filter(|_| !self.in_map()) {
-            out.push((to, MgrMsg::Join { addrs: join.addrs.clone(), vnodes: join.vnodes }));
+            out.push((to, MgrMsg::Join { id: self.me, addrs: join.addrs.clone(), vnodes: join.vnodes }));
         }
     }
 

@@ -159,7 +159,7 @@ impl ManagerCore {
         }
         match msg {
             MgrMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
-            MgrMsg::Join { addrs, vnodes } => self.propose(now, MapCommand::AddNode { id: from, addrs, vnodes }, out),
+            MgrMsg::Join { id, addrs, vnodes } => self.propose(now, MapCommand::AddNode { id, addrs, vnodes }, out),
             MgrMsg::Leave { id } => self.propose(now, MapCommand::RemoveNode { id }, out),
             MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) => Ok(()),
         }

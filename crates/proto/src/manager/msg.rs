@@ -17,8 +17,8 @@ pub enum MgrMsg {
     NotLeader { leader: Option<NodeId> },
     /// Leader → every node, when the map changes.
     Map(Box<ClusterMap>),
-    /// Node → leader: add me (a new node, or the simulator's joiner).
-    Join { addrs: NodeAddrs, vnodes: u32 },
+    /// Node → leader: add node `id` (the sender itself when it joins, or any node an operator adds).
+    Join { id: NodeId, addrs: NodeAddrs, vnodes: u32 },
     /// Admin → leader: drain `id` out of its chains and remove it.
     Leave { id: NodeId },
 }

@@ -1,0 +1,150 @@
+//! `meridian ctl`: cluster administration over a node's HTTP port (DESIGN.md §4). `status` shows the cluster
+//! map as that node sees it (nodes and their states, chains with their members, views and steps in flight,
+//! copies in progress on that node); `node add` and `node remove` ask the manager to add or drain a node.
+//! `--json` prints what the node answered, for scripts.
+
+use super::http;
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct CtlArgs {
+    /// HTTP address (HOST:PORT) of any node of the cluster.
+    #[arg(long, default_value = "127.0.0.1:8380")]
+    addr: String,
+    /// Print the node's JSON answer instead of a summary.
+    #[arg(long)]
+    json: bool,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum CtlCommand {
+    /// The cluster as the node sees it: nodes, chains, the manager, copies in progress.
+    Status,
+    /// Add, remove or list nodes.
+    #[command(subcommand)]
+    Node(NodeCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum NodeCommand {
+    /// Register a node with the manager; it takes its share of the chains once it runs (start it with
+    /// `meridian server --join`).
+    Add {
+        id: u32,
+        /// Its peer listen address (HOST:PORT).
+        #[arg(long)]
+        peer_addr: String,
+        #[arg(long, default_value = "")]
+        resp_addr: String,
+        #[arg(long)]
+        http_addr: Option<String>,
+        /// Ring points (default: the cluster's).
+        #[arg(long)]
+        vnodes: Option<u32>,
+    },
+    /// Drain a node out of its chains (a replacement is copied in first) and remove it.
+    Remove { id: u32 },
+    /// The nodes and their states.
+    Status,
+}
+
+pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
+    let answer = match &args.command {
+        CtlCommand::Status | CtlCommand::Node(NodeCommand::Status) => http::get(&args.addr, "/v1/cluster")?,
+        CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes }) => {
+            let body = json!({ "id": id, "peer_addr": peer_addr, "resp_addr": resp_addr, "http_addr": http_addr, "vnodes": vnodes });
+            http::post(&args.addr, "/v1/nodes", &body)?
+        }
+        CtlCommand::Node(NodeCommand::Remove { id }) => {
+            http::post(&args.addr, &format!("/v1/nodes/{id}/remove"), &json!({}))?
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&answer).expect("JSON prints"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    match &args.command {
+        CtlCommand::Status => print!("{}", summary(&answer["status"])),
+        CtlCommand::Node(NodeCommand::Status) => print!("{}", nodes(&answer["status"])),
+        CtlCommand::Node(_) => println!("{}", answer["accepted"].as_str().unwrap_or_default()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+fn ids(v: &Value) -> String {
+    v.as_array().map_or(String::new(), |a| a.iter().map(|n| format!("n{n}")).collect::<Vec<_>>().join(" "))
+}
+
+/// The whole status: manager, nodes, chains (those not at R, and those with a step in flight, in detail),
+/// and the copies in progress on the node asked.
+fn summary(s: &Value) -> String {
+    let mut out = format!(
+        "node n{} sees map epoch {}; replication {}, {} partitions; manager voters {}, leader {}\n",
+        text(&s["node"]),
+        text(&s["epoch"]),
+        text(&s["replication"]),
+        text(&s["partitions"]),
+        ids(&s["manager"]["voters"]),
+        s["manager"]["leader_guess"].as_u64().map_or("unknown".into(), |l| format!("n{l}")),
+    );
+    out += &nodes(s);
+    out += &chains(s);
+    for r in s["replicas"].as_array().into_iter().flatten().filter(|r| !r["copy"].is_null()) {
+        let c = &r["copy"];
+        out += &format!(
+            "copying into c{}: {} from n{}, {} rounds, {} bytes\n",
+            text(&r["chain"]),
+            text(&c["kind"]),
+            text(&c["source"]),
+            text(&c["rounds"]),
+            text(&c["bytes"])
+        );
+    }
+    out
+}
+
+fn nodes(s: &Value) -> String {
+    let mut out = String::from("nodes:\n");
+    for n in s["nodes"].as_array().into_iter().flatten() {
+        let resp = n["resp_addr"].as_str().filter(|a| !a.is_empty()).map_or(String::new(), |a| format!("  resp {a}"));
+        out += &format!("  n{:<4} {:<8} peer {}{resp}\n", text(&n["id"]), text(&n["state"]), text(&n["peer_addr"]));
+    }
+    out
+}
+
+fn chains(s: &Value) -> String {
+    let all = s["chains"].as_array().cloned().unwrap_or_default();
+    let r = s["replication"].as_u64().unwrap_or(0) as usize;
+    let len = |c: &Value| c["members"].as_array().map_or(0, Vec::len);
+    let at_r = all.iter().filter(|c| len(c) == r).count();
+    let busy: Vec<&Value> = all.iter().filter(|c| len(c) != r || !c["change"].is_null()).collect();
+    let mut out =
+        format!("chains: {} ({at_r} at R = {r}, {} with a step in flight or not at R)\n", all.len(), busy.len());
+    for c in busy {
+        let step = match &c["change"] {
+            Value::Null => String::new(),
+            ch if ch["add"].is_u64() => format!(
+                "  adding n{} at {} (step {}, {})",
+                ch["add"],
+                ch["position"],
+                ch["step"],
+                if ch["inserted"] == true { "flushing" } else { "pre-copying" }
+            ),
+            ch => format!("  removing n{} (step {})", ch["remove"], ch["step"]),
+        };
+        out += &format!("  c{:<4} v{:<4} {}{step}\n", text(&c["id"]), text(&c["view"]), ids(&c["members"]));
+    }
+    out
+}

@@ -1,0 +1,43 @@
+//! The binary's answers to wrong use: clear errors, a non-zero exit, nothing started.
+
+use std::process::Command;
+
+fn meridian(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian")).args(args).output().expect("run meridian");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_node_id_outside_peers_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("n9");
+    let args = ["server", "--node-id", "9", "--peer-listen", "127.0.0.1:1", "--peers", "1=127.0.0.1:1"];
+    let (code, err) = meridian(&[&args[..], &["--data-dir", data.to_str().unwrap()]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("--node-id 9 is not in --peers"), "{err}");
+}
+
+#[test]
+fn server_needs_peers_or_join() {
+    let (code, err) =
+        meridian(&["server", "--node-id", "1", "--peer-listen", "127.0.0.1:1", "--data-dir", "/nonexistent"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--peers") && err.contains("--join"), "{err}");
+}
+
+#[test]
+fn joining_through_an_address_nobody_answers_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("n5");
+    let args = ["server", "--node-id", "5", "--peer-listen", "127.0.0.1:1", "--join", "127.0.0.1:9"];
+    let (code, err) = meridian(&[&args[..], &["--data-dir", data.to_str().unwrap()]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("GET http://127.0.0.1:9/v1/cluster: cannot connect"), "{err}");
+}
+
+#[test]
+fn ctl_against_nothing_says_so() {
+    let (code, err) = meridian(&["ctl", "--addr", "127.0.0.1:9", "status"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot connect"), "{err}");
+}
