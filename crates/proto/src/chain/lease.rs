@@ -13,10 +13,10 @@
 
 use super::msg::Origin;
 use bytes::Bytes;
-use meridian_core::{Reply, Time};
+use meridian_core::Time;
 use std::collections::VecDeque;
 
-/// Answers one chain may hold back while its tail waits for a lease.
+/// Reads one chain may hold back while its tail waits for a lease.
 pub const HELD_MAX: usize = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,16 +31,14 @@ impl Lease {
     }
 }
 
-/// An answer waiting for the tail's lease.
+/// A read waiting for the tail's lease, answered from the store as it is when the lease arrives.
 #[derive(Clone, Debug)]
-pub enum Held {
-    /// A write's answer, computed when the tail logged it.
-    Answer { origin: Origin, reply: Reply },
-    /// A read, answered from the store as it is when the lease arrives.
-    Read { origin: Origin, key: Bytes },
+pub struct Held {
+    pub origin: Origin,
+    pub key: Bytes,
 }
 
-/// Queues `held`, unless the chain already holds [`HELD_MAX`] answers: then it is returned for the caller to
+/// Queues `held`, unless the chain already holds [`HELD_MAX`] reads: then it is returned for the caller to
 /// turn away.
 pub fn hold(queue: &mut VecDeque<Held>, held: Held) -> Result<(), Held> {
     if queue.len() >= HELD_MAX {

@@ -107,7 +107,7 @@ impl ChainNode {
         }
         let r = &self.replicas[&chain];
         if let Some(pred) = pred {
-            out.send(pred, ChainMsg::Sync { chain, view, lu: r.lu, la: r.la });
+            out.send(pred, ChainMsg::Sync { chain, view, lu: r.lu, la: r.upstream_la() });
         }
     }
 
@@ -129,17 +129,14 @@ impl ChainNode {
     /// outstanding updates (seed Listing 1, CR_TAIL and TRUNCATE) once it holds a lease.
     fn settle_as_tail(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
         let r = self.replicas.get_mut(&chain).expect("member");
-        let settled = r.settle_as_tail();
-        let (pred, view, la) = (r.pred(), r.view().expect("member"), r.la);
-        if let Some(pred) = pred {
-            out.send(pred, ChainMsg::Ack { chain, view, seq: la });
-        }
-        for u in settled {
+        for u in r.settle_as_tail() {
             if let Some(origin) = u.origin {
                 let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
-                self.answer_as_tail(now, chain, origin, written, true, out);
+                self.owe_answer(chain, u.seq, origin, written);
             }
         }
+        self.send_answers(now, chain, out);
+        self.ack_upstream(chain, out);
     }
 
     /// Leases from the manager's leader: for each listed chain, valid at its view until `until`.
@@ -148,6 +145,8 @@ impl ChainNode {
             let current = self.replicas.get(&chain).and_then(Replica::view);
             if current == Some(view) && self.leases.get(&chain).is_none_or(|l| l.view != view || l.until < until) {
                 self.leases.insert(chain, Lease { view, until });
+                self.send_answers(now, chain, out);
+                self.ack_upstream(chain, out);
             }
         }
         self.release_held(now, out);

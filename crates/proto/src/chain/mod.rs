@@ -23,6 +23,7 @@
 //! - Lost messages are recovered by Sync, as in static chains; a member that joins copies the chain's data
 //!   from the tail (pre-copy) and, once inserted, from its successor (flush) before it takes part ([`copy`]).
 
+mod answers;
 mod copy;
 mod frontend;
 mod lease;
@@ -314,11 +315,16 @@ impl ChainNode {
             ChainMsg::Ack { chain, view, seq } => self.on_ack(from, chain, view, seq, out),
             ChainMsg::Sync { chain, view, lu, la } => self.on_sync(from, chain, view, lu, la, out),
             ChainMsg::Probe { chain, view } => self.on_probe(from, chain, view, out),
-            ChainMsg::Reply { origin, reply } => {
+            ChainMsg::Reply { origin, reply, confirm } => {
                 if let Some(id) = self.fe.complete(&origin) {
                     out.reply(id, reply);
                 }
+                // Confirmed even when no longer waited for, so the tail stops resending.
+                if let Some((chain, seq)) = confirm.filter(|_| origin.node == self.me) {
+                    out.send(from, ChainMsg::Confirm { chain, seq });
+                }
             }
+            ChainMsg::Confirm { chain, seq } => self.on_confirm(from, chain, seq, out),
             ChainMsg::Bounce { origin, .. } => self.fe.bounce(&origin),
             ChainMsg::CopyReq(req) => self.on_copy_req(from, req, out),
             ChainMsg::CopyData(data) => self.on_copy_data(now, from, *data, out),
@@ -370,7 +376,7 @@ impl ChainNode {
     /// Delivers an answer to the front-end waiting for it, local or remote.
     fn answer(&mut self, origin: Origin, reply: Reply, after_sync: bool, out: &mut Fx) {
         if origin.node != self.me {
-            let msg = ChainMsg::Reply { origin, reply };
+            let msg = ChainMsg::Reply { origin, reply, confirm: None };
             if after_sync {
                 out.send_after_sync(origin.node, msg)
             } else {
@@ -419,6 +425,7 @@ impl ChainNode {
         let chains: Vec<ChainId> = self.copies.keys().copied().collect();
         chains.into_iter().for_each(|c| self.copy_request(now, c, out));
         self.release_held(now, out);
+        self.tend_answers(now, out);
     }
 
     /// Probes successors whose acknowledgements stalled and logs ack watermarks.

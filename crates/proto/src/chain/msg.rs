@@ -141,10 +141,17 @@ pub enum ChainMsg {
         chain: ChainId,
         view: u64,
     },
-    /// Tail or head → front-end.
+    /// Tail or head → front-end. A put answer from the tail names its update (`confirm`), and the front-end
+    /// confirms it with [`ChainMsg::Confirm`]; until then the tail resends it (seed 003 §2.4).
     Reply {
         origin: Origin,
         reply: Reply,
+        confirm: Option<(ChainId, u64)>,
+    },
+    /// Front-end → tail: the put answer for update `seq` arrived.
+    Confirm {
+        chain: ChainId,
+        seq: u64,
     },
     /// Head or tail → front-end: "I cannot take this request in my current view of the chain" (not its head
     /// or tail, or not a valid replica yet). Certainly not applied; the front-end retries with a fresher map.

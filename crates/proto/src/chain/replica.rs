@@ -11,9 +11,20 @@
 //! the log holds states above `lu` that are not part of a consecutive history; such a replica is not valid
 //! until a flush from its successor completes it.
 
-use super::msg::Update;
-use meridian_core::NodeId;
-use std::collections::VecDeque;
+use super::msg::{Origin, Update};
+use meridian_core::{NodeId, Reply};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A put answer a tail owes or has sent to a front-end that has not confirmed it yet.
+#[derive(Clone, Debug)]
+pub struct Unconfirmed {
+    pub origin: Origin,
+    pub reply: Reply,
+    /// The tick it was committed at (it is given up once its front-end has timed out).
+    pub since: u64,
+    /// The tick it was last sent at; None while it waits for a lease.
+    pub sent: Option<u64>,
+}
 
 /// Where this node stands in a chain, as the cluster map says.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,6 +55,12 @@ pub struct Replica {
     pub la_at_tick: u64,
     /// Tick at which this node last asked its predecessor to resend after spotting a gap.
     pub gap_sync_tick: Option<u64>,
+    /// At the tail: put answers, by sequence number, that their front-ends have not confirmed (seed 003 §2.4).
+    /// The tail acknowledges upstream only below the oldest, so if it fails its predecessor, as the new tail,
+    /// still holds those updates and answers them again.
+    pub unconfirmed: BTreeMap<u64, Unconfirmed>,
+    /// At the tail: the sequence number last acknowledged upstream.
+    pub acked_up: u64,
 }
 
 /// A replica that holds nothing: complete, since there is nothing it could be missing.
@@ -59,6 +76,8 @@ impl Default for Replica {
             flushed: None,
             la_at_tick: 0,
             gap_sync_tick: None,
+            unconfirmed: BTreeMap::new(),
+            acked_up: 0,
         }
     }
 }
@@ -99,6 +118,16 @@ impl Replica {
 
     pub fn is_head(&self) -> bool {
         matches!(self.role, Role::Member { pred: None, .. })
+    }
+
+    /// What this node tells its predecessor the tail holds: for the tail itself, only what front-ends have
+    /// confirmed (see `unconfirmed`); for any other member, what the tail acknowledged.
+    pub fn upstream_la(&self) -> u64 {
+        if self.is_tail() {
+            self.unconfirmed.first_key_value().map_or(self.lu, |(&seq, _)| seq - 1)
+        } else {
+            self.la
+        }
     }
 
     /// Logs the next update in sequence; only the caller's durability rules decide when it may leave.

@@ -46,7 +46,7 @@ impl ChainNode {
         if self.lease_ok(chain, &self.replicas[&chain], now) {
             self.read(origin, &key, out);
         } else {
-            self.hold_or_bounce(chain, Held::Read { origin, key }, out);
+            self.hold_or_bounce(chain, Held { origin, key }, out);
         }
     }
 
@@ -61,15 +61,11 @@ impl ChainNode {
 
     fn hold_or_bounce(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
         if let Err(held) = hold(self.held.entry(chain).or_default(), held) {
-            match held {
-                Held::Read { origin, .. } => self.bounce(origin, chain, out),
-                // Logged and on its way to commit; the client learns the outcome by reading.
-                Held::Answer { .. } => {}
-            }
+            self.bounce(held.origin, chain, out);
         }
     }
 
-    /// Answers what waited for a lease, on every chain that now has one.
+    /// Answers the reads that waited for a lease, on every chain that now has one.
     pub(super) fn release_held(&mut self, now: Time, out: &mut Fx) {
         let ready: Vec<ChainId> = self
             .held
@@ -79,10 +75,7 @@ impl ChainNode {
             .collect();
         for chain in ready {
             for held in self.held.remove(&chain).unwrap_or_default() {
-                match held {
-                    Held::Answer { origin, reply } => self.answer(origin, reply, true, out),
-                    Held::Read { origin, key } => self.read(origin, &key, out),
-                }
+                self.read(held.origin, &held.key, out);
             }
         }
     }
@@ -156,9 +149,9 @@ impl ChainNode {
         out.mark_dirty();
         let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
         r.record(u.clone());
-        let (pred, succ, view) = (r.pred(), r.succ(), r.view().expect("members have a view"));
+        let (succ, view) = (r.succ(), r.view().expect("members have a view"));
         #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::HeadAcksEarly) && pred.is_none() {
+        if self.cfg.planted_bug == Some(PlantedBug::HeadAcksEarly) && self.replicas[&u.chain].is_head() {
             if let Some(origin) = u.origin {
                 let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
                 self.answer(origin, written, true, out);
@@ -166,45 +159,19 @@ impl ChainNode {
         }
         match succ {
             Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
-            None => self.commit_at_tail(now, pred, view, u, out),
+            None => self.commit_at_tail(now, u, out),
         }
     }
 
-    /// The tail has logged `u`: acknowledge it upstream and answer its client, once durable.
-    fn commit_at_tail(&mut self, now: Time, pred: Option<NodeId>, view: u64, u: Update, out: &mut Fx) {
-        #[cfg(feature = "planted-bugs")]
-        let durable_first = self.cfg.planted_bug != Some(super::PlantedBug::TailAcksEarly);
-        #[cfg(not(feature = "planted-bugs"))]
-        let durable_first = true;
-        if let Some(pred) = pred {
-            let ack = ChainMsg::Ack { chain: u.chain, view, seq: u.seq };
-            if durable_first {
-                out.send_after_sync(pred, ack)
-            } else {
-                out.send(pred, ack)
-            }
-        }
+    /// The tail has logged `u`: its answer goes to the front-end and, once confirmed, the update is
+    /// acknowledged upstream (`answers.rs`), always only once it is durable.
+    fn commit_at_tail(&mut self, now: Time, u: Update, out: &mut Fx) {
         if let Some(origin) = u.origin {
             let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
-            self.answer_as_tail(now, u.chain, origin, written, durable_first, out);
+            self.owe_answer(u.chain, u.seq, origin, written);
         }
-    }
-
-    /// Answers a client as the tail if the lease allows, otherwise holds the answer for the lease.
-    pub(super) fn answer_as_tail(
-        &mut self,
-        now: Time,
-        chain: ChainId,
-        origin: Origin,
-        reply: Reply,
-        after_sync: bool,
-        out: &mut Fx,
-    ) {
-        if self.lease_ok(chain, &self.replicas[&chain], now) {
-            self.answer(origin, reply, after_sync, out);
-        } else {
-            self.hold_or_bounce(chain, Held::Answer { origin, reply }, out);
-        }
+        self.send_answers(now, u.chain, out);
+        self.ack_upstream(u.chain, out);
     }
 
     pub(super) fn on_ack(&mut self, from: NodeId, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
@@ -236,7 +203,7 @@ impl ChainNode {
     pub(super) fn on_probe(&mut self, from: NodeId, chain: ChainId, view: u64, out: &mut Fx) {
         let Some(r) = self.replicas.get(&chain) else { return };
         if r.view() == Some(view) && r.pred() == Some(from) && r.is_active() {
-            out.send_after_sync(from, ChainMsg::Sync { chain, view, lu: r.lu, la: r.la });
+            out.send_after_sync(from, ChainMsg::Sync { chain, view, lu: r.lu, la: r.upstream_la() });
         }
     }
 }

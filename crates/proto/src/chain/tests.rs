@@ -477,3 +477,21 @@ fn front_end_times_out_with_an_unknown_outcome() {
     let timeouts = h.replies.values().filter(|r| matches!(r, Reply::Error(ErrorKind::Timeout, _))).count();
     assert_eq!(timeouts, 1);
 }
+
+/// §2.4: a put answer lost between the tail and the front-end is sent again until the front-end confirms it,
+/// and the tail acknowledges the update upstream only then, so its predecessor keeps it meanwhile.
+#[test]
+fn a_lost_put_answer_is_resent_and_confirmed_before_the_ack() {
+    let mut h = Harness::new(3, 3);
+    let (head, mid, tail) = h.members();
+    h.drop_to = vec![head];
+    assert_eq!(h.request(head.0, put("a", "1")), None, "the tail's answer to the front-end was lost");
+    let pred = &h.nodes[&mid].replicas[&ChainId(0)];
+    assert_eq!((pred.lu, pred.la), (1, 0), "unconfirmed, so not acknowledged upstream");
+    assert_eq!(h.nodes[&tail].replicas[&ChainId(0)].unconfirmed.len(), 1);
+    h.drop_to.clear();
+    h.tick_all();
+    assert_eq!(h.replies.values().next(), Some(&OK_NEW), "resent and delivered");
+    assert!(h.nodes[&tail].replicas[&ChainId(0)].unconfirmed.is_empty(), "confirmed");
+    assert_eq!(h.nodes[&mid].replicas[&ChainId(0)].la, 1, "then acknowledged upstream");
+}
