@@ -1,6 +1,6 @@
 //! `meridian demo`: a local cluster in one process, for trying Meridian with redis-cli.
 
-use super::node::{init_logging, runtime, start, stop_signal, DurabilityArgs, NodeSetup};
+use super::node::{init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, NodeId, NodeSpec, Reply, Request};
@@ -23,6 +23,8 @@ pub struct DemoArgs {
     data_dir: Option<PathBuf>,
     #[command(flatten)]
     durability: DurabilityArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
@@ -52,6 +54,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 http: Some(addr(args.port + 2000 + i)),
                 data_dir: root.join(format!("node{}", i + 1)),
                 durability: args.durability.mode(),
+                config: args.cluster.config(),
             };
             handles.push(start(setup).await?);
         }

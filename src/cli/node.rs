@@ -5,6 +5,7 @@ use clap::Args;
 use meridian_core::{ClusterConfig, NodeId};
 use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
 use meridian_proto::manager::agent::JoinRequest;
+use meridian_proto::manager::core::ManagerConfig;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
 use meridian_store::{LogStore, RealVfs};
 use std::net::SocketAddr;
@@ -38,6 +39,29 @@ impl DurabilityArgs {
     }
 }
 
+/// The cluster manager's timing and the pace of joins (`docs/protocols/ouroboros.md`).
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    /// Manager tick: heartbeats every tick, elections after 10-20 ticks, leases of 40 ticks (a node counts
+    /// 20), a node declared failed after 50 ticks without a heartbeat. Near the round trip between the
+    /// farthest manager voters: 100 within a region, a few hundred across regions.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    manager_tick_ms: u64,
+    /// How fast a joining node may copy each chain from its tail, in MB/s (0: unlimited); what a join takes from
+    /// the nodes it copies from.
+    #[arg(long, default_value_t = 64)]
+    migration_mb_per_s: u64,
+}
+
+impl ClusterArgs {
+    pub fn config(&self) -> NodeConfig {
+        let mut cfg = NodeConfig::default();
+        cfg.manager = ManagerConfig::with_tick(Duration::from_millis(self.manager_tick_ms));
+        cfg.chain.migration_bandwidth = self.migration_mb_per_s * 1_000_000;
+        cfg
+    }
+}
+
 pub struct NodeSetup {
     pub node_id: NodeId,
     /// The configuration the cluster started from.
@@ -49,6 +73,7 @@ pub struct NodeSetup {
     pub http: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub durability: SyncMode,
+    pub config: NodeConfig,
 }
 
 /// A data directory belongs to one node id for life: starting it as another node would mix two
@@ -85,7 +110,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     if report.dropped_bytes > 0 {
         tracing::warn!(dropped = report.dropped_bytes, reason = ?report.reason, "recovery dropped a torn log tail");
     }
-    let cfg = NodeConfig::default();
+    let cfg = setup.config;
     let limits = cfg.chain.limits;
     let incarnation = incarnation();
     let core = CoreSetup {

@@ -2,7 +2,7 @@
 //! a node added later starts with `--join`, naming the HTTP address of any node of the cluster.
 
 use super::http;
-use super::node::{init_logging, runtime, start, stop_signal, DurabilityArgs, NodeSetup};
+use super::node::{init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, NodeId, NodeSpec};
@@ -47,6 +47,8 @@ pub struct ServerArgs {
     vnodes: Option<usize>,
     #[command(flatten)]
     durability: DurabilityArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
@@ -66,6 +68,7 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
         http: args.http,
         data_dir: args.data_dir,
         durability: args.durability.mode(),
+        config: args.cluster.config(),
     };
     runtime()?.block_on(async {
         let handle = start(setup).await?;
