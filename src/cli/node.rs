@@ -4,6 +4,7 @@
 use clap::Args;
 use meridian_core::{ClusterConfig, NodeId};
 use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
+use meridian_proto::chain::ChainConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
@@ -55,10 +56,9 @@ pub struct ClusterArgs {
 
 impl ClusterArgs {
     pub fn config(&self) -> NodeConfig {
-        let mut cfg = NodeConfig::default();
-        cfg.manager = ManagerConfig::with_tick(Duration::from_millis(self.manager_tick_ms));
-        cfg.chain.migration_bandwidth = self.migration_mb_per_s * 1_000_000;
-        cfg
+        let chain = ChainConfig { migration_bandwidth: self.migration_mb_per_s * 1_000_000, ..ChainConfig::default() };
+        let manager = ManagerConfig::with_tick(Duration::from_millis(self.manager_tick_ms));
+        NodeConfig { chain, manager, ..NodeConfig::default() }
     }
 }
 
