@@ -286,6 +286,7 @@ impl ClusterNode {
             "nodes": nodes,
             "chains": chains,
             "replicas": self.chain.status(now),
+            "served": { "reads": self.chain.stats().reads, "writes": self.chain.stats().writes },
         })
     }
 }

@@ -82,6 +82,8 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
             ("pre-copies", chain.precopies),
             ("flushes", chain.flushes),
             ("chains left", chain.drops),
+            ("reads served", chain.reads),
+            ("writes committed", chain.writes),
         ]
     });
     Hooks {

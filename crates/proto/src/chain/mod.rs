@@ -175,6 +175,10 @@ pub struct ChainStats {
     pub flushes: u64,
     /// Chains this node left, dropping their data.
     pub drops: u64,
+    /// Reads this node answered as a tail.
+    pub reads: u64,
+    /// Writes this node committed as a tail.
+    pub writes: u64,
 }
 
 pub struct ChainNode {

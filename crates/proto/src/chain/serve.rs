@@ -51,6 +51,7 @@ impl ChainNode {
     }
 
     fn read(&mut self, origin: Origin, key: &[u8], out: &mut Fx) {
+        self.stats.reads += 1;
         let reply = match self.store.get(key) {
             Ok(entry) => Reply::Value(entry.and_then(|e| e.value)),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
@@ -166,6 +167,7 @@ impl ChainNode {
     /// The tail has logged `u`: its answer goes to the front-end and, once confirmed, the update is
     /// acknowledged upstream (`answers.rs`), always only once it is durable.
     fn commit_at_tail(&mut self, now: Time, u: Update, out: &mut Fx) {
+        self.stats.writes += 1;
         if let Some(origin) = u.origin {
             let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
             self.owe_answer(u.chain, u.seq, origin, written);
