@@ -3,6 +3,7 @@
 
 use clap::Args;
 use meridian_proto::node::NodeConfig;
+use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
 use meridian_sim::{parse_kinds, RunReport};
@@ -45,9 +46,19 @@ pub struct SimArgs {
     /// Print one line per seed with its trace hash.
     #[arg(long)]
     verbose: bool,
+    /// Run a seed's experiment instead of correctness seeds: `join` (seed 003 §4.2, throughput of every node
+    /// while a node joins; uses --seed and --nodes).
+    #[arg(long, value_parser = ["join"])]
+    experiment: Option<String>,
+    /// With --experiment: where to write the throughput plot (SVG).
+    #[arg(long)]
+    svg: Option<PathBuf>,
 }
 
 pub fn run(args: SimArgs) -> Result<ExitCode, String> {
+    if args.experiment.is_some() {
+        return join_experiment(&args);
+    }
     let sweep = ChainSweep {
         seeds: args.seed..args.seed.checked_add(args.seeds).ok_or("--seed + --seeds overflows")?,
         nemesis: parse_kinds(&args.nemesis)?,
@@ -122,4 +133,15 @@ fn summarize(args: &SimArgs, results: &[SeedResult]) -> ExitCode {
         args.protocol, first.seed, args.nemesis, args.check
     );
     ExitCode::FAILURE
+}
+
+fn join_experiment(args: &SimArgs) -> Result<ExitCode, String> {
+    let x = JoinExperiment { seed: args.seed, nodes: args.nodes.max(4), ..JoinExperiment::default() };
+    let report = meridian_sim::experiments::join::run(&x)?;
+    print!("{}", report.table(&x));
+    if let Some(path) = &args.svg {
+        std::fs::write(path, report.svg()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        println!("plot: {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }

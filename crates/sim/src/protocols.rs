@@ -5,9 +5,10 @@ use crate::rng::SimRng;
 use crate::run::node_ids;
 use crate::world::Hooks;
 use meridian_core::{ChainId, ClusterConfig, ConfigError, NodeId, NodeSpec, Time};
+use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::{ClusterMap, NodeAddrs};
-use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup};
+use meridian_proto::node::{ClusterNode, NodeConfig, NodeMsg, NodeSetup};
 use meridian_store::{CompactionOptions, LogOptions, LogStore, SimVfs};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -92,6 +93,11 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
         counters,
         leads: Box::new(|n: &ClusterNode| n.manager().is_some_and(|m| m.is_leader())),
         describe: Box::new(|n: &ClusterNode, now: Time| n.describe(now)),
+        label: Box::new(|msg: &NodeMsg| match msg {
+            NodeMsg::Chain(ChainMsg::CopyReq(_) | ChainMsg::CopyData(_)) => "copy",
+            NodeMsg::Chain(_) => "chain",
+            NodeMsg::Raft(_) | NodeMsg::Mgr(_) => "manager",
+        }),
     }
 }
 

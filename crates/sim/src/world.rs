@@ -22,17 +22,29 @@ pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, (&P, Time)>) -> Result<(),
 /// the end of the run and summed, so a run can show which code paths it exercised.
 pub type Counters<P> = Box<dyn Fn(&P) -> Vec<(&'static str, u64)>>;
 
+/// The value bytes of a write request.
+fn write_bytes(req: &Request) -> usize {
+    match req {
+        Request::Write(w) => w.value.as_ref().map_or(0, |v| v.len()),
+        _ => 0,
+    }
+}
+
 /// A node's state in a few lines, given its clock's reading, for the report of a run that failed.
 pub type Describe<P> = Box<dyn Fn(&P, Time) -> String>;
 
+/// What kind of work a message is, for the cost model's accounts (e.g. "copy", "chain", "manager").
+pub type Label<P> = Box<dyn Fn(&<P as Process>::Msg) -> &'static str>;
+
 /// How a protocol is put into the simulator (see `protocols.rs`).
-pub struct Hooks<P> {
+pub struct Hooks<P: Process> {
     pub factory: Factory<P>,
     pub invariants: Invariants<P>,
     pub counters: Counters<P>,
     /// Whether a node currently leads the cluster manager (the `manager` nemesis crashes it).
     pub leads: Box<dyn Fn(&P) -> bool>,
     pub describe: Describe<P>,
+    pub label: Label<P>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +92,22 @@ impl<T> Ord for Scheduled<T> {
     }
 }
 
+/// How much a node's processor spends on what it does, for experiments that measure throughput: each input
+/// (message, request, timer) costs `per_input`, and every byte a node receives or sends costs `per_byte`
+/// (encoding, copying, checksums, store reads and writes). A node works on one input at a time: what arrives
+/// while it is busy waits. Correctness runs leave it off, so nodes are infinitely fast there.
+#[derive(Clone, Copy, Debug)]
+pub struct CostModel {
+    pub per_input: Duration,
+    pub per_byte: Duration,
+}
+
+impl CostModel {
+    fn of(&self, bytes: usize) -> u64 {
+        self.per_byte.as_nanos() as u64 * bytes as u64
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct DiskParams {
     pub fsync_min: Duration,
@@ -95,6 +123,8 @@ impl DiskParams {
 
 struct Node<P: Process> {
     proc: Option<P>,
+    /// With a cost model: until when the node's processor is busy.
+    busy_until: u64,
     /// Booted at least once (spare nodes wait for the nemesis to start them).
     started: bool,
     /// This node's own stream (incarnations, crash damage), derived from the run's seed.
@@ -133,6 +163,11 @@ pub struct World<P: Process> {
     disk: DiskParams,
     rng: SimRng,
     hooks: Hooks<P>,
+    cost: Option<CostModel>,
+    /// With a cost model: processor time each node spent, by kind of work, in nanoseconds.
+    work: BTreeMap<(NodeId, &'static str), u64>,
+    /// The cost of the input being handled, booked once its kind is known.
+    charge: Option<u64>,
     /// Sums of the counters of every node life that has ended.
     pub totals: BTreeMap<&'static str, u64>,
     hash: Xxh3,
@@ -155,6 +190,7 @@ impl<P: Process> World<P> {
             .map(|&id| {
                 let node = Node {
                     proc: None,
+                    busy_until: 0,
                     started: false,
                     rng: rng.derive(&format!("node-{}", id.0)),
                     life: 0,
@@ -182,6 +218,9 @@ impl<P: Process> World<P> {
             disk,
             rng,
             hooks,
+            cost: None,
+            work: BTreeMap::new(),
+            charge: None,
             totals: BTreeMap::new(),
             hash: Xxh3::new(),
             stats: WorldStats::default(),
@@ -191,6 +230,22 @@ impl<P: Process> World<P> {
 
     pub fn now(&self) -> u64 {
         self.now
+    }
+
+    /// Gives nodes a finite processor from now on (see [`CostModel`]).
+    pub fn set_cost(&mut self, cost: CostModel) {
+        self.cost = Some(cost);
+    }
+
+    /// Processor time `node` has spent on work of kind `label` so far (with a cost model).
+    pub fn work(&self, node: NodeId, label: &str) -> Duration {
+        let ns = self.work.iter().filter(|((n, l), _)| *n == node && *l == label).map(|(_, w)| *w).sum();
+        Duration::from_nanos(ns)
+    }
+
+    /// The cores that are up.
+    pub fn procs(&self) -> impl Iterator<Item = (NodeId, &P)> {
+        self.nodes.iter().filter_map(|(&id, n)| n.proc.as_ref().map(|p| (id, p)))
     }
 
     pub fn node_ids(&self) -> Vec<NodeId> {
@@ -336,6 +391,21 @@ impl<P: Process> World<P> {
                 self.nodes.get_mut(&node).expect("known node").backlog.push_back(event);
                 return None;
             }
+            if let Some(cost) = self.cost.filter(|_| !matches!(event, Event::SyncDone { .. })) {
+                let busy = self.nodes[&node].busy_until;
+                if busy > self.now {
+                    self.schedule(busy, event);
+                    return None;
+                }
+                let bytes = match &event {
+                    Event::Deliver { frame, .. } => frame.len(),
+                    Event::Request { req, .. } => req.key().map_or(0, |k| k.len()) + write_bytes(req),
+                    _ => 0,
+                };
+                let work = cost.per_input.as_nanos() as u64 + cost.of(bytes);
+                self.nodes.get_mut(&node).expect("known node").busy_until = self.now + work;
+                self.charge = Some(work);
+            }
         }
         match event {
             Event::Deliver { from, to, epoch, frame } => self.deliver(from, to, epoch, frame),
@@ -398,6 +468,14 @@ impl<P: Process> World<P> {
         let Some(p) = node.proc.as_mut() else { return };
         let now: Time = node.clock.local(self.now);
         let mut fx = Effects::new();
+        if let Some(work) = self.charge.take() {
+            let label = match &input {
+                Input::Message(_, msg) => (self.hooks.label)(msg),
+                Input::Request(..) => "client",
+                Input::Start | Input::Timer(_) => "timer",
+            };
+            *self.work.entry((id, label)).or_default() += work;
+        }
         match input {
             Input::Start => p.start(now, &mut fx),
             Input::Message(from, msg) => p.on_message(now, from, msg, &mut fx),
@@ -461,6 +539,11 @@ impl<P: Process> World<P> {
         let mut frame = Vec::new();
         if let Err(e) = wire::encode(msg, &mut frame) {
             return self.fail(format!("{from} cannot encode a message: {e}"));
+        }
+        if let Some(cost) = self.cost {
+            let node = self.nodes.get_mut(&from).expect("known node");
+            node.busy_until = node.busy_until.max(self.now) + cost.of(frame.len());
+            *self.work.entry((from, (self.hooks.label)(msg))).or_default() += cost.of(frame.len());
         }
         self.stats.messages += 1;
         match self.net.send(self.now, from, to, frame.len()) {

@@ -1,0 +1,4 @@
+//! Experiments that reproduce a seed's headline result in the simulator (DESIGN.md §6), each with its own
+//! load and measurement rather than the correctness runs' nemesis and checker.
+
+pub mod join;
