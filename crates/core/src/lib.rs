@@ -7,6 +7,7 @@ pub mod ids;
 pub mod kv;
 pub mod process;
 pub mod ring;
+pub mod splitmix;
 pub mod time;
 pub mod wire;
 

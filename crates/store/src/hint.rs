@@ -204,7 +204,7 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::splitmix::SplitMix64;
+    use meridian_core::splitmix::SplitMix64;
 
     fn sample() -> Hint {
         Hint {

@@ -16,7 +16,6 @@ pub mod log;
 pub mod maintenance;
 pub mod mem;
 pub mod record;
-mod splitmix;
 pub mod vfs;
 
 pub use buffered::{BatchOptions, BufferedStore};

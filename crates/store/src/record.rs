@@ -226,7 +226,7 @@ fn be_u32(b: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::splitmix::SplitMix64;
+    use meridian_core::splitmix::SplitMix64;
 
     fn rec(seq: u64, key: &'static [u8], body: Body) -> Record {
         Record { chain: 7, seq, key: Bytes::from_static(key), body }

@@ -213,7 +213,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::splitmix::SplitMix64;
+    use meridian_core::splitmix::SplitMix64;
 
     fn entry(prefix: u64, n: u32) -> IndexEntry {
         IndexEntry { prefix, loc: Loc { seg: (n % 7) as u16, offset: n, len: 30 + n }, tombstone: n.is_multiple_of(3) }

@@ -105,7 +105,7 @@ pub(super) fn prefix_inside_range(prefix: u64, start: u64, end: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::splitmix::SplitMix64;
+    use meridian_core::splitmix::SplitMix64;
 
     #[test]
     fn prefix_filter_never_excludes_a_token_in_range() {

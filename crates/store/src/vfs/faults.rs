@@ -3,7 +3,7 @@
 
 use std::io;
 
-use crate::splitmix::SplitMix64;
+use meridian_core::splitmix::SplitMix64;
 
 pub(super) struct Faults {
     flip_chance: f64,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::faults::Faults;
 use super::{Vfs, VfsFile};
-use crate::splitmix::SplitMix64;
+use meridian_core::splitmix::SplitMix64;
 
 /// Longest garbage run a torn write leaves at the end of what it kept.
 const TORN_MAX: usize = 16;

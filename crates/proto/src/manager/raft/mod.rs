@@ -37,7 +37,6 @@
 
 mod frame;
 mod msg;
-mod rng;
 mod storage;
 #[cfg(test)]
 mod tests;
@@ -55,7 +54,7 @@ pub use msg::RaftMsg;
 pub use storage::{LogError, RaftLog, Recovery};
 
 use msg::{node_id, raft_id};
-use rng::SplitMix64;
+use meridian_core::splitmix::SplitMix64;
 
 /// Largest proposal. Manager commands are small; the bound keeps every append message far below the wire's
 /// frame limit.
@@ -411,7 +410,7 @@ impl RaftCore {
         let raft = &mut self.node.raft;
         if raft.election_elapsed == 0 {
             let ticks = raft.election_timeout();
-            raft.set_randomized_election_timeout(ticks + self.timeouts.below(ticks as u64) as usize);
+            raft.set_randomized_election_timeout(ticks + self.timeouts.below(ticks));
         }
     }
 

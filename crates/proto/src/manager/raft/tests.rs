@@ -7,7 +7,7 @@
 //! state machine safety (every replica's applied sequence is a prefix of the longest one), and since the
 //! history survives crashes, a converged cluster that still holds all of it proves nothing committed was lost.
 
-use super::rng::SplitMix64;
+use meridian_core::splitmix::SplitMix64;
 use super::*;
 use meridian_store::SimVfs;
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +20,7 @@ trait Percent {
 
 impl Percent for SplitMix64 {
     fn percent(&mut self, p: u64) -> bool {
-        self.below(100) < p
+        (self.below(100) as u64) < p
     }
 }
 
@@ -429,18 +429,18 @@ fn chaos(seed: u64, steps: usize) -> Outcome {
     let mut rng = SplitMix64::new(seed);
     let n = if rng.percent(25) { 5 } else { 3 };
     let config = RaftConfig {
-        election_ticks: 5 + rng.below(6) as usize,
-        heartbeat_ticks: 1 + rng.below(2) as usize,
-        max_size_per_msg: [64, 1 << 20][rng.below(2) as usize],
-        max_inflight_msgs: 1 + rng.below(8) as usize,
+        election_ticks: 5 + rng.below(6),
+        heartbeat_ticks: 1 + rng.below(2),
+        max_size_per_msg: [64, 1 << 20][rng.below(2)],
+        max_inflight_msgs: 1 + rng.below(8),
         ..RaftConfig::default()
     };
     let faults = Faults {
-        drop: rng.below(15),
-        duplicate: rng.below(10),
-        crash: rng.below(3),
-        power_cut: rng.below(3),
-        partition: rng.below(3),
+        drop: rng.below(15) as u64,
+        duplicate: rng.below(10) as u64,
+        crash: rng.below(3) as u64,
+        power_cut: rng.below(3) as u64,
+        partition: rng.below(3) as u64,
     };
     let mut c = Cluster::new(n, config, rng.next_u64());
     for step in 0..steps {
@@ -460,10 +460,10 @@ fn chaos(seed: u64, steps: usize) -> Outcome {
 }
 
 fn chaos_step(c: &mut Cluster, f: &Faults, step: usize) {
-    let id = c.ids[c.rng.below(c.ids.len() as u64) as usize];
+    let id = c.ids[c.rng.below(c.ids.len())];
     match c.rng.below(100) {
         0..=49 if !c.wire.is_empty() => {
-            let at = c.rng.below(c.wire.len() as u64) as usize;
+            let at = c.rng.below(c.wire.len());
             if c.rng.percent(f.duplicate) {
                 c.wire.push(c.wire[at].clone());
             }
@@ -482,7 +482,7 @@ fn chaos_step(c: &mut Cluster, f: &Faults, step: usize) {
         90..=92 if !c.up(id) => c.start(id),
         93..=94 if c.up(id) => c.compact(id),
         95 if c.rng.percent(f.power_cut * 30) => {
-            let ops = c.rng.below(8);
+            let ops = c.rng.below(8) as u64;
             c.replica(id).disk.cut_power_after(Some(ops));
         }
         96..=97 if c.rng.percent(f.partition * 30) => c.isolate(id),
