@@ -53,8 +53,8 @@ use raft::{RawNode, ReadOnlyOption, Ready, SnapshotStatus, StateRole};
 pub use msg::RaftMsg;
 pub use storage::{LogError, RaftLog, Recovery};
 
-use msg::{node_id, raft_id};
 use meridian_core::splitmix::SplitMix64;
+use msg::{node_id, raft_id};
 
 /// Largest proposal. Manager commands are small; the bound keeps every append message far below the wire's
 /// frame limit.

@@ -7,8 +7,8 @@
 //! state machine safety (every replica's applied sequence is a prefix of the longest one), and since the
 //! history survives crashes, a converged cluster that still holds all of it proves nothing committed was lost.
 
-use meridian_core::splitmix::SplitMix64;
 use super::*;
+use meridian_core::splitmix::SplitMix64;
 use meridian_store::SimVfs;
 use std::collections::{BTreeMap, BTreeSet};
 
