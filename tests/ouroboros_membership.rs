@@ -69,6 +69,13 @@ fn a_node_joins_another_fails_and_is_removed_under_load() {
     let said = first.ctl(&["node", "remove", "4"]);
     assert!(said.contains("remove node 4"), "{said}");
     wait_for(first, "n4 removed", Duration::from_secs(30), |s| state(s, 4) == "REMOVED" && settled(s, Some(4)));
+    let clash = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["server", "--node-id", "2", "--peer-listen", "127.0.0.9:1", "--join", &first.http.to_string()])
+        .args(["--data-dir", dir.path().join("clash").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&clash.stderr);
+    assert!(!clash.status.success() && said.contains("node id 2 is already used"), "{said}");
     let status = first.ctl(&["status"]);
     assert!(status.contains("at R = 3, 0 with a step in flight or not at R"), "{status}");
     assert!(status.contains("REMOVED"), "{status}");

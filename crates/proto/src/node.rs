@@ -184,7 +184,7 @@ impl ClusterNode {
                 }
                 self.send_mgr(now, mgr, out);
             }
-            MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) => {
+            MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) | MgrMsg::Refused { .. } => {
                 let learned = self.agent.on_msg(from, msg).expect("the node's map file must be writable (fail-stop)");
                 learned.into_iter().for_each(|l| self.act_on(now, l, out));
             }
@@ -287,6 +287,7 @@ impl ClusterNode {
             "chains": chains,
             "replicas": self.chain.status(now),
             "served": { "reads": self.chain.stats().reads, "writes": self.chain.stats().writes },
+            "refused": self.agent.refused,
         })
     }
 }

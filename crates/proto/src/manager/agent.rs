@@ -48,6 +48,8 @@ pub struct Agent {
     sent: VecDeque<(u64, Time)>,
     unanswered: u32,
     join: Option<JoinRequest>,
+    /// The leader's last refusal of a request of this node's, for status pages.
+    pub refused: Option<String>,
 }
 
 impl Agent {
@@ -66,6 +68,7 @@ impl Agent {
             sent: VecDeque::new(),
             unanswered: 0,
             join,
+            refused: None,
         })
     }
 
@@ -129,6 +132,12 @@ impl Agent {
             },
             MgrMsg::Map(map) => learned.extend(self.adopt(*map)?),
             MgrMsg::HeartbeatReply(reply) => self.on_reply(from, reply, &mut learned)?,
+            MgrMsg::Refused { reason } => {
+                if self.refused.as_ref() != Some(&reason) {
+                    tracing::error!(node = %self.me, "the cluster manager refused this node's request: {reason}");
+                }
+                self.refused = Some(reason);
+            }
             MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } => {}
         }
         Ok(learned)

@@ -159,9 +159,20 @@ impl ManagerCore {
         }
         match msg {
             MgrMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
-            MgrMsg::Join { id, addrs, vnodes } => self.propose(now, MapCommand::AddNode { id, addrs, vnodes }, out),
-            MgrMsg::Leave { id } => self.propose(now, MapCommand::RemoveNode { id }, out),
-            MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) => Ok(()),
+            MgrMsg::Join { id, addrs, vnodes } => self.admin(now, from, MapCommand::AddNode { id, addrs, vnodes }, out),
+            MgrMsg::Leave { id } => self.admin(now, from, MapCommand::RemoveNode { id }, out),
+            MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) | MgrMsg::Refused { .. } => Ok(()),
+        }
+    }
+
+    /// Proposes an operator's (or a joining node's) command, or tells `from` why the map would refuse it.
+    fn admin(&mut self, now: Time, from: NodeId, cmd: MapCommand, out: &mut MgrOut) -> Result<(), RaftError> {
+        match self.map.clone().apply(&cmd) {
+            Ok(_) => self.propose(now, cmd, out),
+            Err(e) => {
+                out.mgr.push((from, MgrMsg::Refused { reason: e.to_string() }));
+                Ok(())
+            }
         }
     }
 

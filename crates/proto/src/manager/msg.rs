@@ -21,6 +21,8 @@ pub enum MgrMsg {
     Join { id: NodeId, addrs: NodeAddrs, vnodes: u32 },
     /// Admin → leader: drain `id` out of its chains and remove it.
     Leave { id: NodeId },
+    /// Leader → the node that asked: the map refuses the request (a node id used with other addresses, say).
+    Refused { reason: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
