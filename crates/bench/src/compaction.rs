@@ -4,8 +4,9 @@
 
 use crate::latency::Latency;
 use crate::puts::key;
-use crate::{Limits, SplitMix};
+use crate::Limits;
 use bytes::Bytes;
+use meridian_core::splitmix::SplitMix64;
 use meridian_store::{Body, Datastore, LogOptions, LogStore, RealVfs, Record, StoreStats};
 use std::io;
 use std::path::Path;
@@ -39,7 +40,7 @@ pub(crate) fn run(dir: &Path, value: &Bytes, limits: &Limits) -> io::Result<Comp
     let (mut store, _) = LogStore::open_with(Arc::new(RealVfs), dir, opts).map_err(io::Error::other)?;
     write_versions(&mut store, keys, value)?;
     let before = store.stats();
-    let mut rng = SplitMix(keys);
+    let mut rng = SplitMix64::new(keys);
     let (mut during, mut slices) = (Latency::new(), 0);
     while slices < SLICES_MAX && compact_slice(&mut store)? {
         time_gets(&store, keys, GETS_PER_SLICE, &mut rng, &mut during)?;
@@ -73,9 +74,9 @@ fn compact_slice(store: &mut LogStore) -> io::Result<bool> {
     Ok(before.pass.is_some() || after.pass.is_some() || after.passes_completed > before.passes_completed)
 }
 
-fn time_gets(store: &LogStore, keys: u64, gets: u64, rng: &mut SplitMix, into: &mut Latency) -> io::Result<()> {
+fn time_gets(store: &LogStore, keys: u64, gets: u64, rng: &mut SplitMix64, into: &mut Latency) -> io::Result<()> {
     for _ in 0..gets {
-        let k = key(0, rng.next() % keys);
+        let k = key(0, rng.next_u64() % keys);
         let t = Instant::now();
         let found = store.get(&k).map_err(io::Error::other)?;
         into.record(t.elapsed());

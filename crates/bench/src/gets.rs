@@ -6,6 +6,7 @@ use crate::latency::Latency;
 use crate::puts::key;
 use crate::Limits;
 use bytes::Bytes;
+use meridian_core::splitmix::SplitMix64;
 use meridian_store::Datastore;
 use std::io;
 use std::time::{Duration, Instant};
@@ -57,10 +58,10 @@ fn sample(per_writer: &[u64]) -> Vec<Bytes> {
     if total == 0 {
         return Vec::new();
     }
-    let mut rng = crate::SplitMix(total);
+    let mut rng = SplitMix64::new(total);
     (0..KEY_SAMPLE)
         .map(|_| {
-            let i = rng.next() % total;
+            let i = rng.next_u64() % total;
             let writer = ends.partition_point(|&end| end <= i);
             key(writer, i - (ends[writer] - per_writer[writer]))
         })

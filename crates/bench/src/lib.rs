@@ -11,11 +11,15 @@
 //!
 //! Reading order: `suite` (what runs in which order), `committer`, `puts`, `gets`, `sequential`, `disk`,
 //! `report`.
+//!
+//! `meridian bench join` (module `join`) is the other measurement: real node processes, each under its own
+//! CPU quota, serving reads while a node joins.
 
 mod committer;
 mod compaction;
 mod disk;
 mod gets;
+pub mod join;
 mod latency;
 mod puts;
 mod report;
@@ -28,6 +32,7 @@ pub use report::{CompactionFigures, GetFigures, PutFigures, Ratio, Report, Seque
 pub use stores::StoreKind;
 pub use suite::run;
 
+use meridian_core::splitmix::SplitMix64;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -68,21 +73,8 @@ fn per_second(count: u64, took: Duration) -> f64 {
 /// Pseudo-random bytes, so that a disk or file system that compresses or deduplicates cannot flatter
 /// the figures.
 fn incompressible(len: usize) -> Vec<u8> {
-    let mut rng = SplitMix(len as u64);
-    let mut bytes: Vec<u8> = (0..len.div_ceil(8)).flat_map(|_| rng.next().to_le_bytes()).collect();
+    let mut rng = SplitMix64::new(len as u64);
+    let mut bytes: Vec<u8> = (0..len.div_ceil(8)).flat_map(|_| rng.next_u64().to_le_bytes()).collect();
     bytes.truncate(len);
     bytes
-}
-
-/// splitmix64: a small seeded generator for test data and key choice.
-pub(crate) struct SplitMix(pub(crate) u64);
-
-impl SplitMix {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }

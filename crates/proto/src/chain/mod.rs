@@ -76,7 +76,7 @@ impl Default for ChainConfig {
             request_timeout: Duration::from_secs(2),
             unacked_max: 65_536,
             resend_max: 1024,
-            migration_bandwidth: 64 << 20,
+            migration_bandwidth: 64_000_000,
             limits: Limits::default(),
             #[cfg(feature = "planted-bugs")]
             planted_bug: None,

@@ -144,15 +144,25 @@ fn insert_position(c: &ChainView, target: &[NodeId], node: NodeId) -> usize {
     after.min(c.members.len() - 1)
 }
 
-/// In-flight Adds per node, as joiner or as pre-copy source.
+/// Where `joiner` copies from: the tail while it pre-copies, its successor once inserted (the flush).
+pub(crate) fn copy_source(c: &ChainView, joiner: NodeId) -> Option<NodeId> {
+    match c.position(joiner) {
+        Some(i) => c.members.get(i + 1).copied(),
+        None => c.tail(),
+    }
+}
+
+/// In-flight Adds per node, as joiner or as copy source.
 struct Copies(BTreeMap<NodeId, usize>);
 
 impl Copies {
     fn in_flight(map: &ClusterMap) -> Copies {
         let mut copies = Copies(BTreeMap::new());
         for c in map.chains.values() {
-            if let (Some(ChainChange::Add { node, .. }), Some(source)) = (&c.change, c.tail()) {
-                copies.admit(*node, source, usize::MAX);
+            if let Some(ChainChange::Add { node, .. }) = &c.change {
+                if let Some(source) = copy_source(c, *node) {
+                    copies.admit(*node, source, usize::MAX);
+                }
             }
         }
         copies

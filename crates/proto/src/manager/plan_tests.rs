@@ -143,12 +143,13 @@ fn keeps_a_live_replica(before: &ClusterMap, after: &ClusterMap, cmd: &MapComman
     }
 }
 
-/// A planned Add never brings a node above `limit` Adds, counting those in flight. (Steps a stale leader
+/// A planned Add never brings a node above `limit` Adds, as joiner or copy source (the tail while the joiner
+/// pre-copies, its successor once inserted), counting those in flight. (Steps a stale leader
 /// started may already exceed it: the limit is the planner's policy, not a map invariant.)
 fn assert_within_limits(map: &ClusterMap, steps: &[(ChainId, u64, ChainChange)], limit: usize) {
     let mut per_node: BTreeMap<NodeId, usize> = BTreeMap::new();
     let mut count = |chain: ChainId, change: &ChainChange| match *change {
-        ChainChange::Add { node, .. } => [node, map.chains[&chain].tail().unwrap()].map(|n| {
+        ChainChange::Add { node, .. } => [node, super::copy_source(&map.chains[&chain], node).unwrap()].map(|n| {
             *per_node.entry(n).or_default() += 1;
             per_node[&n]
         }),

@@ -1,0 +1,76 @@
+//! A blocking RESP2 client for pipelined SETs and GETs: commands are buffered and sent together, replies
+//! read back in order. Values are counted and checked for length, never kept.
+
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// How long a connection may wait on the node. A tail waiting for its lease during a chain change answers
+/// within about a second; the node's own request timeout is 2 s.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Reply {
+    Ok,
+    /// A bulk string's length, `None` for nil.
+    Bulk(Option<usize>),
+    Error(String),
+}
+
+pub(super) struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: BufWriter<TcpStream>,
+}
+
+impl Conn {
+    pub(super) fn connect(addr: SocketAddr) -> io::Result<Conn> {
+        let s = TcpStream::connect_timeout(&addr, TIMEOUT)?;
+        s.set_read_timeout(Some(TIMEOUT))?;
+        s.set_write_timeout(Some(TIMEOUT))?;
+        s.set_nodelay(true)?;
+        Ok(Conn { reader: BufReader::new(s.try_clone()?), writer: BufWriter::new(s) })
+    }
+
+    /// Buffers one command; [`Conn::flush`] sends what is buffered.
+    pub(super) fn queue(&mut self, args: &[&[u8]]) -> io::Result<()> {
+        write!(self.writer, "*{}\r\n", args.len())?;
+        for a in args {
+            write!(self.writer, "${}\r\n", a.len())?;
+            self.writer.write_all(a)?;
+            self.writer.write_all(b"\r\n")?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+
+    pub(super) fn read(&mut self) -> io::Result<Reply> {
+        let line = self.line()?;
+        let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("unexpected reply {line:?}"));
+        match line.split_at(line.len().min(1)) {
+            ("+", _) => Ok(Reply::Ok),
+            ("-", message) => Ok(Reply::Error(message.to_string())),
+            ("$", "-1") => Ok(Reply::Bulk(None)),
+            ("$", len) => {
+                let len: usize = len.parse().map_err(|_| bad())?;
+                // The value and its CRLF, skipped without keeping them.
+                let skipped = io::copy(&mut (&mut self.reader).take(len as u64 + 2), &mut io::sink())?;
+                if skipped < len as u64 + 2 {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                Ok(Reply::Bulk(Some(len)))
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    fn line(&mut self) -> io::Result<String> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the node closed the connection"));
+        }
+        Ok(line.trim_end_matches("\r\n").to_string())
+    }
+}
