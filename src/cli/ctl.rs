@@ -1,10 +1,12 @@
 //! `meridian ctl`: cluster administration over a node's HTTP port (DESIGN.md §4). `status` shows the cluster
 //! map as that node sees it (nodes and their states, chains with their members, views and steps in flight,
-//! copies in progress on that node); `node add` and `node remove` ask the manager to add or drain a node.
-//! `--json` prints what the node answered, for scripts.
+//! copies in progress on that node); `node add` and `node remove` ask the manager to add or drain a node;
+//! `keyspace create|list|drop` manage keyspaces (docs/keyspaces.md). `--json` prints what the node answered,
+//! for scripts.
 
 use super::http;
 use clap::{Args, Subcommand};
+use meridian_core::{ChainId, KeyspaceConfig};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 
@@ -27,6 +29,24 @@ enum CtlCommand {
     /// Add, remove or list nodes.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// Create, list or drop keyspaces.
+    #[command(subcommand)]
+    Keyspace(KeyspaceCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum KeyspaceCommand {
+    /// Create a keyspace with its own chains; it is ready once this returns.
+    Create {
+        name: String,
+        /// The replica of each chain position, head first; their number is the replication factor.
+        #[arg(long, default_value = "log,log,log")]
+        replicas: String,
+    },
+    /// Every keyspace with the number SELECT takes.
+    List,
+    /// Drop a keyspace and all its data (not `default`).
+    Drop { name: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -62,6 +82,15 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Node(NodeCommand::Remove { id }) => {
             http::post(&args.addr, &format!("/v1/nodes/{id}/remove"), &json!({}))?
         }
+        CtlCommand::Keyspace(KeyspaceCommand::Create { name, replicas }) => {
+            let replicas = KeyspaceConfig::parse_replicas(replicas)?;
+            let names: Vec<&str> = replicas.iter().map(|r| r.name()).collect();
+            http::post(&args.addr, "/v1/keyspaces", &json!({ "name": name, "replicas": names }))?
+        }
+        CtlCommand::Keyspace(KeyspaceCommand::List) => http::get(&args.addr, "/v1/keyspaces")?,
+        CtlCommand::Keyspace(KeyspaceCommand::Drop { name }) => {
+            http::delete(&args.addr, &format!("/v1/keyspaces/{name}"))?
+        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&answer).expect("JSON prints"));
@@ -71,6 +100,9 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Status => print!("{}", summary(&answer["status"])),
         CtlCommand::Node(NodeCommand::Status) => print!("{}", nodes(&answer["status"])),
         CtlCommand::Node(_) => println!("{}", answer["accepted"].as_str().unwrap_or_default()),
+        CtlCommand::Keyspace(KeyspaceCommand::List) => print!("{}", keyspaces(&answer)),
+        CtlCommand::Keyspace(KeyspaceCommand::Create { .. }) => println!("{}", text(&answer["created"])),
+        CtlCommand::Keyspace(KeyspaceCommand::Drop { .. }) => println!("{}", text(&answer["dropped"])),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -104,8 +136,8 @@ fn summary(s: &Value) -> String {
     for r in s["replicas"].as_array().into_iter().flatten().filter(|r| !r["copy"].is_null()) {
         let c = &r["copy"];
         out += &format!(
-            "copying into c{}: {} from n{}, {} rounds, {} bytes\n",
-            text(&r["chain"]),
+            "copying into {}: {} from n{}, {} rounds, {} bytes\n",
+            chain_name(&r["chain"]),
             text(&c["kind"]),
             text(&c["source"]),
             text(&c["rounds"]),
@@ -124,14 +156,36 @@ fn nodes(s: &Value) -> String {
     out
 }
 
+/// `c5` for a chain of the default keyspace, `c2.5` for partition 5 of keyspace 2, as the node logs them.
+fn chain_name(id: &Value) -> String {
+    id.as_u64().and_then(|id| u32::try_from(id).ok()).map_or_else(|| text(id), |id| ChainId(id).to_string())
+}
+
+/// Every keyspace: number, name, replicas.
+fn keyspaces(list: &Value) -> String {
+    let mut out = String::from("number  name                 replicas\n");
+    for k in list.as_array().into_iter().flatten() {
+        let replicas: Vec<String> = k["replicas"].as_array().into_iter().flatten().map(text).collect();
+        out += &format!("{:<7} {:<20} {}\n", text(&k["id"]), text(&k["name"]), replicas.join(","));
+    }
+    out
+}
+
 fn chains(s: &Value) -> String {
     let all = s["chains"].as_array().cloned().unwrap_or_default();
-    let r = s["replication"].as_u64().unwrap_or(0) as usize;
+    // R differs between keyspaces; each chain is judged by its own keyspace's.
+    let replication: Vec<(u64, usize)> = s["keyspaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| (k["id"].as_u64().unwrap_or(0), k["replication"].as_u64().unwrap_or(0) as usize))
+        .collect();
+    let r_of = |c: &Value| replication.iter().find(|(k, _)| Some(*k) == c["keyspace"].as_u64()).map_or(0, |&(_, r)| r);
     let len = |c: &Value| c["members"].as_array().map_or(0, Vec::len);
-    let at_r = all.iter().filter(|c| len(c) == r).count();
-    let busy: Vec<&Value> = all.iter().filter(|c| len(c) != r || !c["change"].is_null()).collect();
+    let at_r = all.iter().filter(|c| len(c) == r_of(c)).count();
+    let busy: Vec<&Value> = all.iter().filter(|c| len(c) != r_of(c) || !c["change"].is_null()).collect();
     let mut out =
-        format!("chains: {} ({at_r} at R = {r}, {} with a step in flight or not at R)\n", all.len(), busy.len());
+        format!("chains: {} ({at_r} at their R, {} with a step in flight or not at R)\n", all.len(), busy.len());
     for c in busy {
         let step = match &c["change"] {
             Value::Null => String::new(),
@@ -144,7 +198,7 @@ fn chains(s: &Value) -> String {
             ),
             ch => format!("  removing n{} (step {})", ch["remove"], ch["step"]),
         };
-        out += &format!("  c{:<4} v{:<4} {}{step}\n", text(&c["id"]), text(&c["view"]), ids(&c["members"]));
+        out += &format!("  {:<6} v{:<4} {}{step}\n", chain_name(&c["id"]), text(&c["view"]), ids(&c["members"]));
     }
     out
 }

@@ -19,6 +19,11 @@ pub fn post(addr: &str, path: &str, body: &Value) -> Result<Value, String> {
     request(addr, "POST", path, Some(body))
 }
 
+/// `DELETE path`; the JSON body of a 2xx answer.
+pub fn delete(addr: &str, path: &str) -> Result<Value, String> {
+    request(addr, "DELETE", path, None)
+}
+
 fn request(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{method} http://{addr}{path}: {what}: {e}");
     let target = addr.to_socket_addrs().map_err(|e| fail("bad address", &e))?.next().ok_or("no address")?;

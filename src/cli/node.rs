@@ -8,7 +8,7 @@ use meridian_proto::chain::ChainConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
-use meridian_store::{LogStore, RealVfs};
+use meridian_store::{LogOptions, RealVfs};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,12 +104,6 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
     }
     claim_data_dir(&setup.data_dir, setup.node_id)?;
-    let log_dir = setup.data_dir.join("chain");
-    let (store, report) =
-        LogStore::open(Arc::new(RealVfs), &log_dir).map_err(|e| format!("cannot open {}: {e}", log_dir.display()))?;
-    if report.dropped_bytes > 0 {
-        tracing::warn!(dropped = report.dropped_bytes, reason = ?report.reason, "recovery dropped a torn log tail");
-    }
     let cfg = setup.config;
     let limits = cfg.chain.limits;
     let incarnation = incarnation();
@@ -122,7 +116,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         incarnation,
         jitter: incarnation.rotate_left(17),
     };
-    let process = ClusterNode::open(core, cfg, Box::new(store))
+    let process = ClusterNode::open(core, cfg, LogOptions::default())
         .map_err(|e| format!("cannot recover node {} from {}: {e}", setup.node_id.0, setup.data_dir.display()))?;
     let opts = NodeOptions {
         node_id: setup.node_id,

@@ -1,6 +1,7 @@
 //! Client-facing key-value operations, independent of the protocol that serves them and of RESP.
 
-use crate::ids::NodeId;
+use crate::ids::{KeyspaceId, NodeId};
+use crate::keyspace::KeyspaceConfig;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -9,6 +10,7 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     Get {
+        keyspace: KeyspaceId,
         key: Bytes,
     },
     Write(Write),
@@ -25,11 +27,27 @@ pub enum Admin {
     RemoveNode { id: NodeId },
     /// The cluster as this node sees it, as JSON text.
     Status,
+    /// A new keyspace with its own chains; answered once this node's map has it.
+    CreateKeyspace { name: String, config: KeyspaceConfig },
+    /// Removes a keyspace and all its data; answered once this node's map no longer has it.
+    DropKeyspace { name: String },
+    /// Every keyspace with its id and configuration, as JSON text.
+    Keyspaces,
+    /// The keyspace a client selects, by name (`KEYSPACE name`) or by number (`SELECT n`).
+    Resolve(KeyspaceRef),
+}
+
+/// How a client names a keyspace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeyspaceRef {
+    Name(String),
+    Id(KeyspaceId),
 }
 
 /// A single-key update. `value: None` is a delete (stored as a tombstone).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Write {
+    pub keyspace: KeyspaceId,
     pub key: Bytes,
     pub value: Option<Bytes>,
     pub cond: Condition,
@@ -57,8 +75,17 @@ impl Request {
     /// The key a data request is about; None for administration.
     pub fn key(&self) -> Option<&Bytes> {
         match self {
-            Request::Get { key } => Some(key),
+            Request::Get { key, .. } => Some(key),
             Request::Write(w) => Some(&w.key),
+            Request::Admin(_) => None,
+        }
+    }
+
+    /// The keyspace a data request is about; None for administration.
+    pub fn keyspace(&self) -> Option<KeyspaceId> {
+        match self {
+            Request::Get { keyspace, .. } => Some(*keyspace),
+            Request::Write(w) => Some(w.keyspace),
             Request::Admin(_) => None,
         }
     }
@@ -76,6 +103,8 @@ pub enum Reply {
     },
     /// An administration answer: what happens next, or (for a status) JSON.
     Text(String),
+    /// The keyspace an [`Admin::Resolve`] names.
+    Keyspace(KeyspaceId),
     Error(ErrorKind, String),
 }
 
@@ -159,11 +188,13 @@ mod tests {
     #[test]
     fn limits_reject_oversized_and_empty_keys() {
         let l = Limits { max_key_bytes: 3, max_value_bytes: 4 };
-        let get = |k: &'static str| Request::Get { key: Bytes::from_static(k.as_bytes()) };
+        let get =
+            |k: &'static str| Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from_static(k.as_bytes()) };
         assert!(l.check(&get("abc")).is_ok());
         assert!(l.check(&get("abcd")).is_err());
         assert!(l.check(&get("")).is_err());
         let put = Request::Write(Write {
+            keyspace: KeyspaceId::DEFAULT,
             key: Bytes::from_static(b"k"),
             value: Some(Bytes::from_static(b"12345")),
             cond: Condition::Always,

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod ids;
+pub mod keyspace;
 pub mod kv;
 pub mod process;
 pub mod ring;
@@ -12,7 +13,8 @@ pub mod time;
 pub mod wire;
 
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
-pub use ids::{ChainId, NodeId, RequestId};
-pub use kv::{Admin, Condition, ErrorKind, Limits, Reply, Request, Write};
+pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
+pub use keyspace::{KeyspaceConfig, ReplicaKind};
+pub use kv::{Admin, Condition, ErrorKind, KeyspaceRef, Limits, Reply, Request, Write};
 pub use process::{Effect, Effects, Process};
 pub use time::Time;

@@ -5,13 +5,18 @@
 //! `meridian ctl` uses: `POST /v1/nodes` (add a node: JSON `{"id", "peer_addr", "resp_addr", "http_addr",
 //! "vnodes"}`) and `POST /v1/nodes/{id}/remove` (drain a node out and remove it). Both answer 202: the
 //! request is on its way to the manager, and `/v1/cluster` shows when it took.
+//!
+//! Keyspaces: `GET /v1/keyspaces` lists them (number, name, configuration); `POST /v1/keyspaces` with JSON
+//! `{"name": "sessions", "replicas": ["log", "log"]}` creates one and `DELETE /v1/keyspaces/{name}` drops one.
+//! Both answer once this node's map shows the change: 201 and 200, or 400 with why the map refuses it, 504
+//! if the map did not show it in time, 503 if the node cannot ask yet.
 
 use crate::inbox::CoreInbox;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use meridian_core::{Admin, ClusterConfig, NodeId, Reply, Request};
+use meridian_core::{Admin, ClusterConfig, ErrorKind, KeyspaceConfig, NodeId, ReplicaKind, Reply, Request};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -48,6 +53,8 @@ pub(crate) fn spawn(
         .route("/v1/cluster", get(layout))
         .route("/v1/nodes", post(add_node))
         .route("/v1/nodes/{id}/remove", post(remove_node))
+        .route("/v1/keyspaces", get(keyspaces).post(create_keyspace))
+        .route("/v1/keyspaces/{name}", delete(drop_keyspace))
         .with_state(view);
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -123,6 +130,57 @@ async fn administer(view: &View, admin: Admin) -> (StatusCode, Json<Value>) {
         Ok(other) => unavailable(format!("the core answered {other:?}")),
         Err(_) => unavailable("the node is stopping".into()),
     }
+}
+
+async fn keyspaces(State(view): State<Arc<View>>) -> (StatusCode, Json<Value>) {
+    match view.core.submit(Request::Admin(Admin::Keyspaces)).await {
+        Ok(Reply::Text(text)) => (StatusCode::OK, Json(serde_json::from_str(&text).unwrap_or(Value::String(text)))),
+        other => failed(other),
+    }
+}
+
+/// A keyspace to create, as `POST /v1/keyspaces` takes it.
+#[derive(Deserialize)]
+struct NewKeyspace {
+    name: String,
+    /// Head first.
+    replicas: Vec<String>,
+}
+
+async fn create_keyspace(State(view): State<Arc<View>>, Json(k): Json<NewKeyspace>) -> (StatusCode, Json<Value>) {
+    let replicas: Result<Vec<ReplicaKind>, String> = k.replicas.iter().map(|r| r.parse()).collect();
+    let config = match replicas {
+        Ok(replicas) => KeyspaceConfig { replicas },
+        Err(why) => return (StatusCode::BAD_REQUEST, Json(json!({ "error": why }))),
+    };
+    match view.core.submit(Request::Admin(Admin::CreateKeyspace { name: k.name, config })).await {
+        Ok(Reply::Text(text)) => (StatusCode::CREATED, Json(json!({ "created": text }))),
+        other => failed(other),
+    }
+}
+
+async fn drop_keyspace(State(view): State<Arc<View>>, Path(name): Path<String>) -> (StatusCode, Json<Value>) {
+    match view.core.submit(Request::Admin(Admin::DropKeyspace { name })).await {
+        Ok(Reply::Text(text)) => (StatusCode::OK, Json(json!({ "dropped": text }))),
+        other => failed(other),
+    }
+}
+
+/// A keyspace request that did not succeed, with the status that says why.
+fn failed<E>(answer: Result<Reply, E>) -> (StatusCode, Json<Value>) {
+    let (status, why) = match answer {
+        Ok(Reply::Error(kind, msg)) => {
+            let status = match kind {
+                ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+                ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            (status, msg)
+        }
+        Ok(other) => (StatusCode::SERVICE_UNAVAILABLE, format!("the core answered {other:?}")),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "the node is stopping".into()),
+    };
+    (status, Json(json!({ "error": why })))
 }
 
 fn unavailable(why: String) -> (StatusCode, Json<Value>) {

@@ -9,9 +9,8 @@ use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::{ClusterMap, NodeAddrs};
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeMsg, NodeSetup};
-use meridian_store::{CompactionOptions, LogOptions, LogStore, SimVfs};
+use meridian_store::{CompactionOptions, LogOptions, SimVfs};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 pub fn cluster(nodes: usize, replication: usize, vnodes: usize) -> Result<ClusterConfig, ConfigError> {
@@ -49,8 +48,6 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
     let factory_initial = initial.clone();
     let factory = Box::new(move |id: NodeId, disk: SimVfs, incarnation: u64| {
         let vfs = Arc::new(disk);
-        let (store, _report) =
-            LogStore::open_with(vfs.clone(), Path::new("/data/chain"), log).map_err(|e| e.to_string())?;
         let join = factory_initial.node(id).is_none().then(|| JoinRequest {
             addrs: NodeAddrs { peer_addr: peer_addr(id), resp_addr: format!("sim-{}:2", id.0), http_addr: None },
             vnodes,
@@ -64,7 +61,7 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
             incarnation,
             jitter: incarnation.rotate_left(17),
         };
-        ClusterNode::open(setup, cfg.clone(), Box::new(store))
+        ClusterNode::open(setup, cfg.clone(), log)
     });
     let invariants = Box::new(|live: &BTreeMap<NodeId, (&ClusterNode, Time)>| {
         for (n, _) in live.values() {

@@ -7,12 +7,18 @@
 //! any lost acknowledged write. The run ends once every key has had a successful write and read since
 //! the heal; if that has not happened by the liveness deadline, the run reports a stuck chain. Slow
 //! networks only make the proof take longer.
+//!
+//! Some runs also spread the keys over extra keyspaces of their own replication factor, created at the
+//! start by a setup client through the manager: key `k{i}` of the history is key `k{i / n}` of keyspace
+//! `i mod n` (n keyspaces, `default` included), so the same key bytes live in several keyspaces at once
+//! and must never see each other's writes. Operations on a keyspace not created yet fail as "unknown
+//! keyspace", which certainly changed nothing.
 
 use crate::rng::SimRng;
 use crate::world::{Event, World};
 use bytes::Bytes;
 use meridian_check::{History, OpKind, Recorder};
-use meridian_core::{Condition, NodeId, Process, Reply, Request, Write};
+use meridian_core::{Admin, Condition, KeyspaceConfig, KeyspaceId, NodeId, Process, Reply, Request, Write};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,10 +27,15 @@ pub enum ClientEvent {
     Timeout { client: usize, op: usize },
 }
 
+/// The client that creates the run's extra keyspaces (the nemesis's admin client is `usize::MAX`).
+pub const SETUP_CLIENT: usize = usize::MAX - 1;
+
 #[derive(Clone, Debug)]
 pub struct WorkloadParams {
     pub clients: usize,
     pub keys: usize,
+    /// Keyspaces besides `default`, created in this order (numbers 1, 2, …) by the setup client.
+    pub keyspaces: Vec<KeyspaceConfig>,
     pub read_ratio: f64,
     pub delete_ratio: f64,
     /// How long a client waits before recording the outcome as unknown.
@@ -34,9 +45,11 @@ pub struct WorkloadParams {
 
 impl WorkloadParams {
     pub fn random(rng: &mut SimRng, timeout: Duration) -> WorkloadParams {
+        let keyspaces = (0..rng.range(0, 3)).map(|_| KeyspaceConfig::durable(rng.range(1, 4) as usize)).collect();
         WorkloadParams {
             clients: rng.range(2, 8) as usize,
             keys: rng.range(1, 6) as usize,
+            keyspaces,
             read_ratio: 0.2 + rng.unit() * 0.6,
             delete_ratio: rng.unit() * 0.2,
             timeout,
@@ -64,8 +77,17 @@ struct Client {
     final_ops: usize,
 }
 
+/// The setup client's progress: how many extra keyspaces exist, and the attempt it waits for.
+#[derive(Default)]
+struct Setup {
+    created: usize,
+    attempt: usize,
+    waiting: bool,
+}
+
 pub struct Workload {
     params: WorkloadParams,
+    setup: Setup,
     phases: Phases,
     rng: SimRng,
     clients: Vec<Client>,
@@ -77,6 +99,8 @@ pub struct Workload {
     after_heal: Vec<(bool, bool)>,
     /// The first answer whose shape does not fit its request: a protocol bug.
     wrong_answer: Option<String>,
+    /// Operations that succeeded on keys outside `default`.
+    elsewhere: u64,
 }
 
 impl Workload {
@@ -85,6 +109,7 @@ impl Workload {
         let after_heal = vec![(false, false); params.keys];
         Workload {
             params,
+            setup: Setup::default(),
             phases,
             rng,
             clients,
@@ -93,10 +118,12 @@ impl Workload {
             nodes,
             after_heal,
             wrong_answer: None,
+            elsewhere: 0,
         }
     }
 
     pub fn start<P: Process>(&mut self, world: &mut World<P>) {
+        self.next(SETUP_CLIENT, world);
         for client in 0..self.clients.len() {
             let at = world.now() + self.think();
             world.schedule(at, Event::Client(ClientEvent::Next { client }));
@@ -109,6 +136,12 @@ impl Workload {
 
     pub fn handle<P: Process>(&mut self, event: ClientEvent, world: &mut World<P>) {
         match event {
+            ClientEvent::Next { client: SETUP_CLIENT } => self.issue_setup(world),
+            ClientEvent::Timeout { client: SETUP_CLIENT, op } if op == self.setup.attempt => {
+                self.setup.waiting = false;
+                self.next(SETUP_CLIENT, world);
+            }
+            ClientEvent::Timeout { client: SETUP_CLIENT, .. } => {}
             ClientEvent::Next { client } => self.issue(client, world),
             ClientEvent::Timeout { client, op } => {
                 if self.clients[client].pending == Some(op) {
@@ -130,10 +163,12 @@ impl Workload {
             self.clients[client].writes += 1;
             format!("c{client}-{}", self.clients[client].writes)
         });
+        let (keyspace, bytes) = self.placed(k);
         let req = match kind {
-            OpKind::Get => Request::Get { key: Bytes::from(key.clone()) },
+            OpKind::Get => Request::Get { keyspace, key: bytes },
             _ => Request::Write(Write {
-                key: Bytes::from(key.clone()),
+                keyspace,
+                key: bytes,
                 value: value.clone().map(Bytes::from),
                 cond: Condition::Always,
             }),
@@ -147,6 +182,48 @@ impl Workload {
         world.client_send(client, op, node, req);
         let deadline = now + self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client, op }));
+    }
+
+    /// The keyspace and key bytes of history key `k{k}`.
+    fn placed(&self, k: usize) -> (KeyspaceId, Bytes) {
+        let n = 1 + self.params.keyspaces.len();
+        (KeyspaceId((k % n) as u32), Bytes::from(format!("k{}", k / n)))
+    }
+
+    /// Asks a random node to create the next extra keyspace, unless all exist.
+    fn issue_setup<P: Process>(&mut self, world: &mut World<P>) {
+        let Some(config) = self.params.keyspaces.get(self.setup.created).cloned() else { return };
+        if self.setup.waiting {
+            return;
+        }
+        let nodes: Vec<NodeId> = self.nodes.iter().copied().filter(|&n| world.was_started(n)).collect();
+        let node = nodes[self.rng.index(nodes.len())];
+        self.setup.attempt += 1;
+        self.setup.waiting = true;
+        let name = format!("ks{}", self.setup.created + 1);
+        world.client_send(
+            SETUP_CLIENT,
+            self.setup.attempt,
+            node,
+            Request::Admin(Admin::CreateKeyspace { name, config }),
+        );
+        let deadline = world.now() + 2 * self.params.timeout.as_nanos() as u64;
+        world.schedule(deadline, Event::Client(ClientEvent::Timeout { client: SETUP_CLIENT, op: self.setup.attempt }));
+    }
+
+    /// A keyspace exists once a node says it created it, or that it already exists (an earlier attempt
+    /// whose answer was lost); anything else is tried again.
+    fn on_setup_response<P: Process>(&mut self, op: usize, reply: Reply, world: &mut World<P>) {
+        if op != self.setup.attempt || !self.setup.waiting {
+            return;
+        }
+        self.setup.waiting = false;
+        match reply {
+            Reply::Text(_) => self.setup.created += 1,
+            Reply::Error(_, msg) if msg.contains("already exists") => self.setup.created += 1,
+            _ => {}
+        }
+        self.next(SETUP_CLIENT, world);
     }
 
     fn random_choice(&mut self) -> (usize, OpKind) {
@@ -175,11 +252,16 @@ impl Workload {
 
     /// A front-end's answer reached the client.
     pub fn on_response<P: Process>(&mut self, client: usize, op: usize, reply: Reply, world: &mut World<P>) {
+        if client == SETUP_CLIENT {
+            return self.on_setup_response(op, reply, world);
+        }
         if self.clients[client].pending != Some(op) {
             return;
         }
         self.clients[client].pending = None;
         let now = world.now();
+        let outside_default = self.placed(self.ops[op].1).0 != KeyspaceId::DEFAULT;
+        self.elsewhere += u64::from(outside_default && matches!(reply, Reply::Value(_) | Reply::Written { .. }));
         match (self.ops[op].0, reply) {
             (OpKind::Get, Reply::Value(v)) => {
                 let v = v.map(|b| String::from_utf8_lossy(&b).into_owned());
@@ -227,8 +309,17 @@ impl Workload {
             .collect();
         (!stuck.is_empty()).then(|| {
             let secs = (self.phases.deadline - self.phases.must_progress) as f64 / 1e9;
-            format!("no progress: no {} succeeded in the {secs:.1} s after the cluster healed", stuck.join(", "))
+            let setup = format!("{} of {} extra keyspaces created", self.setup.created, self.params.keyspaces.len());
+            format!(
+                "no progress: no {} succeeded in the {secs:.1} s after the cluster healed ({setup})",
+                stuck.join(", ")
+            )
         })
+    }
+
+    /// What the run did with keyspaces, for the run's counters.
+    pub fn keyspace_counters(&self) -> [(&'static str, u64); 2] {
+        [("keyspaces created", self.setup.created as u64), ("operations outside default", self.elsewhere)]
     }
 
     pub fn finish(self) -> History {

@@ -53,6 +53,8 @@ fn chain_is_linearizable_under_membership_changes_and_manager_failover() {
         (sum("pre-copies"), sum("flushes"))
     );
     assert!(sum("chains left") > 10, "nodes must leave chains");
+    let (keyspaces, elsewhere) = (sum("keyspaces created"), sum("operations outside default"));
+    assert!(keyspaces > 10 && elsewhere > 1000, "keys must live in other keyspaces too: {keyspaces}, {elsewhere}");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! node's reads/s over a window of its samples, which nodes a join copies from, and whether it has settled.
 
 use meridian_core::ring::key_token;
+use meridian_core::KeyspaceId;
 use meridian_proto::manager::placement::chain_for_token;
 use serde::Deserialize;
 use serde_json::Value;
@@ -90,7 +91,7 @@ impl Status {
 impl MapView {
     /// The chain that serves `key`: the top log2(partitions) bits of its ring token.
     pub(super) fn chain_of(&self, key: &[u8]) -> Option<&Chain> {
-        let chain = chain_for_token(key_token(key), self.partitions?);
+        let chain = chain_for_token(KeyspaceId::DEFAULT, key_token(key), self.partitions?);
         self.chains.get(chain.0 as usize).filter(|c| c.id == chain.0)
     }
 

@@ -1,5 +1,6 @@
-//! Connection and introspection commands: PING, ECHO, SELECT, QUIT, COMMAND, CONFIG GET, INFO and
-//! CLIENT SETNAME/GETNAME. They answer from this node alone and never reach the core.
+//! Connection and introspection commands: PING, ECHO, SELECT, KEYSPACE, QUIT, COMMAND, CONFIG GET, INFO and
+//! CLIENT SETNAME/GETNAME. They answer from this node alone; SELECT and KEYSPACE ask its core's map which
+//! keyspace a number or name stands for.
 //!
 //! They report only what is true of Meridian: COMMAND lists the commands this server implements (and
 //! COMMAND DOCS answers an empty array, as there are no docs to serve), CONFIG GET knows only the
@@ -12,6 +13,7 @@ use super::frontend::Frontend;
 use super::glob::glob_match;
 use crate::durability::SyncMode;
 use bytes::Bytes;
+use meridian_core::{Admin, KeyspaceId, KeyspaceRef, Request};
 use std::sync::atomic::Ordering;
 
 pub(super) fn ping(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
@@ -26,13 +28,24 @@ pub(super) fn echo(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
     Frame::Bulk(args[1].clone()).into()
 }
 
-/// Meridian has one keyspace, database 0; SELECT 0 is accepted so clients that select it work.
-pub(super) fn select(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+/// SELECT n chooses keyspace number n (docs/keyspaces.md): 0 is `default`, the others are numbered in the
+/// order they were created, as `meridian ctl keyspace list` shows.
+pub(super) fn select(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
     match std::str::from_utf8(&args[1]).ok().and_then(|s| s.parse::<i64>().ok()) {
-        Some(0) => Frame::ok().into(),
-        Some(_) => Frame::error("ERR DB index is out of range").into(),
+        Some(n) => match u32::try_from(n) {
+            Ok(n) => {
+                Action::switch(frontend.core.submit(Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId(n))))))
+            }
+            Err(_) => Frame::error("ERR DB index is out of range").into(),
+        },
         None => Frame::error("ERR value is not an integer or out of range").into(),
     }
+}
+
+/// KEYSPACE name: SELECT by name.
+pub(super) fn keyspace(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+    let name = String::from_utf8_lossy(&args[1]).into_owned();
+    Action::switch(frontend.core.submit(Request::Admin(Admin::Resolve(KeyspaceRef::Name(name)))))
 }
 
 pub(super) fn quit(_: &[Bytes], _: &mut Session, _: &Frontend) -> Action {

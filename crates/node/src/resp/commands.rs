@@ -8,36 +8,47 @@ use super::frontend::Frontend;
 use super::kv;
 use super::pending::Pending;
 use bytes::Bytes;
+use meridian_core::{KeyspaceId, Reply};
 use std::borrow::Cow;
+use tokio::sync::oneshot;
 
 /// Per-connection state.
 #[derive(Default)]
 pub(crate) struct Session {
     /// Set by CLIENT SETNAME.
     pub(crate) name: Option<Bytes>,
+    /// Where the connection's keys live: `default` until SELECT or KEYSPACE chooses another.
+    pub(crate) keyspace: KeyspaceId,
 }
 
 /// What a command produces: its reply, and whether the connection closes after it.
 pub(crate) struct Action {
     pub(crate) reply: Pending,
     pub(crate) close: bool,
+    /// SELECT and KEYSPACE: the core's answer naming the keyspace to switch to. The connection waits for
+    /// it before it runs its next command, which must already see the new keyspace; the reply comes from it.
+    pub(crate) switch: Option<oneshot::Receiver<Reply>>,
 }
 
 impl Action {
     pub(crate) fn close_after(frame: Frame) -> Action {
-        Action { reply: Pending::Ready(frame), close: true }
+        Action { reply: Pending::Ready(frame), close: true, switch: None }
+    }
+
+    pub(crate) fn switch(rx: oneshot::Receiver<Reply>) -> Action {
+        Action { reply: Pending::Ready(Frame::ok()), close: false, switch: Some(rx) }
     }
 }
 
 impl From<Frame> for Action {
     fn from(frame: Frame) -> Action {
-        Action { reply: Pending::Ready(frame), close: false }
+        Action { reply: Pending::Ready(frame), close: false, switch: None }
     }
 }
 
 impl From<Pending> for Action {
     fn from(reply: Pending) -> Action {
-        Action { reply, close: false }
+        Action { reply, close: false, switch: None }
     }
 }
 
@@ -78,6 +89,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("ping", -1, &["fast"], admin::ping),
     command("echo", 2, &["fast"], admin::echo),
     command("select", 2, &["loading", "stale", "fast"], admin::select),
+    command("keyspace", 2, &["loading", "stale", "fast"], admin::keyspace),
     command("quit", -1, &["loading", "stale", "fast"], admin::quit),
     command("command", -1, &["loading", "stale"], admin::command),
     command("config", -2, &["admin", "loading", "stale"], admin::config),

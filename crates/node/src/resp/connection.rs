@@ -13,10 +13,12 @@
 use super::commands::{dispatch, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
+use super::kv::failure;
 use super::parser::Parser;
-use super::pending::Pending;
+use super::pending::{receive, Pending};
 use crate::accept::accept_loop;
 use bytes::BytesMut;
+use meridian_core::Reply;
 use std::io;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,6 +26,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::oneshot;
 use tracing::debug;
 
 /// Requests of one connection whose replies have not been written yet.
@@ -54,11 +57,14 @@ async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Pending>
     let mut session = Session::default();
     loop {
         loop {
-            let action = match parser.next(&mut buf) {
+            let mut action = match parser.next(&mut buf) {
                 Ok(Some(args)) => dispatch(&args, &mut session, frontend),
                 Ok(None) => break,
                 Err(e) => Action::close_after(Frame::error(format!("ERR Protocol error: {e}"))),
             };
+            if let Some(rx) = action.switch.take() {
+                action.reply = Pending::Ready(switch_keyspace(rx, &mut session).await);
+            }
             // A closed queue means the writer failed: the client is gone.
             if replies.send(action.reply).await.is_err() || action.close {
                 return;
@@ -73,6 +79,17 @@ async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Pending>
                 return;
             }
         }
+    }
+}
+
+/// Moves the session to the keyspace the core named; an unknown one leaves it where it was.
+async fn switch_keyspace(rx: oneshot::Receiver<Reply>, session: &mut Session) -> Frame {
+    match receive(rx).await {
+        Reply::Keyspace(id) => {
+            session.keyspace = id;
+            Frame::ok()
+        }
+        other => failure(other),
     }
 }
 

@@ -13,35 +13,35 @@ use super::pending::Pending;
 use bytes::Bytes;
 use meridian_core::{Condition, Reply, Request, Write};
 
-pub(super) fn get(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read(&args[1]), value)
+pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read(session, &args[1]), value)
 }
 
-pub(super) fn set(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match set_condition(&args[3..]) {
-        Ok(cond) => submit_one(frontend, write(&args[1], Some(&args[2]), cond), written_or_null),
+        Ok(cond) => submit_one(frontend, write(session, &args[1], Some(&args[2]), cond), written_or_null),
         Err(frame) => frame.into(),
     }
 }
 
-pub(super) fn del(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
-    let deletes = args[1..].iter().map(|key| write(key, None, Condition::Always)).collect();
+pub(super) fn del(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let deletes = args[1..].iter().map(|key| write(session, key, None, Condition::Always)).collect();
     submit_many(frontend, deletes, count_existed)
 }
 
-pub(super) fn exists(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
-    submit_many(frontend, args[1..].iter().map(read).collect(), count_present)
+pub(super) fn exists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_many(frontend, args[1..].iter().map(|key| read(session, key)).collect(), count_present)
 }
 
-pub(super) fn mget(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
-    submit_many(frontend, args[1..].iter().map(read).collect(), values)
+pub(super) fn mget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_many(frontend, args[1..].iter().map(|key| read(session, key)).collect(), values)
 }
 
-pub(super) fn mset(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     if args.len().is_multiple_of(2) {
         return wrong_arity("mset").into();
     }
-    let writes = args[1..].chunks_exact(2).map(|kv| write(&kv[0], Some(&kv[1]), Condition::Always)).collect();
+    let writes = args[1..].chunks_exact(2).map(|kv| write(session, &kv[0], Some(&kv[1]), Condition::Always)).collect();
     submit_many(frontend, writes, all_written)
 }
 
@@ -63,12 +63,12 @@ fn set_condition(options: &[Bytes]) -> Result<Condition, Frame> {
     Ok(cond)
 }
 
-fn read(key: &Bytes) -> Request {
-    Request::Get { key: key.clone() }
+fn read(session: &Session, key: &Bytes) -> Request {
+    Request::Get { keyspace: session.keyspace, key: key.clone() }
 }
 
-fn write(key: &Bytes, value: Option<&Bytes>, cond: Condition) -> Request {
-    Request::Write(Write { key: key.clone(), value: value.cloned(), cond })
+fn write(session: &Session, key: &Bytes, value: Option<&Bytes>, cond: Condition) -> Request {
+    Request::Write(Write { keyspace: session.keyspace, key: key.clone(), value: value.cloned(), cond })
 }
 
 fn submit_one(frontend: &Frontend, req: Request, shape: fn(Reply) -> Frame) -> Action {
@@ -145,7 +145,7 @@ fn all_written(replies: Vec<Reply>) -> Frame {
 
 /// An error reply, or a reply of the wrong kind for the request (a bug in the protocol core, reported
 /// rather than hidden).
-fn failure(reply: Reply) -> Frame {
+pub(super) fn failure(reply: Reply) -> Frame {
     match reply {
         Reply::Error(kind, msg) => Frame::error(format!("{} {msg}", kind.code())),
         other => Frame::error(format!("ERR internal error: the protocol core answered {other:?}")),

@@ -50,7 +50,7 @@ impl Pending {
 
 /// The core's reply; a dropped sender means the core stopped with the request inside it, so whether
 /// it took effect is unknown.
-async fn receive(rx: oneshot::Receiver<Reply>) -> Reply {
+pub(crate) async fn receive(rx: oneshot::Receiver<Reply>) -> Reply {
     rx.await.unwrap_or_else(|_| {
         Reply::Error(ErrorKind::Timeout, "the node stopped before answering; the outcome is unknown".into())
     })

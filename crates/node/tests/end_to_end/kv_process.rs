@@ -5,7 +5,8 @@
 use bytes::Bytes;
 use meridian_core::ring::key_token;
 use meridian_core::{
-    Admin, ClusterConfig, Effects, ErrorKind, NodeId, Process, Reply, Request, RequestId, Time, Write,
+    Admin, ClusterConfig, Effects, ErrorKind, KeyspaceId, KeyspaceRef, NodeId, Process, Reply, Request, RequestId,
+    Time, Write,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,8 +41,9 @@ impl KvNode {
     /// Applies a request to the local map; the flag says whether it wrote.
     fn apply(&mut self, req: Request) -> (Reply, bool) {
         match req {
-            Request::Get { key } => (Reply::Value(self.data.get(&key).cloned()), false),
-            Request::Write(Write { key, value, cond }) => {
+            // One keyspace: requests for any other are answered from the same map.
+            Request::Get { key, .. } => (Reply::Value(self.data.get(&key).cloned()), false),
+            Request::Write(Write { key, value, cond, .. }) => {
                 let existed = self.data.contains_key(&key);
                 if !cond.holds(existed) {
                     return (Reply::Written { applied: false, existed }, false);
@@ -53,6 +55,10 @@ impl KvNode {
                 (Reply::Written { applied: true, existed }, true)
             }
             Request::Admin(Admin::Status) => (Reply::Text(format!("{{\"keys\":{}}}", self.data.len())), false),
+            Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId::DEFAULT))) => {
+                (Reply::Keyspace(KeyspaceId::DEFAULT), false)
+            }
+            Request::Admin(Admin::Resolve(_)) => (Reply::Error(ErrorKind::Invalid, "unknown keyspace".into()), false),
             Request::Admin(_) => (Reply::Error(ErrorKind::Invalid, "no administration here".into()), false),
         }
     }

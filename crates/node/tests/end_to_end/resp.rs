@@ -25,7 +25,10 @@ async fn strings_commands_behave_like_redis() {
     assert_eq!(c.cmd(&["DEL", "a", "nope", "c"]).await, Resp::Int(2));
     assert_eq!(c.cmd(&["GET", "a"]).await, Resp::null());
     assert_eq!(c.cmd(&["SELECT", "0"]).await, Resp::ok());
-    assert_eq!(c.cmd(&["SELECT", "1"]).await, Resp::error("ERR DB index is out of range"));
+    assert_eq!(c.cmd(&["SELECT", "1"]).await, Resp::error("ERR unknown keyspace"));
+    assert_eq!(c.cmd(&["SELECT", "-1"]).await, Resp::error("ERR DB index is out of range"));
+    assert_eq!(c.cmd(&["SELECT", "x"]).await, Resp::error("ERR value is not an integer or out of range"));
+    assert_eq!(c.cmd(&["GET", "d"]).await, Resp::bulk("y"), "a refused SELECT leaves the keyspace as it was");
     within("shutdown", node.shutdown()).await;
 }
 

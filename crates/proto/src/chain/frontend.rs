@@ -96,7 +96,7 @@ mod tests {
     use bytes::Bytes;
 
     fn get() -> Request {
-        Request::Get { key: Bytes::from_static(b"k") }
+        Request::Get { keyspace: meridian_core::KeyspaceId::DEFAULT, key: Bytes::from_static(b"k") }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::serve::{ack_mark, record_of};
 use super::{ChainNode, ChainTimer, Fx, StepReport};
 use crate::manager::map::{ChainChange, ChainView, ClusterMap};
 use crate::manager::placement::partition_range;
-use meridian_core::{ChainId, NodeId, Reply, Time};
+use meridian_core::{ChainId, KeyspaceId, NodeId, Reply, Time};
 use meridian_store::{Body, Record, StoreError};
 use std::sync::Arc;
 
@@ -40,32 +40,67 @@ impl ChainNode {
             return;
         }
         self.map = Some(map.clone());
+        self.forget_dropped(&map, out);
         for chain in map.chains.values() {
             let role = role_in(self.me, chain);
             let known = self.replicas.get(&chain.id).map(|r| r.role);
             match role {
-                Role::Outside if self.replicas.contains_key(&chain.id) => self.leave(chain.id, &map),
+                Role::Outside if self.replicas.contains_key(&chain.id) => self.leave(chain.id, &map, out),
                 Role::Outside => {}
                 _ if known == Some(role) => {}
-                Role::Joiner { .. } => self.become_joiner(chain.id, role, &map),
-                Role::Member { .. } => self.become_member(now, chain.id, role, &map, out),
+                Role::Joiner { .. } => {
+                    self.open_store(chain.id.keyspace());
+                    self.become_joiner(chain.id, role, &map)
+                }
+                Role::Member { .. } => {
+                    self.open_store(chain.id.keyspace());
+                    self.become_member(now, chain.id, role, &map, out)
+                }
             }
         }
         self.leases.retain(|c, l| self.replicas.get(c).and_then(Replica::view) == Some(l.view));
     }
 
-    /// Drops everything of a chain this node no longer takes part in: its data (durably, with a range drop),
-    /// its replication state, copies, held answers.
-    fn leave(&mut self, chain: ChainId, map: &ClusterMap) {
+    fn open_store(&mut self, keyspace: KeyspaceId) {
+        if let Err(e) = self.stores.get_or_open(keyspace) {
+            // The node cannot take part without it, and it is in the map as if it did (fail-stop).
+            panic!("{}: cannot open the datastore of keyspace {keyspace}: {e}", self.me);
+        }
+    }
+
+    /// Forgets the chains of keyspaces the map dropped, and removes those keyspaces' stores.
+    fn forget_dropped(&mut self, map: &ClusterMap, out: &mut Fx) {
+        let gone: Vec<ChainId> = self.replicas.keys().filter(|c| !map.chains.contains_key(c)).copied().collect();
+        gone.into_iter().for_each(|chain| self.forget(chain, out));
+        let dropped: Vec<KeyspaceId> =
+            self.stores.iter().map(|(k, _)| k).filter(|k| !map.keyspaces.contains_key(k)).collect();
+        for keyspace in dropped {
+            if let Err(e) = self.stores.remove(keyspace) {
+                tracing::warn!(%keyspace, "cannot remove the files of a dropped keyspace: {e}");
+            }
+        }
+    }
+
+    /// Forgets a chain: its replication state, copies, temporary store, finished steps; reads held for its
+    /// lease are bounced, so their front-ends route them again.
+    fn forget(&mut self, chain: ChainId, out: &mut Fx) {
         self.stats.drops += 1;
         self.replicas.remove(&chain);
         self.copies.remove(&chain);
         self.temp.remove(&chain);
-        self.held.remove(&chain);
         self.finished.remove(&chain);
+        for held in self.held.remove(&chain).unwrap_or_default() {
+            self.bounce(held.origin, chain, out);
+        }
+    }
+
+    /// Leaves a chain this node no longer takes part in, dropping its data durably with a range drop.
+    fn leave(&mut self, chain: ChainId, map: &ClusterMap, out: &mut Fx) {
+        self.forget(chain, out);
         let range = partition_range(chain, map.partitions);
         let body = Body::DropRange { start_exclusive: range.start().wrapping_sub(1), end_inclusive: *range.end() };
-        if let Err(e) = self.store.append(&Record { chain: chain.0, seq: 0, key: Default::default(), body }) {
+        let Some(store) = self.stores.get_mut(chain.keyspace()) else { return };
+        if let Err(e) = store.append(&Record { chain: chain.0, seq: 0, key: Default::default(), body }) {
             tracing::warn!(%chain, "cannot drop the data of a chain this node left: {e}");
         }
     }
@@ -174,7 +209,9 @@ impl ChainNode {
             return;
         }
         let answer = match req.part {
-            CopyPart::States { since, first, last } => answer_states(self.store.as_ref(), &req, r, since, first, last),
+            CopyPart::States { since, first, last } => {
+                answer_states(self.store(req.chain), &req, r, since, first, last)
+            }
             CopyPart::History { after } => Ok(answer_history(&req, r, after)),
         };
         match answer {
@@ -223,7 +260,7 @@ impl ChainNode {
     fn log_states(&mut self, chain: ChainId, states: &[KeyState], out: &mut Fx) -> Result<(), StoreError> {
         for s in states {
             let body = s.value.clone().map_or(Body::Tombstone, Body::Value);
-            self.store.append(&Record { chain: chain.0, seq: s.seq, key: s.key.clone(), body })?;
+            self.store_mut(chain).append(&Record { chain: chain.0, seq: s.seq, key: s.key.clone(), body })?;
         }
         if !states.is_empty() {
             out.mark_dirty();
@@ -240,7 +277,7 @@ impl ChainNode {
         out: &mut Fx,
     ) -> Result<(), StoreError> {
         self.log_states(chain, states, out)?;
-        self.store.append(&ack_mark(chain, lu))?;
+        self.store_mut(chain).append(&ack_mark(chain, lu))?;
         out.mark_dirty();
         let r = self.replicas.get_mut(&chain).expect("a copy has a replica");
         r.restore_watermark(lu);
@@ -268,9 +305,10 @@ impl ChainNode {
         // history after it continues it; what this member logged beyond its watermark is replaced by that.
         let la = la.max(r.la);
         let history: Vec<_> = history.into_iter().filter(|u| u.seq > la).collect();
-        self.store.append(&ack_mark(chain, la))?;
+        let store = self.store_mut(chain);
+        store.append(&ack_mark(chain, la))?;
         for u in &history {
-            self.store.append(&record_of(u))?;
+            store.append(&record_of(u))?;
         }
         out.mark_dirty();
         self.copies.remove(&chain);

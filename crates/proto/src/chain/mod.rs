@@ -32,20 +32,21 @@ pub mod msg;
 mod recovery;
 mod replica;
 mod serve;
+pub mod stores;
 
 use crate::manager::map::ClusterMap;
 use crate::manager::placement::chain_for_token;
-use bytes::Bytes;
 use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
 use meridian_core::ring::key_token;
-use meridian_core::{ChainId, Effects, ErrorKind, Limits, NodeId, Reply, Request, RequestId, Time};
+use meridian_core::{ChainId, Effects, ErrorKind, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, Time};
 use meridian_store::{Datastore, StoreError, StoreStats};
 use replica::{Replica, Role};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
+use stores::Stores;
 
 pub use msg::{ChainMsg, Change, Origin, Outcome, Update};
 
@@ -185,7 +186,7 @@ pub struct ChainNode {
     me: NodeId,
     stats: ChainStats,
     cfg: ChainConfig,
-    store: Box<dyn Datastore>,
+    stores: Stores,
     /// The newest cluster map seen; None until the first arrives.
     map: Option<Arc<ClusterMap>>,
     /// Every chain this node holds data for or takes part in.
@@ -206,23 +207,18 @@ pub struct ChainNode {
 }
 
 impl ChainNode {
-    /// Builds the node's state from its datastore's log. `incarnation` must differ between runs of the
+    /// Builds the node's state from its datastores' logs. `incarnation` must differ between runs of the
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
-    pub fn new(
-        me: NodeId,
-        cfg: ChainConfig,
-        mut store: Box<dyn Datastore>,
-        incarnation: u64,
-    ) -> Result<ChainNode, StoreError> {
-        let replicas = recovery::recover(store.as_ref())?;
+    pub fn new(me: NodeId, cfg: ChainConfig, mut stores: Stores, incarnation: u64) -> Result<ChainNode, StoreError> {
+        let replicas = recovery::recover_all(&stores)?;
         // Records that survived a process crash may still sit in the page cache only; they are about to
         // be forwarded as durable, so make them so.
-        store.sync()?;
+        stores.sync()?;
         Ok(ChainNode {
             me,
             stats: ChainStats::default(),
             cfg,
-            store,
+            stores,
             map: None,
             replicas,
             copies: BTreeMap::new(),
@@ -237,7 +233,16 @@ impl ChainNode {
     }
 
     pub fn store_stats(&self) -> StoreStats {
-        self.store.stats()
+        self.stores.stats()
+    }
+
+    /// The store of `chain`'s keyspace, which is open while this node holds any of its chains.
+    fn store(&self, chain: ChainId) -> &dyn Datastore {
+        self.stores.get(chain.keyspace()).expect("a node holding a chain has its keyspace's store open")
+    }
+
+    fn store_mut(&mut self, chain: ChainId) -> &mut dyn Datastore {
+        self.stores.get_mut(chain.keyspace()).expect("a node holding a chain has its keyspace's store open")
     }
 
     pub fn stats(&self) -> ChainStats {
@@ -313,8 +318,8 @@ impl ChainNode {
 
     pub fn on_message(&mut self, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
         match msg {
-            ChainMsg::Get { origin, key, .. } => self.on_get(now, origin, key, out),
-            ChainMsg::Write { origin, write, .. } => self.on_write(now, origin, write, out),
+            ChainMsg::Get { origin, chain, key, .. } => self.on_get(now, origin, chain, key, out),
+            ChainMsg::Write { origin, chain, write, .. } => self.on_write(now, origin, chain, write, out),
             ChainMsg::Update { view, update } => self.on_update(now, from, view, update, out),
             ChainMsg::Ack { chain, view, seq } => self.on_ack(from, chain, view, seq, out),
             ChainMsg::Sync { chain, view, lu, la } => self.on_sync(from, chain, view, lu, la, out),
@@ -361,12 +366,15 @@ impl ChainNode {
     /// Sends a request to the head (writes) or tail (reads) of its key's chain in this node's map.
     fn route(&mut self, now: Time, origin: Origin, req: Request, out: &mut Fx) {
         let map = self.map.clone().expect("requests are tracked only once a map is known");
-        let Some(key) = req.key() else { return };
-        let chain = &map.chains[&chain_for_token(key_token(key), map.partitions)];
+        let (Some(key), Some(keyspace)) = (req.key(), req.keyspace()) else { return };
+        let Some(chain) = map.chains.get(&chain_for_token(keyspace, key_token(key), map.partitions)) else {
+            return self.refuse_unknown(origin, keyspace, out);
+        };
+        let (id, view) = (chain.id, chain.view);
         let (target, msg) = match req {
-            Request::Get { key } => (chain.tail(), ChainMsg::Get { origin, view: chain.view, key }),
+            Request::Get { key, .. } => (chain.tail(), ChainMsg::Get { origin, view, chain: id, key }),
             Request::Write(write) => {
-                (chain.members.first().copied(), ChainMsg::Write { origin, view: chain.view, write })
+                (chain.members.first().copied(), ChainMsg::Write { origin, view, chain: id, write })
             }
             Request::Admin(_) => return,
         };
@@ -405,8 +413,11 @@ impl ChainNode {
         }
     }
 
-    fn chain_of(&self, key: &Bytes) -> Option<ChainId> {
-        self.map.as_ref().map(|m| chain_for_token(key_token(key), m.partitions))
+    /// Answers a request for a keyspace the map does not have (dropped since the client chose it).
+    fn refuse_unknown(&mut self, origin: Origin, keyspace: KeyspaceId, out: &mut Fx) {
+        if let Some(id) = self.fe.complete(&origin) {
+            out.reply(id, Reply::Error(ErrorKind::Invalid, format!("unknown keyspace {}", keyspace.0)));
+        }
     }
 
     fn timeout_ticks(&self) -> u64 {
@@ -444,7 +455,8 @@ impl ChainNode {
             // superseded records (docs/protocols/chain.md, "The log and compaction").
             if r.la > r.la_logged {
                 // Lazily durable: it rides on the next sync. Losing it only means resending more.
-                match self.store.append(&serve::ack_mark(chain, r.la)) {
+                let store = self.stores.get_mut(chain.keyspace()).expect("a node holding a chain has its store open");
+                match store.append(&serve::ack_mark(chain, r.la)) {
                     Ok(()) => r.la_logged = r.la,
                     Err(e) => tracing::warn!(%chain, "cannot log ack watermark: {e}"),
                 }
@@ -453,13 +465,13 @@ impl ChainNode {
     }
 
     pub fn sync(&mut self) -> std::io::Result<()> {
-        self.store.sync().map_err(std::io::Error::other)?;
+        self.stores.sync().map_err(std::io::Error::other)?;
         self.syncs += 1;
         Ok(())
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {
-        self.store.flush().map_err(std::io::Error::other)
+        self.stores.flush().map_err(std::io::Error::other)
     }
 }
 

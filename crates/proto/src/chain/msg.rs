@@ -106,16 +106,19 @@ pub struct CopyData {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChainMsg {
-    /// Front-end → tail: a read (queries go to the tail only, §2.3).
+    /// Front-end → tail: a read (queries go to the tail only, §2.3) of `key` in `chain`, the chain of the
+    /// key's partition in the request's keyspace.
     Get {
         origin: Origin,
         view: u64,
+        chain: ChainId,
         key: Bytes,
     },
     /// Front-end → head: a write to be ordered.
     Write {
         origin: Origin,
         view: u64,
+        chain: ChainId,
         write: Write,
     },
     /// Predecessor → successor, strictly in sequence order; sent only once the sender has it durably.

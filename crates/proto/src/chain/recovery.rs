@@ -1,4 +1,4 @@
-//! Rebuilding each chain's replication state from the datastore's log at start.
+//! Rebuilding each chain's replication state from the datastores' logs at start.
 //!
 //! The log holds, per chain, consecutive history records, ack watermarks (`AckMark`), copied states (a join's
 //! pre-copy or flush, whose sequence numbers are sparse) and range drops (the node left the chain). Replay
@@ -11,12 +11,27 @@
 
 use super::msg::{Change, Outcome, Update};
 use super::replica::Replica;
+use super::stores::Stores;
 use meridian_core::ChainId;
 use meridian_store::{Body, Datastore, Record, StoreError};
 use std::collections::BTreeMap;
 
+/// The replication state of every chain the stores hold data for.
+pub fn recover_all(stores: &Stores) -> Result<BTreeMap<ChainId, Replica>, StoreError> {
+    let mut replicas = BTreeMap::new();
+    for (keyspace, store) in stores.iter() {
+        let found = recover(store)?;
+        if let Some(stray) = found.keys().find(|c| c.keyspace() != keyspace) {
+            let reason = format!("the store of keyspace {keyspace} holds records of chain {stray}");
+            return Err(StoreError::Corrupt { offset: 0, reason });
+        }
+        replicas.extend(found);
+    }
+    Ok(replicas)
+}
+
 /// The replication state of every chain the log holds data for.
-pub fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreError> {
+fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreError> {
     let mut replicas: BTreeMap<ChainId, Replica> = BTreeMap::new();
     let mut highest: BTreeMap<ChainId, u64> = BTreeMap::new();
     store.replay(&mut |rec: Record| {

@@ -37,22 +37,21 @@ impl ChainNode {
         r.is_active() && r.is_tail() && self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
     }
 
-    pub(super) fn on_get(&mut self, now: Time, origin: Origin, key: Bytes, out: &mut Fx) {
-        let Some(chain) = self.chain_of(&key) else { return };
+    pub(super) fn on_get(&mut self, now: Time, origin: Origin, chain: ChainId, key: Bytes, out: &mut Fx) {
         match self.replicas.get(&chain) {
             Some(r) if r.is_active() && r.is_tail() => {}
             _ => return self.bounce(origin, chain, out),
         }
         if self.lease_ok(chain, &self.replicas[&chain], now) {
-            self.read(origin, &key, out);
+            self.read(origin, chain, &key, out);
         } else {
             self.hold_or_bounce(chain, Held { origin, key }, out);
         }
     }
 
-    fn read(&mut self, origin: Origin, key: &[u8], out: &mut Fx) {
+    fn read(&mut self, origin: Origin, chain: ChainId, key: &[u8], out: &mut Fx) {
         self.stats.reads += 1;
-        let reply = match self.store.get(key) {
+        let reply = match self.store(chain).get(key) {
             Ok(entry) => Reply::Value(entry.and_then(|e| e.value)),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
         };
@@ -76,13 +75,12 @@ impl ChainNode {
             .collect();
         for chain in ready {
             for held in self.held.remove(&chain).unwrap_or_default() {
-                self.read(held.origin, &held.key, out);
+                self.read(held.origin, chain, &held.key, out);
             }
         }
     }
 
-    pub(super) fn on_write(&mut self, now: Time, origin: Origin, write: Write, out: &mut Fx) {
-        let Some(chain) = self.chain_of(&write.key) else { return };
+    pub(super) fn on_write(&mut self, now: Time, origin: Origin, chain: ChainId, write: Write, out: &mut Fx) {
         let unacked = match self.replicas.get(&chain) {
             Some(r) if r.is_active() && r.is_head() => r.unacked.len(),
             _ => return self.bounce(origin, chain, out),
@@ -99,7 +97,7 @@ impl ChainNode {
 
     /// The head's decision: the next sequence number and the write's outcome against current state.
     fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<Update, StoreError> {
-        let existed = self.store.get(&write.key)?.is_some_and(|e| e.value.is_some());
+        let existed = self.store(chain).get(&write.key)?.is_some_and(|e| e.value.is_some());
         let applied = write.cond.holds(existed);
         let change = match (applied, write.value) {
             (false, _) => Change::Skip,
@@ -139,7 +137,7 @@ impl ChainNode {
     /// Logs an update in sequence and passes it on: down the chain, or, at the tail, back up as an ack
     /// and to the client as the answer, always only once it is durable.
     pub(super) fn log_and_pass(&mut self, now: Time, u: Update, out: &mut Fx) {
-        if let Err(e) = self.store.append(&record_of(&u)) {
+        if let Err(e) = self.store_mut(u.chain).append(&record_of(&u)) {
             // Not logged, not acknowledged: the predecessor still holds it and will resend.
             tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
             if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred()) {

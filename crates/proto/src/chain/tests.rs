@@ -5,9 +5,10 @@
 
 use super::*;
 use crate::manager::map::{ChainChange, MapCommand, NodeAddrs};
+use bytes::Bytes;
 use meridian_core::{Condition, Effect, Write};
-use meridian_store::{LogStore, SimVfs};
-use std::path::Path;
+use meridian_store::{LogOptions, SimVfs};
+use stores::StoreSpec;
 
 const LEASE: Duration = Duration::from_secs(3600);
 
@@ -27,10 +28,11 @@ fn addrs(id: u32) -> NodeAddrs {
 }
 
 fn open(id: NodeId, disk: &SimVfs) -> ChainNode {
-    let (store, _) = LogStore::open(Arc::new(disk.clone()), Path::new("/d")).unwrap();
+    let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/d".into(), log: LogOptions::default() };
+    let stores = Stores::open(spec, [KeyspaceId::DEFAULT], []).unwrap();
     // The harness's clock stands still, so pre-copies must not wait for their pace.
     let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
-    ChainNode::new(id, cfg, Box::new(store), u64::from(id.0) * 1000).unwrap()
+    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000).unwrap()
 }
 
 fn put(key: &str, value: &str) -> Request {
@@ -38,17 +40,27 @@ fn put(key: &str, value: &str) -> Request {
 }
 
 fn put_if(key: &str, value: &str, cond: Condition) -> Request {
-    Request::Write(Write { key: Bytes::from(key.to_string()), value: Some(Bytes::from(value.to_string())), cond })
+    Request::Write(Write {
+        keyspace: KeyspaceId::DEFAULT,
+        key: Bytes::from(key.to_string()),
+        value: Some(Bytes::from(value.to_string())),
+        cond,
+    })
 }
 
 fn del(key: &str) -> Request {
-    Request::Write(Write { key: Bytes::from(key.to_string()), value: None, cond: Condition::Always })
+    Request::Write(Write {
+        keyspace: KeyspaceId::DEFAULT,
+        key: Bytes::from(key.to_string()),
+        value: None,
+        cond: Condition::Always,
+    })
 }
 
 const OK_NEW: Reply = Reply::Written { applied: true, existed: false };
 
 fn get(key: &str) -> Request {
-    Request::Get { key: Bytes::from(key.to_string()) }
+    Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key.to_string()) }
 }
 
 fn value(v: &str) -> Reply {
@@ -246,7 +258,7 @@ fn a_joiner_copies_then_flushes_then_takes_part() {
     assert!(lus.iter().all(|&lu| lu == 51), "every member holds the whole history: {lus:?}");
     for i in 0..50 {
         let key = format!("k{i}");
-        let e = h.nodes[&NodeId(outsider)].store.get(key.as_bytes()).unwrap().unwrap();
+        let e = h.nodes[&NodeId(outsider)].store(ChainId(0)).get(key.as_bytes()).unwrap().unwrap();
         assert_eq!(e.value, Some(Bytes::from(format!("v{i}"))));
     }
 }
@@ -291,9 +303,9 @@ fn removing_the_tail_makes_its_predecessor_answer() {
     assert_eq!(h.request(1, get("k")), Some(value("v")));
     h.written(1, "k2", "v2");
     assert!(h.nodes[&tail].replicas.is_empty(), "the old tail left the chain");
-    assert_eq!(h.nodes[&tail].store.get(b"k").unwrap(), None, "and dropped its data");
+    assert_eq!(h.nodes[&tail].store(ChainId(0)).get(b"k").unwrap(), None, "and dropped its data");
     h.boot(tail);
-    assert_eq!(h.nodes[&tail].store.get(b"k").unwrap(), None, "for good");
+    assert_eq!(h.nodes[&tail].store(ChainId(0)).get(b"k").unwrap(), None, "for good");
 }
 
 /// Listing 1, CR_MID: the removed member's predecessor resends what the new successor lacks.

@@ -26,6 +26,8 @@ pub enum Learned {
     Map(Arc<ClusterMap>),
     /// Tail leases, valid until `until` on this node's clock.
     Leases { chains: Vec<(ChainId, u64)>, until: Time },
+    /// The leader refused an operator's request this node forwarded as number `ask`.
+    Refused { ask: u64, reason: String },
 }
 
 /// A node that is not yet in the cluster asks to be added with these addresses.
@@ -132,13 +134,14 @@ impl Agent {
             },
             MgrMsg::Map(map) => learned.extend(self.adopt(*map)?),
             MgrMsg::HeartbeatReply(reply) => self.on_reply(from, reply, &mut learned)?,
-            MgrMsg::Refused { reason } => {
+            MgrMsg::Refused { reason, ask: Some(ask) } => learned.push(Learned::Refused { ask, reason }),
+            MgrMsg::Refused { reason, ask: None } => {
                 if self.refused.as_ref() != Some(&reason) {
                     tracing::error!(node = %self.me, "the cluster manager refused this node's request: {reason}");
                 }
                 self.refused = Some(reason);
             }
-            MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } => {}
+            MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } | MgrMsg::Admin { .. } => {}
         }
         Ok(learned)
     }

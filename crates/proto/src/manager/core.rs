@@ -151,7 +151,7 @@ impl ManagerCore {
     /// A message for the leader. Anyone else answers with who it takes for the leader.
     pub fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut MgrOut) -> Result<(), RaftError> {
         if self.lead.is_none() {
-            if matches!(msg, MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. }) {
+            if matches!(msg, MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } | MgrMsg::Admin { .. }) {
                 let leader = self.raft.leader().filter(|&l| l != self.me);
                 out.mgr.push((from, MgrMsg::NotLeader { leader }));
             }
@@ -159,18 +159,37 @@ impl ManagerCore {
         }
         match msg {
             MgrMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
-            MgrMsg::Join { id, addrs, vnodes } => self.admin(now, from, MapCommand::AddNode { id, addrs, vnodes }, out),
-            MgrMsg::Leave { id } => self.admin(now, from, MapCommand::RemoveNode { id }, out),
+            MgrMsg::Join { id, addrs, vnodes } => {
+                self.admin(now, from, MapCommand::AddNode { id, addrs, vnodes }, None, out)
+            }
+            MgrMsg::Leave { id } => self.admin(now, from, MapCommand::RemoveNode { id }, None, out),
+            MgrMsg::Admin { cmd, ask } => match cmd {
+                MapCommand::CreateKeyspace { .. } | MapCommand::DropKeyspace { .. } => {
+                    self.admin(now, from, cmd, Some(ask), out)
+                }
+                _ => {
+                    let reason = "only keyspace commands are taken from operators".to_string();
+                    out.mgr.push((from, MgrMsg::Refused { reason, ask: Some(ask) }));
+                    Ok(())
+                }
+            },
             MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) | MgrMsg::Refused { .. } => Ok(()),
         }
     }
 
     /// Proposes an operator's (or a joining node's) command, or tells `from` why the map would refuse it.
-    fn admin(&mut self, now: Time, from: NodeId, cmd: MapCommand, out: &mut MgrOut) -> Result<(), RaftError> {
+    fn admin(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        cmd: MapCommand,
+        ask: Option<u64>,
+        out: &mut MgrOut,
+    ) -> Result<(), RaftError> {
         match self.map.clone().apply(&cmd) {
             Ok(_) => self.propose(now, cmd, out),
             Err(e) => {
-                out.mgr.push((from, MgrMsg::Refused { reason: e.to_string() }));
+                out.mgr.push((from, MgrMsg::Refused { reason: e.to_string(), ask }));
                 Ok(())
             }
         }

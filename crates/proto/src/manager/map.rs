@@ -83,7 +83,8 @@
 
 use super::placement::{partitions_valid, VidRing};
 use meridian_core::config::VNODES_MAX;
-use meridian_core::{ChainId, NodeId};
+use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
+use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -240,34 +241,48 @@ impl ChainView {
     }
 }
 
+/// A keyspace as the map keeps it: its name (unique among keyspaces) and configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Keyspace {
+    pub name: String,
+    pub config: KeyspaceConfig,
+}
+
+/// Chains a map may hold, over all keyspaces: the map travels whole in every change.
+pub const CHAINS_MAX: usize = 16_384;
+
 /// The replicated cluster map. Fields are public for reading; change them only through [`Self::apply`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterMap {
     /// Bumped once by every applied command that changes anything; 0 before bootstrap.
     pub epoch: u64,
-    /// R: target chain length (capped by the number of placeable nodes).
-    pub replication: usize,
-    /// P: number of partitions and of chains; 0 before bootstrap.
+    /// P: number of partitions, so of chains per keyspace; 0 before bootstrap.
     pub partitions: u32,
     pub nodes: BTreeMap<NodeId, NodeInfo>,
-    /// One chain per partition, `ChainId(0)..ChainId(P)`.
+    /// One chain per partition of every keyspace: `ChainId::new(k, 0)..ChainId::new(k, P)` for keyspace `k`.
     pub chains: BTreeMap<ChainId, ChainView>,
     /// The nodes that run the manager's Raft group.
     pub manager_voters: Vec<NodeId>,
     /// The next unused step id (and FLUSH sequence number).
     pub next_step: u64,
+    /// Every keyspace; `KeyspaceId::DEFAULT` always exists once bootstrapped.
+    pub keyspaces: BTreeMap<KeyspaceId, Keyspace>,
+    /// The next unused keyspace id: ids are never reused, so data of a dropped keyspace can never be taken
+    /// for a new one's.
+    pub next_keyspace: u32,
 }
 
 impl Default for ClusterMap {
     fn default() -> Self {
         ClusterMap {
             epoch: 0,
-            replication: 0,
             partitions: 0,
             nodes: BTreeMap::new(),
             chains: BTreeMap::new(),
             manager_voters: Vec::new(),
             next_step: 1,
+            keyspaces: BTreeMap::new(),
+            next_keyspace: 0,
         }
     }
 }
@@ -295,6 +310,10 @@ pub enum MapCommand {
     StepDone { chain: ChainId, step: u64 },
     /// Step `step` was given up.
     StepAborted { chain: ChainId, step: u64 },
+    /// A new keyspace under the next keyspace id, its chains at their targets (there is nothing to copy).
+    CreateKeyspace { name: String, config: KeyspaceConfig },
+    /// Removes a keyspace and its chains; nodes drop its data as they adopt the map.
+    DropKeyspace { name: String },
 }
 
 /// What an accepted command did.
@@ -388,6 +407,16 @@ pub enum MapError {
         chain: ChainId,
         node: NodeId,
     },
+    KeyspaceExists(String),
+    UnknownKeyspace(String),
+    /// `default` cannot be dropped.
+    DefaultKeyspace,
+    /// The keyspace's name or configuration is invalid (the reason says how).
+    BadKeyspace(String),
+    /// Another keyspace would exceed [`KEYSPACES_MAX`] keyspaces or [`CHAINS_MAX`] chains.
+    TooManyKeyspaces,
+    /// No node is Joining or Active, so a new keyspace's chains would have no member.
+    NoPlaceableNode,
 }
 
 impl fmt::Display for MapError {
@@ -430,6 +459,14 @@ impl fmt::Display for MapError {
             MapError::LastReplica { chain, node } => {
                 write!(f, "removing {node} would leave chain {chain} without a live replica")
             }
+            MapError::KeyspaceExists(name) => write!(f, "keyspace {name:?} already exists"),
+            MapError::UnknownKeyspace(name) => write!(f, "unknown keyspace {name:?}"),
+            MapError::DefaultKeyspace => write!(f, "the {DEFAULT_KEYSPACE} keyspace cannot be dropped"),
+            MapError::BadKeyspace(why) => f.write_str(why),
+            MapError::NoPlaceableNode => write!(f, "no node is ACTIVE or JOINING to hold the keyspace's chains"),
+            MapError::TooManyKeyspaces => {
+                write!(f, "too many keyspaces (at most {KEYSPACES_MAX}, and {CHAINS_MAX} chains in all)")
+            }
         }
     }
 }
@@ -450,10 +487,32 @@ impl ClusterMap {
         self.state(id).is_some_and(NodeState::is_live)
     }
 
-    /// The target chain of every partition, indexed by chain id ([`super::placement`]).
-    pub fn targets(&self) -> Vec<Vec<NodeId>> {
+    /// R of the chain's keyspace.
+    pub fn replication(&self, chain: ChainId) -> usize {
+        self.keyspaces.get(&chain.keyspace()).map_or(0, |k| k.config.replication())
+    }
+
+    /// The keyspace called `name`.
+    pub fn keyspace_named(&self, name: &str) -> Option<(KeyspaceId, &Keyspace)> {
+        self.keyspaces.iter().find(|(_, k)| k.name == name).map(|(&id, k)| (id, k))
+    }
+
+    /// The target members of every chain ([`super::placement`]): the first R (of its keyspace) of its
+    /// partition's preference list, so keyspaces with the same R place a partition on the same nodes.
+    pub fn targets(&self) -> BTreeMap<ChainId, Vec<NodeId>> {
+        let r_max = self.keyspaces.values().map(|k| k.config.replication()).max().unwrap_or(0);
+        let partitions = self.partition_targets(r_max);
+        self.chains.keys().map(|&id| (id, self.truncated(&partitions, id))).collect()
+    }
+
+    fn partition_targets(&self, r: usize) -> Vec<Vec<NodeId>> {
         let placeable = self.nodes.iter().filter(|(_, n)| n.state.is_placeable()).map(|(&id, n)| (id, n.vnodes));
-        VidRing::new(placeable).targets(self.partitions, self.replication)
+        VidRing::new(placeable).targets(self.partitions, r)
+    }
+
+    fn truncated(&self, partitions: &[Vec<NodeId>], chain: ChainId) -> Vec<NodeId> {
+        let all = &partitions[chain.partition() as usize];
+        all[..all.len().min(self.replication(chain))].to_vec()
     }
 
     /// Applies one log entry. Deterministic; on error nothing changed.
@@ -475,6 +534,8 @@ impl ClusterMap {
             MapCommand::AddInserted { chain, step } => self.add_inserted(*chain, *step),
             MapCommand::StepDone { chain, step } => self.step_done(*chain, *step),
             MapCommand::StepAborted { chain, step } => self.step_aborted(*chain, *step),
+            MapCommand::CreateKeyspace { name, config } => self.create_keyspace(name, config),
+            MapCommand::DropKeyspace { name } => self.drop_keyspace(name),
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;
@@ -500,17 +561,52 @@ impl ClusterMap {
             return Err(MapError::AlreadyBootstrapped);
         }
         validate_bootstrap(nodes, replication, partitions, voters)?;
-        let mut map = ClusterMap { replication, partitions, manager_voters: voters.to_vec(), ..self.clone() };
+        let mut map = ClusterMap { partitions, manager_voters: voters.to_vec(), ..self.clone() };
         for (id, addrs) in nodes {
             map.add_node(*id, addrs, vnodes)?;
             map.nodes.get_mut(id).expect("just added").state = NodeState::Active;
         }
-        let tail_epoch = self.applying_epoch();
-        for (p, members) in map.targets().into_iter().enumerate() {
-            let id = ChainId(p as u32);
-            map.chains.insert(id, ChainView { id, members, view: 1, tail_epoch, change: None });
-        }
+        map.create_keyspace(DEFAULT_KEYSPACE, &KeyspaceConfig::durable(replication))?;
         *self = map;
+        Ok(Applied::Changed)
+    }
+
+    /// The keyspace's chains start at their targets with view 1: a new keyspace has no data to copy.
+    fn create_keyspace(&mut self, name: &str, config: &KeyspaceConfig) -> Result<Applied, MapError> {
+        validate_name(name).and_then(|()| config.validate()).map_err(MapError::BadKeyspace)?;
+        if self.keyspace_named(name).is_some() {
+            return Err(MapError::KeyspaceExists(name.to_string()));
+        }
+        let too_many = self.keyspaces.len() >= KEYSPACES_MAX
+            || self.chains.len() + self.partitions as usize > CHAINS_MAX
+            || self.next_keyspace > KeyspaceId::MAX;
+        if too_many {
+            return Err(MapError::TooManyKeyspaces);
+        }
+        let partitions = self.partition_targets(config.replication());
+        if partitions.iter().any(Vec::is_empty) {
+            return Err(MapError::NoPlaceableNode);
+        }
+        let keyspace = KeyspaceId(self.next_keyspace);
+        self.next_keyspace += 1;
+        self.keyspaces.insert(keyspace, Keyspace { name: name.to_string(), config: config.clone() });
+        let tail_epoch = self.applying_epoch();
+        for (p, members) in partitions.into_iter().enumerate() {
+            let id = ChainId::new(keyspace, p as u32);
+            self.chains.insert(id, ChainView { id, members, view: 1, tail_epoch, change: None });
+        }
+        Ok(Applied::Changed)
+    }
+
+    /// Steps in flight on the keyspace's chains go with them; `settle` then removes nodes that were Leaving
+    /// or Failed and are in no chain any more.
+    fn drop_keyspace(&mut self, name: &str) -> Result<Applied, MapError> {
+        let (id, _) = self.keyspace_named(name).ok_or_else(|| MapError::UnknownKeyspace(name.to_string()))?;
+        if id == KeyspaceId::DEFAULT {
+            return Err(MapError::DefaultKeyspace);
+        }
+        self.keyspaces.remove(&id);
+        self.chains.retain(|c, _| c.keyspace() != id);
         Ok(Applied::Changed)
     }
 
@@ -623,7 +719,7 @@ impl ClusterMap {
         if c.members.iter().any(|&m| !self.is_live(m)) {
             return Err(MapError::NeedsRepair(c.id));
         }
-        if c.members.len() > self.replication {
+        if c.members.len() > self.replication(c.id) {
             return Err(MapError::TooManyReplicas(c.id));
         }
         if position >= c.members.len() {
@@ -703,7 +799,7 @@ impl ClusterMap {
             .nodes
             .iter()
             .filter_map(|(&id, n)| match n.state {
-                NodeState::Joining if self.holds_targets(id, targets.as_deref()?) => Some((id, NodeState::Active)),
+                NodeState::Joining if self.holds_targets(id, targets.as_ref()?) => Some((id, NodeState::Active)),
                 NodeState::Leaving | NodeState::Failed if !self.involved(id) => Some((id, NodeState::Removed)),
                 _ => None,
             })
@@ -713,8 +809,8 @@ impl ClusterMap {
         }
     }
 
-    fn holds_targets(&self, node: NodeId, targets: &[Vec<NodeId>]) -> bool {
-        targets.iter().zip(self.chains.values()).all(|(t, c)| !t.contains(&node) || c.holds(node))
+    fn holds_targets(&self, node: NodeId, targets: &BTreeMap<ChainId, Vec<NodeId>>) -> bool {
+        targets.iter().all(|(id, t)| !t.contains(&node) || self.chains[id].holds(node))
     }
 
     /// The map's invariants; `Err` describes the first violation. The simulator runs this after every
@@ -727,14 +823,27 @@ impl ClusterMap {
             };
         }
         ensure(partitions_valid(self.partitions), || format!("invalid partition count {}", self.partitions))?;
-        ensure(self.replication >= 1, || "replication 0".into())?;
-        ensure(self.chains.len() == self.partitions as usize, || format!("{} chains", self.chains.len()))?;
-        for (i, (&id, c)) in self.chains.iter().enumerate() {
-            ensure(id == ChainId(i as u32) && c.id == id, || format!("chain {id} out of place"))?;
+        self.check_keyspaces()?;
+        let expected = self.keyspaces.keys().flat_map(|&k| (0..self.partitions).map(move |p| ChainId::new(k, p)));
+        ensure(self.chains.keys().copied().eq(expected), || "chains do not match keyspaces × partitions".into())?;
+        for (&id, c) in &self.chains {
+            ensure(c.id == id, || format!("chain {id} out of place"))?;
             self.check_chain(c)?;
         }
         self.check_step_ids()?;
         self.check_nodes()
+    }
+
+    fn check_keyspaces(&self) -> Result<(), String> {
+        let default = self.keyspaces.get(&KeyspaceId::DEFAULT);
+        ensure(default.is_some_and(|k| k.name == DEFAULT_KEYSPACE), || "no default keyspace".into())?;
+        let names: BTreeSet<&str> = self.keyspaces.values().map(|k| k.name.as_str()).collect();
+        ensure(names.len() == self.keyspaces.len(), || "two keyspaces share a name".into())?;
+        for (id, k) in &self.keyspaces {
+            ensure(id.0 < self.next_keyspace, || format!("keyspace {id} not below next_keyspace"))?;
+            validate_name(&k.name).and_then(|()| k.config.validate()).map_err(|e| format!("keyspace {id}: {e}"))?;
+        }
+        Ok(())
     }
 
     fn check_chain(&self, c: &ChainView) -> Result<(), String> {
@@ -743,7 +852,7 @@ impl ClusterMap {
         let tail_epoch_valid = (1..=self.epoch).contains(&c.tail_epoch);
         ensure(tail_epoch_valid, || format!("chain {id}: tail epoch {} outside 1..={}", c.tail_epoch, self.epoch))?;
         ensure(!c.members.is_empty(), || format!("chain {id} is empty"))?;
-        ensure(c.members.len() <= self.replication + 1, || format!("chain {id} has more than R+1 members"))?;
+        ensure(c.members.len() <= self.replication(id) + 1, || format!("chain {id} has more than R+1 members"))?;
         let distinct: BTreeSet<NodeId> = c.members.iter().copied().collect();
         ensure(distinct.len() == c.members.len(), || format!("chain {id} repeats a member: {:?}", c.members))?;
         for &m in &c.members {
@@ -770,7 +879,7 @@ impl ClusterMap {
         let before = c.members.len() - usize::from(inserted);
         ensure(position < before, || format!("chain {id}: adding {node} at or after the tail"))?;
         ensure(!inserted || c.members[position] == node, || format!("chain {id}: {node} is not at {position}"))?;
-        ensure(before <= self.replication, || format!("chain {id}: add would exceed R+1"))?;
+        ensure(before <= self.replication(id), || format!("chain {id}: add would exceed R+1"))?;
         ensure(c.members.iter().all(|&m| self.is_live(m)), || format!("chain {id}: add with a failed member"))
     }
 

@@ -1,4 +1,5 @@
 use super::*;
+use meridian_core::keyspace::KEYSPACES_MAX;
 use meridian_core::wire;
 
 pub(crate) fn addrs(i: u32) -> NodeAddrs {
@@ -70,7 +71,7 @@ fn with_joiner(map: &ClusterMap) -> (NodeId, ClusterMap) {
             assert_eq!(add(&mut probe, i), Ok(Applied::Changed));
             (NodeId(i), probe)
         })
-        .find(|(id, probe)| probe.targets()[0].contains(id))
+        .find(|(id, probe)| probe.targets()[&ChainId(0)].contains(id))
         .unwrap()
 }
 
@@ -91,7 +92,7 @@ fn bootstrap_places_every_chain_at_its_target() {
     assert!(map.nodes.values().all(|n| n.state == NodeState::Active && n.vnodes == 8 && !n.departed));
     let targets = map.targets();
     for (id, c) in &map.chains {
-        assert_eq!((c.view, c.tail_epoch, &c.change, &c.members), (1, 1, &None, &targets[id.0 as usize]));
+        assert_eq!((c.view, c.tail_epoch, &c.change, &c.members), (1, 1, &None, &targets[id]));
     }
     assert_eq!(map.manager_voters, vec![NodeId(1), NodeId(2), NodeId(3)]);
 }
@@ -508,7 +509,16 @@ fn check_catches_broken_maps() {
             "is Some(Removed)",
             Box::new(|m| m.nodes.get_mut(&m.chains[&id].members[0]).unwrap().state = NodeState::Removed),
         ),
-        ("3 chains", Box::new(|m| drop(m.chains.remove(&ChainId(3))))),
+        ("do not match keyspaces", Box::new(|m| drop(m.chains.remove(&ChainId(3))))),
+        ("no default keyspace", Box::new(|m| drop(m.keyspaces.remove(&KeyspaceId::DEFAULT)))),
+        (
+            "share a name",
+            Box::new(|m| {
+                m.apply(&create("other", 1)).unwrap();
+                m.keyspaces.get_mut(&KeyspaceId(1)).unwrap().name = "default".into();
+            }),
+        ),
+        ("not below next_keyspace", Box::new(|m| m.next_keyspace = 0)),
         ("voter", Box::new(|m| m.manager_voters.push(NodeId(9)))),
         ("should not be JOINING", Box::new(|m| m.nodes.get_mut(&NodeId(1)).unwrap().state = NodeState::Joining)),
         (
@@ -632,4 +642,62 @@ fn states_and_errors_print_as_ctl_shows_them() {
         MapError::WrongStep { chain: ChainId(2), step: 5, in_flight: 4 }.to_string(),
         "chain c2 has step 4 in flight, not 5"
     );
+}
+
+fn create(name: &str, replication: usize) -> MapCommand {
+    MapCommand::CreateKeyspace { name: name.into(), config: KeyspaceConfig::durable(replication) }
+}
+
+#[test]
+fn a_keyspace_gets_its_own_chains_at_their_targets() {
+    let mut map = bootstrapped(4, 3, 8);
+    assert_eq!(map.keyspace_named("default").map(|(id, k)| (id, k.config.replication())), Some((KeyspaceId(0), 3)));
+    assert_eq!(map.apply(&create("single", 1)), Ok(Applied::Changed));
+    map.check().unwrap();
+    let (id, _) = map.keyspace_named("single").unwrap();
+    assert_eq!((id, map.chains.len()), (KeyspaceId(1), 16));
+    let targets = map.targets();
+    for p in 0..8 {
+        let (ours, default) = (&map.chains[&ChainId::new(id, p)], &map.chains[&ChainId(p)]);
+        assert_eq!((ours.view, &ours.members, ours.tail_epoch), (1, &targets[&ours.id], map.epoch));
+        assert_eq!(ours.members, default.members[..1], "the same partition, the first R of its preference list");
+    }
+}
+
+#[test]
+fn keyspace_commands_are_validated() {
+    let mut map = bootstrapped(3, 3, 4);
+    map.apply(&create("a", 2)).unwrap();
+    refused(&mut map, create("a", 1), MapError::KeyspaceExists("a".into()));
+    refused(&mut map, create("default", 1), MapError::KeyspaceExists("default".into()));
+    let bad_name = MapError::BadKeyspace(validate_name("a b").unwrap_err());
+    refused(&mut map, create("a b", 1), bad_name);
+    let bad_config = MapError::BadKeyspace(KeyspaceConfig::durable(0).validate().unwrap_err());
+    refused(&mut map, create("b", 0), bad_config);
+    refused(&mut map, MapCommand::DropKeyspace { name: "default".into() }, MapError::DefaultKeyspace);
+    refused(&mut map, MapCommand::DropKeyspace { name: "zz".into() }, MapError::UnknownKeyspace("zz".into()));
+    for i in map.keyspaces.len()..KEYSPACES_MAX {
+        map.apply(&create(&format!("k{i}"), 1)).unwrap();
+    }
+    refused(&mut map, create("one-more", 1), MapError::TooManyKeyspaces);
+    let mut wide = bootstrapped(3, 3, 4096);
+    for i in 1..CHAINS_MAX / 4096 {
+        wide.apply(&create(&format!("k{i}"), 1)).unwrap();
+    }
+    refused(&mut wide, create("one-more", 1), MapError::TooManyKeyspaces);
+}
+
+#[test]
+fn a_dropped_keyspace_takes_its_chains_and_its_id_is_never_reused() {
+    let mut map = bootstrapped(3, 2, 4);
+    map.apply(&create("a", 2)).unwrap();
+    let a = ChainId::new(KeyspaceId(1), 0);
+    let (node, step) = (map.chains[&a].members[0], map.next_step);
+    start(&mut map, a.0, ChainChange::Remove { node, step }).unwrap();
+    assert_eq!(map.apply(&MapCommand::DropKeyspace { name: "a".into() }), Ok(Applied::Changed));
+    map.check().unwrap();
+    assert!(map.chains.keys().all(|c| c.keyspace() == KeyspaceId::DEFAULT) && map.chains.len() == 4);
+    map.apply(&create("a", 1)).unwrap();
+    assert_eq!(map.keyspace_named("a").unwrap().0, KeyspaceId(2));
+    map.check().unwrap();
 }

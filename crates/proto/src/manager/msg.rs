@@ -1,7 +1,7 @@
 //! Messages between every node's agent and the manager's leader (seed 003 §2.6: heartbeats between the
 //! manager and its back-ends; Listing 2's JOIN, FLUSH_ACK and CR_*_DONE become reports in heartbeats).
 
-use super::map::{ClusterMap, NodeAddrs};
+use super::map::{ClusterMap, MapCommand, NodeAddrs};
 use crate::chain::StepReport;
 use meridian_core::{ChainId, NodeId};
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,11 @@ pub enum MgrMsg {
     /// Admin → leader: drain `id` out of its chains and remove it.
     Leave { id: NodeId },
     /// Leader → the node that asked: the map refuses the request (a node id used with other addresses, say).
-    Refused { reason: String },
+    /// `ask` is the asker's number for an operator's request ([`MgrMsg::Admin`]), None for the node's own join.
+    Refused { reason: String, ask: Option<u64> },
+    /// Admin → leader: an operator's keyspace command ([`MapCommand::CreateKeyspace`] or
+    /// [`MapCommand::DropKeyspace`]; the leader refuses any other), numbered `ask` by the sender.
+    Admin { cmd: MapCommand, ask: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

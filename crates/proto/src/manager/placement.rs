@@ -3,7 +3,8 @@
 //! The seed (003 §2.2–2.3) gives every key to the chain that starts at its clockwise successor VID, so
 //! each join splits a range and each leave merges two. Meridian keeps the VID ring for *who* replicates
 //! what, but cuts the 64-bit token space into `P` equal partitions that never change: partition `p`
-//! covers tokens `[p·2^64/P, (p+1)·2^64/P)` and is served by chain `ChainId(p)` forever. `P` is a power
+//! covers tokens `[p·2^64/P, (p+1)·2^64/P)` and is served by chain `ChainId::new(k, p)` of every keyspace `k`
+//! forever. `P` is a power
 //! of two between 1 and [`PARTITIONS_MAX`] ([`DEFAULT_PARTITIONS`] by default), so the partition of a
 //! token is its top `log2 P` bits.
 //!
@@ -21,13 +22,13 @@
 //! - Pre-copy to a joiner (§2.5 phase 1) is a scan of one token range, [`partition_range`].
 
 use meridian_core::ring::vid_token;
-use meridian_core::{ChainId, NodeId};
+use meridian_core::{ChainId, KeyspaceId, NodeId};
 use std::ops::RangeInclusive;
 
 /// Partitions (= chains) of a cluster unless configured otherwise.
 pub const DEFAULT_PARTITIONS: u32 = 64;
 /// Bound on the partition count: the cluster map holds one chain per partition and travels whole.
-pub const PARTITIONS_MAX: u32 = 4096;
+pub const PARTITIONS_MAX: u32 = 1 << ChainId::PARTITION_BITS;
 
 /// A partition count is valid if it is a power of two in `1..=PARTITIONS_MAX`.
 pub fn partitions_valid(partitions: u32) -> bool {
@@ -39,15 +40,15 @@ fn width(partitions: u32) -> u128 {
     (1u128 << 64) / u128::from(partitions)
 }
 
-/// The tokens of partition `chain`, both ends inclusive.
+/// The tokens of `chain`'s partition, both ends inclusive.
 pub fn partition_range(chain: ChainId, partitions: u32) -> RangeInclusive<u64> {
-    let first = u128::from(chain.0) * width(partitions);
+    let first = u128::from(chain.partition()) * width(partitions);
     first as u64..=(first + width(partitions) - 1) as u64
 }
 
-/// The chain that serves a key whose token is `token` ([`meridian_core::ring::key_token`]).
-pub fn chain_for_token(token: u64, partitions: u32) -> ChainId {
-    ChainId((u128::from(token) / width(partitions)) as u32)
+/// The chain of `keyspace` that serves a key whose token is `token` ([`meridian_core::ring::key_token`]).
+pub fn chain_for_token(keyspace: KeyspaceId, token: u64, partitions: u32) -> ChainId {
+    ChainId::new(keyspace, (u128::from(token) / width(partitions)) as u32)
 }
 
 /// The VIDs of a set of physical nodes, sorted clockwise.
@@ -108,8 +109,10 @@ mod tests {
             for c in 0..p {
                 let range = partition_range(ChainId(c), p);
                 assert_eq!(u128::from(*range.start()), next);
-                assert_eq!(chain_for_token(*range.start(), p), ChainId(c));
-                assert_eq!(chain_for_token(*range.end(), p), ChainId(c));
+                let k = KeyspaceId::DEFAULT;
+                assert_eq!(chain_for_token(k, *range.start(), p), ChainId(c));
+                assert_eq!(chain_for_token(k, *range.end(), p), ChainId(c));
+                assert_eq!(chain_for_token(KeyspaceId(3), *range.end(), p), ChainId::new(KeyspaceId(3), c));
                 next = u128::from(*range.end()) + 1;
             }
             assert_eq!(next, 1u128 << 64);

@@ -104,7 +104,7 @@ pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u
     let mut step = map.next_step;
     let mut steps = Vec::new();
     for (id, c) in map.chains.iter().filter(|(_, c)| c.change.is_none()) {
-        let Some(change) = next_change(map, c, &targets[id.0 as usize], step) else {
+        let Some(change) = next_change(map, c, &targets[id], step) else {
             continue;
         };
         if let ChainChange::Add { node, .. } = change {
@@ -128,7 +128,7 @@ fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) ->
     let missing = target.iter().copied().find(|&n| !c.contains(n));
     let surplus = c.members.iter().rev().copied().find(|n| !target.contains(n));
     match (missing, surplus) {
-        (Some(node), _) if c.members.len() <= map.replication => {
+        (Some(node), _) if c.members.len() <= map.replication(c.id) => {
             Some(ChainChange::Add { node, position: insert_position(c, target, node), step, inserted: false })
         }
         (_, Some(node)) if c.members.len() > 1 => Some(ChainChange::Remove { node, step }),

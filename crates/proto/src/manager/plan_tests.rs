@@ -53,7 +53,7 @@ impl Sim {
         keeps_a_live_replica(&before, &self.map, &cmd);
         views_follow_members(&before, &self.map, &cmd);
         if !matches!(cmd, MapCommand::StepDone { .. }) {
-            let shrank = |b: &&ChainView| self.map.chains[&b.id].members.len() < b.members.len();
+            let shrank = |b: &&ChainView| self.map.chains.get(&b.id).is_some_and(|a| a.members.len() < b.members.len());
             self.joiners_out += before.chains.values().filter(shrank).count();
         }
         if result.is_ok() && is_step(&cmd) {
@@ -116,7 +116,8 @@ fn is_step(cmd: &MapCommand) -> bool {
 /// The view moves by one exactly when the members change, and `tail_epoch` becomes the command's epoch
 /// exactly when the tail changes.
 fn views_follow_members(before: &ClusterMap, after: &ClusterMap, cmd: &MapCommand) {
-    for (id, b) in &before.chains {
+    // A dropped keyspace's chains are gone, not changed.
+    for (id, b) in before.chains.iter().filter(|(id, _)| after.chains.contains_key(id)) {
         let a = &after.chains[id];
         let moved = u64::from(a.members != b.members);
         assert_eq!(a.view, b.view + moved, "chain {id}: view of {:?} -> {:?} by {cmd:?}", b.members, a.members);
@@ -135,7 +136,7 @@ fn assert_ids_follow(map: &ClusterMap, steps: &[(ChainId, u64, ChainChange)]) {
 
 /// A chain goes from some live member to none only when its members fail.
 fn keeps_a_live_replica(before: &ClusterMap, after: &ClusterMap, cmd: &MapCommand) {
-    for (id, b) in &before.chains {
+    for (id, b) in before.chains.iter().filter(|(id, _)| after.chains.contains_key(id)) {
         let had = b.members.iter().any(|&m| before.is_live(m));
         let has = after.chains[id].members.iter().any(|&m| after.is_live(m));
         let failure = matches!(cmd, MapCommand::NodeFailed { .. });
@@ -178,7 +179,7 @@ fn assert_converged(map: &ClusterMap) {
     let targets = map.targets();
     let broken = irreparable(map);
     for (id, c) in &map.chains {
-        let target = &targets[id.0 as usize];
+        let target = &targets[id];
         if broken.contains(id) {
             assert!(c.members.iter().all(|&m| map.state(m) == Some(NodeState::Failed)));
         } else if target.is_empty() {
@@ -190,10 +191,8 @@ fn assert_converged(map: &ClusterMap) {
     for (&id, n) in &map.nodes {
         let held = match n.state {
             NodeState::Active | NodeState::Removed => true,
-            NodeState::Joining => {
-                targets.iter().zip(&map.chains).any(|(t, (c, _))| t.contains(&id) && broken.contains(c))
-            }
-            NodeState::Leaving => targets.iter().all(|t| t.is_empty()),
+            NodeState::Joining => targets.iter().any(|(c, t)| t.contains(&id) && broken.contains(c)),
+            NodeState::Leaving => targets.values().all(|t| t.is_empty()),
             NodeState::Failed => broken.iter().any(|c| map.chains[c].contains(id)),
         };
         assert!(held, "node {id} is still {}", n.state);
@@ -201,7 +200,7 @@ fn assert_converged(map: &ClusterMap) {
 }
 
 fn chains_at_full_target(map: &ClusterMap) -> bool {
-    map.targets().iter().zip(map.chains.values()).all(|(t, c)| *t == c.members)
+    map.targets().iter().all(|(id, t)| *t == map.chains[id].members)
 }
 
 #[test]
@@ -417,6 +416,7 @@ fn random_run(seed: u64) -> Sim {
             25..=27 => plan_from(&mut sim, &snapshot),
             28..=31 => offer_arbitrary_step(&mut sim, &mut rng),
             32..=58 => start_some(&mut sim, &mut rng),
+            59..=61 => offer_keyspace(&mut sim, &mut rng),
             _ => advance_one(&mut sim, &mut rng),
         }
         if rng.chance(10) {
@@ -455,6 +455,22 @@ fn offer_add(sim: &mut Sim, rng: &mut Rng, next_id: &mut u32) {
     };
     assert_eq!(sim.apply(MapCommand::AddNode { id, addrs: info.addrs, vnodes: info.vnodes }), expected);
     assert!(!sim.map.nodes[&id].departed || expected.is_err());
+}
+
+/// A new keyspace of random replication beside `default`, or the drop of it: one at a time is enough to mix
+/// replication factors, and keeps the runs quick.
+fn offer_keyspace(sim: &mut Sim, rng: &mut Rng) {
+    let others: Vec<String> = sim.map.keyspaces.values().map(|k| k.name.clone()).filter(|n| n != "default").collect();
+    if others.is_empty() {
+        let name = format!("k{}", sim.map.next_keyspace);
+        let config = meridian_core::KeyspaceConfig::durable(1 + rng.below(3));
+        let placeable = sim.map.nodes.values().any(|n| n.state.is_placeable());
+        let expected = if placeable { Ok(Applied::Changed) } else { Err(MapError::NoPlaceableNode) };
+        assert_eq!(sim.apply(MapCommand::CreateKeyspace { name, config }), expected);
+    } else {
+        let name = others[rng.below(others.len())].clone();
+        assert_eq!(sim.apply(MapCommand::DropKeyspace { name }), Ok(Applied::Changed));
+    }
 }
 
 fn offer_remove(sim: &mut Sim, rng: &mut Rng) {
@@ -503,7 +519,10 @@ fn replay_applied_step(sim: &mut Sim, rng: &mut Rng) {
     let result = sim.apply(cmd);
     let stale_report = matches!(
         result,
-        Err(MapError::NoStepInFlight(_) | MapError::WrongStep { .. } | MapError::AlreadyInserted { .. })
+        Err(MapError::NoStepInFlight(_)
+            | MapError::WrongStep { .. }
+            | MapError::AlreadyInserted { .. }
+            | MapError::UnknownChain(_))
     );
     assert!(stale_report || (started && result.is_err()), "{result:?}");
 }
@@ -528,7 +547,8 @@ fn plan_from(sim: &mut Sim, old: &ClusterMap) {
 
 /// A buggy or confused executor: whatever the map accepts must keep every invariant.
 fn offer_arbitrary_step(sim: &mut Sim, rng: &mut Rng) {
-    let c = sim.map.chains[&ChainId(rng.below(sim.map.chains.len()) as u32)].clone();
+    let chains: Vec<&ChainView> = sim.map.chains.values().collect();
+    let c = chains[rng.below(chains.len())].clone();
     let node = random_node(sim, rng);
     let step = sim.map.next_step - u64::from(rng.chance(20));
     let cmd = match rng.below(5) {

@@ -23,7 +23,7 @@ use crate::workload::ClientEvent;
 use crate::world::{CostModel, DiskParams, Event, World};
 use bytes::Bytes;
 use meridian_core::ring::key_token;
-use meridian_core::{Condition, NodeId, Reply, Request, Write};
+use meridian_core::{Condition, KeyspaceId, NodeId, Reply, Request, Write};
 use meridian_proto::manager::map::{ChainChange, ClusterMap, NodeState};
 use meridian_proto::manager::placement::chain_for_token;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeTimer};
@@ -166,7 +166,12 @@ fn lan() -> NetParams {
 }
 
 fn write(key: &str, value: &Bytes) -> Request {
-    Request::Write(Write { key: Bytes::from(key.to_string()), value: Some(value.clone()), cond: Condition::Always })
+    Request::Write(Write {
+        keyspace: KeyspaceId::DEFAULT,
+        key: Bytes::from(key.to_string()),
+        value: Some(value.clone()),
+        cond: Condition::Always,
+    })
 }
 
 impl Run {
@@ -221,7 +226,7 @@ impl Run {
     fn assign_clients(&mut self, x: &JoinExperiment, map: &ClusterMap) {
         let mut by_tail: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
         for (i, key) in self.keys.iter().enumerate() {
-            let chain = chain_for_token(key_token(key.as_bytes()), map.partitions);
+            let chain = chain_for_token(KeyspaceId::DEFAULT, key_token(key.as_bytes()), map.partitions);
             if let Some(tail) = map.chains[&chain].tail() {
                 by_tail.entry(tail).or_default().push(i);
             }
@@ -235,9 +240,16 @@ impl Run {
         let (node, keys) = &self.clients[client];
         let key = &self.keys[keys[self.rng.index(keys.len())]];
         let map = self.route.as_ref().expect("routing starts with the load");
-        let tail = map.chains[&chain_for_token(key_token(key.as_bytes()), map.partitions)].tail().unwrap_or(*node);
+        let tail = map.chains[&chain_for_token(KeyspaceId::DEFAULT, key_token(key.as_bytes()), map.partitions)]
+            .tail()
+            .unwrap_or(*node);
         self.next_op += 1;
-        self.world.client_send(client, self.next_op, tail, Request::Get { key: Bytes::from(key.clone()) });
+        self.world.client_send(
+            client,
+            self.next_op,
+            tail,
+            Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key.clone()) },
+        );
     }
 
     fn measure(&mut self, x: &JoinExperiment) -> Result<JoinReport, String> {

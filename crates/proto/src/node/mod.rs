@@ -6,16 +6,20 @@
 //! panicking: both runners stop the node on a core panic): the node can then no longer tell which chains it
 //! belongs to, and recovery from what is durable is the safe way on.
 
+mod admin;
+mod status;
+
+use crate::chain::stores::{StoreSpec, Stores};
 use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
-use crate::manager::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs};
+use crate::manager::map::{ClusterMap, MapCommand, NodeAddrs};
 use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
-use crate::manager::placement::{partition_range, DEFAULT_PARTITIONS};
+use crate::manager::placement::DEFAULT_PARTITIONS;
 use crate::manager::raft::RaftMsg;
-use meridian_core::{Admin, ClusterConfig, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
-use meridian_store::{Datastore, StoreError, StoreStats, Vfs};
+use meridian_core::{ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Request, RequestId, Time};
+use meridian_store::{LogOptions, StoreError, StoreStats, Vfs};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -90,16 +94,29 @@ pub struct ClusterNode {
     opened: MgrOut,
     /// The peer address last announced to the runner for each node.
     addressed: BTreeMap<NodeId, String>,
+    /// Keyspace commands waiting for the map to show them.
+    pending_admin: Vec<admin::PendingAdmin>,
 }
 
 impl ClusterNode {
-    pub fn open(setup: NodeSetup, cfg: NodeConfig, store: Box<dyn Datastore>) -> Result<ClusterNode, String> {
+    /// Opens the node in `setup.dir`: its map in `map/`, the manager's log in `raft/` (voters), each
+    /// keyspace's datastore in `keyspaces/ks-<id>/`, log stores with options `log`.
+    pub fn open(setup: NodeSetup, cfg: NodeConfig, log: LogOptions) -> Result<ClusterNode, String> {
         let me = setup.me;
-        let chain =
-            ChainNode::new(me, cfg.chain.clone(), store, setup.incarnation).map_err(|e: StoreError| e.to_string())?;
         let file = MapFile::new(setup.vfs.clone(), &setup.dir.join("map")).map_err(|e| e.to_string())?;
         let voters = voters(&setup.initial);
         let agent = Agent::open(me, file, voters.clone(), setup.join).map_err(|e| format!("cluster map: {e}"))?;
+        let (keyspaces, dropped) = match agent.map() {
+            Some(m) => {
+                let dropped = (0..m.next_keyspace).map(KeyspaceId).filter(|k| !m.keyspaces.contains_key(k));
+                (m.keyspaces.keys().copied().collect(), dropped.collect())
+            }
+            None => (vec![KeyspaceId::DEFAULT], Vec::new()),
+        };
+        let spec = StoreSpec { vfs: setup.vfs.clone(), dir: setup.dir.join("keyspaces"), log };
+        let stores = Stores::open(spec, keyspaces, dropped).map_err(|e| format!("datastores: {e}"))?;
+        let chain =
+            ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation).map_err(|e: StoreError| e.to_string())?;
         let (manager, opened) = if voters.contains(&me) {
             let boot = bootstrap(&setup.initial, cfg.partitions);
             let dir = setup.dir.join("raft");
@@ -110,7 +127,7 @@ impl ClusterNode {
             (None, MgrOut::default())
         };
         let addressed = setup.initial.nodes.iter().map(|n| (n.id, n.peer_addr.clone())).collect();
-        Ok(ClusterNode { me, cfg, agent, manager, chain, opened, addressed })
+        Ok(ClusterNode { me, cfg, agent, manager, chain, opened, addressed, pending_admin: Vec::new() })
     }
 
     pub fn chain(&self) -> &ChainNode {
@@ -176,7 +193,7 @@ impl ClusterNode {
 
     fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut NodeFx) {
         match msg {
-            MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } => {
+            MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } | MgrMsg::Admin { .. } => {
                 let mut mgr = MgrOut::default();
                 match self.manager.as_mut() {
                     Some(m) => m.on_mgr(now, from, msg, &mut mgr).expect("the manager's log must work (fail-stop)"),
@@ -196,8 +213,10 @@ impl ClusterNode {
             Learned::Map(map) => {
                 self.announce_addresses(&map, out);
                 self.chain_step(out, |c, fx| c.adopt(map, now, fx));
+                self.settle_admin(out);
             }
             Learned::Leases { chains, until } => self.chain_step(out, |c, fx| c.grant(&chains, until, now, fx)),
+            Learned::Refused { ask, reason } => self.admin_refused(ask, reason, out),
         }
     }
 
@@ -224,80 +243,7 @@ impl ClusterNode {
         for (to, msg) in beats {
             self.deliver_mgr(now, to, msg, out);
         }
-    }
-
-    fn admin(&mut self, now: Time, id: RequestId, admin: Admin, out: &mut NodeFx) {
-        match admin {
-            Admin::Status => out.reply(id, Reply::Text(self.status(now).to_string())),
-            Admin::RemoveNode { id: node } => {
-                let done = format!("asked the manager to drain and remove node {}", node.0);
-                self.forward_to_leader(now, id, MgrMsg::Leave { id: node }, done, out);
-            }
-            Admin::AddNode { id: node, peer_addr, resp_addr, http_addr, vnodes } => {
-                let done = format!("asked the manager to add node {}", node.0);
-                let addrs = NodeAddrs { peer_addr, resp_addr, http_addr };
-                self.forward_to_leader(now, id, MgrMsg::Join { id: node, addrs, vnodes }, done, out);
-            }
-        }
-    }
-
-    /// Forwards an administration request to the manager's leader, and tells the client so. The request is
-    /// idempotent; whether it took shows in the map (`Admin::Status`).
-    fn forward_to_leader(&mut self, now: Time, id: RequestId, msg: MgrMsg, done: String, out: &mut NodeFx) {
-        let Some(leader) = self.agent.leader_guess() else {
-            let msg = "no manager leader is known yet; retry".to_string();
-            return out.reply(id, Reply::Error(meridian_core::ErrorKind::Unavailable, msg));
-        };
-        self.deliver_mgr(now, leader, msg, out);
-        out.reply(id, Reply::Text(done));
-    }
-
-    /// The cluster as this node sees it: its newest map (nodes with their states, chains with their views,
-    /// members and any step in flight), the manager's state here, and this node's replicas with copy progress.
-    pub fn status(&self, now: Time) -> serde_json::Value {
-        let map = self.agent.map();
-        let nodes: Vec<serde_json::Value> = map
-            .iter()
-            .flat_map(|m| m.nodes.iter())
-            .map(|(id, n)| {
-                serde_json::json!({
-                    "id": id.0, "state": n.state.to_string(), "vnodes": n.vnodes, "departed": n.departed,
-                    "peer_addr": n.addrs.peer_addr, "resp_addr": n.addrs.resp_addr, "http_addr": n.addrs.http_addr,
-                })
-            })
-            .collect();
-        let chains: Vec<serde_json::Value> = map.iter().flat_map(|m| m.chains.values().map(move |c| (m, c))).map(|(m, c)| {
-            let range = partition_range(c.id, m.partitions);
-            serde_json::json!({
-                "id": c.id.0, "first_token": range.start(), "last_token": range.end(), "view": c.view,
-                "members": c.members.iter().map(|n| n.0).collect::<Vec<_>>(), "change": c.change.as_ref().map(change_json),
-            })
-        }).collect();
-        serde_json::json!({
-            "node": self.me.0,
-            "epoch": self.agent.epoch(),
-            "replication": map.map(|m| m.replication),
-            "partitions": map.map(|m| m.partitions),
-            "manager": {
-                "voters": map.map(|m| m.manager_voters.iter().map(|v| v.0).collect::<Vec<_>>()),
-                "here": self.manager.as_ref().map(|m| if m.is_leader() { "leader" } else { "voter" }),
-                "leader_guess": self.agent.leader_guess().map(|l| l.0),
-            },
-            "nodes": nodes,
-            "chains": chains,
-            "replicas": self.chain.status(now),
-            "served": { "reads": self.chain.stats().reads, "writes": self.chain.stats().writes },
-            "refused": self.agent.refused,
-        })
-    }
-}
-
-fn change_json(change: &ChainChange) -> serde_json::Value {
-    match *change {
-        ChainChange::Add { node, position, step, inserted } => {
-            serde_json::json!({ "add": node.0, "position": position, "step": step, "inserted": inserted })
-        }
-        ChainChange::Remove { node, step } => serde_json::json!({ "remove": node.0, "step": step }),
+        self.tend_admin(now, out);
     }
 }
 

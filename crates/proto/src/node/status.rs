@@ -1,0 +1,74 @@
+//! What `GET /v1/cluster`, `meridian ctl status` and `keyspace list` show: the node's map as JSON, with the
+//! manager's state and this node's replicas.
+
+use super::ClusterNode;
+use crate::manager::map::{ChainChange, ClusterMap};
+use crate::manager::placement::partition_range;
+use meridian_core::{ChainId, KeyspaceId, Time};
+
+impl ClusterNode {
+    /// The cluster as this node sees it: its newest map (nodes with their states, chains with their views,
+    /// members and any step in flight), the manager's state here, and this node's replicas with copy progress.
+    pub fn status(&self, now: Time) -> serde_json::Value {
+        let map = self.agent.map();
+        let nodes: Vec<serde_json::Value> = map
+            .iter()
+            .flat_map(|m| m.nodes.iter())
+            .map(|(id, n)| {
+                serde_json::json!({
+                    "id": id.0, "state": n.state.to_string(), "vnodes": n.vnodes, "departed": n.departed,
+                    "peer_addr": n.addrs.peer_addr, "resp_addr": n.addrs.resp_addr, "http_addr": n.addrs.http_addr,
+                })
+            })
+            .collect();
+        let chains: Vec<serde_json::Value> = map.iter().flat_map(|m| m.chains.values().map(move |c| (m, c))).map(|(m, c)| {
+            let range = partition_range(c.id, m.partitions);
+            serde_json::json!({
+                "id": c.id.0, "keyspace": c.id.keyspace().0, "partition": c.id.partition(),
+                "first_token": range.start(), "last_token": range.end(), "view": c.view,
+                "members": c.members.iter().map(|n| n.0).collect::<Vec<_>>(), "change": c.change.as_ref().map(change_json),
+            })
+        }).collect();
+        serde_json::json!({
+            "node": self.me.0,
+            "epoch": self.agent.epoch(),
+            "replication": map.map(|m| m.replication(ChainId::new(KeyspaceId::DEFAULT, 0))),
+            "partitions": map.map(|m| m.partitions),
+            "manager": {
+                "voters": map.map(|m| m.manager_voters.iter().map(|v| v.0).collect::<Vec<_>>()),
+                "here": self.manager.as_ref().map(|m| if m.is_leader() { "leader" } else { "voter" }),
+                "leader_guess": self.agent.leader_guess().map(|l| l.0),
+            },
+            "nodes": nodes,
+            "keyspaces": map.map(|m| keyspaces_json(m)),
+            "chains": chains,
+            "replicas": self.chain.status(now),
+            "served": { "reads": self.chain.stats().reads, "writes": self.chain.stats().writes },
+            "refused": self.agent.refused,
+        })
+    }
+}
+
+/// Every keyspace: its number (what `SELECT` takes), name and configuration.
+pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = map
+        .keyspaces
+        .iter()
+        .map(|(id, k)| {
+            serde_json::json!({
+                "id": id.0, "name": k.name, "replication": k.config.replication(),
+                "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(list)
+}
+
+fn change_json(change: &ChainChange) -> serde_json::Value {
+    match *change {
+        ChainChange::Add { node, position, step, inserted } => {
+            serde_json::json!({ "add": node.0, "position": position, "step": step, "inserted": inserted })
+        }
+        ChainChange::Remove { node, step } => serde_json::json!({ "remove": node.0, "step": step }),
+    }
+}

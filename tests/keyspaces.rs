@@ -1,0 +1,135 @@
+//! Keyspaces on real processes: `meridian ctl keyspace create|list|drop`, SELECT and KEYSPACE from a Redis
+//! connection, the same key in two keyspaces, a keyspace's own replication factor, a drop that removes the
+//! keyspace's files on every node, and a keyspace's data surviving a node's SIGKILL and restart.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::resp::{Conn, Resp};
+use support::{Cluster, Server};
+
+fn ctl_fails(server: &Server, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["ctl", "--addr", &server.http.to_string()])
+        .args(args)
+        .output()
+        .expect("run meridian ctl");
+    assert!(!out.status.success(), "meridian ctl {args:?} should have failed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn conn(server: &Server) -> Conn {
+    Conn::connect(server.resp, Duration::from_secs(5)).unwrap()
+}
+
+fn cmd(c: &mut Conn, args: &[&str]) -> Resp {
+    c.cmd(args).unwrap()
+}
+
+fn bulk(v: &str) -> Resp {
+    Resp::Bulk(Some(v.as_bytes().to_vec()))
+}
+
+fn ok() -> Resp {
+    Resp::Simple("OK".into())
+}
+
+fn error_starting(resp: &Resp, prefix: &str) -> bool {
+    matches!(resp, Resp::Error(e) if e.starts_with(prefix))
+}
+
+/// Members of every chain of keyspace `keyspace`, as `/v1/cluster` shows them.
+fn chain_lengths(server: &Server, keyspace: u64) -> Vec<usize> {
+    let status = server.cluster_status();
+    let chains = status["status"]["chains"].as_array().cloned().unwrap_or_default();
+    chains
+        .iter()
+        .filter(|c| c["keyspace"].as_u64() == Some(keyspace))
+        .map(|c| c["members"].as_array().map_or(0, Vec::len))
+        .collect()
+}
+
+/// Files left in a node's directory of keyspace `keyspace`.
+fn files_of(dir: &Path, node: u32, keyspace: u32) -> usize {
+    let path = dir.join(format!("node{node}/keyspaces/ks-{keyspace}"));
+    std::fs::read_dir(path).map_or(0, |d| d.count())
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn keyspaces_are_created_selected_dropped_and_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(3, dir.path());
+    let first = &cluster.servers[0];
+
+    assert_eq!(
+        first.ctl(&["keyspace", "create", "cache", "--replicas", "log"]).trim(),
+        "created keyspace cache (number 1)"
+    );
+    assert!(ctl_fails(first, &["keyspace", "create", "cache"]).contains("keyspace \"cache\" already exists"));
+    assert!(ctl_fails(first, &["keyspace", "create", "x", "--replicas", "log,disk"]).contains("unknown replica type"));
+    assert!(ctl_fails(first, &["keyspace", "create", "a b"]).contains("invalid keyspace name"));
+    assert!(ctl_fails(first, &["keyspace", "drop", "default"]).contains("cannot be dropped"));
+    let list = first.ctl(&["keyspace", "list"]);
+    assert!(list.contains("0       default              log,log,log"), "{list}");
+    assert!(list.contains("1       cache                log"), "{list}");
+    assert!(chain_lengths(first, 1).iter().all(|&n| n == 1) && !chain_lengths(first, 1).is_empty());
+    assert!(chain_lengths(first, 0).iter().all(|&n| n == 3));
+
+    // The same key in two keyspaces, through any node.
+    let mut c = conn(first);
+    assert_eq!(cmd(&mut c, &["SET", "k", "in-default"]), ok());
+    assert_eq!(cmd(&mut c, &["SELECT", "1"]), ok());
+    assert_eq!(cmd(&mut c, &["GET", "k"]), Resp::Bulk(None));
+    assert_eq!(cmd(&mut c, &["SET", "k", "in-cache"]), ok());
+    assert_eq!(cmd(&mut c, &["SELECT", "0"]), ok());
+    assert_eq!(cmd(&mut c, &["GET", "k"]), bulk("in-default"));
+    assert!(error_starting(&cmd(&mut c, &["KEYSPACE", "nope"]), "ERR unknown keyspace \"nope\""));
+    assert!(error_starting(&cmd(&mut c, &["SELECT", "7"]), "ERR unknown keyspace number 7"));
+    let mut other = conn(&cluster.servers[2]);
+    // Pipelined: the GET must already run in the keyspace the KEYSPACE before it chose.
+    other.send(&["KEYSPACE", "cache"]).unwrap();
+    other.send(&["GET", "k"]).unwrap();
+    assert_eq!((other.read().unwrap(), other.read().unwrap()), (ok(), bulk("in-cache")));
+
+    // A dropped keyspace is gone for its clients and from every node's disk.
+    assert_eq!(first.ctl(&["keyspace", "drop", "cache"]).trim(), "dropped keyspace cache");
+    assert!(error_starting(&cmd(&mut other, &["GET", "k"]), "ERR unknown keyspace 1"));
+    assert!(error_starting(&cmd(&mut other, &["SELECT", "1"]), "ERR unknown keyspace number 1"));
+    assert!(ctl_fails(first, &["keyspace", "drop", "cache"]).contains("unknown keyspace"));
+    let dir_path = dir.path().to_path_buf();
+    wait_until("the dropped keyspace's files removed", Duration::from_secs(10), || {
+        (1..=3).all(|n| files_of(&dir_path, n, 1) == 0)
+    });
+
+    // A keyspace created again under the old name is new and empty, and its data survive a SIGKILL.
+    assert_eq!(
+        first.ctl(&["keyspace", "create", "cache", "--replicas", "log,log"]).trim(),
+        "created keyspace cache (number 2)"
+    );
+    assert_eq!(cmd(&mut c, &["KEYSPACE", "cache"]), ok());
+    assert_eq!(cmd(&mut c, &["GET", "k"]), Resp::Bulk(None));
+    for i in 0..50 {
+        assert_eq!(cmd(&mut c, &["SET", &format!("key{i}"), &format!("value{i}")]), ok());
+    }
+    let victim = &mut cluster.servers[1];
+    victim.kill();
+    victim.spawn();
+    victim.wait_ready(Duration::from_secs(30));
+    let mut after = conn(victim);
+    assert_eq!(cmd(&mut after, &["SELECT", "2"]), ok());
+    wait_until("every key read back after the restart", Duration::from_secs(30), || {
+        (0..50).all(|i| cmd(&mut after, &["GET", &format!("key{i}")]) == bulk(&format!("value{i}")))
+    });
+    assert_eq!(cmd(&mut after, &["SELECT", "0"]), ok());
+    assert_eq!(cmd(&mut after, &["GET", "k"]), bulk("in-default"));
+}
