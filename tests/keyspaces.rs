@@ -133,3 +133,64 @@ fn keyspaces_are_created_selected_dropped_and_durable() {
     assert_eq!(cmd(&mut after, &["SELECT", "0"]), ok());
     assert_eq!(cmd(&mut after, &["GET", "k"]), bulk("in-default"));
 }
+
+/// Seed 003 §5.3 on real processes: a `mem,log` keyspace keeps its head replicas in memory. A SIGKILLed node
+/// restarts without them; it reports them lost, the manager repairs each chain around it and copies it back
+/// from the log replica, and no acknowledged write is lost.
+#[test]
+fn memory_replicas_lost_to_a_restart_are_copied_back_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(3, dir.path());
+    let first = &cluster.servers[0];
+    let created = first.ctl(&["keyspace", "create", "md", "--replicas", "mem,log"]);
+    assert_eq!(created.trim(), "created keyspace md (number 1)");
+    assert!(first.ctl(&["keyspace", "list"]).contains("1       md                   mem,log"));
+    let mut c = conn(first);
+    assert_eq!(cmd(&mut c, &["KEYSPACE", "md"]), ok());
+    for i in 0..200 {
+        assert_eq!(cmd(&mut c, &["SET", &format!("key{i}"), &format!("value{i}")]), ok());
+    }
+    let md_chains = |s: &Server| -> Vec<serde_json::Value> {
+        let chains = s.cluster_status()["status"]["chains"].as_array().cloned().unwrap_or_default();
+        chains.into_iter().filter(|c| c["keyspace"].as_u64() == Some(1)).collect()
+    };
+    // The chains whose memory replica node 2 holds, and their views: each must be repaired (two new views).
+    let in_memory: Vec<(u64, u64)> = md_chains(first)
+        .iter()
+        .filter(|c| {
+            let at = c["members"].as_array().unwrap().iter().position(|m| m.as_u64() == Some(2));
+            at.is_some_and(|i| c["kinds"][i] == "mem")
+        })
+        .map(|c| (c["id"].as_u64().unwrap(), c["view"].as_u64().unwrap()))
+        .collect();
+    assert!(!in_memory.is_empty(), "node 2 keeps some chain in memory");
+    let victim = &mut cluster.servers[1];
+    victim.kill();
+    victim.spawn();
+    victim.wait_ready(Duration::from_secs(30));
+    let settled = |s: &Server| {
+        let md = md_chains(s);
+        let repaired = in_memory.iter().all(|&(id, view)| {
+            md.iter().any(|c| c["id"].as_u64() == Some(id) && c["view"].as_u64().is_some_and(|v| v >= view + 2))
+        });
+        let kinds = |c: &serde_json::Value| {
+            let mut k: Vec<String> = c["kinds"].as_array().unwrap().iter().map(|k| k.to_string()).collect();
+            k.sort();
+            k
+        };
+        repaired
+            && md.iter().all(|c| {
+                c["lost"].as_array().is_some_and(Vec::is_empty)
+                    && c["change"].is_null()
+                    && kinds(c) == ["\"log\"", "\"mem\""]
+            })
+    };
+    wait_until("every md chain repaired, back at mem,log", Duration::from_secs(60), || settled(&cluster.servers[0]));
+    let mut after = conn(&cluster.servers[1]);
+    assert_eq!(cmd(&mut after, &["KEYSPACE", "md"]), ok());
+    for i in 0..200 {
+        assert_eq!(cmd(&mut after, &["GET", &format!("key{i}")]), bulk(&format!("value{i}")), "key{i}");
+    }
+    let lost = cluster.servers[1].cluster_status()["status"]["chains"].clone();
+    assert!(lost.as_array().unwrap().iter().all(|c| c["restored_from"].is_null()), "nothing was restored: {lost}");
+}

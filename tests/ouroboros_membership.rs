@@ -77,7 +77,7 @@ fn a_node_joins_another_fails_and_is_removed_under_load() {
     let said = String::from_utf8_lossy(&clash.stderr);
     assert!(!clash.status.success() && said.contains("node id 2 is already used"), "{said}");
     let status = first.ctl(&["status"]);
-    assert!(status.contains("at their R, 0 with a step in flight or not at R"), "{status}");
+    assert!(status.contains("at their R, 0 with a step in flight, a lost replica or not at R"), "{status}");
     assert!(status.contains("REMOVED"), "{status}");
     std::thread::sleep(Duration::from_secs(2));
 

@@ -74,3 +74,12 @@ fn a_joiner_that_skips_its_flush_is_caught() {
     let caught = caught(&results);
     assert!(caught.len() >= 4, "only {} of 40 seeds caught a joiner skipping its flush", caught.len());
 }
+
+/// A node that trusts a memory replica after a restart serves (or passes on) a state that lost acknowledged
+/// writes. Only runs whose extra keyspaces keep replicas in memory can show it.
+#[test]
+fn a_node_that_trusts_a_replica_lost_to_its_restart_is_caught() {
+    let results = sweep_with(PlantedBug::TrustsLostReplicas, 100, "crash,partition,pause,clock,join,leave,manager");
+    let caught = caught(&results);
+    assert!(caught.len() >= 5, "only {} of 100 seeds caught a node trusting a lost replica", caught.len());
+}

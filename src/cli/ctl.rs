@@ -183,9 +183,13 @@ fn chains(s: &Value) -> String {
     let r_of = |c: &Value| replication.iter().find(|(k, _)| Some(*k) == c["keyspace"].as_u64()).map_or(0, |&(_, r)| r);
     let len = |c: &Value| c["members"].as_array().map_or(0, Vec::len);
     let at_r = all.iter().filter(|c| len(c) == r_of(c)).count();
-    let busy: Vec<&Value> = all.iter().filter(|c| len(c) != r_of(c) || !c["change"].is_null()).collect();
-    let mut out =
-        format!("chains: {} ({at_r} at their R, {} with a step in flight or not at R)\n", all.len(), busy.len());
+    let lost = |c: &Value| c["lost"].as_array().is_some_and(|l| !l.is_empty());
+    let busy: Vec<&Value> = all.iter().filter(|c| len(c) != r_of(c) || !c["change"].is_null() || lost(c)).collect();
+    let mut out = format!(
+        "chains: {} ({at_r} at their R, {} with a step in flight, a lost replica or not at R)\n",
+        all.len(),
+        busy.len()
+    );
     for c in busy {
         let step = match &c["change"] {
             Value::Null => String::new(),
@@ -198,7 +202,8 @@ fn chains(s: &Value) -> String {
             ),
             ch => format!("  removing n{} (step {})", ch["remove"], ch["step"]),
         };
-        out += &format!("  {:<6} v{:<4} {}{step}\n", chain_name(&c["id"]), text(&c["view"]), ids(&c["members"]));
+        let lost = if lost(c) { format!("  lost: {}", ids(&c["lost"])) } else { String::new() };
+        out += &format!("  {:<6} v{:<4} {}{step}{lost}\n", chain_name(&c["id"]), text(&c["view"]), ids(&c["members"]));
     }
     out
 }

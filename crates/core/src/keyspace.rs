@@ -15,18 +15,34 @@ pub const NAME_MAX: usize = 64;
 /// Longest chain a keyspace may ask for.
 pub const REPLICAS_MAX: usize = 7;
 
-/// The datastore a replica keeps its data in.
+/// The datastore a replica keeps its data in (seed 003 §5.3, "replica types").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ReplicaKind {
+    /// `mem`: memory only (the seed's "M"); a restart loses it.
+    Mem,
     /// `log`: FAWN-DS, the durable append-only log with an in-memory index (the seed's "D").
     Log,
+    /// `buffered`: memory over a log written a batch at a time (the seed's "M_b…D"); a crash loses the
+    /// batch not yet on disk.
+    Buffered,
 }
 
 impl ReplicaKind {
+    pub const ALL: [ReplicaKind; 3] = [ReplicaKind::Mem, ReplicaKind::Log, ReplicaKind::Buffered];
+
     pub fn name(self) -> &'static str {
         match self {
+            ReplicaKind::Mem => "mem",
             ReplicaKind::Log => "log",
+            ReplicaKind::Buffered => "buffered",
         }
+    }
+
+    /// Whether a replica of this kind is whole after its node restarts: only a log fsynced before every
+    /// acknowledgement is. A replica of another kind may miss writes it acknowledged, so after a restart it is
+    /// not trusted until copied again (or, if no replica of its chain is whole, kept as the best there is).
+    pub fn survives_restart(self) -> bool {
+        matches!(self, ReplicaKind::Log)
     }
 }
 
@@ -40,10 +56,10 @@ impl FromStr for ReplicaKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "log" => Ok(ReplicaKind::Log),
-            other => Err(format!("unknown replica type {other:?}; expected log")),
-        }
+        ReplicaKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown replica type {s:?}; expected mem, log or buffered"))
     }
 }
 
@@ -99,8 +115,8 @@ mod tests {
 
     #[test]
     fn replica_lists_parse_and_print() {
-        let config = KeyspaceConfig { replicas: KeyspaceConfig::parse_replicas("log, log").unwrap() };
-        assert_eq!((config.replication(), config.replicas_text()), (2, "log,log".to_string()));
+        let config = KeyspaceConfig { replicas: KeyspaceConfig::parse_replicas("mem, log,buffered").unwrap() };
+        assert_eq!((config.replication(), config.replicas_text()), (3, "mem,log,buffered".to_string()));
         assert!(KeyspaceConfig::parse_replicas("log,disk").unwrap_err().contains("unknown replica type \"disk\""));
         assert!(KeyspaceConfig::durable(0).validate().is_err());
         assert!(KeyspaceConfig::durable(REPLICAS_MAX + 1).validate().is_err());

@@ -4,10 +4,12 @@
 use crate::rng::SimRng;
 use crate::run::node_ids;
 use crate::world::Hooks;
-use meridian_core::{ChainId, ClusterConfig, ConfigError, NodeId, NodeSpec, Time};
+use meridian_core::ring::key_token;
+use meridian_core::{ChainId, ClusterConfig, ConfigError, KeyspaceId, NodeId, NodeSpec, Time};
 use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::{ClusterMap, NodeAddrs};
+use meridian_proto::manager::placement::chain_for_token;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeMsg, NodeSetup};
 use meridian_store::{CompactionOptions, LogOptions, SimVfs};
 use std::collections::BTreeMap;
@@ -82,12 +84,19 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
             ("chains left", chain.drops),
             ("reads served", chain.reads),
             ("writes committed", chain.writes),
+            ("replicas lost", chain.lost),
         ]
+    });
+    let restored = Box::new(|node: &ClusterNode, keyspace: KeyspaceId, key: &[u8]| {
+        let Some(map) = node.map() else { return false };
+        let chain = chain_for_token(keyspace, key_token(key), map.partitions);
+        map.chains.get(&chain).is_some_and(|c| c.restored.is_some())
     });
     Hooks {
         factory,
         invariants,
         counters,
+        restored,
         leads: Box::new(|n: &ClusterNode| n.manager().is_some_and(|m| m.is_leader())),
         describe: Box::new(|n: &ClusterNode, now: Time| n.describe(now)),
         label: Box::new(|msg: &NodeMsg| match msg {

@@ -130,6 +130,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let failure = failure
         .map(|f| format!("{f}\nnetwork: {}\nnodes when the run stopped:\n{}", world.net.describe(), world.describe()));
     world.finish_counters();
+    workload.set_aside(|keyspace, key| world.restored(keyspace, key));
     world.totals.extend(workload.keyspace_counters());
     RunReport {
         seed: opts.seed,

@@ -6,7 +6,7 @@
 use crate::clock::Clock;
 use crate::net::Network;
 use crate::rng::SimRng;
-use meridian_core::{wire, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
+use meridian_core::{wire, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, Time};
 use meridian_store::SimVfs;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -30,6 +30,10 @@ fn write_bytes(req: &Request) -> usize {
     }
 }
 
+/// Whether a node's view of the cluster says the chain holding a key (keyspace, key bytes) was restored from a
+/// replica that lost writes: the run's history of that key holds no guarantee.
+pub type Restored<P> = Box<dyn Fn(&P, KeyspaceId, &[u8]) -> bool>;
+
 /// A node's state in a few lines, given its clock's reading, for the report of a run that failed.
 pub type Describe<P> = Box<dyn Fn(&P, Time) -> String>;
 
@@ -41,6 +45,7 @@ pub struct Hooks<P: Process> {
     pub factory: Factory<P>,
     pub invariants: Invariants<P>,
     pub counters: Counters<P>,
+    pub restored: Restored<P>,
     /// Whether a node currently leads the cluster manager (the `manager` nemesis crashes it).
     pub leads: Box<dyn Fn(&P) -> bool>,
     pub describe: Describe<P>,
@@ -282,6 +287,16 @@ impl<P: Process> World<P> {
                 *self.totals.entry(name).or_default() += n;
             }
         }
+    }
+
+    /// Whether any node that is up says `f`.
+    pub fn any_up(&self, f: impl Fn(&P) -> bool) -> bool {
+        self.nodes.values().filter_map(|n| n.proc.as_ref()).any(f)
+    }
+
+    /// Whether any node that is up says the chain holding a key was restored ([`Hooks::restored`]).
+    pub fn restored(&self, keyspace: KeyspaceId, key: &[u8]) -> bool {
+        self.any_up(|p| (self.hooks.restored)(p, keyspace, key))
     }
 
     /// Every node's state as [`Hooks::describe`] tells it.

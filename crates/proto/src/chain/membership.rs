@@ -8,11 +8,18 @@ use super::serve::{ack_mark, record_of};
 use super::{ChainNode, ChainTimer, Fx, StepReport};
 use crate::manager::map::{ChainChange, ChainView, ClusterMap};
 use crate::manager::placement::partition_range;
-use meridian_core::{ChainId, KeyspaceId, NodeId, Reply, Time};
+use meridian_core::{ChainId, KeyspaceId, NodeId, ReplicaKind, Reply, Time};
 use meridian_store::{Body, Record, StoreError};
 use std::sync::Arc;
 
 use super::lease::Lease;
+
+/// The record that drops everything of `chain` before it from a store.
+pub(super) fn drop_record(chain: ChainId, partitions: u32) -> Record {
+    let range = partition_range(chain, partitions);
+    let body = Body::DropRange { start_exclusive: range.start().wrapping_sub(1), end_inclusive: *range.end() };
+    Record { chain: chain.0, seq: 0, key: Default::default(), body }
+}
 
 /// This node's role in `chain` according to the map.
 fn role_in(me: NodeId, chain: &ChainView) -> Role {
@@ -49,11 +56,11 @@ impl ChainNode {
                 Role::Outside => {}
                 _ if known == Some(role) => {}
                 Role::Joiner { .. } => {
-                    self.open_store(chain.id.keyspace());
+                    self.prepare(chain, &map);
                     self.become_joiner(chain.id, role, &map)
                 }
                 Role::Member { .. } => {
-                    self.open_store(chain.id.keyspace());
+                    self.prepare(chain, &map);
                     self.become_member(now, chain.id, role, &map, out)
                 }
             }
@@ -61,10 +68,38 @@ impl ChainNode {
         self.leases.retain(|c, l| self.replicas.get(c).and_then(Replica::view) == Some(l.view));
     }
 
-    fn open_store(&mut self, keyspace: KeyspaceId) {
-        if let Err(e) = self.stores.get_or_open(keyspace) {
+    /// Readies this node's replica of `chain`, which the map involves it in, for its new role: opens its store
+    /// and gives it the kind the map says. A replica of another kind is left over from an earlier membership:
+    /// its data goes, and a member that finds nothing else counts as lost. A lost replica added again starts
+    /// afresh (it may hold writes the chain never committed); one the map restored from is whole again.
+    fn prepare(&mut self, chain: &ChainView, map: &ClusterMap) {
+        let kind = chain.kind_of(self.me).expect("the map involves this node");
+        let key = (chain.id.keyspace(), kind);
+        if let Err(e) = self.stores.get_or_open(key) {
             // The node cannot take part without it, and it is in the map as if it did (fail-stop).
-            panic!("{}: cannot open the datastore of keyspace {keyspace}: {e}", self.me);
+            panic!("{}: cannot open the {} datastore of keyspace {}: {e}", self.me, kind, key.0);
+        }
+        let member = chain.contains(self.me);
+        let restored = chain.restored == Some((self.me, self.incarnation));
+        let Some(r) = self.replicas.get_mut(&chain.id) else {
+            self.replicas.insert(chain.id, Replica::empty(kind));
+            return;
+        };
+        if r.kind != kind || (r.lost && !member) {
+            let old = r.kind;
+            self.drop_data(chain.id, old, map);
+            let r = Replica { lost: member && old != kind, ..Replica::empty(kind) };
+            self.replicas.insert(chain.id, r);
+        } else if r.lost && restored {
+            r.lost = false;
+        }
+    }
+
+    /// Appends a range drop for `chain` to the store of `kind`, so its data there is gone for good.
+    fn drop_data(&mut self, chain: ChainId, kind: ReplicaKind, map: &ClusterMap) {
+        let Some(store) = self.stores.get_mut((chain.keyspace(), kind)) else { return };
+        if let Err(e) = store.append(&drop_record(chain, map.partitions)) {
+            tracing::warn!(%chain, "cannot drop the data of a chain this node left: {e}");
         }
     }
 
@@ -72,8 +107,9 @@ impl ChainNode {
     fn forget_dropped(&mut self, map: &ClusterMap, out: &mut Fx) {
         let gone: Vec<ChainId> = self.replicas.keys().filter(|c| !map.chains.contains_key(c)).copied().collect();
         gone.into_iter().for_each(|chain| self.forget(chain, out));
-        let dropped: Vec<KeyspaceId> =
-            self.stores.iter().map(|(k, _)| k).filter(|k| !map.keyspaces.contains_key(k)).collect();
+        let mut dropped: Vec<KeyspaceId> =
+            self.stores.iter().map(|((k, _), _)| k).filter(|k| !map.keyspaces.contains_key(k)).collect();
+        dropped.dedup();
         for keyspace in dropped {
             if let Err(e) = self.stores.remove(keyspace) {
                 tracing::warn!(%keyspace, "cannot remove the files of a dropped keyspace: {e}");
@@ -96,18 +132,14 @@ impl ChainNode {
 
     /// Leaves a chain this node no longer takes part in, dropping its data durably with a range drop.
     fn leave(&mut self, chain: ChainId, map: &ClusterMap, out: &mut Fx) {
+        let kind = self.replicas[&chain].kind;
         self.forget(chain, out);
-        let range = partition_range(chain, map.partitions);
-        let body = Body::DropRange { start_exclusive: range.start().wrapping_sub(1), end_inclusive: *range.end() };
-        let Some(store) = self.stores.get_mut(chain.keyspace()) else { return };
-        if let Err(e) = store.append(&Record { chain: chain.0, seq: 0, key: Default::default(), body }) {
-            tracing::warn!(%chain, "cannot drop the data of a chain this node left: {e}");
-        }
+        self.drop_data(chain, kind, map);
     }
 
     fn become_joiner(&mut self, chain: ChainId, role: Role, map: &ClusterMap) {
         let Role::Joiner { step, view, tail } = role else { unreachable!("called for joiners") };
-        let r = self.replicas.entry(chain).or_default();
+        let r = self.replicas.get_mut(&chain).expect("prepared");
         // A member that was taken out and is added again keeps its data: it reflects every update up to its
         // LU, which is all a pre-copy base needs.
         r.unacked.clear();
@@ -119,9 +151,13 @@ impl ChainNode {
     }
 
     fn become_member(&mut self, now: Time, chain: ChainId, role: Role, map: &ClusterMap, out: &mut Fx) {
-        let r = self.replicas.entry(chain).or_default();
+        let r = self.replicas.get_mut(&chain).expect("prepared");
         let was = r.role;
         r.role = role;
+        if r.lost {
+            // It waits, silent, for the manager to repair the chain around it or to restore from it.
+            return;
+        }
         let Role::Member { view, pred, succ, flushing } = role else { unreachable!("called for members") };
         if matches!(was, Role::Joiner { .. }) || flushing.is_none() {
             self.copies.remove(&chain);

@@ -5,7 +5,10 @@
 //! loss on broken connections, partitions, pauses, clock drift, joins, leaves, failures (real or suspected)
 //! and manager failover. Availability is not promised while a chain is being repaired: its requests are
 //! retried by the front-end and time out with "outcome unknown" if the repair takes longer than the request
-//! timeout.
+//! timeout. A replica kept in a datastore that does not survive a restart (`mem`, `buffered`: seed 003 §5.3)
+//! is lost when its node restarts: the node takes no part in the chain until the manager repairs it, and a chain
+//! whose every replica was lost is restored from the best of them, without the writes it lacked
+//! (docs/keyspaces.md, "Replica types").
 //!
 //! The cluster map (`crate::manager::map`) says who is in each chain and in which order, and the chain's view
 //! number; this node acts on the newest map it has seen ([`ChainNode::adopt`]). How it holds (see
@@ -100,6 +103,8 @@ pub enum PlantedBug {
     IgnoresLease,
     /// A member inserted by a join takes part at once, without flushing what it missed since its pre-copy.
     SkipsFlush,
+    /// A node that restarts trusts its replicas of kinds that do not survive a restart, as if they were whole.
+    TrustsLostReplicas,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,6 +121,17 @@ pub enum StepReport {
     PreCopied { chain: ChainId, step: u64 },
     /// The inserted member's flush completed: it is a valid replica (`StepDone`).
     Flushed { chain: ChainId, step: u64 },
+}
+
+/// What a node says about its replicas in every heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplicaReports {
+    /// Steps this node has durably finished its part of.
+    pub steps: Vec<StepReport>,
+    /// This run of the node.
+    pub incarnation: u64,
+    /// The chains this node is a member of but lost its replica of to a restart, with the LU it holds.
+    pub lost: Vec<(ChainId, u64)>,
 }
 
 /// One chain as this node holds it, for status pages and failure reports.
@@ -180,10 +196,14 @@ pub struct ChainStats {
     pub reads: u64,
     /// Writes this node committed as a tail.
     pub writes: u64,
+    /// Replicas this node found lost when it started (kept in a kind that does not survive a restart).
+    pub lost: u64,
 }
 
 pub struct ChainNode {
     me: NodeId,
+    /// This run of the node (see [`ChainNode::new`]).
+    incarnation: u64,
     stats: ChainStats,
     cfg: ChainConfig,
     stores: Stores,
@@ -209,14 +229,37 @@ pub struct ChainNode {
 impl ChainNode {
     /// Builds the node's state from its datastores' logs. `incarnation` must differ between runs of the
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
-    pub fn new(me: NodeId, cfg: ChainConfig, mut stores: Stores, incarnation: u64) -> Result<ChainNode, StoreError> {
-        let replicas = recovery::recover_all(&stores)?;
+    /// `previous` is the map the node last acted on before this start, if it ran before: the replicas it
+    /// gave this node in kinds that do not survive a restart are lost.
+    pub fn new(
+        me: NodeId,
+        cfg: ChainConfig,
+        mut stores: Stores,
+        incarnation: u64,
+        previous: Option<&ClusterMap>,
+    ) -> Result<ChainNode, StoreError> {
+        let kind_in = |chain: ChainId| previous.and_then(|m| m.chains.get(&chain)).and_then(|c| c.kind_of(me));
+        let (mut replicas, stale) = recovery::recover_all(&stores, &kind_in)?;
+        if let Some(map) = previous {
+            for (chain, key) in stale {
+                stores.get_or_open(key)?.append(&membership::drop_record(chain, map.partitions))?;
+            }
+            #[cfg(feature = "planted-bugs")]
+            let trusting = cfg.planted_bug == Some(PlantedBug::TrustsLostReplicas);
+            #[cfg(not(feature = "planted-bugs"))]
+            let trusting = false;
+            if !trusting {
+                recovery::mark_lost(me, map, &mut replicas);
+            }
+        }
+        let lost = replicas.values().filter(|r| r.lost).count() as u64;
         // Records that survived a process crash may still sit in the page cache only; they are about to
         // be forwarded as durable, so make them so.
         stores.sync()?;
         Ok(ChainNode {
             me,
-            stats: ChainStats::default(),
+            incarnation,
+            stats: ChainStats { lost, ..ChainStats::default() },
             cfg,
             stores,
             map: None,
@@ -236,13 +279,15 @@ impl ChainNode {
         self.stores.stats()
     }
 
-    /// The store of `chain`'s keyspace, which is open while this node holds any of its chains.
+    /// The store `chain`'s replica lives in, which is open while this node holds the replica.
     fn store(&self, chain: ChainId) -> &dyn Datastore {
-        self.stores.get(chain.keyspace()).expect("a node holding a chain has its keyspace's store open")
+        let key = (chain.keyspace(), self.replicas[&chain].kind);
+        self.stores.get(key).expect("a node holding a replica has its store open")
     }
 
     fn store_mut(&mut self, chain: ChainId) -> &mut dyn Datastore {
-        self.stores.get_mut(chain.keyspace()).expect("a node holding a chain has its keyspace's store open")
+        let key = (chain.keyspace(), self.replicas[&chain].kind);
+        self.stores.get_mut(key).expect("a node holding a replica has its store open")
     }
 
     pub fn stats(&self) -> ChainStats {
@@ -301,9 +346,17 @@ impl ChainNode {
         }
     }
 
-    /// The steps this node finished its part of, durably: the agent reports them to the manager's leader.
-    pub fn reports(&self) -> Vec<StepReport> {
-        self.finished.values().filter(|(_, at)| self.syncs > *at).map(|(r, _)| *r).collect()
+    /// What the agent tells the manager's leader about this node's replicas in every heartbeat: the steps it
+    /// finished its part of, durably, and the chains it is a member of without a whole replica.
+    pub fn reports(&self) -> ReplicaReports {
+        let steps = self.finished.values().filter(|(_, at)| self.syncs > *at).map(|(r, _)| *r).collect();
+        let lost = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.lost && matches!(r.role, Role::Member { .. }))
+            .map(|(&c, r)| (c, r.lu))
+            .collect();
+        ReplicaReports { steps, incarnation: self.incarnation, lost }
     }
 
     /// Local invariants of seed 003 Ch. 3: LA ≤ LU, an active tail has no unacknowledged history, and the
@@ -455,7 +508,7 @@ impl ChainNode {
             // superseded records (docs/protocols/chain.md, "The log and compaction").
             if r.la > r.la_logged {
                 // Lazily durable: it rides on the next sync. Losing it only means resending more.
-                let store = self.stores.get_mut(chain.keyspace()).expect("a node holding a chain has its store open");
+                let store = self.stores.get_mut((chain.keyspace(), r.kind)).expect("a replica's store is open");
                 match store.append(&serve::ack_mark(chain, r.la)) {
                     Ok(()) => r.la_logged = r.la,
                     Err(e) => tracing::warn!(%chain, "cannot log ack watermark: {e}"),

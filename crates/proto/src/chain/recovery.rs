@@ -11,23 +11,41 @@
 
 use super::msg::{Change, Outcome, Update};
 use super::replica::Replica;
-use super::stores::Stores;
-use meridian_core::ChainId;
+use super::stores::{StoreKey, Stores};
+use crate::manager::map::ClusterMap;
+use meridian_core::{ChainId, NodeId, ReplicaKind};
 use meridian_store::{Body, Datastore, Record, StoreError};
 use std::collections::BTreeMap;
 
-/// The replication state of every chain the stores hold data for.
-pub fn recover_all(stores: &Stores) -> Result<BTreeMap<ChainId, Replica>, StoreError> {
-    let mut replicas = BTreeMap::new();
-    for (keyspace, store) in stores.iter() {
-        let found = recover(store)?;
-        if let Some(stray) = found.keys().find(|c| c.keyspace() != keyspace) {
-            let reason = format!("the store of keyspace {keyspace} holds records of chain {stray}");
-            return Err(StoreError::Corrupt { offset: 0, reason });
+/// Every chain's replica, and the stale copies to drop: see [`recover_all`].
+type Recovered = (BTreeMap<ChainId, Replica>, Vec<(ChainId, StoreKey)>);
+
+/// The replication state of every chain the stores hold data for, and the chains found in more than one store
+/// of their keyspace (a replica of another kind left from an earlier membership), by the stores that also hold
+/// them. `prefer` gives the kind the node's map last gave it for a chain: that store's copy is kept.
+pub fn recover_all(stores: &Stores, prefer: &dyn Fn(ChainId) -> Option<ReplicaKind>) -> Result<Recovered, StoreError> {
+    let mut replicas: BTreeMap<ChainId, Replica> = BTreeMap::new();
+    let mut stale = Vec::new();
+    for ((keyspace, kind), store) in stores.iter() {
+        for (chain, mut r) in recover(store)? {
+            if chain.keyspace() != keyspace {
+                let reason = format!("the store of keyspace {keyspace} holds records of chain {chain}");
+                return Err(StoreError::Corrupt { offset: 0, reason });
+            }
+            r.kind = kind;
+            // Without a word from the map, a log's copy is the one that can be whole.
+            let wanted = prefer(chain).unwrap_or(ReplicaKind::Log);
+            match replicas.get(&chain) {
+                Some(kept) if kept.kind == wanted || kind != wanted => stale.push((chain, (keyspace, kind))),
+                Some(kept) => {
+                    stale.push((chain, (keyspace, kept.kind)));
+                    replicas.insert(chain, r);
+                }
+                None => drop(replicas.insert(chain, r)),
+            }
         }
-        replicas.extend(found);
     }
-    Ok(replicas)
+    Ok((replicas, stale))
 }
 
 /// The replication state of every chain the log holds data for.
@@ -61,4 +79,18 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
         r.complete = highest.get(chain).is_none_or(|&top| top <= r.lu);
     }
     Ok(replicas)
+}
+
+/// Marks lost the replicas `map` (the one the node last acted on) gave this node as a member in kinds that do
+/// not survive a restart: they may miss acknowledged writes. A `buffered` one keeps what its log holds, in case
+/// the chain has nothing better.
+pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut BTreeMap<ChainId, Replica>) {
+    for c in map.chains.values() {
+        let Some(kind) = c.position(me).map(|i| c.kinds[i]).filter(|k| !k.survives_restart()) else { continue };
+        let r = replicas.entry(c.id).or_insert_with(|| Replica::empty(kind));
+        if r.kind != kind {
+            *r = Replica::empty(kind);
+        }
+        r.lost = true;
+    }
 }

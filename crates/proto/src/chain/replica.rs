@@ -12,7 +12,7 @@
 //! until a flush from its successor completes it.
 
 use super::msg::{Origin, Update};
-use meridian_core::{NodeId, Reply};
+use meridian_core::{NodeId, ReplicaKind, Reply};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A put answer a tail owes or has sent to a front-end that has not confirmed it yet.
@@ -61,6 +61,12 @@ pub struct Replica {
     pub unconfirmed: BTreeMap<u64, Unconfirmed>,
     /// At the tail: the sequence number last acknowledged upstream.
     pub acked_up: u64,
+    /// The kind of datastore the replica lives in.
+    pub kind: ReplicaKind,
+    /// The node restarted as a member of the chain with a replica of a kind that does not survive a restart
+    /// (see [`ReplicaKind::survives_restart`]): it may miss acknowledged writes, so it takes no part until the
+    /// manager repairs the chain, or restores the chain from it.
+    pub lost: bool,
 }
 
 /// A replica that holds nothing: complete, since there is nothing it could be missing.
@@ -78,11 +84,18 @@ impl Default for Replica {
             gap_sync_tick: None,
             unconfirmed: BTreeMap::new(),
             acked_up: 0,
+            kind: ReplicaKind::Log,
+            lost: false,
         }
     }
 }
 
 impl Replica {
+    /// A replica of `kind` that holds nothing.
+    pub fn empty(kind: ReplicaKind) -> Replica {
+        Replica { kind, ..Replica::default() }
+    }
+
     pub fn view(&self) -> Option<u64> {
         match self.role {
             Role::Member { view, .. } | Role::Joiner { view, .. } => Some(view),
@@ -107,7 +120,9 @@ impl Replica {
     /// A member that is a valid replica: it may order, forward, acknowledge and answer.
     pub fn is_active(&self) -> bool {
         match self.role {
-            Role::Member { flushing, .. } => self.complete && (flushing.is_none() || flushing == self.flushed),
+            Role::Member { flushing, .. } if !self.lost => {
+                self.complete && (flushing.is_none() || flushing == self.flushed)
+            }
             _ => false,
         }
     }

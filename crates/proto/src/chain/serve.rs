@@ -111,7 +111,7 @@ impl ChainNode {
     pub(super) fn on_update(&mut self, now: Time, from: NodeId, view: u64, u: Update, out: &mut Fx) {
         let tick = self.tick;
         let Some(r) = self.replicas.get_mut(&u.chain) else { return };
-        if r.view() != Some(view) || r.pred() != Some(from) || u.seq <= r.lu {
+        if r.view() != Some(view) || r.pred() != Some(from) || u.seq <= r.lu || r.lost {
             return;
         }
         if !r.is_active() {

@@ -1,13 +1,17 @@
-//! The node's datastores: one per keyspace, each in its own directory (`<dir>/ks-<id>`). A key of one
-//! keyspace never meets the same key of another in an index, each keyspace can be configured on its own, and
-//! dropping a keyspace removes its files instead of rewriting a shared log around them.
+//! The node's datastores: one per keyspace and replica kind (a node may keep one chain of a keyspace in
+//! memory and another on disk, by their positions). `log` stores live in `<dir>/ks-<id>`, `buffered` ones in
+//! `<dir>/ks-<id>-buffered`; `mem` ones have no files. A key of one keyspace never meets the same key of
+//! another in an index, and dropping a keyspace removes its files instead of rewriting a shared log around
+//! them.
 //!
-//! A store is opened when the node first takes part in one of the keyspace's chains, and at start for every
-//! keyspace of the node's map that has a directory. Files of a keyspace the map has dropped are removed when
-//! the node learns of the drop, and again at start if a crash interrupted that.
+//! A store is opened when the node first takes part in one of the keyspace's chains with that kind, and at
+//! start for every keyspace of the node's map that has a directory. Files of a keyspace the map has dropped
+//! are removed when the node learns of the drop, and again at start if a crash interrupted that.
 
-use meridian_core::KeyspaceId;
-use meridian_store::{Datastore, LogOptions, LogStore, StoreError, StoreStats, Vfs};
+use meridian_core::{KeyspaceId, ReplicaKind};
+use meridian_store::{
+    BatchOptions, BufferedStore, Datastore, LogOptions, LogStore, MemStore, StoreError, StoreStats, Vfs,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,9 +25,15 @@ pub struct StoreSpec {
     pub log: LogOptions,
 }
 
+/// The kinds that keep files, whose stores are opened at start if their directory exists.
+const ON_DISK: [ReplicaKind; 2] = [ReplicaKind::Log, ReplicaKind::Buffered];
+
+/// Which store: a keyspace's, of one replica kind.
+pub type StoreKey = (KeyspaceId, ReplicaKind);
+
 pub struct Stores {
     spec: StoreSpec,
-    open: BTreeMap<KeyspaceId, Box<dyn Datastore>>,
+    open: BTreeMap<StoreKey, Box<dyn Datastore>>,
 }
 
 impl Stores {
@@ -38,54 +48,72 @@ impl Stores {
             stores.remove(keyspace)?;
         }
         for keyspace in keyspaces {
-            if stores.spec.vfs.exists(&stores.dir(keyspace)) {
-                stores.get_or_open(keyspace)?;
+            for kind in ON_DISK {
+                if stores.spec.vfs.exists(&stores.dir((keyspace, kind))) {
+                    stores.get_or_open((keyspace, kind))?;
+                }
             }
         }
         Ok(stores)
     }
 
-    fn dir(&self, keyspace: KeyspaceId) -> PathBuf {
-        self.spec.dir.join(format!("ks-{}", keyspace.0))
+    fn dir(&self, (keyspace, kind): StoreKey) -> PathBuf {
+        match kind {
+            ReplicaKind::Buffered => self.spec.dir.join(format!("ks-{}-buffered", keyspace.0)),
+            ReplicaKind::Log | ReplicaKind::Mem => self.spec.dir.join(format!("ks-{}", keyspace.0)),
+        }
     }
 
-    /// The open stores, by keyspace.
-    pub fn iter(&self) -> impl Iterator<Item = (KeyspaceId, &dyn Datastore)> {
+    /// The open stores.
+    pub fn iter(&self) -> impl Iterator<Item = (StoreKey, &dyn Datastore)> {
         self.open.iter().map(|(&k, s)| (k, s.as_ref()))
     }
 
-    /// The keyspace's store, if it is open.
-    pub fn get(&self, keyspace: KeyspaceId) -> Option<&dyn Datastore> {
-        self.open.get(&keyspace).map(|s| s.as_ref())
+    /// The store, if it is open.
+    pub fn get(&self, key: StoreKey) -> Option<&dyn Datastore> {
+        self.open.get(&key).map(|s| s.as_ref())
     }
 
-    pub fn get_mut(&mut self, keyspace: KeyspaceId) -> Option<&mut dyn Datastore> {
-        Some(self.open.get_mut(&keyspace)?.as_mut())
+    pub fn get_mut(&mut self, key: StoreKey) -> Option<&mut dyn Datastore> {
+        Some(self.open.get_mut(&key)?.as_mut())
     }
 
-    /// The keyspace's store, opened (and created) if it is not yet.
-    pub fn get_or_open(&mut self, keyspace: KeyspaceId) -> Result<&mut dyn Datastore, StoreError> {
-        if !self.open.contains_key(&keyspace) {
-            let dir = self.dir(keyspace);
-            let (store, report) = LogStore::open_with(self.spec.vfs.clone(), &dir, self.spec.log)?;
-            if report.dropped_bytes > 0 {
-                tracing::warn!(dir = %dir.display(), dropped = report.dropped_bytes, reason = ?report.reason,
-                    "recovery dropped a torn log tail");
+    /// The store, opened (and created) if it is not yet.
+    pub fn get_or_open(&mut self, key: StoreKey) -> Result<&mut dyn Datastore, StoreError> {
+        if !self.open.contains_key(&key) {
+            let store = self.open_new(key)?;
+            self.open.insert(key, store);
+        }
+        Ok(self.open.get_mut(&key).expect("just opened").as_mut())
+    }
+
+    fn open_new(&self, key: StoreKey) -> Result<Box<dyn Datastore>, StoreError> {
+        let (dir, vfs, log) = (self.dir(key), self.spec.vfs.clone(), self.spec.log);
+        let (store, report): (Box<dyn Datastore>, _) = match key.1 {
+            ReplicaKind::Mem => return Ok(Box::new(MemStore::new())),
+            ReplicaKind::Log => LogStore::open_with(vfs, &dir, log).map(|(s, r)| (Box::new(s) as _, r))?,
+            ReplicaKind::Buffered => {
+                BufferedStore::open(vfs, &dir, log, BatchOptions::default()).map(|(s, r)| (Box::new(s) as _, r))?
             }
-            self.open.insert(keyspace, Box::new(store));
+        };
+        if report.dropped_bytes > 0 {
+            tracing::warn!(dir = %dir.display(), dropped = report.dropped_bytes, reason = ?report.reason,
+                "recovery dropped a torn log tail");
         }
-        Ok(self.open.get_mut(&keyspace).expect("just opened").as_mut())
+        Ok(store)
     }
 
-    /// Closes the keyspace's store, if open, and removes its files.
+    /// Closes the keyspace's stores, if open, and removes their files.
     pub fn remove(&mut self, keyspace: KeyspaceId) -> Result<(), StoreError> {
-        self.open.remove(&keyspace);
-        let dir = self.dir(keyspace);
-        if !self.spec.vfs.exists(&dir) {
-            return Ok(());
-        }
-        for file in self.spec.vfs.list_files(&dir)? {
-            self.spec.vfs.remove_file(&dir.join(file))?;
+        self.open.retain(|&(k, _), _| k != keyspace);
+        for kind in ON_DISK {
+            let dir = self.dir((keyspace, kind));
+            if !self.spec.vfs.exists(&dir) {
+                continue;
+            }
+            for file in self.spec.vfs.list_files(&dir)? {
+                self.spec.vfs.remove_file(&dir.join(file))?;
+            }
         }
         Ok(())
     }

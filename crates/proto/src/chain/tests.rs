@@ -6,7 +6,7 @@
 use super::*;
 use crate::manager::map::{ChainChange, MapCommand, NodeAddrs};
 use bytes::Bytes;
-use meridian_core::{Condition, Effect, Write};
+use meridian_core::{Condition, Effect, ReplicaKind, Write};
 use meridian_store::{LogOptions, SimVfs};
 use stores::StoreSpec;
 
@@ -27,12 +27,13 @@ fn addrs(id: u32) -> NodeAddrs {
     NodeAddrs { peer_addr: format!("h:{id}"), resp_addr: String::new(), http_addr: None }
 }
 
-fn open(id: NodeId, disk: &SimVfs) -> ChainNode {
+/// Node `id` on `disk`, in its `run`-th start; `previous` is the map it acted on before.
+fn open(id: NodeId, disk: &SimVfs, run: u64, previous: Option<&ClusterMap>) -> ChainNode {
     let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/d".into(), log: LogOptions::default() };
     let stores = Stores::open(spec, [KeyspaceId::DEFAULT], []).unwrap();
     // The harness's clock stands still, so pre-copies must not wait for their pace.
     let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
-    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000).unwrap()
+    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000 + run, previous).unwrap()
 }
 
 fn put(key: &str, value: &str) -> Request {
@@ -89,9 +90,23 @@ impl Harness {
         h
     }
 
+    /// `n` nodes, one chain of the given replica kinds (head first).
+    fn with_kinds(n: u32, kinds: &[ReplicaKind]) -> Harness {
+        let mut h = Harness::new(n, kinds.len());
+        h.map.keyspaces.get_mut(&KeyspaceId::DEFAULT).unwrap().config.replicas = kinds.to_vec();
+        h.map.chains.get_mut(&ChainId(0)).unwrap().kinds = kinds.to_vec();
+        h.map.check().unwrap();
+        h.publish();
+        h
+    }
+
     fn boot(&mut self, id: NodeId) {
         let disk = self.disks.entry(id).or_default().clone();
-        self.nodes.insert(id, open(id, &disk));
+        let (run, previous) = match self.nodes.get(&id) {
+            Some(old) => (old.incarnation % 1000 + 1, old.map.clone()),
+            None => (0, None),
+        };
+        self.nodes.insert(id, open(id, &disk, run, previous.as_deref()));
         self.feed(id, |n, fx| n.start(Time::ZERO, fx));
     }
 
@@ -171,8 +186,12 @@ impl Harness {
 
     /// Runs an Add of `node` to completion the way the manager would: start, pre-copy, insert, flush, done.
     fn add(&mut self, node: u32, position: usize) {
+        self.add_kind(node, position, ReplicaKind::Log)
+    }
+
+    fn add_kind(&mut self, node: u32, position: usize, kind: ReplicaKind) {
         let (view, step) = (self.chain().view, self.map.next_step);
-        let change = ChainChange::Add { node: NodeId(node), position, step, inserted: false };
+        let change = ChainChange::Add { node: NodeId(node), position, step, inserted: false, kind };
         self.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
         self.publish();
         self.tick_all();
@@ -209,7 +228,16 @@ impl Harness {
     }
 
     fn reports(&self, node: u32) -> Vec<StepReport> {
-        self.nodes[&NodeId(node)].reports()
+        self.nodes[&NodeId(node)].reports().steps
+    }
+
+    /// What `node` reports lost, and applies `ReplicaLost` for it as the manager's leader would.
+    fn lost(&mut self, node: NodeId) -> Vec<(ChainId, u64)> {
+        let reports = self.nodes[&node].reports();
+        for &(chain, _) in &reports.lost {
+            self.apply(MapCommand::ReplicaLost { chain, node, incarnation: reports.incarnation });
+        }
+        reports.lost
     }
 }
 
@@ -258,7 +286,13 @@ fn a_joiner_copies_then_flushes_then_takes_part() {
     assert!(lus.iter().all(|&lu| lu == 51), "every member holds the whole history: {lus:?}");
     for i in 0..50 {
         let key = format!("k{i}");
-        let e = h.nodes[&NodeId(outsider)].store(ChainId(0)).get(key.as_bytes()).unwrap().unwrap();
+        let e = h.nodes[&NodeId(outsider)]
+            .stores
+            .get((KeyspaceId::DEFAULT, ReplicaKind::Log))
+            .unwrap()
+            .get(key.as_bytes())
+            .unwrap()
+            .unwrap();
         assert_eq!(e.value, Some(Bytes::from(format!("v{i}"))));
     }
 }
@@ -271,7 +305,8 @@ fn writes_during_a_flush_are_played_forward() {
     let outsider = (1..=4).find(|&i| !h.chain().contains(NodeId(i))).unwrap();
     h.written(1, "a", "1");
     let (view, step) = (h.chain().view, h.map.next_step);
-    let change = ChainChange::Add { node: NodeId(outsider), position: 1, step, inserted: false };
+    let change =
+        ChainChange::Add { node: NodeId(outsider), position: 1, step, inserted: false, kind: ReplicaKind::Log };
     h.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
     h.publish();
     h.tick_all();
@@ -303,9 +338,17 @@ fn removing_the_tail_makes_its_predecessor_answer() {
     assert_eq!(h.request(1, get("k")), Some(value("v")));
     h.written(1, "k2", "v2");
     assert!(h.nodes[&tail].replicas.is_empty(), "the old tail left the chain");
-    assert_eq!(h.nodes[&tail].store(ChainId(0)).get(b"k").unwrap(), None, "and dropped its data");
+    assert_eq!(
+        h.nodes[&tail].stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"k").unwrap(),
+        None,
+        "and dropped its data"
+    );
     h.boot(tail);
-    assert_eq!(h.nodes[&tail].store(ChainId(0)).get(b"k").unwrap(), None, "for good");
+    assert_eq!(
+        h.nodes[&tail].stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"k").unwrap(),
+        None,
+        "for good"
+    );
 }
 
 /// Listing 1, CR_MID: the removed member's predecessor resends what the new successor lacks.
@@ -376,7 +419,8 @@ fn a_joiner_resumes_its_pre_copy_after_a_restart() {
         h.written(1, &format!("k{i}"), "v");
     }
     let (view, step) = (h.chain().view, h.map.next_step);
-    let change = ChainChange::Add { node: NodeId(outsider), position: 1, step, inserted: false };
+    let change =
+        ChainChange::Add { node: NodeId(outsider), position: 1, step, inserted: false, kind: ReplicaKind::Log };
     h.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
     h.publish();
     h.tick_all();
@@ -506,4 +550,49 @@ fn a_lost_put_answer_is_resent_and_confirmed_before_the_ack() {
     assert_eq!(h.replies.values().next(), Some(&OK_NEW), "resent and delivered");
     assert!(h.nodes[&tail].replicas[&ChainId(0)].unconfirmed.is_empty(), "confirmed");
     assert_eq!(h.nodes[&mid].replicas[&ChainId(0)].la, 1, "then acknowledged upstream");
+}
+
+/// Seed 003 §5.3, replica types: a member kept in memory loses its replica when its node restarts. It says so
+/// and takes no part (the chain waits, as for a failure) until the manager repairs it out and adds it back;
+/// the fresh copy holds every acknowledged write again.
+#[test]
+fn a_memory_replica_lost_to_a_restart_comes_back_by_a_fresh_copy() {
+    use ReplicaKind::{Log, Mem};
+    let mut h = Harness::with_kinds(3, &[Mem, Log, Log]);
+    h.written(1, "a", "1");
+    let head = h.chain().members[0];
+    h.restart(head);
+    assert_eq!(h.lost(head), vec![(ChainId(0), 0)], "a memory replica starts empty");
+    assert!(!h.nodes[&head].replicas[&ChainId(0)].is_active());
+    assert_eq!(h.request(2, put("b", "2")), None, "the chain waits for its repair");
+    h.remove(head.0);
+    h.add_kind(head.0, 0, Mem);
+    h.tick_all();
+    assert_eq!(h.request(3, get("b")), Some(value("2")), "the write that waited went through");
+    let e = h.nodes[&head].stores.get((KeyspaceId::DEFAULT, Mem)).unwrap().get(b"a").unwrap().unwrap();
+    assert_eq!(e.value.as_deref(), Some(&b"1"[..]), "the copy is whole again");
+    assert!(h.nodes[&head].reports().lost.is_empty());
+}
+
+/// When every replica of a chain was in memory and every node restarted, nothing whole is left: the manager
+/// restores the chain from the lost replica holding the most, which becomes its only member and serves again
+/// without the writes it lost.
+#[test]
+fn a_chain_with_no_whole_replica_is_restored_from_a_lost_one() {
+    use ReplicaKind::Mem;
+    let mut h = Harness::with_kinds(2, &[Mem, Mem]);
+    h.written(1, "a", "1");
+    let (first, second) = (h.chain().members[0], h.chain().members[1]);
+    h.restart(first);
+    h.restart(second);
+    h.lost(first);
+    h.lost(second);
+    let incarnation = h.nodes[&second].reports().incarnation;
+    h.apply(MapCommand::ReplicaRestored { chain: ChainId(0), node: second, incarnation });
+    assert_eq!(h.chain().members, vec![second]);
+    h.publish();
+    assert_eq!(h.request(1, get("a")), Some(Reply::Value(None)), "the restored replica lost it");
+    h.written(1, "b", "2");
+    assert_eq!(h.request(1, get("b")), Some(value("2")));
+    assert!(!h.nodes[&first].replicas.contains_key(&ChainId(0)), "the other member left the chain");
 }

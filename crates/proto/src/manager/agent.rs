@@ -8,7 +8,7 @@
 use super::map::{ClusterMap, NodeAddrs, NodeState};
 use super::mapfile::MapFile;
 use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
-use crate::chain::StepReport;
+use crate::chain::ReplicaReports;
 use meridian_core::{ChainId, NodeId, Time};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -102,7 +102,7 @@ impl Agent {
     }
 
     /// Every manager tick: a heartbeat to the leader, and the request to join while the map lacks this node.
-    pub fn tick(&mut self, now: Time, reports: Vec<StepReport>, out: &mut Vec<(NodeId, MgrMsg)>) {
+    pub fn tick(&mut self, now: Time, replicas: ReplicaReports, out: &mut Vec<(NodeId, MgrMsg)>) {
         if self.unanswered >= UNANSWERED_MAX {
             self.forget_leader();
         }
@@ -113,7 +113,7 @@ impl Agent {
         if self.sent.len() > SENT_MAX {
             self.sent.pop_front();
         }
-        out.push((to, MgrMsg::Heartbeat(Heartbeat { seq: self.seq, epoch: self.epoch(), reports })));
+        out.push((to, MgrMsg::Heartbeat(Heartbeat { seq: self.seq, epoch: self.epoch(), replicas })));
         if let Some(join) = self.join.as_ref().filter(|_| !self.in_map()) {
             out.push((to, MgrMsg::Join { id: self.me, addrs: join.addrs.clone(), vnodes: join.vnodes }));
         }

@@ -13,7 +13,7 @@ use super::map::{ChainChange, ClusterMap, MapCommand, NodeState};
 use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use super::plan::{next_steps_with, PlanLimits};
 use super::raft::{Committed, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
-use crate::chain::StepReport;
+use crate::chain::{ReplicaReports, StepReport};
 use meridian_core::{NodeId, Time};
 use meridian_store::Vfs;
 use std::path::Path;
@@ -220,6 +220,7 @@ impl ManagerCore {
             Some(ChainChange::Remove { step, .. }) => Some(MapCommand::StepDone { chain: c.id, step }),
             _ => None,
         }));
+        cmds.extend(self.restorations());
         cmds.extend(
             next_steps_with(&self.map, &self.cfg.limits)
                 .into_iter()
@@ -240,12 +241,49 @@ impl ManagerCore {
                 self.propose(now, MapCommand::NodeRecovered { id: from }, out)?;
             }
         }
-        for report in hb.reports {
-            if let Some(cmd) = self.command_for(report) {
+        for report in &hb.replicas.steps {
+            if let Some(cmd) = self.command_for(*report) {
                 self.propose(now, cmd, out)?;
             }
         }
+        for cmd in self.lost_commands(from, &hb.replicas) {
+            self.propose(now, cmd, out)?;
+        }
+        let lead = self.lead.as_mut().expect("leading");
+        lead.lost(from, hb.replicas.incarnation, &hb.replicas.lost);
         Ok(())
+    }
+
+    /// `ReplicaLost` for each chain `node` reports lost that the map does not yet know lost in this run.
+    fn lost_commands(&self, node: NodeId, replicas: &ReplicaReports) -> Vec<MapCommand> {
+        let incarnation = replicas.incarnation;
+        let known = |chain| {
+            self.map.chains.get(&chain).is_none_or(|c| !c.contains(node) || c.lost.get(&node) == Some(&incarnation))
+        };
+        let lost = replicas.lost.iter().map(|&(chain, _)| chain).filter(|&chain| !known(chain));
+        lost.map(|chain| MapCommand::ReplicaLost { chain, node, incarnation }).collect()
+    }
+
+    /// `ReplicaRestored` for each chain that has no whole replica left, once every live member that lost its
+    /// replica has said what it holds: the one holding the most is kept (the lowest node id on a tie).
+    fn restorations(&self) -> Vec<MapCommand> {
+        let lead = self.lead.as_ref().expect("leading");
+        let mut cmds = Vec::new();
+        for c in self.map.chains.values().filter(|c| !c.lost.is_empty()) {
+            let held: Vec<(u64, NodeId, u64)> = c
+                .lost
+                .iter()
+                .filter_map(|(&node, &inc)| lead.lost_lu(c.id, node, inc).map(|lu| (lu, node, inc)))
+                .collect();
+            let silent = c.lost.keys().any(|&n| self.map.is_live(n) && !held.iter().any(|h| h.1 == n));
+            let best = held.into_iter().max_by_key(|&(lu, node, _)| (lu, std::cmp::Reverse(node)));
+            if let (false, Some((_, node, incarnation))) = (silent, best) {
+                if self.map.restorable(c.id, node, incarnation).is_ok() {
+                    cmds.push(MapCommand::ReplicaRestored { chain: c.id, node, incarnation });
+                }
+            }
+        }
+        cmds
     }
 
     /// The command a node's report calls for, if the map still waits for it.

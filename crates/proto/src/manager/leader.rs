@@ -36,6 +36,8 @@ pub struct Leadership {
     grants: BTreeMap<ChainId, Vec<Grant>>,
     /// Encoded commands proposed in this term and when, so each is proposed again only after `retry`.
     proposed: BTreeMap<Vec<u8>, Time>,
+    /// The replicas each node last reported lost: (chain, node) → (the node's incarnation, LU it holds).
+    lost: BTreeMap<(ChainId, NodeId), (u64, u64)>,
 }
 
 /// `d` stretched by the drift bound and the safety factor: a wait on this clock that surely covers `d` on
@@ -53,7 +55,19 @@ impl Leadership {
             reported: BTreeMap::new(),
             grants: BTreeMap::new(),
             proposed: BTreeMap::new(),
+            lost: BTreeMap::new(),
         }
+    }
+
+    /// `node`, in run `incarnation`, holds `lost` (chain, LU) without a whole replica; nothing else.
+    pub fn lost(&mut self, node: NodeId, incarnation: u64, lost: &[(ChainId, u64)]) {
+        self.lost.retain(|&(_, n), _| n != node);
+        self.lost.extend(lost.iter().map(|&(chain, lu)| ((chain, node), (incarnation, lu))));
+    }
+
+    /// The LU `node` last reported holding of its lost replica of `chain`, if in run `incarnation`.
+    pub fn lost_lu(&self, chain: ChainId, node: NodeId, incarnation: u64) -> Option<u64> {
+        self.lost.get(&(chain, node)).filter(|(inc, _)| *inc == incarnation).map(|&(_, lu)| lu)
     }
 
     /// One line for failure reports: how long this term has led, and what each node last reported.

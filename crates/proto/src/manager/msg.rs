@@ -2,7 +2,7 @@
 //! manager and its back-ends; Listing 2's JOIN, FLUSH_ACK and CR_*_DONE become reports in heartbeats).
 
 use super::map::{ClusterMap, MapCommand, NodeAddrs};
-use crate::chain::StepReport;
+use crate::chain::ReplicaReports;
 use meridian_core::{ChainId, NodeId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -35,8 +35,8 @@ pub struct Heartbeat {
     pub seq: u64,
     /// The newest map epoch this node has adopted (and persisted): it will never act on an older one.
     pub epoch: u64,
-    /// Steps this node has durably finished its part of.
-    pub reports: Vec<StepReport>,
+    /// Steps this node has durably finished its part of, and the replicas it lost to a restart.
+    pub replicas: ReplicaReports,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,17 +3,26 @@
 //! (Listing 2) generalised from "one joining node" to "any difference between current and target".
 //!
 //! Rules, in priority order, for a chain with no step in flight:
-//! 1. **Repair** (§2.6): a Failed member is removed first (CR_HEAD / CR_MID / CR_TAIL by position, see
-//!    [`removal_kind`]), provided another live member keeps the data. If every member failed the chain is
-//!    irreparable ([`irreparable`]): there is nothing to copy from, and nothing is invented.
+//! 1. **Repair** (§2.6): a Failed member, or one whose replica is lost (its node restarted without a whole
+//!    replica), is removed first (CR_HEAD / CR_MID / CR_TAIL by position, see [`removal_kind`]), provided
+//!    another live member with a whole replica keeps the data. If every member failed the chain is
+//!    irreparable ([`irreparable`]): there is nothing to copy from, and nothing is invented. If the live
+//!    members all lost their replicas, the manager's leader keeps the best of them (`ReplicaRestored`).
+//!    A Failed member that keeps the chain's only `log` replica is not removed (unless an operator removed
+//!    its node): the chain waits for it rather than go on with replicas a crash would empty.
 //! 2. **Add** (§2.5): if a target node is missing and the chain has at most R members, add the first
 //!    missing one (pre-copy from the tail, then FLUSH), placed right after its nearest target predecessor
 //!    that is a member, but never as tail: at most just before the current tail. This covers both a
 //!    short chain (after a repair) and a chain of R that must swap a member (a leave or a join's
-//!    rebalancing): the swap adds first, so the chain never drops below R on the way.
-//! 3. **Remove surplus**: otherwise, the member nearest the tail that is not in the target is removed,
-//!    unless it is the last member. With a new node inserted before the old tail this is the seed's
-//!    TRUNCATE of the surplus tail (R+1 → R).
+//!    rebalancing): the swap adds first, so the chain never drops below R on the way. The joiner's replica
+//!    kind is one the staying members lack ([`super::map::kinds`]).
+//! 3. **Remove surplus**: otherwise, a member that is not in the target is removed, unless it is the last
+//!    member: the one nearest the tail whose kind the chain has more of than its configuration wants, else
+//!    the one nearest the tail. With a new node inserted before the old tail this is the seed's TRUNCATE of
+//!    the surplus tail (R+1 → R).
+//! 4. **Retype**: a chain whose members are its target but whose kinds are not the configured ones (targets
+//!    moved in the middle of a swap) removes the member nearest the tail of a kind it has too many of; rule
+//!    2 then adds it back, copied afresh into a kind the chain lacks.
 //!
 //! A planned step is a `StepStarted`; the executor then drives it through the map's lifecycle
 //! ([`super::map`]): an Add through `AddInserted` (pre-copy done) and `StepDone` (FLUSH done), a Remove
@@ -32,8 +41,9 @@
 //! its `StepDone`, inserted or not: the FLUSH still streams the gap from the tail. Removes are never
 //! limited: they copy nothing, and a repair must not wait behind a copy.
 
-use super::map::{ChainChange, ChainView, ClusterMap};
+use super::map::{kinds, ChainChange, ChainView, ClusterMap};
 use meridian_core::config::DEFAULT_REPLICATION;
+use meridian_core::ReplicaKind;
 use meridian_core::{ChainId, NodeId};
 use std::collections::BTreeMap;
 
@@ -82,9 +92,16 @@ pub fn removal_kind(map: &ClusterMap, chain: &ChainView, node: NodeId) -> Option
     })
 }
 
-/// Chains whose members have all failed: no replica is left to copy from.
+/// The chains the planner cannot repair until a node comes back: no live member holds a whole replica (every
+/// member failed, or lost its replica to a restart, which `ReplicaRestored` may settle), or a Failed member
+/// keeps the chain's only `log` replica.
 pub fn irreparable(map: &ClusterMap) -> Vec<ChainId> {
-    map.chains.values().filter(|c| !c.members.iter().any(|&m| map.is_live(m))).map(|c| c.id).collect()
+    let stuck = |c: &&ChainView| {
+        let whole = |m: NodeId| map.is_live(m) && !c.lost.contains_key(&m);
+        let waits = |m: NodeId| last_durable(map, c, m);
+        !c.members.iter().any(|&m| whole(m)) || c.members.iter().any(|&m| waits(m))
+    };
+    map.chains.values().filter(stuck).map(|c| c.id).collect()
 }
 
 /// [`next_steps_with`] under the default limits.
@@ -119,20 +136,45 @@ pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u
     steps
 }
 
-/// Rules 1–3 of the module docs for one chain; the change gets id `step`.
+/// `node` failed and keeps the chain's only replica that survives a restart: the chain waits for it to come
+/// back rather than go on with replicas a crash would empty, unless an operator removed the node for good.
+fn last_durable(map: &ClusterMap, c: &ChainView, node: NodeId) -> bool {
+    let durable = |m: NodeId| c.kind_of(m).is_some_and(ReplicaKind::survives_restart);
+    let departed = map.nodes.get(&node).is_some_and(|n| n.departed);
+    let failed = !map.is_live(node);
+    failed && durable(node) && !departed && !c.members.iter().any(|&m| m != node && map.is_live(m) && durable(m))
+}
+
+/// Rules 1–4 of the module docs for one chain; the change gets id `step`.
 fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) -> Option<ChainChange> {
-    if let Some(&failed) = c.members.iter().find(|&&m| !map.is_live(m)) {
-        let other_live = c.members.iter().any(|&m| map.is_live(m));
-        return other_live.then_some(ChainChange::Remove { node: failed, step });
+    let whole = |m: NodeId| map.is_live(m) && !c.lost.contains_key(&m);
+    if let Some(&broken) = c.members.iter().find(|&&m| !whole(m)) {
+        let other = c.members.iter().any(|&m| m != broken && whole(m));
+        return (other && !last_durable(map, c, broken)).then_some(ChainChange::Remove { node: broken, step });
     }
+    let config = &map.keyspaces.get(&c.id.keyspace())?.config.replicas;
+    let wanted = kinds::wanted(config, target.len());
+    let too_many = kinds::missing(&c.kinds, &wanted);
     let missing = target.iter().copied().find(|&n| !c.contains(n));
-    let surplus = c.members.iter().rev().copied().find(|n| !target.contains(n));
-    match (missing, surplus) {
-        (Some(node), _) if c.members.len() <= map.replication(c.id) => {
-            Some(ChainChange::Add { node, position: insert_position(c, target, node), step, inserted: false })
+    // Members not in the target, nearest the tail first.
+    let surplus: Vec<usize> = (0..c.members.len()).rev().filter(|&i| !target.contains(&c.members[i])).collect();
+    let remove = |i: usize| Some(ChainChange::Remove { node: c.members[i], step });
+    match missing {
+        Some(node) if c.members.len() <= map.replication(c.id) => {
+            let staying: Vec<ReplicaKind> =
+                (0..c.members.len()).filter(|&i| target.contains(&c.members[i])).map(|i| c.kinds[i]).collect();
+            let index = target.iter().position(|&n| n == node).expect("a target");
+            let kind = kinds::joiner_kind(&wanted, &staying, index);
+            let position = insert_position(c, target, node);
+            Some(ChainChange::Add { node, position, step, inserted: false, kind })
         }
-        (_, Some(node)) if c.members.len() > 1 => Some(ChainChange::Remove { node, step }),
-        _ => None,
+        _ if c.members.len() <= 1 => None,
+        _ if !surplus.is_empty() => {
+            let extra = surplus.iter().copied().find(|&i| too_many.contains(&c.kinds[i]));
+            remove(extra.unwrap_or(surplus[0]))
+        }
+        None => (0..c.members.len()).rev().find(|&i| too_many.contains(&c.kinds[i])).and_then(remove),
+        Some(_) => None,
     }
 }
 

@@ -77,6 +77,15 @@ impl Sim {
         assert_eq!(self.apply(MapCommand::StepDone { chain, step: change.step() }), Ok(Applied::Changed));
     }
 
+    /// A `ReplicaRestored` for every chain the map would accept one for.
+    fn restorable(&self) -> Vec<MapCommand> {
+        let restore = |c: &ChainView| {
+            let (&node, &incarnation) = c.lost.iter().find(|(&n, &i)| self.map.restorable(c.id, n, i).is_ok())?;
+            Some(MapCommand::ReplicaRestored { chain: c.id, node, incarnation })
+        };
+        self.map.chains.values().filter_map(restore).collect()
+    }
+
     fn in_flight(&self) -> Vec<ChainId> {
         self.map.chains.values().filter(|c| c.change.is_some()).map(|c| c.id).collect()
     }
@@ -88,13 +97,16 @@ impl Sim {
         steps
     }
 
-    /// Completes every step in flight and starts every planned one until nothing is left to do.
+    /// Completes every step in flight and starts every planned one until nothing is left to do, restoring
+    /// chains with no whole replica as the manager's leader would.
     fn drain(&mut self) {
         for _ in 0..1000 {
             let in_flight = self.in_flight();
             in_flight.iter().for_each(|&chain| self.finish(chain));
+            let restores = self.restorable();
+            restores.iter().for_each(|cmd| assert_eq!(self.apply(cmd.clone()), Ok(Applied::Changed)));
             let steps = self.planned();
-            if in_flight.is_empty() && steps.is_empty() {
+            if in_flight.is_empty() && steps.is_empty() && restores.is_empty() {
                 return;
             }
             steps.into_iter().for_each(|s| self.start(s));
@@ -113,13 +125,16 @@ fn is_step(cmd: &MapCommand) -> bool {
     )
 }
 
-/// The view moves by one exactly when the members change, and `tail_epoch` becomes the command's epoch
+/// The view moves by one exactly when the members change or the chain is restored, and `tail_epoch` becomes the command's epoch
 /// exactly when the tail changes.
 fn views_follow_members(before: &ClusterMap, after: &ClusterMap, cmd: &MapCommand) {
     // A dropped keyspace's chains are gone, not changed.
     for (id, b) in before.chains.iter().filter(|(id, _)| after.chains.contains_key(id)) {
         let a = &after.chains[id];
-        let moved = u64::from(a.members != b.members);
+        // A restore starts the chain afresh from one replica: a new view even if that was the only member.
+        let restored =
+            after.epoch != before.epoch && matches!(cmd, MapCommand::ReplicaRestored { chain, .. } if chain == id);
+        let moved = u64::from(a.members != b.members || restored);
         assert_eq!(a.view, b.view + moved, "chain {id}: view of {:?} -> {:?} by {cmd:?}", b.members, a.members);
         let tail_epoch = if a.tail() == b.tail() { b.tail_epoch } else { after.epoch };
         assert_eq!(a.tail_epoch, tail_epoch, "chain {id}: tail epoch after {cmd:?}");
@@ -181,19 +196,21 @@ fn assert_converged(map: &ClusterMap) {
     for (id, c) in &map.chains {
         let target = &targets[id];
         if broken.contains(id) {
-            assert!(c.members.iter().all(|&m| map.state(m) == Some(NodeState::Failed)));
+            let waits = |m: &NodeId| map.state(*m) == Some(NodeState::Failed) || c.lost.contains_key(m);
+            assert!(c.members.iter().any(waits), "chain {id} is irreparable with every member whole");
         } else if target.is_empty() {
             assert_eq!(c.members.len(), 1, "chain {id} keeps one replica while nothing is placeable");
         } else {
-            assert_eq!(sorted(&c.members), sorted(target), "chain {id} is not at its target");
+            assert_eq!(sorted(&c.members), sorted(target), "chain {id} is not at its target: {c:?} {:?}", map.nodes);
         }
     }
     for (&id, n) in &map.nodes {
         let held = match n.state {
             NodeState::Active | NodeState::Removed => true,
             NodeState::Joining => targets.iter().any(|(c, t)| t.contains(&id) && broken.contains(c)),
+            NodeState::Leaving | NodeState::Failed if broken.iter().any(|c| map.chains[c].contains(id)) => true,
             NodeState::Leaving => targets.values().all(|t| t.is_empty()),
-            NodeState::Failed => broken.iter().any(|c| map.chains[c].contains(id)),
+            NodeState::Failed => false,
         };
         assert!(held, "node {id} is still {}", n.state);
     }
@@ -368,7 +385,9 @@ fn an_aborted_add_is_redone() {
     sim.apply(MapCommand::AddInserted { chain, step: add.step() }).unwrap();
     sim.apply(MapCommand::StepAborted { chain, step: add.step() }).unwrap();
     let (_, redo_view, redo) = next_steps(&sim.map).into_iter().find(|s| s.0 == chain).unwrap();
-    let ChainChange::Add { node, position, step, inserted: false } = redo else { panic!("{redo:?}") };
+    let ChainChange::Add { node, position, step, inserted: false, kind: ReplicaKind::Log } = redo else {
+        panic!("{redo:?}")
+    };
     assert!(matches!(add, ChainChange::Add { position: p, .. } if p == position));
     assert_eq!((node, redo_view), (NodeId(5), view + 2));
     assert!(step > add.step());
@@ -417,6 +436,7 @@ fn random_run(seed: u64) -> Sim {
             28..=31 => offer_arbitrary_step(&mut sim, &mut rng),
             32..=58 => start_some(&mut sim, &mut rng),
             59..=61 => offer_keyspace(&mut sim, &mut rng),
+            62..=64 => offer_lost(&mut sim, &mut rng),
             _ => advance_one(&mut sim, &mut rng),
         }
         if rng.chance(10) {
@@ -463,13 +483,32 @@ fn offer_keyspace(sim: &mut Sim, rng: &mut Rng) {
     let others: Vec<String> = sim.map.keyspaces.values().map(|k| k.name.clone()).filter(|n| n != "default").collect();
     if others.is_empty() {
         let name = format!("k{}", sim.map.next_keyspace);
-        let config = meridian_core::KeyspaceConfig::durable(1 + rng.below(3));
+        let kinds = meridian_core::ReplicaKind::ALL;
+        let replicas = (0..1 + rng.below(3)).map(|_| kinds[rng.below(kinds.len())]).collect();
+        let config = meridian_core::KeyspaceConfig { replicas };
         let placeable = sim.map.nodes.values().any(|n| n.state.is_placeable());
         let expected = if placeable { Ok(Applied::Changed) } else { Err(MapError::NoPlaceableNode) };
         assert_eq!(sim.apply(MapCommand::CreateKeyspace { name, config }), expected);
     } else {
         let name = others[rng.below(others.len())].clone();
         assert_eq!(sim.apply(MapCommand::DropKeyspace { name }), Ok(Applied::Changed));
+    }
+}
+
+/// A member of a random chain restarts without its replica (in any kind: the map does not care which), or a
+/// lost member asks to be restored, which the map accepts only when nothing whole is left.
+fn offer_lost(sim: &mut Sim, rng: &mut Rng) {
+    let chains: Vec<&ChainView> = sim.map.chains.values().collect();
+    let c = chains[rng.below(chains.len())].clone();
+    let node = c.members[rng.below(c.members.len())];
+    if rng.chance(70) {
+        let incarnation = rng.below(3) as u64;
+        let expected = if c.lost.get(&node) == Some(&incarnation) { Applied::Unchanged } else { Applied::Changed };
+        assert_eq!(sim.apply(MapCommand::ReplicaLost { chain: c.id, node, incarnation }), Ok(expected));
+        assert!(sim.map.chains[&c.id].change.is_none(), "a lost replica stops the step in flight");
+    } else if let Some(&incarnation) = c.lost.get(&node) {
+        let expected = sim.map.restorable(c.id, node, incarnation).map(|()| Applied::Changed);
+        assert_eq!(sim.apply(MapCommand::ReplicaRestored { chain: c.id, node, incarnation }), expected);
     }
 }
 
@@ -557,7 +596,7 @@ fn offer_arbitrary_step(sim: &mut Sim, rng: &mut Rng) {
             MapCommand::StepStarted {
                 chain: c.id,
                 expected_view: c.view,
-                change: ChainChange::Add { node, position, step, inserted },
+                change: ChainChange::Add { node, position, step, inserted, kind: ReplicaKind::Log },
             }
         }
         1 => MapCommand::StepStarted { chain: c.id, expected_view: c.view, change: ChainChange::Remove { node, step } },
@@ -663,4 +702,35 @@ fn random_runs_keep_the_invariants_and_converge() {
         && tally.joiners_out >= 200;
     assert!(did_enough, "the runs did too little: {tally:?}");
     assert!(irreparable_runs < 100, "{irreparable_runs} runs lost a chain: the runs test too little repair");
+}
+
+/// Seed 003 §5.3: a chain of a `mem,log` keyspace repairs a member that lost its memory replica like a failed
+/// one (out, then back with a fresh copy of the same kind), but waits for a failed `log` member rather than
+/// go on with memory alone.
+#[test]
+fn lost_replicas_are_repaired_and_the_only_log_replica_is_waited_for() {
+    use meridian_core::{KeyspaceConfig, KeyspaceId, ReplicaKind::*};
+    let mut sim = Sim::new(bootstrapped(2, 2, 1), PlanLimits::default());
+    let config = KeyspaceConfig { replicas: vec![Mem, Log] };
+    sim.apply(MapCommand::CreateKeyspace { name: "md".into(), config }).unwrap();
+    let id = ChainId::new(KeyspaceId(1), 0);
+    let c = sim.map.chains[&id].clone();
+    let (m, d) = (c.members[0], c.members[1]);
+    assert_eq!(c.kinds, [Mem, Log]);
+    sim.apply(MapCommand::ReplicaLost { chain: id, node: m, incarnation: 7 }).unwrap();
+    let (_, _, step) = next_steps(&sim.map).into_iter().find(|s| s.0 == id).unwrap();
+    assert!(matches!(step, ChainChange::Remove { node, .. } if node == m), "{step:?}");
+    sim.drain();
+    let c = &sim.map.chains[&id];
+    assert_eq!((&c.members, &c.kinds), (&vec![m, d], &vec![Mem, Log]));
+    assert!(c.lost.is_empty());
+    sim.apply(MapCommand::NodeFailed { id: d }).unwrap();
+    assert!(next_steps(&sim.map).iter().all(|s| s.0 != id), "the chain waits for its log replica");
+    assert!(irreparable(&sim.map).contains(&id));
+    sim.apply(MapCommand::ReplicaLost { chain: id, node: m, incarnation: 8 }).unwrap();
+    let refusal = MapError::WholeReplica { chain: id, node: d };
+    assert_eq!(sim.map.restorable(id, m, 8), Err(refusal), "a failed log member comes back whole");
+    sim.apply(MapCommand::NodeRecovered { id: d }).unwrap();
+    sim.drain();
+    assert_converged(&sim.map);
 }

@@ -115,8 +115,8 @@ impl ClusterNode {
         };
         let spec = StoreSpec { vfs: setup.vfs.clone(), dir: setup.dir.join("keyspaces"), log };
         let stores = Stores::open(spec, keyspaces, dropped).map_err(|e| format!("datastores: {e}"))?;
-        let chain =
-            ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation).map_err(|e: StoreError| e.to_string())?;
+        let chain = ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation, agent.map().map(|m| m.as_ref()))
+            .map_err(|e: StoreError| e.to_string())?;
         let (manager, opened) = if voters.contains(&me) {
             let boot = bootstrap(&setup.initial, cfg.partitions);
             let dir = setup.dir.join("raft");

@@ -27,6 +27,9 @@ impl ClusterNode {
                 "id": c.id.0, "keyspace": c.id.keyspace().0, "partition": c.id.partition(),
                 "first_token": range.start(), "last_token": range.end(), "view": c.view,
                 "members": c.members.iter().map(|n| n.0).collect::<Vec<_>>(), "change": c.change.as_ref().map(change_json),
+                "kinds": c.kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
+                "lost": c.lost.keys().map(|n| n.0).collect::<Vec<_>>(),
+                "restored_from": c.restored.map(|(n, _)| n.0),
             })
         }).collect();
         serde_json::json!({
@@ -66,8 +69,8 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
 
 fn change_json(change: &ChainChange) -> serde_json::Value {
     match *change {
-        ChainChange::Add { node, position, step, inserted } => {
-            serde_json::json!({ "add": node.0, "position": position, "step": step, "inserted": inserted })
+        ChainChange::Add { node, position, step, inserted, kind } => {
+            serde_json::json!({ "add": node.0, "position": position, "step": step, "inserted": inserted, "kind": kind.name() })
         }
         ChainChange::Remove { node, step } => serde_json::json!({ "remove": node.0, "step": step }),
     }

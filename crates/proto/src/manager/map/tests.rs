@@ -1,6 +1,7 @@
 use super::*;
 use meridian_core::keyspace::KEYSPACES_MAX;
 use meridian_core::wire;
+use meridian_core::ReplicaKind;
 
 pub(crate) fn addrs(i: u32) -> NodeAddrs {
     NodeAddrs { peer_addr: format!("h{i}:7000"), resp_addr: format!("h{i}:6379"), http_addr: Some(format!("h{i}:80")) }
@@ -48,7 +49,7 @@ fn start(map: &mut ClusterMap, chain: u32, change: ChainChange) -> Result<Applie
 
 /// An Add as `StepStarted` proposes it: not inserted yet.
 fn joining(node: NodeId, position: usize, step: u64) -> ChainChange {
-    ChainChange::Add { node, position, step, inserted: false }
+    ChainChange::Add { node, position, step, inserted: false, kind: ReplicaKind::Log }
 }
 
 fn inserted(chain: ChainId, step: u64) -> MapCommand {
@@ -295,7 +296,7 @@ fn step_reports_with_wrong_or_stale_ids_are_refused() {
     for report in [inserted(id, s), done(id, s), aborted(id, s)] {
         refused(&mut map, report, MapError::NoStepInFlight(id));
     }
-    let pre_inserted = ChainChange::Add { node: joiner, position: 0, step: s, inserted: true };
+    let pre_inserted = ChainChange::Add { node: joiner, position: 0, step: s, inserted: true, kind: ReplicaKind::Log };
     let started_inserted = MapCommand::StepStarted { chain: id, expected_view: 1, change: pre_inserted };
     refused(&mut map, started_inserted, MapError::AlreadyInserted { chain: id, step: s });
     let start_add = MapCommand::StepStarted { chain: id, expected_view: 1, change: joining(joiner, 0, s) };
@@ -491,7 +492,8 @@ fn check_catches_broken_maps() {
     let good = bootstrapped(4, 2, 4);
     let id = ChainId(1);
     let spare = (1..=4).map(NodeId).find(|n| !good.chains[&id].contains(*n)).unwrap();
-    let add_spare = |position, inserted| ChainChange::Add { node: spare, position, step: 0, inserted };
+    let add_spare =
+        |position, inserted| ChainChange::Add { node: spare, position, step: 0, inserted, kind: ReplicaKind::Log };
     let breakers: Vec<(&str, Breaker)> = vec![
         (
             "repeats a member",
@@ -526,7 +528,7 @@ fn check_catches_broken_maps() {
             Box::new(move |m| {
                 m.nodes.get_mut(&spare).unwrap().state = NodeState::Leaving;
                 for c in m.chains.values_mut() {
-                    c.members.retain(|&n| n != spare);
+                    c.remove_member(1, spare);
                 }
             }),
         ),
@@ -535,7 +537,11 @@ fn check_catches_broken_maps() {
             "already a member",
             Box::new(|m| {
                 let node = m.chains[&id].members[0];
-                set_change(m, id, ChainChange::Add { node, position: 0, step: 0, inserted: false });
+                set_change(
+                    m,
+                    id,
+                    ChainChange::Add { node, position: 0, step: 0, inserted: false, kind: ReplicaKind::Log },
+                );
             }),
         ),
         ("at or after the tail", Box::new(move |m| set_change(m, id, add_spare(2, false)))),
@@ -543,7 +549,7 @@ fn check_catches_broken_maps() {
         (
             "is not at 1",
             Box::new(move |m| {
-                m.chains.get_mut(&id).unwrap().members.insert(0, spare);
+                m.chains.get_mut(&id).unwrap().insert_member(1, 0, spare, ReplicaKind::Log);
                 set_change(m, id, add_spare(1, true));
             }),
         ),
@@ -551,7 +557,8 @@ fn check_catches_broken_maps() {
             // Inserted as tail.
             "at or after the tail",
             Box::new(move |m| {
-                m.chains.get_mut(&id).unwrap().members.push(spare);
+                let c = m.chains.get_mut(&id).unwrap();
+                c.insert_member(1, c.members.len(), spare, ReplicaKind::Log);
                 set_change(m, id, add_spare(2, true));
             }),
         ),
@@ -566,7 +573,11 @@ fn check_catches_broken_maps() {
         (
             "not below",
             Box::new(move |m| {
-                set_change(m, id, ChainChange::Add { node: spare, position: 1, step: 1, inserted: false });
+                set_change(
+                    m,
+                    id,
+                    ChainChange::Add { node: spare, position: 1, step: 1, inserted: false, kind: ReplicaKind::Log },
+                );
             }),
         ),
         (
@@ -583,7 +594,28 @@ fn check_catches_broken_maps() {
                 let c = m.chains.get_mut(&id).unwrap();
                 let node = c.members[0];
                 c.members.truncate(1);
+                c.kinds.truncate(1);
                 c.change = Some(ChainChange::Remove { node, step: 0 });
+            }),
+        ),
+        (
+            "kinds for its members",
+            Box::new(|m| {
+                m.chains.get_mut(&id).unwrap().kinds.pop();
+            }),
+        ),
+        (
+            "a lost replica of a non-member",
+            Box::new(move |m| {
+                m.chains.get_mut(&id).unwrap().lost.insert(spare, 1);
+            }),
+        ),
+        (
+            "add with a lost replica",
+            Box::new(move |m| {
+                let member = m.chains[&id].members[0];
+                m.chains.get_mut(&id).unwrap().lost.insert(member, 1);
+                set_change(m, id, add_spare(1, false));
             }),
         ),
         (

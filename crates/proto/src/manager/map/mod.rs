@@ -13,7 +13,8 @@
 //! chain-view-id, §2.4), the epoch at which its tail last changed (`tail_epoch`) and at most one
 //! membership step in flight ([`ChainChange`]).
 //!
-//! The view is bumped exactly when `members` changes: a member inserted or removed. Chain nodes stamp
+//! The view is bumped exactly when `members` changes (a member inserted or removed) or the chain is restored
+//! from a lost replica (its history starts afresh, even if that replica was its only member). Chain nodes stamp
 //! every chain message with it and drop messages of any other view, so it must name one member list;
 //! bumping it for anything else (starting or giving up a step that leaves the members alone) would only
 //! stall the chain until every node had caught up.
@@ -52,6 +53,18 @@
 //! Failed. A chain whose members have all failed keeps them and is reported irreparable by the planner;
 //! nothing is invented for it.
 //!
+//! # Replica kinds and lost replicas
+//! Each member keeps its replica in a datastore of the kind the map gives it (`ChainView::kinds`, chosen
+//! as [`kinds`] describes). A node that restarts holds a whole replica only of the chains it keeps in a
+//! kind that survives a restart (`log`); its `mem` and `buffered` replicas may miss acknowledged writes. It
+//! reports them, and `ReplicaLost` records them in `ChainView::lost`: such a member holds nothing the chain
+//! can use, so the planner removes it as it removes a Failed one (while another member holds a whole
+//! replica) and adds it back with a fresh copy. If no member holds a whole replica any more and none keeps
+//! a `log` (a Failed `log` member comes back whole, so the chain waits for it), the manager's leader keeps
+//! the lost replica holding the most (`ReplicaRestored`, recorded in `ChainView::restored`): it becomes the
+//! chain's only member and the chain goes on from it, without the writes it missed. Only a chain without a
+//! live `log` replica can come to that.
+//!
 //! # Node states
 //! ```text
 //!   AddNode ──► Joining ──(holds all its target chains)──► Active
@@ -81,10 +94,18 @@
 //! as new variants at the end of [`MapCommand`] and new map state (keyspaces, voter changes) as new
 //! fields at the end of [`ClusterMap`], with a log format version bump.
 
+mod chain;
+mod check;
+mod errors;
+pub mod kinds;
+
+pub use chain::{ChainChange, ChainView};
+pub use errors::MapError;
+
 use super::placement::{partitions_valid, VidRing};
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
-use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId};
+use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId, ReplicaKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -155,90 +176,6 @@ pub struct NodeInfo {
     /// The operator took the node out (`RemoveNode`); only a later `AddNode` brings it back, never the
     /// failure detector (`NodeRecovered`).
     pub departed: bool,
-}
-
-/// A membership step in flight on one chain. `step` is its id, unique in the map forever.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ChainChange {
-    /// Pre-copy from the tail, then FLUSH (§2.5), which carries `step` as its sequence number. Once the
-    /// pre-copy is done `AddInserted` sets `inserted` and puts `node` into the members at `position`,
-    /// always before the tail (a node never joins directly as tail); `StepDone` follows the FLUSH.
-    Add { node: NodeId, position: usize, step: u64, inserted: bool },
-    /// Take `node` out: CR_HEAD / CR_MID / CR_TAIL after a failure or for a leave, TRUNCATE of a surplus
-    /// live tail (see [`super::plan::removal_kind`]).
-    Remove { node: NodeId, step: u64 },
-}
-
-impl ChainChange {
-    pub fn node(&self) -> NodeId {
-        match *self {
-            ChainChange::Add { node, .. } | ChainChange::Remove { node, .. } => node,
-        }
-    }
-
-    pub fn step(&self) -> u64 {
-        match *self {
-            ChainChange::Add { step, .. } | ChainChange::Remove { step, .. } => step,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChainView {
-    pub id: ChainId,
-    /// Head first, tail last; never empty once bootstrapped.
-    pub members: Vec<NodeId>,
-    /// The seed's chain-view-id (§2.4), ≥ 1; bumped exactly when `members` changes.
-    pub view: u64,
-    /// The map epoch of the command that last changed the tail (`members.last()`); at most the map's
-    /// epoch.
-    pub tail_epoch: u64,
-    pub change: Option<ChainChange>,
-}
-
-impl ChainView {
-    pub fn position(&self, node: NodeId) -> Option<usize> {
-        self.members.iter().position(|&m| m == node)
-    }
-
-    pub fn contains(&self, node: NodeId) -> bool {
-        self.members.contains(&node)
-    }
-
-    pub fn tail(&self) -> Option<NodeId> {
-        self.members.last().copied()
-    }
-
-    /// `node` is a member with a full replica: not the joiner of the Add in flight, whose FLUSH may not
-    /// have come back yet.
-    pub fn holds(&self, node: NodeId) -> bool {
-        let joining = matches!(self.change, Some(ChainChange::Add { node: n, .. }) if n == node);
-        self.contains(node) && !joining
-    }
-
-    /// `node` is a member or the subject of the step in flight.
-    fn involves(&self, node: NodeId) -> bool {
-        self.contains(node) || self.change.as_ref().is_some_and(|c| c.node() == node)
-    }
-
-    /// Changes the members in the command of map epoch `epoch`: the only place the view moves.
-    fn edit_members(&mut self, epoch: u64, edit: impl FnOnce(&mut Vec<NodeId>)) {
-        let tail = self.tail();
-        edit(&mut self.members);
-        self.view += 1;
-        if self.tail() != tail {
-            self.tail_epoch = epoch;
-        }
-    }
-
-    /// Gives up the step in flight. A joiner already inserted is taken out again: it has not finished
-    /// its FLUSH, so it is not a valid replica (§2.5: the manager "repairs the chain, redoes the
-    /// addition").
-    fn abort(&mut self, epoch: u64) {
-        if let Some(ChainChange::Add { node, inserted: true, .. }) = self.change.take() {
-            self.edit_members(epoch, |m| m.retain(|&n| n != node));
-        }
-    }
 }
 
 /// A keyspace as the map keeps it: its name (unique among keyspaces) and configuration.
@@ -314,6 +251,15 @@ pub enum MapCommand {
     CreateKeyspace { name: String, config: KeyspaceConfig },
     /// Removes a keyspace and its chains; nodes drop its data as they adopt the map.
     DropKeyspace { name: String },
+    /// `node`, a member of `chain`, restarted (as `incarnation`) without a whole replica: it takes no part
+    /// until repaired (removed, then added again with a fresh copy).
+    /// Any step in flight on the chain is given up.
+    ReplicaLost { chain: ChainId, node: NodeId, incarnation: u64 },
+    /// No member of `chain` holds a whole replica any more (every other member lost its own or is Failed, and
+    /// none keeps a `log`): `node`'s lost replica, from `incarnation`, becomes the chain's state, the writes
+    /// it missed are lost, and `node` is the chain's only member. The manager keeps the lost replica holding
+    /// the most.
+    ReplicaRestored { chain: ChainId, node: NodeId, incarnation: u64 },
 }
 
 /// What an accepted command did.
@@ -325,153 +271,6 @@ pub enum Applied {
     /// NodeRecovered).
     Unchanged,
 }
-
-/// Why a command was refused; a refused command changed nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MapError {
-    AlreadyBootstrapped,
-    NotBootstrapped,
-    BadBootstrap(&'static str),
-    BadVnodes(u32),
-    /// The id exists with other addresses or vnodes.
-    IdClash(NodeId),
-    AddrInUse {
-        addr: String,
-        by: NodeId,
-    },
-    /// The node must reach Removed before it can be added again.
-    NodeBusy {
-        id: NodeId,
-        state: NodeState,
-    },
-    UnknownNode(NodeId),
-    /// The node left by `RemoveNode`: only `AddNode` brings it back.
-    Departed(NodeId),
-    UnknownChain(ChainId),
-    StaleView {
-        chain: ChainId,
-        expected: u64,
-        actual: u64,
-    },
-    StepInFlight(ChainId),
-    NoStepInFlight(ChainId),
-    /// The chain's step in flight has another id.
-    WrongStep {
-        chain: ChainId,
-        step: u64,
-        in_flight: u64,
-    },
-    /// `AddInserted` named a Remove.
-    NotAnAdd {
-        chain: ChainId,
-        step: u64,
-    },
-    /// `AddInserted` twice, or a `StepStarted` whose Add claims to be inserted.
-    AlreadyInserted {
-        chain: ChainId,
-        step: u64,
-    },
-    /// `StepDone` of an Add whose joiner was never inserted.
-    NotInserted {
-        chain: ChainId,
-        step: u64,
-    },
-    /// Only Joining and Active nodes are added to chains.
-    NotPlaceable {
-        id: NodeId,
-        state: NodeState,
-    },
-    AlreadyMember {
-        chain: ChainId,
-        node: NodeId,
-    },
-    NotMember {
-        chain: ChainId,
-        node: NodeId,
-    },
-    /// A failed member must be repaired out before anything is added.
-    NeedsRepair(ChainId),
-    /// The Add would put the joiner at or after the tail (§2.5) or the chain has no member to copy from.
-    NeverTail {
-        chain: ChainId,
-        position: usize,
-    },
-    /// The chain already has R+1 members.
-    TooManyReplicas(ChainId),
-    StepReused {
-        step: u64,
-        next: u64,
-    },
-    /// No other live member would remain.
-    LastReplica {
-        chain: ChainId,
-        node: NodeId,
-    },
-    KeyspaceExists(String),
-    UnknownKeyspace(String),
-    /// `default` cannot be dropped.
-    DefaultKeyspace,
-    /// The keyspace's name or configuration is invalid (the reason says how).
-    BadKeyspace(String),
-    /// Another keyspace would exceed [`KEYSPACES_MAX`] keyspaces or [`CHAINS_MAX`] chains.
-    TooManyKeyspaces,
-    /// No node is Joining or Active, so a new keyspace's chains would have no member.
-    NoPlaceableNode,
-}
-
-impl fmt::Display for MapError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MapError::AlreadyBootstrapped => write!(f, "the cluster is already bootstrapped"),
-            MapError::NotBootstrapped => write!(f, "the cluster is not bootstrapped"),
-            MapError::BadBootstrap(why) => write!(f, "invalid bootstrap: {why}"),
-            MapError::BadVnodes(v) => write!(f, "vnodes must be between 1 and {VNODES_MAX}, not {v}"),
-            MapError::IdClash(id) => write!(f, "node {id} already exists with other addresses or vnodes"),
-            MapError::AddrInUse { addr, by } => write!(f, "address {addr} is used by node {by}"),
-            MapError::NodeBusy { id, state } => write!(f, "node {id} is {state}; add it again once it is REMOVED"),
-            MapError::UnknownNode(id) => write!(f, "unknown node {id}"),
-            MapError::Departed(id) => write!(f, "node {id} was removed from the cluster; add it again"),
-            MapError::UnknownChain(c) => write!(f, "unknown chain {c}"),
-            MapError::StaleView { chain, expected, actual } => {
-                write!(f, "chain {chain} is at view {actual}, the command expected {expected}")
-            }
-            MapError::StepInFlight(c) => write!(f, "chain {c} already has a step in flight"),
-            MapError::NoStepInFlight(c) => write!(f, "chain {c} has no step in flight"),
-            MapError::WrongStep { chain, step, in_flight } => {
-                write!(f, "chain {chain} has step {in_flight} in flight, not {step}")
-            }
-            MapError::NotAnAdd { chain, step } => write!(f, "step {step} on chain {chain} is not an addition"),
-            MapError::AlreadyInserted { chain, step } => {
-                write!(f, "the joiner of step {step} on chain {chain} is already inserted")
-            }
-            MapError::NotInserted { chain, step } => {
-                write!(f, "the joiner of step {step} on chain {chain} is not inserted yet")
-            }
-            MapError::NotPlaceable { id, state } => write!(f, "node {id} is {state} and cannot join a chain"),
-            MapError::AlreadyMember { chain, node } => write!(f, "node {node} is already a member of chain {chain}"),
-            MapError::NotMember { chain, node } => write!(f, "node {node} is not a member of chain {chain}"),
-            MapError::NeedsRepair(c) => write!(f, "chain {c} has a failed member to repair first"),
-            MapError::NeverTail { chain, position } => {
-                write!(f, "position {position} is not before the tail of chain {chain}")
-            }
-            MapError::TooManyReplicas(c) => write!(f, "chain {c} already has R+1 members"),
-            MapError::StepReused { step, next } => write!(f, "step id {step} is used (next is {next})"),
-            MapError::LastReplica { chain, node } => {
-                write!(f, "removing {node} would leave chain {chain} without a live replica")
-            }
-            MapError::KeyspaceExists(name) => write!(f, "keyspace {name:?} already exists"),
-            MapError::UnknownKeyspace(name) => write!(f, "unknown keyspace {name:?}"),
-            MapError::DefaultKeyspace => write!(f, "the {DEFAULT_KEYSPACE} keyspace cannot be dropped"),
-            MapError::BadKeyspace(why) => f.write_str(why),
-            MapError::NoPlaceableNode => write!(f, "no node is ACTIVE or JOINING to hold the keyspace's chains"),
-            MapError::TooManyKeyspaces => {
-                write!(f, "too many keyspaces (at most {KEYSPACES_MAX}, and {CHAINS_MAX} chains in all)")
-            }
-        }
-    }
-}
-
-impl std::error::Error for MapError {}
 
 impl ClusterMap {
     pub fn is_bootstrapped(&self) -> bool {
@@ -536,6 +335,10 @@ impl ClusterMap {
             MapCommand::StepAborted { chain, step } => self.step_aborted(*chain, *step),
             MapCommand::CreateKeyspace { name, config } => self.create_keyspace(name, config),
             MapCommand::DropKeyspace { name } => self.drop_keyspace(name),
+            MapCommand::ReplicaLost { chain, node, incarnation } => self.replica_lost(*chain, *node, *incarnation),
+            MapCommand::ReplicaRestored { chain, node, incarnation } => {
+                self.replica_restored(*chain, *node, *incarnation)
+            }
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;
@@ -593,8 +396,65 @@ impl ClusterMap {
         let tail_epoch = self.applying_epoch();
         for (p, members) in partitions.into_iter().enumerate() {
             let id = ChainId::new(keyspace, p as u32);
-            self.chains.insert(id, ChainView { id, members, view: 1, tail_epoch, change: None });
+            let kinds = kinds::wanted(&config.replicas, members.len());
+            let (lost, restored) = (BTreeMap::new(), None);
+            self.chains.insert(id, ChainView { id, members, view: 1, tail_epoch, change: None, kinds, lost, restored });
         }
+        Ok(Applied::Changed)
+    }
+
+    fn member_of(&self, chain: ChainId, node: NodeId) -> Result<&ChainView, MapError> {
+        let c = self.chains.get(&chain).ok_or(MapError::UnknownChain(chain))?;
+        if !c.contains(node) {
+            return Err(MapError::NotMember { chain, node });
+        }
+        Ok(c)
+    }
+
+    /// A lost member stays until the planner repairs it out. The step in flight stops, as for a failure: an
+    /// Add's copies and FLUSH pass through every member, and a Remove might take out the last whole replica.
+    fn replica_lost(&mut self, chain: ChainId, node: NodeId, incarnation: u64) -> Result<Applied, MapError> {
+        let c = self.member_of(chain, node)?;
+        if c.lost.get(&node) == Some(&incarnation) {
+            return Ok(Applied::Unchanged);
+        }
+        let epoch = self.applying_epoch();
+        let c = self.chains.get_mut(&chain).expect("checked");
+        c.abort(epoch);
+        // The abort may have taken `node` out, if it was the joiner being inserted.
+        if c.contains(node) {
+            c.lost.insert(node, incarnation);
+        }
+        Ok(Applied::Changed)
+    }
+
+    /// Whether `ReplicaRestored` would be accepted: `node`'s replica is lost as `incarnation`, every other
+    /// member is lost or Failed, and none of them keeps a replica that survives a restart (a Failed `log`
+    /// member comes back whole: the chain waits for it).
+    pub fn restorable(&self, chain: ChainId, node: NodeId, incarnation: u64) -> Result<(), MapError> {
+        let c = self.member_of(chain, node)?;
+        if c.lost.get(&node) != Some(&incarnation) {
+            return Err(MapError::NotLost { chain, node });
+        }
+        let whole = |m: NodeId| {
+            let live_whole = self.is_live(m) && !c.lost.contains_key(&m);
+            live_whole || c.kind_of(m).is_some_and(ReplicaKind::survives_restart)
+        };
+        match c.members.iter().find(|&&m| m != node && whole(m)) {
+            Some(&other) => Err(MapError::WholeReplica { chain, node: other }),
+            None => Ok(()),
+        }
+    }
+
+    /// See [`ClusterMap::restorable`]. The other members go: a Failed one may still hold writes in memory
+    /// that `node` lacks, and the chain must not meet them again.
+    fn replica_restored(&mut self, chain: ChainId, node: NodeId, incarnation: u64) -> Result<Applied, MapError> {
+        self.restorable(chain, node, incarnation)?;
+        let epoch = self.applying_epoch();
+        let c = self.chains.get_mut(&chain).expect("checked");
+        c.abort(epoch);
+        c.keep_only(epoch, node);
+        c.restored = Some((node, incarnation));
         Ok(Applied::Changed)
     }
 
@@ -716,7 +576,7 @@ impl ClusterMap {
         if c.contains(node) {
             return Err(MapError::AlreadyMember { chain: c.id, node });
         }
-        if c.members.iter().any(|&m| !self.is_live(m)) {
+        if c.members.iter().any(|&m| !self.is_live(m)) || !c.lost.is_empty() {
             return Err(MapError::NeedsRepair(c.id));
         }
         if c.members.len() > self.replication(c.id) {
@@ -732,7 +592,7 @@ impl ClusterMap {
         if !c.contains(node) {
             return Err(MapError::NotMember { chain: c.id, node });
         }
-        if !c.members.iter().any(|&m| m != node && self.is_live(m)) {
+        if !c.members.iter().any(|&m| m != node && self.is_live(m) && !c.lost.contains_key(&m)) {
             return Err(MapError::LastReplica { chain: c.id, node });
         }
         Ok(())
@@ -752,15 +612,15 @@ impl ClusterMap {
     /// The Add's preconditions still hold: nothing but this step changes the members while it is in
     /// flight, and a failure of the joiner or of a member would have aborted it (see `node_failed`).
     fn add_inserted(&mut self, chain: ChainId, step: u64) -> Result<Applied, MapError> {
-        let (node, position) = match *self.step_in_flight(chain, step)? {
+        let (node, position, kind) = match *self.step_in_flight(chain, step)? {
             ChainChange::Add { inserted: true, .. } => return Err(MapError::AlreadyInserted { chain, step }),
-            ChainChange::Add { node, position, .. } => (node, position),
+            ChainChange::Add { node, position, kind, .. } => (node, position, kind),
             ChainChange::Remove { .. } => return Err(MapError::NotAnAdd { chain, step }),
         };
         let epoch = self.applying_epoch();
         let c = self.chains.get_mut(&chain).expect("checked");
-        c.change = Some(ChainChange::Add { node, position, step, inserted: true });
-        c.edit_members(epoch, |m| m.insert(position, node));
+        c.change = Some(ChainChange::Add { node, position, step, inserted: true, kind });
+        c.insert_member(epoch, position, node, kind);
         Ok(Applied::Changed)
     }
 
@@ -774,7 +634,7 @@ impl ClusterMap {
         let c = self.chains.get_mut(&chain).expect("checked");
         c.change = None;
         if let ChainChange::Remove { node, .. } = change {
-            c.edit_members(epoch, |m| m.retain(|&n| n != node));
+            c.remove_member(epoch, node);
         }
         Ok(Applied::Changed)
     }
@@ -812,118 +672,6 @@ impl ClusterMap {
     fn holds_targets(&self, node: NodeId, targets: &BTreeMap<ChainId, Vec<NodeId>>) -> bool {
         targets.iter().all(|(id, t)| !t.contains(&node) || self.chains[id].holds(node))
     }
-
-    /// The map's invariants; `Err` describes the first violation. The simulator runs this after every
-    /// applied command.
-    pub fn check(&self) -> Result<(), String> {
-        if !self.is_bootstrapped() {
-            return match self.nodes.is_empty() && self.chains.is_empty() {
-                true => Ok(()),
-                false => Err("nodes or chains before bootstrap".into()),
-            };
-        }
-        ensure(partitions_valid(self.partitions), || format!("invalid partition count {}", self.partitions))?;
-        self.check_keyspaces()?;
-        let expected = self.keyspaces.keys().flat_map(|&k| (0..self.partitions).map(move |p| ChainId::new(k, p)));
-        ensure(self.chains.keys().copied().eq(expected), || "chains do not match keyspaces × partitions".into())?;
-        for (&id, c) in &self.chains {
-            ensure(c.id == id, || format!("chain {id} out of place"))?;
-            self.check_chain(c)?;
-        }
-        self.check_step_ids()?;
-        self.check_nodes()
-    }
-
-    fn check_keyspaces(&self) -> Result<(), String> {
-        let default = self.keyspaces.get(&KeyspaceId::DEFAULT);
-        ensure(default.is_some_and(|k| k.name == DEFAULT_KEYSPACE), || "no default keyspace".into())?;
-        let names: BTreeSet<&str> = self.keyspaces.values().map(|k| k.name.as_str()).collect();
-        ensure(names.len() == self.keyspaces.len(), || "two keyspaces share a name".into())?;
-        for (id, k) in &self.keyspaces {
-            ensure(id.0 < self.next_keyspace, || format!("keyspace {id} not below next_keyspace"))?;
-            validate_name(&k.name).and_then(|()| k.config.validate()).map_err(|e| format!("keyspace {id}: {e}"))?;
-        }
-        Ok(())
-    }
-
-    fn check_chain(&self, c: &ChainView) -> Result<(), String> {
-        let id = c.id;
-        ensure(c.view >= 1, || format!("chain {id} has view 0"))?;
-        let tail_epoch_valid = (1..=self.epoch).contains(&c.tail_epoch);
-        ensure(tail_epoch_valid, || format!("chain {id}: tail epoch {} outside 1..={}", c.tail_epoch, self.epoch))?;
-        ensure(!c.members.is_empty(), || format!("chain {id} is empty"))?;
-        ensure(c.members.len() <= self.replication(id) + 1, || format!("chain {id} has more than R+1 members"))?;
-        let distinct: BTreeSet<NodeId> = c.members.iter().copied().collect();
-        ensure(distinct.len() == c.members.len(), || format!("chain {id} repeats a member: {:?}", c.members))?;
-        for &m in &c.members {
-            let state = self.state(m);
-            ensure(state.is_some_and(|s| s != NodeState::Removed), || format!("chain {id}: member {m} is {state:?}"))?;
-        }
-        match c.change {
-            None => Ok(()),
-            Some(ChainChange::Add { node, position, inserted, .. }) => {
-                self.check_add_in_flight(c, node, position, inserted)
-            }
-            Some(ChainChange::Remove { node, .. }) => self.check_remove_in_flight(c, node),
-        }
-    }
-
-    fn check_add_in_flight(&self, c: &ChainView, node: NodeId, position: usize, inserted: bool) -> Result<(), String> {
-        let id = c.id;
-        ensure(self.is_live(node), || format!("chain {id}: adding {node}, which is {:?}", self.state(node)))?;
-        ensure(c.contains(node) == inserted, || match inserted {
-            true => format!("chain {id}: {node} is inserted but not a member"),
-            false => format!("chain {id}: adding {node}, already a member"),
-        })?;
-        // The members the chain had when the step started.
-        let before = c.members.len() - usize::from(inserted);
-        ensure(position < before, || format!("chain {id}: adding {node} at or after the tail"))?;
-        ensure(!inserted || c.members[position] == node, || format!("chain {id}: {node} is not at {position}"))?;
-        ensure(before <= self.replication(id), || format!("chain {id}: add would exceed R+1"))?;
-        ensure(c.members.iter().all(|&m| self.is_live(m)), || format!("chain {id}: add with a failed member"))
-    }
-
-    fn check_remove_in_flight(&self, c: &ChainView, node: NodeId) -> Result<(), String> {
-        let id = c.id;
-        ensure(c.contains(node), || format!("chain {id}: removing {node}, not a member"))?;
-        let other_live = c.members.iter().any(|&m| m != node && self.is_live(m));
-        ensure(other_live, || format!("chain {id}: removing {node} would leave no live member"))
-    }
-
-    fn check_step_ids(&self) -> Result<(), String> {
-        let mut seen = BTreeSet::new();
-        for step in self.chains.values().filter_map(|c| c.change.as_ref()).map(ChainChange::step) {
-            ensure(step < self.next_step, || format!("step {step} not below next_step {}", self.next_step))?;
-            ensure(seen.insert(step), || format!("step {step} in flight twice"))?;
-        }
-        Ok(())
-    }
-
-    fn check_nodes(&self) -> Result<(), String> {
-        let targets = self.targets();
-        for (&id, n) in &self.nodes {
-            let settled = match n.state {
-                NodeState::Joining => !self.holds_targets(id, &targets),
-                NodeState::Leaving | NodeState::Failed => self.involved(id),
-                NodeState::Removed => !self.involved(id),
-                NodeState::Active => true,
-            };
-            ensure(settled, || format!("node {id} should not be {}", n.state))?;
-            ensure(!(n.departed && n.state.is_placeable()), || format!("node {id} departed but is {}", n.state))?;
-        }
-        for v in &self.manager_voters {
-            ensure(self.nodes.contains_key(v), || format!("voter {v} is not a node"))?;
-        }
-        Ok(())
-    }
-}
-
-fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
-    if ok {
-        Ok(())
-    } else {
-        Err(why())
-    }
 }
 
 fn validate_bootstrap(
@@ -953,5 +701,4 @@ fn validate_bootstrap(
 }
 
 #[cfg(test)]
-#[path = "map_tests.rs"]
 pub(crate) mod tests;
