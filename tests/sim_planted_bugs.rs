@@ -19,7 +19,7 @@ fn sweep_with(bug: PlantedBug, seeds: u64, nemesis: &str) -> Vec<SeedResult> {
         check: CheckModel::Linearizable,
         nodes: 3,
         spares: 2,
-        replication: 3,
+        replicas: vec![meridian_core::ReplicaKind::Log; 3],
         vnodes: 4,
         node: NodeConfig { chain, ..NodeConfig::default() },
         threads: 2,

@@ -1,6 +1,8 @@
 //! `meridian demo`: a local cluster in one process, for trying Meridian with redis-cli.
 
-use super::node::{init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
+use super::node::{
+    default_replicas, init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup,
+};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceId, NodeId, NodeSpec, Reply, Request};
@@ -21,6 +23,10 @@ pub struct DemoArgs {
     /// Data directory (default: a temporary directory removed on exit).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// The replica type of each chain position of the `default` keyspace, head first (`mem`, `log` or
+    /// `buffered`); their number is R. Default: `log,log,log`.
+    #[arg(long)]
+    replicas: Option<String>,
     #[command(flatten)]
     durability: DurabilityArgs,
     #[command(flatten)]
@@ -41,7 +47,10 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let specs: Vec<NodeSpec> = (0..args.nodes)
         .map(|i| NodeSpec { id: NodeId(u32::from(i) + 1), peer_addr: addr(args.port + 1000 + i).to_string() })
         .collect();
-    let cluster = ClusterConfig::new(specs, DEFAULT_REPLICATION, DEFAULT_VNODES).map_err(|e| e.to_string())?;
+    let replicas = default_replicas(args.replicas.as_deref(), DEFAULT_REPLICATION)?;
+    let cluster = ClusterConfig::new(specs, replicas.len(), DEFAULT_VNODES)
+        .and_then(|c| c.with_replicas(replicas))
+        .map_err(|e| e.to_string())?;
     runtime()?.block_on(async {
         let mut handles = Vec::new();
         for i in 0..args.nodes {

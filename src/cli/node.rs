@@ -2,7 +2,7 @@
 //! node (chain replication with its replicated manager) on it.
 
 use clap::Args;
-use meridian_core::{ClusterConfig, NodeId};
+use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, ReplicaKind};
 use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
 use meridian_proto::chain::ChainConfig;
 use meridian_proto::manager::agent::JoinRequest;
@@ -136,6 +136,14 @@ pub async fn stop_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// The `default` keyspace's replica types, head first: `--replicas` if given, else `replication` `log` ones.
+pub fn default_replicas(list: Option<&str>, replication: usize) -> Result<Vec<ReplicaKind>, String> {
+    match list {
+        Some(list) => KeyspaceConfig::parse_replicas(list).map_err(|e| format!("--replicas: {e}")),
+        None => Ok(vec![ReplicaKind::Log; replication]),
     }
 }
 

@@ -2,10 +2,12 @@
 //! a node added later starts with `--join`, naming the HTTP address of any node of the cluster.
 
 use super::http;
-use super::node::{init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
+use super::node::{
+    default_replicas, init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup,
+};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, NodeId, NodeSpec};
+use meridian_core::{ClusterConfig, NodeId, NodeSpec, ReplicaKind};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::NodeAddrs;
 use serde_json::Value;
@@ -39,9 +41,13 @@ pub struct ServerArgs {
     /// Where this node keeps its data.
     #[arg(long)]
     data_dir: PathBuf,
-    /// Replicas per key (chain length).
-    #[arg(long, default_value_t = DEFAULT_REPLICATION)]
+    /// Replicas per key (chain length) of the `default` keyspace, all of type `log`.
+    #[arg(long, default_value_t = DEFAULT_REPLICATION, conflicts_with = "replicas")]
     replication: usize,
+    /// Instead of --replication: the replica type of each chain position of `default`, head first (`mem`,
+    /// `log` or `buffered`; e.g. `mem,log`); their number is R. Used when the cluster is first created.
+    #[arg(long)]
+    replicas: Option<String>,
     /// Ring points per node (with --join: this node's; default, the cluster's).
     #[arg(long)]
     vnodes: Option<usize>,
@@ -83,7 +89,10 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
 fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, String> {
     let peers = ClusterConfig::parse_peers(peers).map_err(|e| e.to_string())?;
     let vnodes = args.vnodes.unwrap_or(DEFAULT_VNODES);
-    let cluster = ClusterConfig::new(peers, args.replication, vnodes).map_err(|e| e.to_string())?;
+    let replicas = default_replicas(args.replicas.as_deref(), args.replication)?;
+    let cluster = ClusterConfig::new(peers, replicas.len(), vnodes)
+        .and_then(|c| c.with_replicas(replicas))
+        .map_err(|e| e.to_string())?;
     let own =
         cluster.node(NodeId(args.node_id)).ok_or_else(|| format!("--node-id {} is not in --peers", args.node_id))?;
     if own.peer_addr != args.peer_listen.to_string() {
@@ -99,7 +108,10 @@ fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRe
     let config = &layout["config"];
     let nodes: Vec<NodeSpec> = serde_json::from_value(config["nodes"].clone()).map_err(|e| format!("{via}: {e}"))?;
     let number = |field: &str| config[field].as_u64().ok_or_else(|| format!("{via}: no {field} in /v1/cluster"));
+    let replicas: Vec<ReplicaKind> =
+        serde_json::from_value(config["replicas"].clone()).map_err(|e| format!("{via}: replicas: {e}"))?;
     let cluster = ClusterConfig::new(nodes, number("replication")? as usize, number("vnodes")? as usize)
+        .and_then(|c| c.with_replicas(replicas))
         .map_err(|e| format!("{via}: {e}"))?;
     if Some(cluster.fingerprint()) != config["fingerprint"].as_u64() {
         return Err(format!("{via}: the cluster configuration it reports does not match its fingerprint"));

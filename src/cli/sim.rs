@@ -2,6 +2,7 @@
 //! line and exits non-zero, naming the seed, on any violation.
 
 use clap::Args;
+use meridian_core::ReplicaKind;
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
@@ -33,8 +34,13 @@ pub struct SimArgs {
     /// Further nodes that the `join` nemesis starts (and that `leave` may take out, at most as many).
     #[arg(long, default_value_t = 2)]
     spares: usize,
-    #[arg(long, default_value_t = 3)]
+    /// Replicas per key (chain length) of the `default` keyspace, all of type `log`.
+    #[arg(long, default_value_t = 3, conflicts_with = "replicas")]
     replication: usize,
+    /// Instead of --replication: the replica type of each chain position of `default`, head first, e.g.
+    /// `mem,log` (M-D); their number is R.
+    #[arg(long)]
+    replicas: Option<String>,
     #[arg(long, default_value_t = 4)]
     vnodes: usize,
     /// Worker threads (default: one per core).
@@ -59,25 +65,26 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     if args.experiment.is_some() {
         return join_experiment(&args);
     }
+    let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication)?;
     let sweep = ChainSweep {
         seeds: args.seed..args.seed.checked_add(args.seeds).ok_or("--seed + --seeds overflows")?,
         nemesis: parse_kinds(&args.nemesis)?,
         check: args.check.parse::<CheckModel>()?,
         nodes: args.nodes,
         spares: args.spares,
-        replication: args.replication,
+        replicas,
         vnodes: args.vnodes,
         node: NodeConfig::default(),
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
-    meridian_sim::protocols::cluster(args.nodes, args.replication, args.vnodes).map_err(|e| e.to_string())?;
+    meridian_sim::protocols::cluster(args.nodes, &sweep.replicas, args.vnodes).map_err(|e| e.to_string())?;
     let saved = std::sync::Mutex::new(false);
     let keep = |report: &RunReport| save_history(&args.history_out, report, &saved);
     let results = sweep_chain(&sweep, &keep);
     if args.verbose || args.seeds == 1 {
         results.iter().for_each(print_seed);
     }
-    Ok(summarize(&args, &results))
+    Ok(summarize(&args, &sweep.replicas, &results))
 }
 
 fn print_seed(r: &SeedResult) {
@@ -103,7 +110,7 @@ fn save_history(path: &Option<PathBuf>, report: &RunReport, saved: &std::sync::M
     }
 }
 
-fn summarize(args: &SimArgs, results: &[SeedResult]) -> ExitCode {
+fn summarize(args: &SimArgs, replicas: &[ReplicaKind], results: &[SeedResult]) -> ExitCode {
     let failures: Vec<&SeedResult> = results.iter().filter(|r| r.failure.is_some()).collect();
     let ops: usize = results.iter().map(|r| r.ops).sum();
     let unknown: usize = results.iter().map(|r| r.unknown).sum();
@@ -117,8 +124,9 @@ fn summarize(args: &SimArgs, results: &[SeedResult]) -> ExitCode {
     let nem = |f: fn(&NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
     let (joins, leaves, managers) = (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes));
     println!(
-        "sim {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked",
+        "sim {} replicas {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked",
         args.protocol,
+        replicas.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
         args.nemesis,
         args.check,
         results.len(),

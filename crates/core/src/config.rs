@@ -1,8 +1,10 @@
-//! The static cluster configuration: which nodes exist, where their peers listen, the replication
-//! factor and the number of virtual ids per node. Every node must be started with the same config;
-//! its [`ClusterConfig::fingerprint`] travels in the peer handshake so a mismatch is refused.
+//! The static cluster configuration: which nodes exist, where their peers listen, the `default` keyspace's
+//! replica types (and so the replication factor) and the number of virtual ids per node. Every node must be
+//! started with the same config; its [`ClusterConfig::fingerprint`] travels in the peer handshake so a mismatch
+//! is refused.
 
 use crate::ids::NodeId;
+use crate::keyspace::{KeyspaceConfig, ReplicaKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +22,8 @@ pub struct ClusterConfig {
     pub replication: usize,
     /// V in seed 003 §2.2: virtual ids (ring points) per physical node.
     pub vnodes: usize,
+    /// The replica type of each chain position of the `default` keyspace, head first: `replication` of them.
+    pub replicas: Vec<ReplicaKind>,
 }
 
 pub const VNODES_MAX: usize = 1024;
@@ -66,7 +70,20 @@ impl ClusterConfig {
         if let Some(pair) = addrs.windows(2).find(|p| p[0] == p[1]) {
             return Err(ConfigError::DuplicateAddr(pair[0].to_string()));
         }
-        Ok(ClusterConfig { nodes, replication, vnodes })
+        Ok(ClusterConfig { nodes, replication, vnodes, replicas: vec![ReplicaKind::Log; replication] })
+    }
+
+    /// The same cluster with `default`'s chain positions of these replica types; their number is R.
+    pub fn with_replicas(self, replicas: Vec<ReplicaKind>) -> Result<Self, ConfigError> {
+        if replicas.is_empty() {
+            return Err(ConfigError::Replication);
+        }
+        Ok(ClusterConfig { replication: replicas.len(), replicas, ..self })
+    }
+
+    /// The configuration of the `default` keyspace the cluster is created with.
+    pub fn default_keyspace(&self) -> KeyspaceConfig {
+        KeyspaceConfig { replicas: self.replicas.clone() }
     }
 
     /// Parses `1=HOST:PORT,2=HOST:PORT,…` (the `--peers` flag).
@@ -139,5 +156,9 @@ mod tests {
         let c = ClusterConfig::new(vec![spec(1, "a:1"), spec(2, "b:1")], 2, 8).unwrap();
         assert_eq!(a.fingerprint(), b.fingerprint());
         assert_ne!(a.fingerprint(), c.fingerprint());
+        let md = c.clone().with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]).unwrap();
+        assert_eq!((md.replication, md.default_keyspace().replicas_text()), (2, "mem,log".to_string()));
+        assert_ne!(md.fingerprint(), c.fingerprint());
+        assert_eq!(c.with_replicas(vec![]), Err(ConfigError::Replication));
     }
 }

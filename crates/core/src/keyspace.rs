@@ -17,6 +17,7 @@ pub const REPLICAS_MAX: usize = 7;
 
 /// The datastore a replica keeps its data in (seed 003 §5.3, "replica types").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ReplicaKind {
     /// `mem`: memory only (the seed's "M"); a restart loses it.
     Mem,

@@ -193,6 +193,7 @@ fn config_json(cluster: &ClusterConfig) -> Value {
     json!({
         "nodes": cluster.nodes,
         "replication": cluster.replication,
+        "replicas": cluster.replicas,
         "vnodes": cluster.vnodes,
         "fingerprint": cluster.fingerprint(),
     })

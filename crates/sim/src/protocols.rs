@@ -5,7 +5,7 @@ use crate::rng::SimRng;
 use crate::run::node_ids;
 use crate::world::Hooks;
 use meridian_core::ring::key_token;
-use meridian_core::{ChainId, ClusterConfig, ConfigError, KeyspaceId, NodeId, NodeSpec, Time};
+use meridian_core::{ChainId, ClusterConfig, ConfigError, KeyspaceId, NodeId, NodeSpec, ReplicaKind, Time};
 use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::{ClusterMap, NodeAddrs};
@@ -15,9 +15,10 @@ use meridian_store::{CompactionOptions, LogOptions, SimVfs};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub fn cluster(nodes: usize, replication: usize, vnodes: usize) -> Result<ClusterConfig, ConfigError> {
+/// `nodes` nodes whose `default` keyspace has chain positions of `replicas` (head first).
+pub fn cluster(nodes: usize, replicas: &[ReplicaKind], vnodes: usize) -> Result<ClusterConfig, ConfigError> {
     let specs = node_ids(nodes).into_iter().map(|id| NodeSpec { id, peer_addr: peer_addr(id) }).collect();
-    ClusterConfig::new(specs, replication, vnodes)
+    ClusterConfig::new(specs, replicas.len(), vnodes)?.with_replicas(replicas.to_vec())
 }
 
 fn peer_addr(id: NodeId) -> String {

@@ -6,6 +6,7 @@ use crate::protocols;
 use crate::rng::SimRng;
 use crate::run::{run, topology, RunOptions, RunReport};
 use meridian_check::{check, Budget, OpKind, Verdict};
+use meridian_core::ReplicaKind;
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::NodeConfig;
 use std::collections::BTreeMap;
@@ -45,7 +46,8 @@ pub struct ChainSweep {
     pub nodes: usize,
     /// Nodes beyond the initial cluster, for the `join` nemesis.
     pub spares: usize,
-    pub replication: usize,
+    /// The replica type of each chain position of the `default` keyspace, head first (R = their number).
+    pub replicas: Vec<ReplicaKind>,
     pub vnodes: usize,
     /// Partitions 0 are drawn per seed (`protocols::partitions`).
     pub node: NodeConfig,
@@ -97,7 +99,7 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
 }
 
 pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
-    let cluster = protocols::cluster(s.nodes, s.replication, s.vnodes).expect("sweep options were validated");
+    let cluster = protocols::cluster(s.nodes, &s.replicas, s.vnodes).expect("sweep options were validated");
     let mut rng = SimRng::new(seed).derive("store");
     let log = protocols::log_options(&mut rng);
     let mut node = s.node.clone();

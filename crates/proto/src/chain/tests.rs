@@ -71,6 +71,11 @@ fn value(v: &str) -> Reply {
 impl Harness {
     /// `n` nodes, one chain (partition) of replication `r`, every member granted its lease.
     fn new(n: u32, r: usize) -> Harness {
+        Harness::with_kinds(n, &vec![ReplicaKind::Log; r])
+    }
+
+    /// `n` nodes, one chain of the given replica kinds (head first), every member granted its lease.
+    fn with_kinds(n: u32, kinds: &[ReplicaKind]) -> Harness {
         let mut h = Harness {
             nodes: BTreeMap::new(),
             disks: BTreeMap::new(),
@@ -82,20 +87,11 @@ impl Harness {
         };
         let nodes = (1..=n).map(|i| (NodeId(i), addrs(i))).collect();
         let voters = vec![NodeId(1)];
-        h.apply(MapCommand::Bootstrap { nodes, replication: r, partitions: 1, vnodes: 4, voters });
+        let default = meridian_core::KeyspaceConfig { replicas: kinds.to_vec() };
+        h.apply(MapCommand::Bootstrap { nodes, default, partitions: 1, vnodes: 4, voters });
         for i in 1..=n {
             h.boot(NodeId(i));
         }
-        h.publish();
-        h
-    }
-
-    /// `n` nodes, one chain of the given replica kinds (head first).
-    fn with_kinds(n: u32, kinds: &[ReplicaKind]) -> Harness {
-        let mut h = Harness::new(n, kinds.len());
-        h.map.keyspaces.get_mut(&KeyspaceId::DEFAULT).unwrap().config.replicas = kinds.to_vec();
-        h.map.chains.get_mut(&ChainId(0)).unwrap().kinds = kinds.to_vec();
-        h.map.check().unwrap();
         h.publish();
         h
     }

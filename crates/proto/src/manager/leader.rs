@@ -8,13 +8,17 @@
 //! has expired or its holder has reported the epoch that made the current tail the tail (it then knows the
 //! new view and serves no older one), and, early in a term, only once every node has reported that epoch
 //! or leases from earlier leaders have surely expired: a deposed leader may grant until it notices it lost
-//! its quorum, two election timeouts at most, and its leases last one lease term after that.
+//! its quorum, two election timeouts at most, and its leases last one lease term after that. In Raft's first
+//! term there was no earlier leader, so nothing to wait for.
 
 use super::map::{ChainView, ClusterMap};
 use meridian_core::time::DRIFT_MAX_PPM;
 use meridian_core::{ChainId, NodeId, Time};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// Raft's first term with a leader: no earlier leader can have granted a lease.
+const FIRST_TERM: u64 = 1;
 
 /// Leases and fences are counted generously: a lease granted here is held for half its term by the node,
 /// and every wait on this side is stretched by this factor on top of the clock drift bound.
@@ -137,8 +141,9 @@ impl Leadership {
             gs.iter()
                 .all(|g| g.view == c.view || now.since(g.at) >= stretched(lease) || self.knows(g.holder, c.tail_epoch))
         });
-        let term_settled =
-            now.since(self.since) >= fence || map.nodes.keys().all(|&n| n == holder || self.knows(n, c.tail_epoch));
+        let term_settled = self.term <= FIRST_TERM
+            || now.since(self.since) >= fence
+            || map.nodes.keys().all(|&n| n == holder || self.knows(n, c.tail_epoch));
         others_fenced && term_settled
     }
 
@@ -179,7 +184,13 @@ mod tests {
         let addrs = |i: u32| NodeAddrs { peer_addr: format!("h:{i}"), resp_addr: String::new(), http_addr: None };
         let nodes = (1..=3).map(|i| (NodeId(i), addrs(i))).collect();
         let mut map = ClusterMap::default();
-        let boot = MapCommand::Bootstrap { nodes, replication: 3, partitions: 1, vnodes: 4, voters: vec![NodeId(1)] };
+        let boot = MapCommand::Bootstrap {
+            nodes,
+            default: meridian_core::KeyspaceConfig::durable(3),
+            partitions: 1,
+            vnodes: 4,
+            voters: vec![NodeId(1)],
+        };
         map.apply(&boot).unwrap();
         map
     }
@@ -208,7 +219,7 @@ mod tests {
     #[test]
     fn a_new_term_grants_once_every_node_knows_the_map_or_the_fence_passed() {
         let map = map3();
-        let mut lead = Leadership::new(1, at(0.0));
+        let mut lead = Leadership::new(3, at(0.0));
         let t = tail(&map);
         assert!(lead.grant(t, &map, at(0.1), LEASE, FENCE).is_empty(), "nothing heard yet");
         for n in (1..=3).map(NodeId) {
@@ -218,6 +229,8 @@ mod tests {
         let mut quiet = Leadership::new(2, at(0.0));
         assert!(quiet.grant(t, &map, at(9.0), LEASE, FENCE).is_empty());
         assert_eq!(quiet.grant(t, &map, at(10.5), LEASE, FENCE).len(), 1, "the fence has passed");
+        let mut first = Leadership::new(1, at(0.0));
+        assert_eq!(first.grant(t, &map, at(0.1), LEASE, FENCE).len(), 1, "no leader before the first term");
     }
 
     /// Late in a term (earlier leaders' leases long gone), only this leader's own grants matter.

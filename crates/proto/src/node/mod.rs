@@ -81,7 +81,8 @@ pub fn bootstrap(initial: &ClusterConfig, partitions: u32) -> MapCommand {
         .collect();
     let partitions = if partitions == 0 { DEFAULT_PARTITIONS } else { partitions };
     let vnodes = initial.vnodes as u32;
-    MapCommand::Bootstrap { nodes, replication: initial.replication, partitions, vnodes, voters: voters(initial) }
+    let default = initial.default_keyspace();
+    MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters: voters(initial) }
 }
 
 pub struct ClusterNode {

@@ -227,8 +227,15 @@ impl Default for ClusterMap {
 /// An entry of the manager's log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MapCommand {
-    /// Only on an empty map: every node Active, every chain at its target, view 1.
-    Bootstrap { nodes: Vec<(NodeId, NodeAddrs)>, replication: usize, partitions: u32, vnodes: u32, voters: Vec<NodeId> },
+    /// Only on an empty map: every node Active, the `default` keyspace configured as `default`, every chain at
+    /// its target, view 1.
+    Bootstrap {
+        nodes: Vec<(NodeId, NodeAddrs)>,
+        default: KeyspaceConfig,
+        partitions: u32,
+        vnodes: u32,
+        voters: Vec<NodeId>,
+    },
     /// A new node (Joining), or a Removed one back as a fresh joiner. Idempotent for a Joining or Active
     /// node with the same addresses and vnodes.
     AddNode { id: NodeId, addrs: NodeAddrs, vnodes: u32 },
@@ -320,8 +327,8 @@ impl ClusterMap {
             return Err(MapError::NotBootstrapped);
         }
         let applied = match cmd {
-            MapCommand::Bootstrap { nodes, replication, partitions, vnodes, voters } => {
-                self.bootstrap(nodes, *replication, *partitions, *vnodes, voters)
+            MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters } => {
+                self.bootstrap(nodes, default, *partitions, *vnodes, voters)
             }
             MapCommand::AddNode { id, addrs, vnodes } => self.add_node(*id, addrs, *vnodes),
             MapCommand::RemoveNode { id } => self.remove_node(*id),
@@ -355,7 +362,7 @@ impl ClusterMap {
     fn bootstrap(
         &mut self,
         nodes: &[(NodeId, NodeAddrs)],
-        replication: usize,
+        default: &KeyspaceConfig,
         partitions: u32,
         vnodes: u32,
         voters: &[NodeId],
@@ -363,13 +370,13 @@ impl ClusterMap {
         if self.is_bootstrapped() {
             return Err(MapError::AlreadyBootstrapped);
         }
-        validate_bootstrap(nodes, replication, partitions, voters)?;
+        validate_bootstrap(nodes, default.replication(), partitions, voters)?;
         let mut map = ClusterMap { partitions, manager_voters: voters.to_vec(), ..self.clone() };
         for (id, addrs) in nodes {
             map.add_node(*id, addrs, vnodes)?;
             map.nodes.get_mut(id).expect("just added").state = NodeState::Active;
         }
-        map.create_keyspace(DEFAULT_KEYSPACE, &KeyspaceConfig::durable(replication))?;
+        map.create_keyspace(DEFAULT_KEYSPACE, default)?;
         *self = map;
         Ok(Applied::Changed)
     }

@@ -10,7 +10,7 @@ pub(crate) fn addrs(i: u32) -> NodeAddrs {
 pub(crate) fn bootstrap_cmd(n: u32, replication: usize, partitions: u32, vnodes: u32) -> MapCommand {
     MapCommand::Bootstrap {
         nodes: (1..=n).map(|i| (NodeId(i), addrs(i))).collect(),
-        replication,
+        default: KeyspaceConfig::durable(replication),
         partitions,
         vnodes,
         voters: (1..=n.min(3)).map(NodeId).collect(),
