@@ -2,6 +2,7 @@
 //! only into tests, are caught on fixed seeds. Runs are deterministic, so "caught within these seeds"
 //! is a stable fact of the commit, not a matter of luck.
 
+use meridian_check::Staleness;
 use meridian_proto::chain::{ChainConfig, PlantedBug};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::parse_kinds;
@@ -12,11 +13,15 @@ fn sweep(bug: PlantedBug, seeds: u64) -> Vec<SeedResult> {
 }
 
 fn sweep_with(bug: PlantedBug, seeds: u64, nemesis: &str) -> Vec<SeedResult> {
-    let chain = ChainConfig { planted_bug: Some(bug), ..ChainConfig::default() };
+    sweep_checking(Some(bug), seeds, nemesis, CheckModel::Linearizable)
+}
+
+fn sweep_checking(bug: Option<PlantedBug>, seeds: u64, nemesis: &str, check: CheckModel) -> Vec<SeedResult> {
+    let chain = ChainConfig { planted_bug: bug, ..ChainConfig::default() };
     let s = ChainSweep {
         seeds: 0..seeds,
         nemesis: parse_kinds(nemesis).unwrap(),
-        check: CheckModel::Linearizable,
+        check,
         nodes: 3,
         spares: 2,
         replicas: vec![meridian_core::ReplicaKind::Log; 3],
@@ -82,4 +87,21 @@ fn a_node_that_trusts_a_replica_lost_to_its_restart_is_caught() {
     let results = sweep_with(PlantedBug::TrustsLostReplicas, 100, "crash,partition,pause,clock,join,leave,manager");
     let caught = caught(&results);
     assert!(caught.len() >= 5, "only {} of 100 seeds caught a node trusting a lost replica", caught.len());
+}
+
+/// The staleness check measures what the linearizability check only rejects: a correct chain has no stale read
+/// at all, and a head that answers before the tail has the write shows some (a read at the tail misses it).
+#[test]
+fn the_staleness_check_finds_stale_reads_only_where_they_are() {
+    let nemesis = "crash,partition,pause,clock,join,leave,manager";
+    let total = |results: Vec<SeedResult>| {
+        results.into_iter().filter_map(|r| r.staleness).fold(Default::default(), |mut a: Staleness, b| {
+            a.merge(b);
+            a
+        })
+    };
+    let correct = total(sweep_checking(None, 40, nemesis, CheckModel::Staleness));
+    assert!(correct.reads > 1000 && correct.stale == 0, "{correct:?}");
+    let broken = total(sweep_checking(Some(PlantedBug::HeadAcksEarly), 20, nemesis, CheckModel::Staleness));
+    assert!(broken.stale > 0 && broken.max_ns > 0, "{broken:?}");
 }

@@ -25,7 +25,7 @@ pub struct SimArgs {
     /// Comma-separated faults: crash, partition, pause, clock, join, leave, manager (empty for none).
     #[arg(long, default_value = "crash,partition,pause,clock")]
     nemesis: String,
-    /// History check: linearizable or none.
+    /// History check: linearizable, staleness (the fraction of stale reads and the largest staleness) or none.
     #[arg(long, default_value = "linearizable")]
     check: String,
     /// Nodes of the initial cluster; the first three run the manager.
@@ -134,6 +134,18 @@ fn summarize(args: &SimArgs, replicas: &[ReplicaKind], results: &[SeedResult]) -
         args.seed + args.seeds,
         failures.len(),
     );
+    if let Some(stale) = results.iter().filter_map(|r| r.staleness.clone()).reduce(|mut a, b| {
+        a.merge(b);
+        a
+    }) {
+        println!(
+            "staleness: {} of {} successful reads stale ({:.4}%), the stalest missed a write acknowledged {:.1} ms before it began",
+            stale.stale,
+            stale.reads,
+            stale.fraction() * 100.0,
+            stale.max_ns as f64 / 1e6
+        );
+    }
     let Some(first) = failures.first() else { return ExitCode::SUCCESS };
     let seeds: Vec<String> = failures.iter().map(|r| r.seed.to_string()).collect();
     println!("FAILED seeds: {}", seeds.join(", "));

@@ -3,7 +3,8 @@
 //! A [`History`] records what clients invoked, what they were told and when; the deterministic simulator and
 //! real-process tests build one with a [`Recorder`] or read it from JSON lines. [`check`] decides whether some
 //! order of the operations, consistent with real time, explains every result under a per-key register model, and
-//! otherwise returns a small [`Counterexample`].
+//! otherwise returns a small [`Counterexample`]. [`staleness`] measures how stale reads were, for configurations
+//! that promise less.
 
 mod counterexample;
 mod dataflow;
@@ -17,6 +18,7 @@ mod register;
 mod search;
 mod shrink;
 mod sources;
+mod staleness;
 mod timeline;
 
 pub use counterexample::Counterexample;
@@ -24,3 +26,4 @@ pub use history::{History, Op, OpError, OpKind};
 pub use jsonl::HistoryError;
 pub use linearizable::{check, Budget, Verdict};
 pub use recorder::Recorder;
+pub use staleness::{staleness, Staleness};

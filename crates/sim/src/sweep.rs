@@ -5,7 +5,7 @@ use crate::nemesis::{FaultKind, NemesisStats};
 use crate::protocols;
 use crate::rng::SimRng;
 use crate::run::{run, topology, RunOptions, RunReport};
-use meridian_check::{check, Budget, OpKind, Verdict};
+use meridian_check::{check, staleness, Budget, OpKind, Staleness, Verdict};
 use meridian_core::ReplicaKind;
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::NodeConfig;
@@ -22,6 +22,8 @@ const MANAGER_TICK_MAX: Duration = Duration::from_millis(500);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckModel {
     Linearizable,
+    /// Measures stale reads (`meridian_check::staleness`); fails only on a value no write wrote.
+    Staleness,
     /// Only invariants and liveness; the history is not checked.
     None,
 }
@@ -32,8 +34,9 @@ impl FromStr for CheckModel {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "linearizable" => Ok(CheckModel::Linearizable),
+            "staleness" => Ok(CheckModel::Staleness),
             "none" => Ok(CheckModel::None),
-            other => Err(format!("unknown check {other:?}; expected linearizable or none")),
+            other => Err(format!("unknown check {other:?}; expected linearizable, staleness or none")),
         }
     }
 }
@@ -69,6 +72,8 @@ pub struct SeedResult {
     pub nemesis: NemesisStats,
     /// The protocol's counters summed over every node life (compactions, pre-copies, flushes, …).
     pub counters: BTreeMap<&'static str, u64>,
+    /// With `CheckModel::Staleness`: how stale the reads were.
+    pub staleness: Option<Staleness>,
     /// Invariant breach, liveness failure or linearizability violation, with a minimal history.
     pub failure: Option<String>,
 }
@@ -83,6 +88,10 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
             Verdict::Inconclusive { key, reason } => Some(format!("check inconclusive for key {key}: {reason}")),
         };
     }
+    let stale = (model == CheckModel::Staleness).then(|| staleness(&report.history));
+    if let Some(invented) = stale.as_ref().and_then(|s| s.invented.first()).filter(|_| failure.is_none()) {
+        failure = Some(format!("a read returned a value no write wrote: {invented}"));
+    }
     SeedResult {
         seed: report.seed,
         trace_hash: report.trace_hash,
@@ -94,6 +103,7 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
         crashes: report.nemesis.crashes,
         nemesis: report.nemesis,
         counters: report.counters.clone(),
+        staleness: stale,
         failure,
     }
 }
