@@ -144,7 +144,16 @@ fn memory_replicas_lost_to_a_restart_are_copied_back_from_the_log() {
     let first = &cluster.servers[0];
     let created = first.ctl(&["keyspace", "create", "md", "--replicas", "mem,log"]);
     assert_eq!(created.trim(), "created keyspace md (number 1)");
-    assert!(first.ctl(&["keyspace", "list"]).contains("1       md                   mem,log"));
+    let fast =
+        first.ctl(&["keyspace", "create", "fast", "--replicas", "mem,log", "--update", "au", "--read-from", "head"]);
+    assert_eq!(fast.trim(), "created keyspace fast (number 2)");
+    let list = first.ctl(&["keyspace", "list"]);
+    assert!(list.contains("1       md                   mem,log              su      tail"), "{list}");
+    assert!(list.contains("2       fast                 mem,log              au      head"), "{list}");
+    let mut f = conn(&cluster.servers[2]);
+    assert_eq!(cmd(&mut f, &["KEYSPACE", "fast"]), ok());
+    assert_eq!(cmd(&mut f, &["SET", "x", "1"]), ok());
+    assert_eq!(cmd(&mut f, &["GET", "x"]), bulk("1"), "read back from the head that acknowledged it");
     let mut c = conn(first);
     assert_eq!(cmd(&mut c, &["KEYSPACE", "md"]), ok());
     for i in 0..200 {

@@ -42,6 +42,12 @@ enum KeyspaceCommand {
         /// The replica of each chain position, head first; their number is the replication factor.
         #[arg(long, default_value = "log,log,log")]
         replicas: String,
+        /// When writes are acknowledged: `su` once every replica has them, `au` once the head has.
+        #[arg(long, default_value = "su", value_parser = ["su", "au"])]
+        update: String,
+        /// Which member answers reads: `tail`, `mid` or `head`.
+        #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
+        read_from: String,
     },
     /// Every keyspace with the number SELECT takes.
     List,
@@ -82,10 +88,11 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Node(NodeCommand::Remove { id }) => {
             http::post(&args.addr, &format!("/v1/nodes/{id}/remove"), &json!({}))?
         }
-        CtlCommand::Keyspace(KeyspaceCommand::Create { name, replicas }) => {
+        CtlCommand::Keyspace(KeyspaceCommand::Create { name, replicas, update, read_from }) => {
             let replicas = KeyspaceConfig::parse_replicas(replicas)?;
             let names: Vec<&str> = replicas.iter().map(|r| r.name()).collect();
-            http::post(&args.addr, "/v1/keyspaces", &json!({ "name": name, "replicas": names }))?
+            let body = json!({ "name": name, "replicas": names, "update": update, "read_from": read_from });
+            http::post(&args.addr, "/v1/keyspaces", &body)?
         }
         CtlCommand::Keyspace(KeyspaceCommand::List) => http::get(&args.addr, "/v1/keyspaces")?,
         CtlCommand::Keyspace(KeyspaceCommand::Drop { name }) => {
@@ -163,10 +170,12 @@ fn chain_name(id: &Value) -> String {
 
 /// Every keyspace: number, name, replicas.
 fn keyspaces(list: &Value) -> String {
-    let mut out = String::from("number  name                 replicas\n");
+    let mut out = String::from("number  name                 replicas             update  read from\n");
     for k in list.as_array().into_iter().flatten() {
         let replicas: Vec<String> = k["replicas"].as_array().into_iter().flatten().map(text).collect();
-        out += &format!("{:<7} {:<20} {}\n", text(&k["id"]), text(&k["name"]), replicas.join(","));
+        let (id, name, update, read_from) =
+            (text(&k["id"]), text(&k["name"]), text(&k["update"]), text(&k["read_from"]));
+        out += &format!("{id:<7} {name:<20} {:<20} {update:<7} {read_from}\n", replicas.join(","));
     }
     out
 }

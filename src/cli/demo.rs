@@ -5,7 +5,7 @@ use super::node::{
 };
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, KeyspaceId, NodeId, NodeSpec, Reply, Request};
+use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Reply, Request};
 use meridian_node::NodeHandle;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -49,7 +49,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         .collect();
     let replicas = default_replicas(args.replicas.as_deref(), DEFAULT_REPLICATION)?;
     let cluster = ClusterConfig::new(specs, replicas.len(), DEFAULT_VNODES)
-        .and_then(|c| c.with_replicas(replicas))
+        .and_then(|c| c.with_default(KeyspaceConfig::with_replicas(replicas)))
         .map_err(|e| e.to_string())?;
     runtime()?.block_on(async {
         let mut handles = Vec::new();

@@ -7,7 +7,7 @@ use super::node::{
 };
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, NodeId, NodeSpec, ReplicaKind};
+use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::NodeAddrs;
 use serde_json::Value;
@@ -91,7 +91,7 @@ fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, Stri
     let vnodes = args.vnodes.unwrap_or(DEFAULT_VNODES);
     let replicas = default_replicas(args.replicas.as_deref(), args.replication)?;
     let cluster = ClusterConfig::new(peers, replicas.len(), vnodes)
-        .and_then(|c| c.with_replicas(replicas))
+        .and_then(|c| c.with_default(KeyspaceConfig::with_replicas(replicas)))
         .map_err(|e| e.to_string())?;
     let own =
         cluster.node(NodeId(args.node_id)).ok_or_else(|| format!("--node-id {} is not in --peers", args.node_id))?;
@@ -108,10 +108,10 @@ fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRe
     let config = &layout["config"];
     let nodes: Vec<NodeSpec> = serde_json::from_value(config["nodes"].clone()).map_err(|e| format!("{via}: {e}"))?;
     let number = |field: &str| config[field].as_u64().ok_or_else(|| format!("{via}: no {field} in /v1/cluster"));
-    let replicas: Vec<ReplicaKind> =
-        serde_json::from_value(config["replicas"].clone()).map_err(|e| format!("{via}: replicas: {e}"))?;
+    let default: KeyspaceConfig =
+        serde_json::from_value(config["default"].clone()).map_err(|e| format!("{via}: default keyspace: {e}"))?;
     let cluster = ClusterConfig::new(nodes, number("replication")? as usize, number("vnodes")? as usize)
-        .and_then(|c| c.with_replicas(replicas))
+        .and_then(|c| c.with_default(default))
         .map_err(|e| format!("{via}: {e}"))?;
     if Some(cluster.fingerprint()) != config["fingerprint"].as_u64() {
         return Err(format!("{via}: the cluster configuration it reports does not match its fingerprint"));

@@ -2,7 +2,7 @@
 //! line and exits non-zero, naming the seed, on any violation.
 
 use clap::Args;
-use meridian_core::ReplicaKind;
+use meridian_core::KeyspaceConfig;
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
@@ -25,7 +25,8 @@ pub struct SimArgs {
     /// Comma-separated faults: crash, partition, pause, clock, join, leave, manager (empty for none).
     #[arg(long, default_value = "crash,partition,pause,clock")]
     nemesis: String,
-    /// History check: linearizable, staleness (the fraction of stale reads and the largest staleness) or none.
+    /// History check: linearizable, staleness (the fraction of stale reads and the largest staleness), auto
+    /// (what docs/keyspaces.md claims for the default keyspace's configuration) or none.
     #[arg(long, default_value = "linearizable")]
     check: String,
     /// Nodes of the initial cluster; the first three run the manager.
@@ -41,6 +42,13 @@ pub struct SimArgs {
     /// `mem,log` (M-D); their number is R.
     #[arg(long)]
     replicas: Option<String>,
+    /// The `default` keyspace's update mode: `su` (acknowledged once every replica has a write) or `au` (once
+    /// the head has it).
+    #[arg(long, default_value = "su", value_parser = ["su", "au"])]
+    update: String,
+    /// Which member of `default`'s chains answers reads: `tail`, `mid` or `head`.
+    #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
+    read_from: String,
     #[arg(long, default_value_t = 4)]
     vnodes: usize,
     /// Worker threads (default: one per core).
@@ -66,25 +74,30 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         return join_experiment(&args);
     }
     let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication)?;
+    let default = KeyspaceConfig { replicas, update: args.update.parse()?, read_from: args.read_from.parse()? };
+    let check = match args.check.as_str() {
+        "auto" => CheckModel::claimed(&default),
+        other => other.parse::<CheckModel>()?,
+    };
     let sweep = ChainSweep {
         seeds: args.seed..args.seed.checked_add(args.seeds).ok_or("--seed + --seeds overflows")?,
         nemesis: parse_kinds(&args.nemesis)?,
-        check: args.check.parse::<CheckModel>()?,
+        check,
         nodes: args.nodes,
         spares: args.spares,
-        replicas,
+        default,
         vnodes: args.vnodes,
         node: NodeConfig::default(),
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
-    meridian_sim::protocols::cluster(args.nodes, &sweep.replicas, args.vnodes).map_err(|e| e.to_string())?;
+    meridian_sim::protocols::cluster(args.nodes, &sweep.default, args.vnodes).map_err(|e| e.to_string())?;
     let saved = std::sync::Mutex::new(false);
     let keep = |report: &RunReport| save_history(&args.history_out, report, &saved);
     let results = sweep_chain(&sweep, &keep);
     if args.verbose || args.seeds == 1 {
         results.iter().for_each(print_seed);
     }
-    Ok(summarize(&args, &sweep.replicas, &results))
+    Ok(summarize(&args, &sweep, &results))
 }
 
 fn print_seed(r: &SeedResult) {
@@ -110,7 +123,7 @@ fn save_history(path: &Option<PathBuf>, report: &RunReport, saved: &std::sync::M
     }
 }
 
-fn summarize(args: &SimArgs, replicas: &[ReplicaKind], results: &[SeedResult]) -> ExitCode {
+fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> ExitCode {
     let failures: Vec<&SeedResult> = results.iter().filter(|r| r.failure.is_some()).collect();
     let ops: usize = results.iter().map(|r| r.ops).sum();
     let unknown: usize = results.iter().map(|r| r.unknown).sum();
@@ -124,11 +137,13 @@ fn summarize(args: &SimArgs, replicas: &[ReplicaKind], results: &[SeedResult]) -
     let nem = |f: fn(&NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
     let (joins, leaves, managers) = (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes));
     println!(
-        "sim {} replicas {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked",
+        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked",
         args.protocol,
-        replicas.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
+        sweep.default.replicas_text(),
+        sweep.default.update,
+        sweep.default.read_from,
         args.nemesis,
-        args.check,
+        sweep.check,
         results.len(),
         args.seed,
         args.seed + args.seeds,

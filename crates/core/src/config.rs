@@ -4,7 +4,7 @@
 //! is refused.
 
 use crate::ids::NodeId;
-use crate::keyspace::{KeyspaceConfig, ReplicaKind};
+use crate::keyspace::KeyspaceConfig;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,8 +22,8 @@ pub struct ClusterConfig {
     pub replication: usize,
     /// V in seed 003 §2.2: virtual ids (ring points) per physical node.
     pub vnodes: usize,
-    /// The replica type of each chain position of the `default` keyspace, head first: `replication` of them.
-    pub replicas: Vec<ReplicaKind>,
+    /// How the `default` keyspace is configured when the cluster is created: `replication` replicas.
+    pub default: KeyspaceConfig,
 }
 
 pub const VNODES_MAX: usize = 1024;
@@ -70,20 +70,15 @@ impl ClusterConfig {
         if let Some(pair) = addrs.windows(2).find(|p| p[0] == p[1]) {
             return Err(ConfigError::DuplicateAddr(pair[0].to_string()));
         }
-        Ok(ClusterConfig { nodes, replication, vnodes, replicas: vec![ReplicaKind::Log; replication] })
+        Ok(ClusterConfig { nodes, replication, vnodes, default: KeyspaceConfig::durable(replication) })
     }
 
-    /// The same cluster with `default`'s chain positions of these replica types; their number is R.
-    pub fn with_replicas(self, replicas: Vec<ReplicaKind>) -> Result<Self, ConfigError> {
-        if replicas.is_empty() {
+    /// The same cluster with `default` configured so; its number of replicas is R.
+    pub fn with_default(self, default: KeyspaceConfig) -> Result<Self, ConfigError> {
+        if default.replicas.is_empty() {
             return Err(ConfigError::Replication);
         }
-        Ok(ClusterConfig { replication: replicas.len(), replicas, ..self })
-    }
-
-    /// The configuration of the `default` keyspace the cluster is created with.
-    pub fn default_keyspace(&self) -> KeyspaceConfig {
-        KeyspaceConfig { replicas: self.replicas.clone() }
+        Ok(ClusterConfig { replication: default.replication(), default, ..self })
     }
 
     /// Parses `1=HOST:PORT,2=HOST:PORT,…` (the `--peers` flag).
@@ -124,6 +119,7 @@ impl ClusterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keyspace::ReplicaKind;
 
     fn spec(id: u32, addr: &str) -> NodeSpec {
         NodeSpec { id: NodeId(id), peer_addr: addr.into() }
@@ -156,9 +152,10 @@ mod tests {
         let c = ClusterConfig::new(vec![spec(1, "a:1"), spec(2, "b:1")], 2, 8).unwrap();
         assert_eq!(a.fingerprint(), b.fingerprint());
         assert_ne!(a.fingerprint(), c.fingerprint());
-        let md = c.clone().with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]).unwrap();
-        assert_eq!((md.replication, md.default_keyspace().replicas_text()), (2, "mem,log".to_string()));
+        let md = c.clone().with_default(KeyspaceConfig::with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]));
+        let md = md.unwrap();
+        assert_eq!((md.replication, md.default.replicas_text()), (2, "mem,log".to_string()));
         assert_ne!(md.fingerprint(), c.fingerprint());
-        assert_eq!(c.with_replicas(vec![]), Err(ConfigError::Replication));
+        assert_eq!(c.with_default(KeyspaceConfig::with_replicas(vec![])), Err(ConfigError::Replication));
     }
 }

@@ -1,5 +1,6 @@
-//! What a keyspace is configured with: its chain, replica by replica (seed 003 §5.3, Flex-KV's replication
-//! factor and replica type knobs). The manager keeps every keyspace's configuration in the cluster map; each
+//! What a keyspace is configured with (seed 003 §5.3, Flex-KV's four knobs): its chain, replica by replica
+//! (replication factor and replica types), when writes are acknowledged (update mode) and who answers reads
+//! (query node). The manager keeps every keyspace's configuration in the cluster map; each
 //! keyspace gets its own chains and, on every node, its own datastores.
 
 use serde::{Deserialize, Serialize};
@@ -15,30 +16,59 @@ pub const NAME_MAX: usize = 64;
 /// Longest chain a keyspace may ask for.
 pub const REPLICAS_MAX: usize = 7;
 
-/// The datastore a replica keeps its data in (seed 003 §5.3, "replica types").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReplicaKind {
-    /// `mem`: memory only (the seed's "M"); a restart loses it.
-    Mem,
-    /// `log`: FAWN-DS, the durable append-only log with an in-memory index (the seed's "D").
-    Log,
-    /// `buffered`: memory over a log written a batch at a time (the seed's "M_b…D"); a crash loses the
-    /// batch not yet on disk.
-    Buffered,
+/// A knob's values with their names: `name()`, `ALL`, `Display` and `FromStr` (which lists the names it takes).
+macro_rules! named {
+    ($(#[$meta:meta])* $ty:ident ($label:literal) { $($(#[$vmeta:meta])* $variant:ident = $name:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $ty {
+            $($(#[$vmeta])* $variant,)+
+        }
+
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, String> {
+                $ty::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
+                    let names: Vec<&str> = $ty::ALL.iter().map(|k| k.name()).collect();
+                    format!("unknown {} {s:?}; expected one of {}", $label, names.join(", "))
+                })
+            }
+        }
+    };
+}
+
+named! {
+    /// The datastore a replica keeps its data in (seed 003 §5.3, "replica types").
+    ReplicaKind("replica type") {
+        /// `mem`: memory only (the seed's "M"); a restart loses it.
+        Mem = "mem",
+        /// `log`: FAWN-DS, the durable append-only log with an in-memory index (the seed's "D").
+        Log = "log",
+        /// `buffered`: memory over a log written a batch at a time (the seed's "M_b…D"); a crash loses the
+        /// batch not yet on disk.
+        Buffered = "buffered",
+    }
 }
 
 impl ReplicaKind {
-    pub const ALL: [ReplicaKind; 3] = [ReplicaKind::Mem, ReplicaKind::Log, ReplicaKind::Buffered];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ReplicaKind::Mem => "mem",
-            ReplicaKind::Log => "log",
-            ReplicaKind::Buffered => "buffered",
-        }
-    }
-
     /// Whether a replica of this kind is whole after its node restarts: only a log fsynced before every
     /// acknowledgement is. A replica of another kind may miss writes it acknowledged, so after a restart it is
     /// not trusted until copied again (or, if no replica of its chain is whole, kept as the best there is).
@@ -47,20 +77,36 @@ impl ReplicaKind {
     }
 }
 
-impl fmt::Display for ReplicaKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+named! {
+    /// When a write is acknowledged (seed 003 §5.3, "update plumbing").
+    UpdateMode("update mode") {
+        /// `su`: once every replica has it (the tail committed it): chain replication.
+        Su = "su",
+        /// `au`: once the primary (the head) has logged it; the other replicas get it afterwards.
+        Au = "au",
     }
 }
 
-impl FromStr for ReplicaKind {
-    type Err = String;
+named! {
+    /// Which member of a chain answers reads (seed 003 §5.3, "query node").
+    QueryNode("query node") {
+        /// `tail`: the last member, which holds only committed writes.
+        Tail = "tail",
+        /// `mid`: the middle member (the head of a chain of one or two).
+        Mid = "mid",
+        /// `head`: the first member, which has every write first.
+        Head = "head",
+    }
+}
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        ReplicaKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown replica type {s:?}; expected mem, log or buffered"))
+impl QueryNode {
+    /// The position of the query node in a chain of `len` members (`len` ≥ 1).
+    pub fn position(self, len: usize) -> usize {
+        match self {
+            QueryNode::Tail => len - 1,
+            QueryNode::Mid => (len - 1) / 2,
+            QueryNode::Head => 0,
+        }
     }
 }
 
@@ -68,12 +114,19 @@ impl FromStr for ReplicaKind {
 pub struct KeyspaceConfig {
     /// One entry per replica of each chain, head first: the keyspace's replication factor is its length.
     pub replicas: Vec<ReplicaKind>,
+    pub update: UpdateMode,
+    pub read_from: QueryNode,
 }
 
 impl KeyspaceConfig {
     /// A chain of `replication` log replicas: FAWN-KV's durable, strongly consistent store.
     pub fn durable(replication: usize) -> KeyspaceConfig {
-        KeyspaceConfig { replicas: vec![ReplicaKind::Log; replication] }
+        KeyspaceConfig::with_replicas(vec![ReplicaKind::Log; replication])
+    }
+
+    /// Chain replication (`su`, reads at the tail) over these replicas.
+    pub fn with_replicas(replicas: Vec<ReplicaKind>) -> KeyspaceConfig {
+        KeyspaceConfig { replicas, update: UpdateMode::Su, read_from: QueryNode::Tail }
     }
 
     /// R: how many replicas each chain of the keyspace keeps (fewer while the cluster has fewer nodes).
@@ -116,7 +169,7 @@ mod tests {
 
     #[test]
     fn replica_lists_parse_and_print() {
-        let config = KeyspaceConfig { replicas: KeyspaceConfig::parse_replicas("mem, log,buffered").unwrap() };
+        let config = KeyspaceConfig::with_replicas(KeyspaceConfig::parse_replicas("mem, log,buffered").unwrap());
         assert_eq!((config.replication(), config.replicas_text()), (3, "mem,log,buffered".to_string()));
         assert!(KeyspaceConfig::parse_replicas("log,disk").unwrap_err().contains("unknown replica type \"disk\""));
         assert!(KeyspaceConfig::durable(0).validate().is_err());
@@ -127,6 +180,10 @@ mod tests {
     #[test]
     fn names_are_short_and_plain() {
         assert!(validate_name("users_v2.eu-west").is_ok());
+        assert_eq!("au".parse::<UpdateMode>(), Ok(UpdateMode::Au));
+        let wrong = "middle".parse::<QueryNode>().unwrap_err();
+        assert_eq!(wrong, "unknown query node \"middle\"; expected one of tail, mid, head");
+        assert_eq!([1, 2, 3].map(|n| QueryNode::Mid.position(n)), [0, 0, 1]);
         for bad in ["", "a b", "ключ", &"x".repeat(NAME_MAX + 1)] {
             assert!(validate_name(bad).is_err(), "{bad:?}");
         }

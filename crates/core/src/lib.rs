@@ -14,7 +14,7 @@ pub mod wire;
 
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
-pub use keyspace::{KeyspaceConfig, ReplicaKind};
+pub use keyspace::{KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
 pub use kv::{Admin, Condition, ErrorKind, KeyspaceRef, Limits, Reply, Request, Write};
 pub use process::{Effect, Effects, Process};
 pub use time::Time;

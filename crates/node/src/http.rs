@@ -7,7 +7,8 @@
 //! request is on its way to the manager, and `/v1/cluster` shows when it took.
 //!
 //! Keyspaces: `GET /v1/keyspaces` lists them (number, name, configuration); `POST /v1/keyspaces` with JSON
-//! `{"name": "sessions", "replicas": ["log", "log"]}` creates one and `DELETE /v1/keyspaces/{name}` drops one.
+//! `{"name": "sessions", "replicas": ["log", "log"], "update": "su", "read_from": "tail"}` (the last two optional)
+//! creates one and `DELETE /v1/keyspaces/{name}` drops one.
 //! Both answer once this node's map shows the change: 201 and 200, or 400 with why the map refuses it, 504
 //! if the map did not show it in time, 503 if the node cannot ask yet.
 
@@ -145,12 +146,29 @@ struct NewKeyspace {
     name: String,
     /// Head first.
     replicas: Vec<String>,
+    /// `su` (the default) or `au`.
+    update: Option<String>,
+    /// `tail` (the default), `mid` or `head`.
+    read_from: Option<String>,
+}
+
+impl NewKeyspace {
+    fn config(&self) -> Result<KeyspaceConfig, String> {
+        let replicas = self.replicas.iter().map(|r| r.parse()).collect::<Result<Vec<ReplicaKind>, String>>()?;
+        let mut config = KeyspaceConfig::with_replicas(replicas);
+        if let Some(update) = &self.update {
+            config.update = update.parse()?;
+        }
+        if let Some(read_from) = &self.read_from {
+            config.read_from = read_from.parse()?;
+        }
+        Ok(config)
+    }
 }
 
 async fn create_keyspace(State(view): State<Arc<View>>, Json(k): Json<NewKeyspace>) -> (StatusCode, Json<Value>) {
-    let replicas: Result<Vec<ReplicaKind>, String> = k.replicas.iter().map(|r| r.parse()).collect();
-    let config = match replicas {
-        Ok(replicas) => KeyspaceConfig { replicas },
+    let config = match k.config() {
+        Ok(config) => config,
         Err(why) => return (StatusCode::BAD_REQUEST, Json(json!({ "error": why }))),
     };
     match view.core.submit(Request::Admin(Admin::CreateKeyspace { name: k.name, config })).await {
@@ -193,7 +211,7 @@ fn config_json(cluster: &ClusterConfig) -> Value {
     json!({
         "nodes": cluster.nodes,
         "replication": cluster.replication,
-        "replicas": cluster.replicas,
+        "default": cluster.default,
         "vnodes": cluster.vnodes,
         "fingerprint": cluster.fingerprint(),
     })

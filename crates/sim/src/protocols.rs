@@ -5,7 +5,7 @@ use crate::rng::SimRng;
 use crate::run::node_ids;
 use crate::world::Hooks;
 use meridian_core::ring::key_token;
-use meridian_core::{ChainId, ClusterConfig, ConfigError, KeyspaceId, NodeId, NodeSpec, ReplicaKind, Time};
+use meridian_core::{ChainId, ClusterConfig, ConfigError, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Time};
 use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::{ClusterMap, NodeAddrs};
@@ -15,10 +15,10 @@ use meridian_store::{CompactionOptions, LogOptions, SimVfs};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// `nodes` nodes whose `default` keyspace has chain positions of `replicas` (head first).
-pub fn cluster(nodes: usize, replicas: &[ReplicaKind], vnodes: usize) -> Result<ClusterConfig, ConfigError> {
+/// `nodes` nodes whose `default` keyspace is configured as `default`.
+pub fn cluster(nodes: usize, default: &KeyspaceConfig, vnodes: usize) -> Result<ClusterConfig, ConfigError> {
     let specs = node_ids(nodes).into_iter().map(|id| NodeSpec { id, peer_addr: peer_addr(id) }).collect();
-    ClusterConfig::new(specs, replicas.len(), vnodes)?.with_replicas(replicas.to_vec())
+    ClusterConfig::new(specs, default.replication().max(1), vnodes)?.with_default(default.clone())
 }
 
 fn peer_addr(id: NodeId) -> String {
@@ -131,10 +131,14 @@ fn same_epoch_same_map(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<
 /// The property tail leases exist for: at no moment do two nodes answer clients as tail of the same chain.
 fn one_tail_per_chain(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
     let mut tails: BTreeMap<ChainId, (NodeId, u64)> = BTreeMap::new();
+    let mut readers: BTreeMap<ChainId, (NodeId, u64)> = BTreeMap::new();
     for (&id, (n, now)) in live {
-        for (chain, view) in n.chain().serving_tails(*now) {
-            if let Some((other, v)) = tails.insert(chain, (id, view)) {
+        for (chain, view, tail) in n.chain().serving(*now) {
+            if let Some((other, v)) = tail.then(|| tails.insert(chain, (id, view))).flatten() {
                 return Err(format!("chain {chain}: {other} (view {v}) and {id} (view {view}) both serve as tail"));
+            }
+            if let Some((other, v)) = readers.insert(chain, (id, view)).filter(|&(_, v)| v != view) {
+                return Err(format!("chain {chain}: {other} serves reads at view {v} and {id} at view {view}"));
             }
         }
     }

@@ -6,10 +6,11 @@ use crate::protocols;
 use crate::rng::SimRng;
 use crate::run::{run, topology, RunOptions, RunReport};
 use meridian_check::{check, staleness, Budget, OpKind, Staleness, Verdict};
-use meridian_core::ReplicaKind;
+use meridian_core::{KeyspaceConfig, UpdateMode};
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::NodeConfig;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +27,27 @@ pub enum CheckModel {
     Staleness,
     /// Only invariants and liveness; the history is not checked.
     None,
+}
+
+impl CheckModel {
+    /// The check of what docs/keyspaces.md claims for a keyspace configured so: linearizability when writes are
+    /// acknowledged once every replica has them (`su`, reads anywhere); otherwise only how stale reads are.
+    pub fn claimed(config: &KeyspaceConfig) -> CheckModel {
+        match config.update {
+            UpdateMode::Su => CheckModel::Linearizable,
+            UpdateMode::Au => CheckModel::Staleness,
+        }
+    }
+}
+
+impl fmt::Display for CheckModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CheckModel::Linearizable => "linearizable",
+            CheckModel::Staleness => "staleness",
+            CheckModel::None => "none",
+        })
+    }
 }
 
 impl FromStr for CheckModel {
@@ -49,8 +71,8 @@ pub struct ChainSweep {
     pub nodes: usize,
     /// Nodes beyond the initial cluster, for the `join` nemesis.
     pub spares: usize,
-    /// The replica type of each chain position of the `default` keyspace, head first (R = their number).
-    pub replicas: Vec<ReplicaKind>,
+    /// The `default` keyspace's configuration (R = its number of replicas).
+    pub default: KeyspaceConfig,
     pub vnodes: usize,
     /// Partitions 0 are drawn per seed (`protocols::partitions`).
     pub node: NodeConfig,
@@ -109,7 +131,7 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
 }
 
 pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
-    let cluster = protocols::cluster(s.nodes, &s.replicas, s.vnodes).expect("sweep options were validated");
+    let cluster = protocols::cluster(s.nodes, &s.default, s.vnodes).expect("sweep options were validated");
     let mut rng = SimRng::new(seed).derive("store");
     let log = protocols::log_options(&mut rng);
     let mut node = s.node.clone();

@@ -68,7 +68,7 @@ fn random_keyspace(rng: &mut SimRng) -> KeyspaceConfig {
         u if u < lossy => ReplicaKind::Buffered,
         _ => ReplicaKind::Log,
     };
-    KeyspaceConfig { replicas: (0..rng.range(1, 4)).map(|_| kind(rng)).collect() }
+    KeyspaceConfig::with_replicas((0..rng.range(1, 4)).map(|_| kind(rng)).collect())
 }
 
 /// Phases of a run, in virtual nanoseconds.

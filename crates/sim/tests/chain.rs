@@ -13,7 +13,7 @@ fn sweep(seeds: std::ops::Range<u64>, nemesis: &str) -> ChainSweep {
         check: CheckModel::Linearizable,
         nodes: 3,
         spares: 2,
-        replicas: vec![meridian_core::ReplicaKind::Log; 3],
+        default: meridian_core::KeyspaceConfig::durable(3),
         vnodes: 4,
         node: NodeConfig::default(),
         threads: 2,

@@ -8,7 +8,9 @@
 //! timeout. A replica kept in a datastore that does not survive a restart (`mem`, `buffered`: seed 003 §5.3)
 //! is lost when its node restarts: the node takes no part in the chain until the manager repairs it, and a chain
 //! whose every replica was lost is restored from the best of them, without the writes it lacked
-//! (docs/keyspaces.md, "Replica types").
+//! (docs/keyspaces.md, "Replica types"). A keyspace may trade these guarantees for speed: `au` acknowledges a
+//! write once the head has it, and reads may be answered by the head or the middle member (docs/keyspaces.md,
+//! "Update modes and query nodes").
 //!
 //! The cluster map (`crate::manager::map`) says who is in each chain and in which order, and the chain's view
 //! number; this node acts on the newest map it has seen ([`ChainNode::adopt`]). How it holds (see
@@ -105,6 +107,8 @@ pub enum PlantedBug {
     SkipsFlush,
     /// A node that restarts trusts its replicas of kinds that do not survive a restart, as if they were whole.
     TrustsLostReplicas,
+    /// A query node before the tail answers reads of keys with unacknowledged writes from its own state.
+    ReadsTentative,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -290,6 +294,11 @@ impl ChainNode {
         self.stores.get_mut(key).expect("a node holding a replica has its store open")
     }
 
+    /// The configuration of `chain`'s keyspace in this node's map.
+    fn keyspace_config(&self, chain: ChainId) -> Option<&meridian_core::KeyspaceConfig> {
+        Some(&self.map.as_ref()?.keyspaces.get(&chain.keyspace())?.config)
+    }
+
     pub fn stats(&self) -> ChainStats {
         self.stats
     }
@@ -299,12 +308,13 @@ impl ChainNode {
         self.replicas.iter().filter(|(_, r)| r.is_active()).filter_map(|(&id, r)| Some((id, r.lu, r.la, r.view()?)))
     }
 
-    /// The chains this node may answer for as tail at `now`, with their views.
-    pub fn serving_tails(&self, now: Time) -> Vec<(ChainId, u64)> {
+    /// The chains this node may answer reads for at `now` (as their tail or their query node), with their
+    /// views and whether it is the tail.
+    pub fn serving(&self, now: Time) -> Vec<(ChainId, u64, bool)> {
         self.replicas
             .iter()
             .filter(|(&id, r)| self.lease_ok(id, r, now))
-            .filter_map(|(&id, r)| Some((id, r.view()?)))
+            .filter_map(|(&id, r)| Some((id, r.view()?, r.is_tail())))
             .collect()
     }
 
@@ -425,7 +435,7 @@ impl ChainNode {
         };
         let (id, view) = (chain.id, chain.view);
         let (target, msg) = match req {
-            Request::Get { key, .. } => (chain.tail(), ChainMsg::Get { origin, view, chain: id, key }),
+            Request::Get { key, .. } => (map.query_node(chain), ChainMsg::Get { origin, view, chain: id, key }),
             Request::Write(write) => {
                 (chain.members.first().copied(), ChainMsg::Write { origin, view, chain: id, write })
             }

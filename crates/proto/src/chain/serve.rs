@@ -6,7 +6,7 @@ use super::msg::{ChainMsg, Change, Origin, Outcome, Update};
 use super::replica::Replica;
 use super::{ChainNode, Fx};
 use bytes::Bytes;
-use meridian_core::{ChainId, ErrorKind, NodeId, Reply, Time, Write};
+use meridian_core::{ChainId, ErrorKind, NodeId, Reply, Time, UpdateMode, Write};
 use meridian_store::{Body, Record, StoreError};
 
 #[cfg(feature = "planted-bugs")]
@@ -26,26 +26,51 @@ pub(super) fn record_of(u: &Update) -> Record {
 }
 
 impl ChainNode {
-    /// Whether this node may answer clients as the tail of `chain` at `now`: an active tail with a lease
-    /// for its view.
+    /// Whether this node may answer clients as the tail or the query node of `chain` at `now`: an active
+    /// member in that place with a lease for its view.
     pub(super) fn lease_ok(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
+        let placed = r.is_active() && (r.is_tail() || self.is_query_node(chain));
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::IgnoresLease) {
-            return r.is_active() && r.is_tail();
+            return placed;
         }
         let view = r.view();
-        r.is_active() && r.is_tail() && self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
+        placed && self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
+    }
+
+    /// Whether this node is the member of `chain` its keyspace reads from.
+    pub(super) fn is_query_node(&self, chain: ChainId) -> bool {
+        let map = self.map.as_ref();
+        map.and_then(|m| m.query_node(m.chains.get(&chain)?)) == Some(self.me)
     }
 
     pub(super) fn on_get(&mut self, now: Time, origin: Origin, chain: ChainId, key: Bytes, out: &mut Fx) {
         match self.replicas.get(&chain) {
-            Some(r) if r.is_active() && r.is_tail() => {}
+            Some(r) if r.is_active() && (r.is_tail() || self.is_query_node(chain)) => {}
             _ => return self.bounce(origin, chain, out),
         }
         if self.lease_ok(chain, &self.replicas[&chain], now) {
-            self.read(origin, chain, &key, out);
+            self.serve_read(origin, chain, &key, out);
         } else {
             self.hold_or_bounce(chain, Held { origin, key }, out);
+        }
+    }
+
+    /// Answers a read here, unless this is a query node before the tail, the keyspace acknowledges writes only
+    /// once the tail has them (`su`), and the key has a write here the tail has not acknowledged: its value
+    /// here may never commit, so the tail answers (CRAQ's "dirty" read, seed 003 §5.3's tentative writes).
+    fn serve_read(&mut self, origin: Origin, chain: ChainId, key: &[u8], out: &mut Fx) {
+        let r = &self.replicas[&chain];
+        let su = self.keyspace_config(chain).is_none_or(|k| k.update == UpdateMode::Su);
+        let dirty = !r.is_tail() && su && r.unacked.iter().any(|u| u.key == key);
+        #[cfg(feature = "planted-bugs")]
+        let dirty = dirty && self.cfg.planted_bug != Some(PlantedBug::ReadsTentative);
+        let tail = self.map.as_ref().and_then(|m| m.chains.get(&chain)?.tail());
+        match (dirty, tail, r.view()) {
+            (true, Some(tail), Some(view)) => {
+                out.send(tail, ChainMsg::Get { origin, view, chain, key: Bytes::copy_from_slice(key) })
+            }
+            _ => self.read(origin, chain, key, out),
         }
     }
 
@@ -75,7 +100,7 @@ impl ChainNode {
             .collect();
         for chain in ready {
             for held in self.held.remove(&chain).unwrap_or_default() {
-                self.read(held.origin, chain, &held.key, out);
+                self.serve_read(held.origin, chain, &held.key, out);
             }
         }
     }
@@ -146,6 +171,7 @@ impl ChainNode {
             return;
         }
         out.mark_dirty();
+        let u = self.answer_at_head(u, out);
         let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
         r.record(u.clone());
         let (succ, view) = (r.succ(), r.view().expect("members have a view"));
@@ -160,6 +186,18 @@ impl ChainNode {
             Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
             None => self.commit_at_tail(now, u, out),
         }
+    }
+
+    /// With `au`, the head answers a write once it has logged it (durably, for its replica's kind), and the rest
+    /// of the chain gets the update without anyone to answer.
+    fn answer_at_head(&mut self, mut u: Update, out: &mut Fx) -> Update {
+        let au = self.keyspace_config(u.chain).is_some_and(|k| k.update == UpdateMode::Au);
+        if let (true, true, Some(origin)) = (au, self.replicas[&u.chain].is_head(), u.origin) {
+            let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+            self.answer(origin, written, true, out);
+            u.origin = None;
+        }
+        u
     }
 
     /// The tail has logged `u`: its answer goes to the front-end and, once confirmed, the update is

@@ -76,6 +76,11 @@ impl Harness {
 
     /// `n` nodes, one chain of the given replica kinds (head first), every member granted its lease.
     fn with_kinds(n: u32, kinds: &[ReplicaKind]) -> Harness {
+        Harness::with_config(n, meridian_core::KeyspaceConfig::with_replicas(kinds.to_vec()))
+    }
+
+    /// `n` nodes, one chain of the `default` keyspace configured so.
+    fn with_config(n: u32, default: meridian_core::KeyspaceConfig) -> Harness {
         let mut h = Harness {
             nodes: BTreeMap::new(),
             disks: BTreeMap::new(),
@@ -87,7 +92,6 @@ impl Harness {
         };
         let nodes = (1..=n).map(|i| (NodeId(i), addrs(i))).collect();
         let voters = vec![NodeId(1)];
-        let default = meridian_core::KeyspaceConfig { replicas: kinds.to_vec() };
         h.apply(MapCommand::Bootstrap { nodes, default, partitions: 1, vnodes: 4, voters });
         for i in 1..=n {
             h.boot(NodeId(i));
@@ -125,10 +129,13 @@ impl Harness {
         self.settle();
     }
 
+    /// Grants the chain's lease to its tail and to its query node, as the manager's leader would.
     fn grant_tail(&mut self) {
-        let (tail, view) = (self.chain().tail().unwrap(), self.chain().view);
-        if self.nodes.contains_key(&tail) {
-            self.feed(tail, |n, fx| n.grant(&[(ChainId(0), view)], Time::ZERO.plus(LEASE), Time::ZERO, fx));
+        let view = self.chain().view;
+        let holders = [self.chain().tail(), self.map.query_node(self.chain())];
+        let holders: Vec<NodeId> = holders.into_iter().flatten().filter(|n| self.nodes.contains_key(n)).collect();
+        for holder in holders {
+            self.feed(holder, |n, fx| n.grant(&[(ChainId(0), view)], Time::ZERO.plus(LEASE), Time::ZERO, fx));
         }
     }
 
@@ -591,4 +598,29 @@ fn a_chain_with_no_whole_replica_is_restored_from_a_lost_one() {
     h.written(1, "b", "2");
     assert_eq!(h.request(1, get("b")), Some(value("2")));
     assert!(!h.nodes[&first].replicas.contains_key(&ChainId(0)), "the other member left the chain");
+}
+
+/// Seed 003 §5.3, reads from the head: a key with a write the tail has not acknowledged is read at the tail
+/// (CRAQ's dirty read), so a write that may never commit is never seen; other keys are read at the head.
+#[test]
+fn a_head_that_answers_reads_sends_keys_with_tentative_writes_to_the_tail() {
+    let config = meridian_core::KeyspaceConfig {
+        read_from: meridian_core::QueryNode::Head,
+        ..meridian_core::KeyspaceConfig::durable(3)
+    };
+    let mut h = Harness::with_config(3, config);
+    h.written(1, "k", "v1");
+    h.written(1, "other", "o1");
+    let (head, mid, _) = h.members();
+    h.drop_to = vec![mid];
+    assert_eq!(h.request(head.0, put("k", "v2")), None, "stuck at the head");
+    let reads_before = h.nodes[&head].stats().reads;
+    assert_eq!(h.request(head.0, get("k")), Some(value("v1")), "the tail's committed value, not the tentative one");
+    assert_eq!(h.nodes[&head].stats().reads, reads_before, "the head did not answer it");
+    assert_eq!(h.request(head.0, get("other")), Some(value("o1")));
+    assert_eq!(h.nodes[&head].stats().reads, reads_before + 1, "a clean key is read at the head");
+    h.drop_to.clear();
+    h.tick_all();
+    h.tick_all();
+    assert_eq!(h.request(head.0, get("k")), Some(value("v2")));
 }

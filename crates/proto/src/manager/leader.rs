@@ -2,11 +2,13 @@
 //! detection, seed 003 §2.6), the newest map epoch each node reported, the tail leases it granted, and the
 //! proposals it has in flight.
 //!
-//! **Lease fencing.** A new tail may answer clients only once no older tail of the chain can: otherwise a
+//! **Lease fencing.** Leases go to each chain's tail and to its query node (the member its keyspace reads from,
+//! if not the tail). A new tail may answer clients only once no older tail of the chain can: otherwise a
 //! deposed tail that has not heard of its removal keeps serving reads of a history the new tail moves past.
 //! The leader grants a lease for a chain at its current view only if every lease it granted for another view
 //! has expired or its holder has reported the epoch that made the current tail the tail (it then knows the
-//! new view and serves no older one), and, early in a term, only once every node has reported that epoch
+//! new view and serves no older one; when reads are not at the tail, the epoch that made the current members,
+//! [`ClusterMap::fence_epoch`]), and, early in a term, only once every node has reported that epoch
 //! or leases from earlier leaders have surely expired: a deposed leader may grant until it notices it lost
 //! its quorum, two election timeouts at most, and its leases last one lease term after that. In Raft's first
 //! term there was no earlier leader, so nothing to wait for.
@@ -117,7 +119,8 @@ impl Leadership {
         let chains: Vec<(ChainId, u64)> = map
             .chains
             .values()
-            .filter(|c| c.tail() == Some(node) && self.may_grant(c, node, map, now, lease, fence))
+            .filter(|c| c.tail() == Some(node) || map.query_node(c) == Some(node))
+            .filter(|c| self.may_grant(c, node, map, now, lease, fence))
             .map(|c| (c.id, c.view))
             .collect();
         for &(chain, view) in &chains {
@@ -137,13 +140,14 @@ impl Leadership {
         lease: Duration,
         fence: Duration,
     ) -> bool {
+        let fence_epoch = map.fence_epoch(c);
         let others_fenced = self.grants.get(&c.id).is_none_or(|gs| {
             gs.iter()
-                .all(|g| g.view == c.view || now.since(g.at) >= stretched(lease) || self.knows(g.holder, c.tail_epoch))
+                .all(|g| g.view == c.view || now.since(g.at) >= stretched(lease) || self.knows(g.holder, fence_epoch))
         });
         let term_settled = self.term <= FIRST_TERM
             || now.since(self.since) >= fence
-            || map.nodes.keys().all(|&n| n == holder || self.knows(n, c.tail_epoch));
+            || map.nodes.keys().all(|&n| n == holder || self.knows(n, fence_epoch));
         others_fenced && term_settled
     }
 

@@ -485,7 +485,7 @@ fn offer_keyspace(sim: &mut Sim, rng: &mut Rng) {
         let name = format!("k{}", sim.map.next_keyspace);
         let kinds = meridian_core::ReplicaKind::ALL;
         let replicas = (0..1 + rng.below(3)).map(|_| kinds[rng.below(kinds.len())]).collect();
-        let config = meridian_core::KeyspaceConfig { replicas };
+        let config = meridian_core::KeyspaceConfig::with_replicas(replicas);
         let placeable = sim.map.nodes.values().any(|n| n.state.is_placeable());
         let expected = if placeable { Ok(Applied::Changed) } else { Err(MapError::NoPlaceableNode) };
         assert_eq!(sim.apply(MapCommand::CreateKeyspace { name, config }), expected);
@@ -711,7 +711,7 @@ fn random_runs_keep_the_invariants_and_converge() {
 fn lost_replicas_are_repaired_and_the_only_log_replica_is_waited_for() {
     use meridian_core::{KeyspaceConfig, KeyspaceId, ReplicaKind::*};
     let mut sim = Sim::new(bootstrapped(2, 2, 1), PlanLimits::default());
-    let config = KeyspaceConfig { replicas: vec![Mem, Log] };
+    let config = KeyspaceConfig::with_replicas(vec![Mem, Log]);
     sim.apply(MapCommand::CreateKeyspace { name: "md".into(), config }).unwrap();
     let id = ChainId::new(KeyspaceId(1), 0);
     let c = sim.map.chains[&id].clone();

@@ -81,7 +81,7 @@ pub fn bootstrap(initial: &ClusterConfig, partitions: u32) -> MapCommand {
         .collect();
     let partitions = if partitions == 0 { DEFAULT_PARTITIONS } else { partitions };
     let vnodes = initial.vnodes as u32;
-    let default = initial.default_keyspace();
+    let default = initial.default.clone();
     MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters: voters(initial) }
 }
 

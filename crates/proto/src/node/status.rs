@@ -61,6 +61,7 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
             serde_json::json!({
                 "id": id.0, "name": k.name, "replication": k.config.replication(),
                 "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
+                "update": k.config.update.name(), "read_from": k.config.read_from.name(),
             })
         })
         .collect();

@@ -129,7 +129,8 @@ struct Run {
 
 pub fn run(x: &JoinExperiment) -> Result<JoinReport, String> {
     let ids = node_ids(x.nodes + 1);
-    let initial = protocols::cluster(x.nodes, &[meridian_core::ReplicaKind::Log; 3], 1).map_err(|e| e.to_string())?;
+    let initial =
+        protocols::cluster(x.nodes, &meridian_core::KeyspaceConfig::durable(3), 1).map_err(|e| e.to_string())?;
     let mut hooks = protocols::chain(initial, x.node.clone(), LogOptions::default());
     // Correctness is the sweeps' job; here the per-step checks would only slow the run.
     hooks.invariants = Box::new(|_| Ok(()));

@@ -51,6 +51,8 @@ pub struct ChainView {
     /// The member, and its incarnation, whose lost replica became the chain's state because no member held
     /// a whole one: the writes it missed are lost (see [`super::MapCommand::ReplicaRestored`]).
     pub restored: Option<(NodeId, u64)>,
+    /// The map epoch of the command that last changed `members` (and so the view): at least `tail_epoch`.
+    pub view_epoch: u64,
 }
 
 impl ChainView {
@@ -120,6 +122,7 @@ impl ChainView {
         let tail = self.tail();
         edit(self);
         self.view += 1;
+        self.view_epoch = epoch;
         if self.tail() != tail {
             self.tail_epoch = epoch;
         }

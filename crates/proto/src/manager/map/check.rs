@@ -45,6 +45,8 @@ impl ClusterMap {
         ensure(c.view >= 1, || format!("chain {id} has view 0"))?;
         let tail_epoch_valid = (1..=self.epoch).contains(&c.tail_epoch);
         ensure(tail_epoch_valid, || format!("chain {id}: tail epoch {} outside 1..={}", c.tail_epoch, self.epoch))?;
+        let view_epoch_valid = (c.tail_epoch..=self.epoch).contains(&c.view_epoch);
+        ensure(view_epoch_valid, || format!("chain {id}: view epoch {} not in tail epoch..=epoch", c.view_epoch))?;
         ensure(!c.members.is_empty(), || format!("chain {id} is empty"))?;
         ensure(c.members.len() <= self.replication(id) + 1, || format!("chain {id} has more than R+1 members"))?;
         let distinct: BTreeSet<NodeId> = c.members.iter().copied().collect();

@@ -105,7 +105,7 @@ pub use errors::MapError;
 use super::placement::{partitions_valid, VidRing};
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
-use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId, ReplicaKind};
+use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -294,6 +294,22 @@ impl ClusterMap {
     }
 
     /// R of the chain's keyspace.
+    /// The member of `c` that answers reads, as its keyspace's `read_from` says.
+    pub fn query_node(&self, c: &ChainView) -> Option<NodeId> {
+        let read_from = self.keyspaces.get(&c.id.keyspace())?.config.read_from;
+        (!c.members.is_empty()).then(|| c.members[read_from.position(c.members.len())])
+    }
+
+    /// The epoch a node must have seen before a read lease of `c`'s current view may be granted while another
+    /// view's lease may still be held: the one that made the current tail the tail when reads are at the tail,
+    /// otherwise the one that made the current members (the query node moves with any of them).
+    pub fn fence_epoch(&self, c: &ChainView) -> u64 {
+        match self.keyspaces.get(&c.id.keyspace()).map(|k| k.config.read_from) {
+            Some(QueryNode::Tail) | None => c.tail_epoch,
+            Some(_) => c.view_epoch,
+        }
+    }
+
     pub fn replication(&self, chain: ChainId) -> usize {
         self.keyspaces.get(&chain.keyspace()).map_or(0, |k| k.config.replication())
     }
@@ -405,7 +421,10 @@ impl ClusterMap {
             let id = ChainId::new(keyspace, p as u32);
             let kinds = kinds::wanted(&config.replicas, members.len());
             let (lost, restored) = (BTreeMap::new(), None);
-            self.chains.insert(id, ChainView { id, members, view: 1, tail_epoch, change: None, kinds, lost, restored });
+            let view_epoch = tail_epoch;
+            let change = None;
+            let chain = ChainView { id, members, view: 1, tail_epoch, change, kinds, lost, restored, view_epoch };
+            self.chains.insert(id, chain);
         }
         Ok(Applied::Changed)
     }
