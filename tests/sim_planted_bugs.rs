@@ -3,7 +3,7 @@
 //! is a stable fact of the commit, not a matter of luck.
 
 use meridian_check::Staleness;
-use meridian_core::{KeyspaceConfig, QueryNode, ReplicaKind};
+use meridian_core::{KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
 use meridian_proto::chain::{ChainConfig, PlantedBug};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::parse_kinds;
@@ -129,4 +129,15 @@ fn a_head_that_reads_tentative_writes_is_caught() {
     let results = sweep_config(Some(PlantedBug::ReadsTentative), 100, nemesis, CheckModel::Linearizable, config);
     let caught = caught(&results);
     assert!(!caught.is_empty(), "no seed of 100 caught a head reading tentative writes");
+}
+
+/// Under `ausi` a read at the head must not show a write before every member holds its invalidation: a member
+/// after the head would still answer the older value afterwards.
+#[test]
+fn an_ausi_head_that_shows_a_write_before_its_invalidations_is_caught() {
+    let config = KeyspaceConfig { update: UpdateMode::Ausi, ..KeyspaceConfig::durable(3) };
+    let results =
+        sweep_config(Some(PlantedBug::ShowsUninvalidated), 40, "pause,clock", CheckModel::Linearizable, config);
+    let caught = caught(&results);
+    assert!(caught.len() >= 4, "only {} of 40 seeds caught an ausi head showing a write early", caught.len());
 }

@@ -42,8 +42,9 @@ enum KeyspaceCommand {
         /// The replica of each chain position, head first; their number is the replication factor.
         #[arg(long, default_value = "log,log,log")]
         replicas: String,
-        /// When writes are acknowledged: `su` once every replica has them, `au` once the head has.
-        #[arg(long, default_value = "su", value_parser = ["su", "au"])]
+        /// When writes are acknowledged: `su` once every replica has them, `ausi` once the head has them and
+        /// the others an invalidation, `au` once the head has them.
+        #[arg(long, default_value = "su", value_parser = ["su", "ausi", "au"])]
         update: String,
         /// Which member answers reads: `tail`, `mid` or `head`.
         #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]

@@ -42,9 +42,9 @@ pub struct SimArgs {
     /// `mem,log` (M-D); their number is R.
     #[arg(long)]
     replicas: Option<String>,
-    /// The `default` keyspace's update mode: `su` (acknowledged once every replica has a write) or `au` (once
-    /// the head has it).
-    #[arg(long, default_value = "su", value_parser = ["su", "au"])]
+    /// The `default` keyspace's update mode: `su` (acknowledged once every replica has a write), `ausi` (once
+    /// the head has it and every other replica an invalidation of its key) or `au` (once the head has it).
+    #[arg(long, default_value = "su", value_parser = ["su", "ausi", "au"])]
     update: String,
     /// Which member of `default`'s chains answers reads: `tail`, `mid` or `head`.
     #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
@@ -166,8 +166,18 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("FAILED seeds: {}", seeds.join(", "));
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
-        "reproduce: meridian sim --protocol {} --seed {} --seeds 1 --nemesis {} --check {}",
-        args.protocol, first.seed, args.nemesis, args.check
+        "reproduce: meridian sim --protocol {} --seed {} --seeds 1 --nodes {} --spares {} --vnodes {} --replicas {} \
+         --update {} --read-from {} --nemesis {} --check {}",
+        args.protocol,
+        first.seed,
+        args.nodes,
+        args.spares,
+        args.vnodes,
+        sweep.default.replicas_text(),
+        sweep.default.update,
+        sweep.default.read_from,
+        args.nemesis,
+        sweep.check
     );
     ExitCode::FAILURE
 }

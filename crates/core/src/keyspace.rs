@@ -84,6 +84,9 @@ named! {
         Su = "su",
         /// `au`: once the primary (the head) has logged it; the other replicas get it afterwards.
         Au = "au",
+        /// `ausi`: once the head has logged it and every other replica holds an invalidation of its key in
+        /// memory; the other replicas get the write afterwards and meanwhile send reads of the key to the head.
+        Ausi = "ausi",
     }
 }
 

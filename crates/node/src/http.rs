@@ -146,7 +146,7 @@ struct NewKeyspace {
     name: String,
     /// Head first.
     replicas: Vec<String>,
-    /// `su` (the default) or `au`.
+    /// `su` (the default), `ausi` or `au`.
     update: Option<String>,
     /// `tail` (the default), `mid` or `head`.
     read_from: Option<String>,

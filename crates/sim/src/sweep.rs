@@ -31,11 +31,12 @@ pub enum CheckModel {
 
 impl CheckModel {
     /// The check of what docs/keyspaces.md claims for a keyspace configured so: linearizability when writes are
-    /// acknowledged once every replica has them (`su`, reads anywhere); otherwise only how stale reads are.
+    /// acknowledged once every replica has them (`su`, reads anywhere); for `ausi` and `au`, which may lose
+    /// acknowledged writes with their head, how stale reads are.
     pub fn claimed(config: &KeyspaceConfig) -> CheckModel {
         match config.update {
             UpdateMode::Su => CheckModel::Linearizable,
-            UpdateMode::Au => CheckModel::Staleness,
+            UpdateMode::Ausi | UpdateMode::Au => CheckModel::Staleness,
         }
     }
 }

@@ -31,6 +31,7 @@
 mod answers;
 mod copy;
 mod frontend;
+mod invalidate;
 mod lease;
 mod membership;
 pub mod msg;
@@ -109,6 +110,8 @@ pub enum PlantedBug {
     TrustsLostReplicas,
     /// A query node before the tail answers reads of keys with unacknowledged writes from its own state.
     ReadsTentative,
+    /// Under `ausi`, the head answers a read of a key whose write is not yet invalidated everywhere.
+    ShowsUninvalidated,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -398,6 +401,8 @@ impl ChainNode {
             }
             ChainMsg::Confirm { chain, seq } => self.on_confirm(from, chain, seq, out),
             ChainMsg::Bounce { origin, .. } => self.fe.bounce(&origin),
+            ChainMsg::Invalidate { chain, view, seq, key } => self.on_invalidate(from, chain, view, seq, key, out),
+            ChainMsg::Invalidated { chain, view, seq } => self.on_invalidated(chain, view, seq, out),
             ChainMsg::CopyReq(req) => self.on_copy_req(from, req, out),
             ChainMsg::CopyData(data) => self.on_copy_data(now, from, *data, out),
         }
@@ -500,6 +505,7 @@ impl ChainNode {
             self.route(now, origin, req, out);
         }
         self.probe_and_mark(out);
+        self.prune_invalid();
         let chains: Vec<ChainId> = self.copies.keys().copied().collect();
         chains.into_iter().for_each(|c| self.copy_request(now, c, out));
         self.release_held(now, out);

@@ -163,6 +163,20 @@ pub enum ChainMsg {
         chain: ChainId,
         view: u64,
     },
+    /// Under `ausi`, predecessor → successor, ahead of update `seq`: "key `key` has a write you do not have
+    /// yet"; held in memory, passed on at once.
+    Invalidate {
+        chain: ChainId,
+        view: u64,
+        seq: u64,
+        key: Bytes,
+    },
+    /// Under `ausi`, tail → head: every member holds the invalidations up to `seq`.
+    Invalidated {
+        chain: ChainId,
+        view: u64,
+        seq: u64,
+    },
     /// Joiner or flushing member → its copy source.
     CopyReq(CopyReq),
     CopyData(Box<CopyData>),

@@ -12,8 +12,9 @@
 //! until a flush from its successor completes it.
 
 use super::msg::{Origin, Update};
+use bytes::Bytes;
 use meridian_core::{NodeId, ReplicaKind, Reply};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A put answer a tail owes or has sent to a front-end that has not confirmed it yet.
 #[derive(Clone, Debug)]
@@ -63,6 +64,13 @@ pub struct Replica {
     pub acked_up: u64,
     /// The kind of datastore the replica lives in.
     pub kind: ReplicaKind,
+    /// Under `ausi`, after the head: keys with a write this member does not have yet, by the write's seq.
+    pub invalid: HashMap<Bytes, u64>,
+    /// Under `ausi`, at the head: writes whose answers are owed once the chain holds their invalidations, by
+    /// seq, with their keys.
+    pub awaiting: BTreeMap<u64, (Bytes, Origin, Reply)>,
+    /// Under `ausi`, at the head: reads of keys with a write in `awaiting`, answered once it is answered.
+    pub deferred: Vec<(Origin, Bytes)>,
     /// The node restarted as a member of the chain with a replica of a kind that does not survive a restart
     /// (see [`ReplicaKind::survives_restart`]): it may miss acknowledged writes, so it takes no part until the
     /// manager repairs the chain, or restores the chain from it.
@@ -85,6 +93,9 @@ impl Default for Replica {
             unconfirmed: BTreeMap::new(),
             acked_up: 0,
             kind: ReplicaKind::Log,
+            invalid: HashMap::new(),
+            awaiting: BTreeMap::new(),
+            deferred: Vec::new(),
             lost: false,
         }
     }

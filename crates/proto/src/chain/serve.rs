@@ -29,7 +29,7 @@ impl ChainNode {
     /// Whether this node may answer clients as the tail or the query node of `chain` at `now`: an active
     /// member in that place with a lease for its view.
     pub(super) fn lease_ok(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
-        let placed = r.is_active() && (r.is_tail() || self.is_query_node(chain));
+        let placed = r.is_active() && self.reads_here(chain);
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::IgnoresLease) {
             return placed;
@@ -38,15 +38,15 @@ impl ChainNode {
         placed && self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
     }
 
-    /// Whether this node is the member of `chain` its keyspace reads from.
-    pub(super) fn is_query_node(&self, chain: ChainId) -> bool {
+    /// Whether this node may answer reads of `chain` ([`crate::manager::map::ClusterMap::reads_at`]).
+    pub(super) fn reads_here(&self, chain: ChainId) -> bool {
         let map = self.map.as_ref();
-        map.and_then(|m| m.query_node(m.chains.get(&chain)?)) == Some(self.me)
+        map.and_then(|m| Some(m.reads_at(m.chains.get(&chain)?, self.me))).unwrap_or(false)
     }
 
     pub(super) fn on_get(&mut self, now: Time, origin: Origin, chain: ChainId, key: Bytes, out: &mut Fx) {
         match self.replicas.get(&chain) {
-            Some(r) if r.is_active() && (r.is_tail() || self.is_query_node(chain)) => {}
+            Some(r) if r.is_active() && self.reads_here(chain) => {}
             _ => return self.bounce(origin, chain, out),
         }
         if self.lease_ok(chain, &self.replicas[&chain], now) {
@@ -59,18 +59,35 @@ impl ChainNode {
     /// Answers a read here, unless this is a query node before the tail, the keyspace acknowledges writes only
     /// once the tail has them (`su`), and the key has a write here the tail has not acknowledged: its value
     /// here may never commit, so the tail answers (CRAQ's "dirty" read, seed 003 §5.3's tentative writes).
-    fn serve_read(&mut self, origin: Origin, chain: ChainId, key: &[u8], out: &mut Fx) {
-        let r = &self.replicas[&chain];
-        let su = self.keyspace_config(chain).is_none_or(|k| k.update == UpdateMode::Su);
-        let dirty = !r.is_tail() && su && r.unacked.iter().any(|u| u.key == key);
-        #[cfg(feature = "planted-bugs")]
-        let dirty = dirty && self.cfg.planted_bug != Some(PlantedBug::ReadsTentative);
-        let tail = self.map.as_ref().and_then(|m| m.chains.get(&chain)?.tail());
-        match (dirty, tail, r.view()) {
-            (true, Some(tail), Some(view)) => {
-                out.send(tail, ChainMsg::Get { origin, view, chain, key: Bytes::copy_from_slice(key) })
+    ///
+    /// Under `ausi`, a member after the head answers a key it holds an invalidation for from the head, which
+    /// has the write; the head holds a read back while a write of its key is not yet invalidated everywhere.
+    pub(super) fn serve_read(&mut self, origin: Origin, chain: ChainId, key: &[u8], out: &mut Fx) {
+        let update = self.keyspace_config(chain).map_or(UpdateMode::Su, |k| k.update);
+        let head = self.replicas[&chain].is_head();
+        if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key) {
+            return;
+        }
+        match (self.read_elsewhere(chain, key, update), self.replicas[&chain].view()) {
+            (Some(to), Some(view)) => {
+                out.send(to, ChainMsg::Get { origin, view, chain, key: Bytes::copy_from_slice(key) })
             }
             _ => self.read(origin, chain, key, out),
+        }
+    }
+
+    /// The member that must answer a read of `key` instead of this one, if any (see [`Self::serve_read`]).
+    fn read_elsewhere(&self, chain: ChainId, key: &[u8], update: UpdateMode) -> Option<NodeId> {
+        let r = &self.replicas[&chain];
+        let members = &self.map.as_ref()?.chains.get(&chain)?.members;
+        let dirty = !r.is_tail() && update == UpdateMode::Su && r.unacked.iter().any(|u| u.key == key);
+        #[cfg(feature = "planted-bugs")]
+        let dirty = dirty && self.cfg.planted_bug != Some(PlantedBug::ReadsTentative);
+        let invalid = update == UpdateMode::Ausi && !r.is_head() && r.invalid.get(key).is_some_and(|&s| s > r.lu);
+        match (dirty, invalid) {
+            (true, _) => members.last().copied(),
+            (_, true) => members.first().copied(),
+            _ => None,
         }
     }
 
@@ -188,15 +205,20 @@ impl ChainNode {
         }
     }
 
-    /// With `au`, the head answers a write once it has logged it (durably, for its replica's kind), and the rest
+    /// With `au`, the head answers a write once it has logged it (durably, for its replica's kind); with `ausi`,
+    /// once the rest of the chain also holds an invalidation of its key (`invalidate.rs`). Either way the rest
     /// of the chain gets the update without anyone to answer.
     fn answer_at_head(&mut self, mut u: Update, out: &mut Fx) -> Update {
-        let au = self.keyspace_config(u.chain).is_some_and(|k| k.update == UpdateMode::Au);
-        if let (true, true, Some(origin)) = (au, self.replicas[&u.chain].is_head(), u.origin) {
-            let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
-            self.answer(origin, written, true, out);
-            u.origin = None;
+        let update = self.keyspace_config(u.chain).map_or(UpdateMode::Su, |k| k.update);
+        let r = &self.replicas[&u.chain];
+        let (Some(origin), true) = (u.origin, r.is_head()) else { return u };
+        let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+        match (update, r.succ()) {
+            (UpdateMode::Su, _) => return u,
+            (UpdateMode::Ausi, Some(succ)) => self.invalidate(&u, succ, origin, written, out),
+            (UpdateMode::Au | UpdateMode::Ausi, _) => self.answer(origin, written, true, out),
         }
+        u.origin = None;
         u
     }
 
@@ -220,6 +242,8 @@ impl ChainNode {
         if let Some(pred) = r.pred() {
             out.send(pred, ChainMsg::Ack { chain, view, seq: r.la });
         }
+        let la = r.la;
+        self.answer_invalidated(chain, la, out);
     }
 
     pub(super) fn on_sync(&mut self, from: NodeId, chain: ChainId, view: u64, lu: u64, la: u64, out: &mut Fx) {

@@ -129,11 +129,13 @@ impl Harness {
         self.settle();
     }
 
-    /// Grants the chain's lease to its tail and to its query node, as the manager's leader would.
+    /// Grants the chain's lease to every member that reads (tail, query node, `ausi`'s head), as the manager's
+    /// leader would.
     fn grant_tail(&mut self) {
         let view = self.chain().view;
-        let holders = [self.chain().tail(), self.map.query_node(self.chain())];
-        let holders: Vec<NodeId> = holders.into_iter().flatten().filter(|n| self.nodes.contains_key(n)).collect();
+        let c = self.chain();
+        let readers = c.members.iter().copied().filter(|&m| self.map.reads_at(c, m));
+        let holders: Vec<NodeId> = readers.filter(|n| self.nodes.contains_key(n)).collect();
         for holder in holders {
             self.feed(holder, |n, fx| n.grant(&[(ChainId(0), view)], Time::ZERO.plus(LEASE), Time::ZERO, fx));
         }
@@ -623,4 +625,47 @@ fn a_head_that_answers_reads_sends_keys_with_tentative_writes_to_the_tail() {
     h.tick_all();
     h.tick_all();
     assert_eq!(h.request(head.0, get("k")), Some(value("v2")));
+}
+
+fn ausi(read_from: meridian_core::QueryNode) -> meridian_core::KeyspaceConfig {
+    meridian_core::KeyspaceConfig {
+        update: meridian_core::UpdateMode::Ausi,
+        read_from,
+        ..meridian_core::KeyspaceConfig::durable(3)
+    }
+}
+
+/// Seed 003 §5.3, AUSI: a write is answered once every member holds an invalidation of its key (or, if those
+/// were lost, once the chain acknowledges the update itself); until then the head holds reads of the key back,
+/// so no read shows the write before a member after the head stops answering the older value.
+#[test]
+fn ausi_answers_once_the_chain_holds_the_invalidation_and_holds_reads_of_the_key_until_then() {
+    let mut h = Harness::with_config(3, ausi(meridian_core::QueryNode::Head));
+    h.written(1, "k", "v1");
+    let (head, _, tail) = h.members();
+    h.drop_to = vec![tail];
+    assert_eq!(h.request(head.0, put("k", "v2")), None, "the tail has no invalidation yet");
+    assert_eq!(h.request(head.0, get("k")), None, "held back at the head");
+    h.drop_to.clear();
+    h.tick_all();
+    h.tick_all();
+    let replies: Vec<&Reply> = h.replies.values().collect();
+    assert!(replies.contains(&&Reply::Written { applied: true, existed: true }), "{replies:?}");
+    assert!(replies.contains(&&value("v2")), "{replies:?}");
+}
+
+/// A member after the head reads a key it holds an invalidation for at the head, which has the write.
+#[test]
+fn ausi_secondaries_read_invalidated_keys_at_the_head() {
+    let mut h = Harness::with_config(3, ausi(meridian_core::QueryNode::Tail));
+    h.written(1, "k", "v1");
+    let (head, _, tail) = h.members();
+    let r = h.nodes.get_mut(&tail).unwrap().replicas.get_mut(&ChainId(0)).unwrap();
+    r.invalid.insert(Bytes::from_static(b"k"), r.lu + 1);
+    let head_reads = h.nodes[&head].stats().reads;
+    assert_eq!(h.request(tail.0, get("k")), Some(value("v1")));
+    assert_eq!(h.nodes[&head].stats().reads, head_reads + 1, "the head answered it");
+    assert_eq!(h.request(1, put("k", "v2")), Some(Reply::Written { applied: true, existed: true }));
+    assert!(h.nodes[&tail].replicas[&ChainId(0)].invalid.get(&b"k"[..]).is_none_or(|&s| s <= h.lu(tail.0)));
+    assert_eq!(h.request(tail.0, get("k")), Some(value("v2")));
 }

@@ -119,7 +119,7 @@ impl Leadership {
         let chains: Vec<(ChainId, u64)> = map
             .chains
             .values()
-            .filter(|c| c.tail() == Some(node) || map.query_node(c) == Some(node))
+            .filter(|c| map.reads_at(c, node))
             .filter(|c| self.may_grant(c, node, map, now, lease, fence))
             .map(|c| (c.id, c.view))
             .collect();

@@ -105,7 +105,7 @@ pub use errors::MapError;
 use super::placement::{partitions_valid, VidRing};
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
-use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind};
+use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind, UpdateMode};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -300,13 +300,21 @@ impl ClusterMap {
         (!c.members.is_empty()).then(|| c.members[read_from.position(c.members.len())])
     }
 
+    /// Whether `node` may answer reads of `c` (with a lease): its tail, which answers the reads a query node
+    /// sends on; its query node; and under `ausi` its head, which answers reads of invalidated keys.
+    pub fn reads_at(&self, c: &ChainView, node: NodeId) -> bool {
+        let ausi = self.keyspaces.get(&c.id.keyspace()).is_some_and(|k| k.config.update == UpdateMode::Ausi);
+        c.tail() == Some(node) || self.query_node(c) == Some(node) || (ausi && c.members.first() == Some(&node))
+    }
+
     /// The epoch a node must have seen before a read lease of `c`'s current view may be granted while another
-    /// view's lease may still be held: the one that made the current tail the tail when reads are at the tail,
-    /// otherwise the one that made the current members (the query node moves with any of them).
+    /// view's lease may still be held: the one that made the current tail the tail when only the tail reads,
+    /// otherwise the one that made the current members (the other readers move with any of them).
     pub fn fence_epoch(&self, c: &ChainView) -> u64 {
-        match self.keyspaces.get(&c.id.keyspace()).map(|k| k.config.read_from) {
-            Some(QueryNode::Tail) | None => c.tail_epoch,
-            Some(_) => c.view_epoch,
+        let config = self.keyspaces.get(&c.id.keyspace()).map(|k| &k.config);
+        match config {
+            Some(k) if k.read_from != QueryNode::Tail || k.update == UpdateMode::Ausi => c.view_epoch,
+            _ => c.tail_epoch,
         }
     }
 

@@ -1,0 +1,96 @@
+//! `ausi` (seed 003 §5.3: "success when the primary commits and all secondaries received invalidations"): the
+//! head logs a write and, once it is durable there, sends an invalidation of its key down the chain ahead of
+//! the update. Each member holds it in memory (`Replica::invalid`) and passes it on at once; the tail tells the
+//! head, which then answers the client. The update follows the ordinary chain path without anyone waiting for
+//! it, and a member stops treating the key as invalid once its history reaches the write's sequence number.
+//! Until then its reads of the key go to the head ([`ChainNode::serve_read`]).
+//!
+//! A head whose invalidations were lost with a broken connection or a view change still answers once the
+//! chain acknowledges the update itself (its LA passes the write): that is `su`'s condition, stronger.
+//! Invalidations are not logged, so a member that restarts forgets them; docs/keyspaces.md states what that
+//! costs.
+
+use super::msg::{ChainMsg, Origin, Update};
+use super::{ChainNode, Fx};
+use bytes::Bytes;
+use meridian_core::{ChainId, NodeId, Reply};
+
+impl ChainNode {
+    /// The head owes `origin` the answer `reply` once the chain holds the invalidation of `u`'s key, which
+    /// leaves for `succ` once `u` is durable here.
+    pub(super) fn invalidate(&mut self, u: &Update, succ: NodeId, origin: Origin, reply: Reply, out: &mut Fx) {
+        let r = self.replicas.get_mut(&u.chain).expect("the head holds the chain");
+        r.awaiting.insert(u.seq, (u.key.clone(), origin, reply));
+        let view = r.view().expect("members have a view");
+        out.send_after_sync(succ, ChainMsg::Invalidate { chain: u.chain, view, seq: u.seq, key: u.key.clone() });
+    }
+
+    pub(super) fn on_invalidate(
+        &mut self,
+        from: NodeId,
+        chain: ChainId,
+        view: u64,
+        seq: u64,
+        key: Bytes,
+        out: &mut Fx,
+    ) {
+        let Some(r) = self.replicas.get_mut(&chain) else { return };
+        if r.view() != Some(view) || r.pred() != Some(from) {
+            return;
+        }
+        let at = r.invalid.entry(key.clone()).or_default();
+        *at = (*at).max(seq);
+        match r.succ() {
+            Some(succ) => out.send(succ, ChainMsg::Invalidate { chain, view, seq, key }),
+            None => {
+                let head = self.map.as_ref().and_then(|m| m.chains.get(&chain)?.members.first().copied());
+                if let Some(head) = head {
+                    out.send(head, ChainMsg::Invalidated { chain, view, seq });
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_invalidated(&mut self, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
+        if self.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.is_head()) {
+            self.answer_invalidated(chain, seq, out);
+        }
+    }
+
+    /// Answers the writes up to `seq` whose invalidations (or updates) the whole chain holds, then the reads
+    /// that waited for them.
+    pub(super) fn answer_invalidated(&mut self, chain: ChainId, seq: u64, out: &mut Fx) {
+        let Some(r) = self.replicas.get_mut(&chain) else { return };
+        let later = r.awaiting.split_off(&(seq + 1));
+        let due = std::mem::replace(&mut r.awaiting, later);
+        let reads = std::mem::take(&mut r.deferred);
+        for (_, origin, reply) in due.into_values() {
+            self.answer(origin, reply, false, out);
+        }
+        for (origin, key) in reads {
+            self.serve_read(origin, chain, &key, out);
+        }
+    }
+
+    /// Whether the head must hold a read of `key` back: a write of it is not yet invalidated everywhere, so a
+    /// member after the head may still answer the key's older value, and this read must not show the newer one
+    /// first.
+    pub(super) fn defer_at_head(&mut self, chain: ChainId, origin: Origin, key: &[u8]) -> bool {
+        let Some(r) = self.replicas.get_mut(&chain) else { return false };
+        let waiting = r.awaiting.values().any(|(k, _, _)| k.as_ref() == key);
+        #[cfg(feature = "planted-bugs")]
+        let waiting = waiting && self.cfg.planted_bug != Some(super::PlantedBug::ShowsUninvalidated);
+        if waiting {
+            r.deferred.push((origin, Bytes::copy_from_slice(key)));
+        }
+        waiting
+    }
+
+    /// Forgets invalidations whose writes this member's history now covers.
+    pub(super) fn prune_invalid(&mut self) {
+        for r in self.replicas.values_mut().filter(|r| !r.invalid.is_empty()) {
+            let lu = r.lu;
+            r.invalid.retain(|_, seq| *seq > lu);
+        }
+    }
+}
