@@ -105,12 +105,7 @@ fn a_node_that_trusts_a_replica_lost_to_its_restart_is_caught() {
 #[test]
 fn the_staleness_check_finds_stale_reads_only_where_they_are() {
     let nemesis = "crash,partition,pause,clock,join,leave,manager";
-    let total = |results: Vec<SeedResult>| {
-        results.into_iter().filter_map(|r| r.staleness).fold(Default::default(), |mut a: Staleness, b| {
-            a.merge(b);
-            a
-        })
-    };
+    let total = |results: Vec<SeedResult>| results.into_iter().filter_map(|r| r.staleness).sum::<Staleness>();
     let correct = total(sweep_checking(None, 40, nemesis, CheckModel::Staleness));
     assert!(correct.reads > 1000 && correct.stale == 0, "{correct:?}");
     let broken = total(sweep_checking(Some(PlantedBug::HeadAcksEarly), 20, nemesis, CheckModel::Staleness));

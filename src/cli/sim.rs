@@ -2,6 +2,7 @@
 //! line and exits non-zero, naming the seed, on any violation.
 
 use clap::Args;
+use meridian_check::Staleness;
 use meridian_core::KeyspaceConfig;
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
@@ -149,10 +150,8 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         args.seed + args.seeds,
         failures.len(),
     );
-    if let Some(stale) = results.iter().filter_map(|r| r.staleness.clone()).reduce(|mut a, b| {
-        a.merge(b);
-        a
-    }) {
+    let measured = results.iter().any(|r| r.staleness.is_some());
+    if let Some(stale) = measured.then(|| results.iter().filter_map(|r| r.staleness.clone()).sum::<Staleness>()) {
         println!(
             "staleness: {} of {} successful reads stale ({:.4}%), the stalest missed a write acknowledged {:.1} ms before it began",
             stale.stale,

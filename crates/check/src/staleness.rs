@@ -37,13 +37,18 @@ impl Staleness {
             self.stale as f64 / self.reads as f64
         }
     }
+}
 
-    /// Adds another history's figures to these.
-    pub fn merge(&mut self, other: Staleness) {
-        self.reads += other.reads;
-        self.stale += other.stale;
-        self.max_ns = self.max_ns.max(other.max_ns);
-        self.invented.extend(other.invented);
+/// Several histories' figures together: reads and stale reads added up, the largest staleness of any.
+impl std::iter::Sum for Staleness {
+    fn sum<I: Iterator<Item = Staleness>>(iter: I) -> Staleness {
+        iter.fold(Staleness::default(), |mut all, one| {
+            all.reads += one.reads;
+            all.stale += one.stale;
+            all.max_ns = all.max_ns.max(one.max_ns);
+            all.invented.extend(one.invented);
+            all
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use super::serve::{ack_mark, record_of};
 use super::{ChainNode, ChainTimer, Fx, StepReport};
 use crate::manager::map::{ChainChange, ChainView, ClusterMap};
 use crate::manager::placement::partition_range;
-use meridian_core::{ChainId, KeyspaceId, NodeId, ReplicaKind, Reply, Time};
+use meridian_core::{ChainId, KeyspaceId, NodeId, ReplicaKind, Time};
 use meridian_store::{Body, Record, StoreError};
 use std::sync::Arc;
 
@@ -202,7 +202,7 @@ impl ChainNode {
         let r = self.replicas.get_mut(&chain).expect("member");
         for u in r.settle_as_tail() {
             if let Some(origin) = u.origin {
-                let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+                let written = u.outcome.reply();
                 self.owe_answer(chain, u.seq, origin, written);
             }
         }

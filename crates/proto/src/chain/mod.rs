@@ -46,7 +46,9 @@ use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
 use meridian_core::ring::key_token;
-use meridian_core::{ChainId, Effects, ErrorKind, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, Time};
+use meridian_core::{
+    ChainId, Effects, ErrorKind, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, Time, UpdateMode,
+};
 use meridian_store::{Datastore, StoreError, StoreStats};
 use replica::{Replica, Role};
 use std::collections::{BTreeMap, VecDeque};
@@ -297,9 +299,10 @@ impl ChainNode {
         self.stores.get_mut(key).expect("a node holding a replica has its store open")
     }
 
-    /// The configuration of `chain`'s keyspace in this node's map.
-    fn keyspace_config(&self, chain: ChainId) -> Option<&meridian_core::KeyspaceConfig> {
-        Some(&self.map.as_ref()?.keyspaces.get(&chain.keyspace())?.config)
+    /// When writes to `chain` are acknowledged, as its keyspace in this node's map says (`su` without one).
+    fn update_mode(&self, chain: ChainId) -> UpdateMode {
+        let config = self.map.as_ref().and_then(|m| Some(&m.keyspaces.get(&chain.keyspace())?.config));
+        config.map_or(UpdateMode::Su, |k| k.update)
     }
 
     pub fn stats(&self) -> ChainStats {

@@ -37,6 +37,13 @@ pub struct Outcome {
     pub existed: bool,
 }
 
+impl Outcome {
+    /// The answer a client gets for a write with this outcome.
+    pub fn reply(self) -> Reply {
+        Reply::Written { applied: self.applied, existed: self.existed }
+    }
+}
+
 /// One entry of a chain's history H (seed 003 Listing 1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Update {

@@ -63,7 +63,7 @@ impl ChainNode {
     /// Under `ausi`, a member after the head answers a key it holds an invalidation for from the head, which
     /// has the write; the head holds a read back while a write of its key is not yet invalidated everywhere.
     pub(super) fn serve_read(&mut self, origin: Origin, chain: ChainId, key: &[u8], out: &mut Fx) {
-        let update = self.keyspace_config(chain).map_or(UpdateMode::Su, |k| k.update);
+        let update = self.update_mode(chain);
         let head = self.replicas[&chain].is_head();
         if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key) {
             return;
@@ -195,7 +195,7 @@ impl ChainNode {
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::HeadAcksEarly) && self.replicas[&u.chain].is_head() {
             if let Some(origin) = u.origin {
-                let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+                let written = u.outcome.reply();
                 self.answer(origin, written, true, out);
             }
         }
@@ -209,10 +209,10 @@ impl ChainNode {
     /// once the rest of the chain also holds an invalidation of its key (`invalidate.rs`). Either way the rest
     /// of the chain gets the update without anyone to answer.
     fn answer_at_head(&mut self, mut u: Update, out: &mut Fx) -> Update {
-        let update = self.keyspace_config(u.chain).map_or(UpdateMode::Su, |k| k.update);
+        let update = self.update_mode(u.chain);
         let r = &self.replicas[&u.chain];
         let (Some(origin), true) = (u.origin, r.is_head()) else { return u };
-        let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+        let written = u.outcome.reply();
         match (update, r.succ()) {
             (UpdateMode::Su, _) => return u,
             (UpdateMode::Ausi, Some(succ)) => self.invalidate(&u, succ, origin, written, out),
@@ -227,7 +227,7 @@ impl ChainNode {
     fn commit_at_tail(&mut self, now: Time, u: Update, out: &mut Fx) {
         self.stats.writes += 1;
         if let Some(origin) = u.origin {
-            let written = Reply::Written { applied: u.outcome.applied, existed: u.outcome.existed };
+            let written = u.outcome.reply();
             self.owe_answer(u.chain, u.seq, origin, written);
         }
         self.send_answers(now, u.chain, out);

@@ -97,7 +97,7 @@ pub fn removal_kind(map: &ClusterMap, chain: &ChainView, node: NodeId) -> Option
 /// keeps the chain's only `log` replica.
 pub fn irreparable(map: &ClusterMap) -> Vec<ChainId> {
     let stuck = |c: &&ChainView| {
-        let whole = |m: NodeId| map.is_live(m) && !c.lost.contains_key(&m);
+        let whole = |m: NodeId| map.holds_whole(c, m);
         let waits = |m: NodeId| last_durable(map, c, m);
         !c.members.iter().any(|&m| whole(m)) || c.members.iter().any(|&m| waits(m))
     };
@@ -147,7 +147,7 @@ fn last_durable(map: &ClusterMap, c: &ChainView, node: NodeId) -> bool {
 
 /// Rules 1–4 of the module docs for one chain; the change gets id `step`.
 fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) -> Option<ChainChange> {
-    let whole = |m: NodeId| map.is_live(m) && !c.lost.contains_key(&m);
+    let whole = |m: NodeId| map.holds_whole(c, m);
     if let Some(&broken) = c.members.iter().find(|&&m| !whole(m)) {
         let other = c.members.iter().any(|&m| m != broken && whole(m));
         return (other && !last_durable(map, c, broken)).then_some(ChainChange::Remove { node: broken, step });

@@ -462,6 +462,11 @@ impl ClusterMap {
         Ok(Applied::Changed)
     }
 
+    /// `node` is a live member of `c` whose replica is not lost: one the chain can copy from and rely on.
+    pub fn holds_whole(&self, c: &ChainView, node: NodeId) -> bool {
+        c.contains(node) && self.is_live(node) && !c.lost.contains_key(&node)
+    }
+
     /// Whether `ReplicaRestored` would be accepted: `node`'s replica is lost as `incarnation`, every other
     /// member is lost or Failed, and none of them keeps a replica that survives a restart (a Failed `log`
     /// member comes back whole: the chain waits for it).
@@ -470,10 +475,7 @@ impl ClusterMap {
         if c.lost.get(&node) != Some(&incarnation) {
             return Err(MapError::NotLost { chain, node });
         }
-        let whole = |m: NodeId| {
-            let live_whole = self.is_live(m) && !c.lost.contains_key(&m);
-            live_whole || c.kind_of(m).is_some_and(ReplicaKind::survives_restart)
-        };
+        let whole = |m: NodeId| self.holds_whole(c, m) || c.kind_of(m).is_some_and(ReplicaKind::survives_restart);
         match c.members.iter().find(|&&m| m != node && whole(m)) {
             Some(&other) => Err(MapError::WholeReplica { chain, node: other }),
             None => Ok(()),
@@ -626,7 +628,7 @@ impl ClusterMap {
         if !c.contains(node) {
             return Err(MapError::NotMember { chain: c.id, node });
         }
-        if !c.members.iter().any(|&m| m != node && self.is_live(m) && !c.lost.contains_key(&m)) {
+        if !c.members.iter().any(|&m| m != node && self.holds_whole(c, m)) {
             return Err(MapError::LastReplica { chain: c.id, node });
         }
         Ok(())
