@@ -136,3 +136,14 @@ fn an_ausi_head_that_shows_a_write_before_its_invalidations_is_caught() {
     let caught = caught(&results);
     assert!(caught.len() >= 4, "only {} of 40 seeds caught an ausi head showing a write early", caught.len());
 }
+
+/// Keys' expiry: a head that deletes keys a second before their deadline (by its wall clock, which the clock
+/// nemesis steps within its error bound) makes reads miss values the history says must still be there.
+#[test]
+fn a_head_that_expires_keys_early_is_caught() {
+    let results = sweep_with(PlantedBug::ExpiresEarly, 20, "crash,partition,pause,clock");
+    let caught = caught(&results);
+    assert!(caught.len() >= 3, "only {} of 20 seeds caught early expiry", caught.len());
+    let report = caught[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable"), "{report}");
+}

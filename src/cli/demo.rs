@@ -5,7 +5,7 @@ use super::node::{
 };
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Reply, Request};
+use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Read, Reply, Request};
 use meridian_node::NodeHandle;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -94,7 +94,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
 async fn wait_until_ready(handles: &[NodeHandle]) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     for h in handles {
-        let probe = || Request::Get { keyspace: KeyspaceId::DEFAULT, key: "meridian-demo-ready".into() };
+        let probe =
+            || Request::Get { keyspace: KeyspaceId::DEFAULT, key: "meridian-demo-ready".into(), read: Read::Value };
         while !matches!(h.request(probe()).await, Reply::Value(_)) {
             if Instant::now() > deadline {
                 return Err("the cluster did not become ready within 30 s".into());

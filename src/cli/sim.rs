@@ -134,11 +134,11 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     let compactions = sum("compactions");
     let (precopies, flushes, left) = (sum("pre-copies"), sum("flushes"), sum("chains left"));
     let (keyspaces, elsewhere) = (sum("keyspaces created"), sum("operations outside default"));
-    let (lost, aside) = (sum("replicas lost"), sum("keys of restored chains"));
+    let (lost, aside, expired) = (sum("replicas lost"), sum("keys of restored chains"), sum("keys expired"));
     let nem = |f: fn(&NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
     let (joins, leaves, managers) = (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes));
     println!(
-        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked",
+        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired",
         args.protocol,
         sweep.default.replicas_text(),
         sweep.default.update,

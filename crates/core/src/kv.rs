@@ -12,6 +12,7 @@ pub enum Request {
     Get {
         keyspace: KeyspaceId,
         key: Bytes,
+        read: Read,
     },
     Write(Write),
     /// Cluster administration (`meridian ctl`), carried out by the manager's leader.
@@ -44,13 +45,95 @@ pub enum KeyspaceRef {
     Id(KeyspaceId),
 }
 
-/// A single-key update. `value: None` is a delete (stored as a tombstone).
+/// What a read asks of its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Read {
+    /// GET: the value.
+    Value,
+    /// TTL, PTTL: when the key expires.
+    Expiry,
+}
+
+/// A single-key update, ordered by the head of the key's chain against the key's current state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Write {
     pub keyspace: KeyspaceId,
     pub key: Bytes,
-    pub value: Option<Bytes>,
+    pub op: WriteOp,
     pub cond: Condition,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WriteOp {
+    /// SET: the key takes `value`; `ttl` says what becomes of its expiry.
+    Put { value: Bytes, ttl: Ttl },
+    /// DEL: stored as a tombstone.
+    Delete,
+    /// EXPIRE and its kin (`Some`), PERSIST (`None`): a present key keeps its value under a new expiry. Applies
+    /// only if the key is present, and for PERSIST only if it has an expiry; a deadline already past deletes
+    /// the key, as in Redis.
+    Expire(Option<Deadline>),
+}
+
+/// What a put does to its key's expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ttl {
+    /// SET: the key no longer expires.
+    Clear,
+    /// SET … KEEPTTL: the key keeps the expiry it has.
+    Keep,
+    /// SET … EX, PX, EXAT, PXAT.
+    Expire(Deadline),
+}
+
+/// When a key expires. A front-end turns `In` into `At` on its own wall clock as it takes the request, so a
+/// request sent again after a bounce keeps the same deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Deadline {
+    /// Milliseconds from now.
+    In(u64),
+    /// A Unix time in milliseconds.
+    At(u64),
+}
+
+impl Deadline {
+    /// The Unix time in milliseconds this deadline falls on, for a wall clock reading `now_ms`.
+    pub fn at(self, now_ms: u64) -> u64 {
+        match self {
+            Deadline::In(ms) => now_ms.saturating_add(ms),
+            Deadline::At(at) => at,
+        }
+    }
+}
+
+impl Write {
+    /// An unconditional put of a value that does not expire.
+    pub fn put(keyspace: KeyspaceId, key: Bytes, value: Bytes) -> Write {
+        Write { keyspace, key, op: WriteOp::Put { value, ttl: Ttl::Clear }, cond: Condition::Always }
+    }
+
+    /// An unconditional delete.
+    pub fn delete(keyspace: KeyspaceId, key: Bytes) -> Write {
+        Write { keyspace, key, op: WriteOp::Delete, cond: Condition::Always }
+    }
+
+    /// The value a put writes.
+    pub fn value(&self) -> Option<&Bytes> {
+        match &self.op {
+            WriteOp::Put { value, .. } => Some(value),
+            WriteOp::Delete | WriteOp::Expire(_) => None,
+        }
+    }
+
+    /// The same write with every relative deadline fixed on a wall clock reading `now_ms`.
+    pub fn fixed_at(mut self, now_ms: u64) -> Write {
+        let fix = |d: &mut Deadline| *d = Deadline::At(d.at(now_ms));
+        match &mut self.op {
+            WriteOp::Put { ttl: Ttl::Expire(d), .. } | WriteOp::Expire(Some(d)) => fix(d),
+            WriteOp::Put { .. } | WriteOp::Delete | WriteOp::Expire(None) => {}
+        }
+        self
+    }
 }
 
 /// Redis' SET NX / XX: the write applies only if the key is absent / present when it is ordered.
@@ -105,7 +188,19 @@ pub enum Reply {
     Text(String),
     /// The keyspace an [`Admin::Resolve`] names.
     Keyspace(KeyspaceId),
+    /// When the key a [`Read::Expiry`] asked about expires.
+    Expiry(KeyExpiry),
     Error(ErrorKind, String),
+}
+
+/// A key's expiry as its query node sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeyExpiry {
+    Absent,
+    /// The key does not expire.
+    Never,
+    /// The key expires in this many milliseconds on the query node's clock (0: due, its delete on the way).
+    In(u64),
 }
 
 /// Why a request failed, and whether its outcome is known.
@@ -172,7 +267,10 @@ impl Limits {
         if key.len() > self.max_key_bytes {
             return Err(format!("key is {} bytes; the limit is {}", key.len(), self.max_key_bytes));
         }
-        if let Request::Write(Write { value: Some(v), .. }) = req {
+        if let Some(v) = match req {
+            Request::Write(w) => w.value(),
+            _ => None,
+        } {
             if v.len() > self.max_value_bytes {
                 return Err(format!("value is {} bytes; the limit is {}", v.len(), self.max_value_bytes));
             }
@@ -188,18 +286,29 @@ mod tests {
     #[test]
     fn limits_reject_oversized_and_empty_keys() {
         let l = Limits { max_key_bytes: 3, max_value_bytes: 4 };
-        let get =
-            |k: &'static str| Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from_static(k.as_bytes()) };
+        let get = |k: &'static str| Request::Get {
+            keyspace: KeyspaceId::DEFAULT,
+            key: Bytes::from_static(k.as_bytes()),
+            read: Read::Value,
+        };
         assert!(l.check(&get("abc")).is_ok());
         assert!(l.check(&get("abcd")).is_err());
         assert!(l.check(&get("")).is_err());
-        let put = Request::Write(Write {
-            keyspace: KeyspaceId::DEFAULT,
-            key: Bytes::from_static(b"k"),
-            value: Some(Bytes::from_static(b"12345")),
-            cond: Condition::Always,
-        });
+        let put =
+            Request::Write(Write::put(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), Bytes::from_static(b"12345")));
         assert!(l.check(&put).unwrap_err().contains("limit is 4"));
+    }
+
+    #[test]
+    fn front_ends_fix_relative_deadlines() {
+        let put =
+            |ttl| Write { op: WriteOp::Put { value: Bytes::new(), ttl }, ..Write::delete(KeyspaceId(1), Bytes::new()) };
+        let fixed = put(Ttl::Expire(Deadline::In(500))).fixed_at(1_000);
+        assert_eq!(fixed, put(Ttl::Expire(Deadline::At(1_500))));
+        assert_eq!(fixed.clone().fixed_at(9_999), fixed, "fixing twice changes nothing");
+        assert_eq!(put(Ttl::Keep).fixed_at(1_000), put(Ttl::Keep));
+        let expire = Write { op: WriteOp::Expire(Some(Deadline::In(1))), ..Write::delete(KeyspaceId(1), Bytes::new()) };
+        assert_eq!(expire.fixed_at(7).op, WriteOp::Expire(Some(Deadline::At(8))));
     }
 
     #[test]

@@ -9,12 +9,16 @@ pub mod kv;
 pub mod process;
 pub mod ring;
 pub mod splitmix;
+pub mod stored;
 pub mod time;
 pub mod wire;
 
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
 pub use keyspace::{KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
-pub use kv::{Admin, Condition, ErrorKind, KeyspaceRef, Limits, Reply, Request, Write};
+pub use kv::{
+    Admin, Condition, Deadline, ErrorKind, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Ttl, Write, WriteOp,
+};
 pub use process::{Effect, Effects, Process};
+pub use stored::Stored;
 pub use time::Time;

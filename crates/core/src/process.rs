@@ -28,6 +28,11 @@ pub trait Process {
     fn on_message(&mut self, now: Time, from: NodeId, msg: Self::Msg, out: &mut Effects<Self::Msg, Self::Timer>);
     fn on_timer(&mut self, now: Time, timer: Self::Timer, out: &mut Effects<Self::Msg, Self::Timer>);
     fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Effects<Self::Msg, Self::Timer>);
+    /// The wall clock as this node reads it (Unix milliseconds); the runner gives it before every input. It
+    /// may step and may differ between nodes: a core uses it only where a wrong clock costs accuracy, never
+    /// safety (keys' expiry deadlines). Cores that need no wall clock ignore it.
+    fn set_wall_clock(&mut self, _unix_ms: u64) {}
+
     /// Makes every datastore write made so far durable. A failure is fatal to the node (fail-stop):
     /// after a failed fsync the state of the file is unknown, so the runner stops the process.
     fn sync(&mut self) -> std::io::Result<()>;

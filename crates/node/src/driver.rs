@@ -34,13 +34,13 @@ use crate::durability::{Persistence, SyncMode, BATCH_MAX, GROUP_BYTES_MAX};
 use crate::inbox::Input;
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
-use meridian_core::{Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time, Write};
+use meridian_core::{Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
 use tracing::error;
 
@@ -95,7 +95,7 @@ pub(crate) fn spawn<P: Process + Send + 'static>(driver: Driver<P>) -> std::io::
 /// The value bytes a client input asks to write; what [`GROUP_BYTES_MAX`] counts.
 fn write_bytes<M>(input: &Input<M>) -> usize {
     match input {
-        Input::Client { req: Request::Write(Write { value: Some(value), .. }), .. } => value.len(),
+        Input::Client { req: Request::Write(write), .. } => write.value().map_or(0, |v| v.len()),
         _ => 0,
     }
 }
@@ -127,13 +127,17 @@ impl<P: Process> Driver<P> {
         }
     }
 
-    /// The monotonic clock as protocol cores see it: time since this driver started.
-    fn now(&self) -> Time {
+    /// The clocks as protocol cores see them, read before every input: the monotonic clock (time since this
+    /// driver started) is returned, the wall clock handed to the core.
+    fn now(&mut self) -> Time {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        self.process.set_wall_clock(wall);
         Time::from_nanos(self.started.elapsed().as_nanos() as u64)
     }
 
     pub(crate) fn run(mut self) {
-        self.process.start(self.now(), &mut self.fx);
+        let now = self.now();
+        self.process.start(now, &mut self.fx);
         self.absorb();
         self.commit();
         while self.batch() == Flow::Continue {}
@@ -214,12 +218,16 @@ impl<P: Process> Driver<P> {
     fn handle(&mut self, input: Input<P::Msg>) -> Flow {
         self.batch_bytes += write_bytes(&input);
         match input {
-            Input::Peer { from, msg } => self.process.on_message(self.now(), from, msg, &mut self.fx),
+            Input::Peer { from, msg } => {
+                let now = self.now();
+                self.process.on_message(now, from, msg, &mut self.fx)
+            }
             Input::Client { req, reply } => {
                 let id = RequestId(self.next_request);
                 self.next_request += 1;
                 self.clients.insert(id, reply);
-                self.process.on_request(self.now(), id, req, &mut self.fx);
+                let now = self.now();
+                self.process.on_request(now, id, req, &mut self.fx);
             }
             Input::Shutdown => return Flow::Stop,
         }
@@ -229,7 +237,8 @@ impl<P: Process> Driver<P> {
 
     fn fire_due_timers(&mut self) {
         for timer in self.timers.take_due(Instant::now()) {
-            self.process.on_timer(self.now(), timer, &mut self.fx);
+            let now = self.now();
+            self.process.on_timer(now, timer, &mut self.fx);
             self.absorb();
         }
     }
@@ -237,7 +246,8 @@ impl<P: Process> Driver<P> {
     /// Delivers the self-sent messages queued so far; any they cause wait for the next batch.
     fn deliver_loopback(&mut self) {
         for msg in std::mem::take(&mut self.loopback) {
-            self.process.on_message(self.now(), self.me, msg, &mut self.fx);
+            let now = self.now();
+            self.process.on_message(now, self.me, msg, &mut self.fx);
             self.absorb();
         }
     }

@@ -4,6 +4,7 @@
 //! lost messages, partitions, pauses, clock offsets and drift, membership changes, manager failover);
 //! none corrupts synced data.
 
+use crate::clock::WALL_ERROR_MS;
 use crate::rng::SimRng;
 use crate::world::{Event, World};
 use meridian_core::{Admin, NodeId, Process, Request};
@@ -72,6 +73,7 @@ pub struct NemesisStats {
     pub partitions: u64,
     pub pauses: u64,
     pub drift_changes: u64,
+    pub wall_steps: u64,
     pub joins: u64,
     pub leaves: u64,
     pub manager_crashes: u64,
@@ -112,6 +114,8 @@ impl Nemesis {
                 let offset = self.rng.range(0, 20_000_000_000);
                 let drift = self.drift();
                 *world.clock_mut(id) = crate::clock::Clock::new(offset, drift);
+                let wall = self.wall_error();
+                world.clock_mut(id).step_wall(wall);
             }
         }
         let rates: Vec<(FaultKind, Duration)> = self.rates.iter().map(|(&k, &d)| (k, d)).collect();
@@ -159,6 +163,11 @@ impl Nemesis {
         self.rng.range(0, 1001) as i64 - 500
     }
 
+    /// A wall clock error within ±[`WALL_ERROR_MS`].
+    fn wall_error(&mut self) -> i64 {
+        self.rng.range(0, 2 * WALL_ERROR_MS + 1) as i64 - WALL_ERROR_MS as i64
+    }
+
     fn later(&mut self, world: &World<impl Process>, lo: Duration, hi: Duration) -> u64 {
         world.now() + self.rng.duration(lo, hi).as_nanos() as u64
     }
@@ -201,10 +210,15 @@ impl Nemesis {
                 let at = self.later(world, Duration::from_millis(50), Duration::from_secs(3));
                 world.schedule(at, Event::Fault(Fault::Heal));
             }
-            FaultKind::Clock => {
+            FaultKind::Clock if self.rng.unit() < 0.5 => {
                 let (now, drift) = (world.now(), self.drift());
                 world.clock_mut(node).set_drift(now, drift);
                 self.stats.drift_changes += 1;
+            }
+            FaultKind::Clock => {
+                let wall = self.wall_error();
+                world.clock_mut(node).step_wall(wall);
+                self.stats.wall_steps += 1;
             }
             FaultKind::Crash | FaultKind::Pause | FaultKind::Leave => {}
         }

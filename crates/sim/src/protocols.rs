@@ -86,6 +86,7 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
             ("reads served", chain.reads),
             ("writes committed", chain.writes),
             ("replicas lost", chain.lost),
+            ("keys expired", chain.expired),
         ]
     });
     let restored = Box::new(|node: &ClusterNode, keyspace: KeyspaceId, key: &[u8]| {

@@ -8,18 +8,26 @@
 //! the heal; if that has not happened by the liveness deadline, the run reports a stuck chain. Slow
 //! networks only make the proof take longer.
 //!
+//! Some runs give some puts a time to live. A key's expiry is a delete its chain's head orders once the deadline
+//! has passed on its wall clock, which may be off by up to [`WALL_ERROR_MS`] either way, as may the clock of the
+//! front-end that fixed the deadline; so the history records, beside such a put of value v, a delete of v that
+//! any client might have made from `2 × WALL_ERROR_MS` before the deadline on: a cas from v to absent, its
+//! outcome unknown. A key that vanishes earlier, or a delete that takes a newer value, is a violation.
+//!
 //! Some runs also spread the keys over extra keyspaces of their own replication factor, created at the
 //! start by a setup client through the manager: key `k{i}` of the history is key `k{i / n}` of keyspace
 //! `i mod n` (n keyspaces, `default` included), so the same key bytes live in several keyspaces at once
 //! and must never see each other's writes. Operations on a keyspace not created yet fail as "unknown
 //! keyspace", which certainly changed nothing.
 
+use crate::clock::WALL_ERROR_MS;
 use crate::rng::SimRng;
 use crate::world::{Event, World};
 use bytes::Bytes;
 use meridian_check::{History, OpKind, Recorder};
 use meridian_core::{
-    Admin, Condition, KeyspaceConfig, KeyspaceId, NodeId, Process, ReplicaKind, Reply, Request, Write,
+    Admin, Condition, Deadline, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply, Request, Ttl,
+    Write, WriteOp,
 };
 use std::time::Duration;
 
@@ -31,6 +39,10 @@ pub enum ClientEvent {
 
 /// The client that creates the run's extra keyspaces (the nemesis's admin client is `usize::MAX`).
 pub const SETUP_CLIENT: usize = usize::MAX - 1;
+/// History processes of the expiry deletes a put with a time to live stands for: this plus the put's index.
+const EXPIRY_PROCESS: u64 = 1 << 32;
+/// The longest time to live a put gets.
+const TTL_MAX_MS: u64 = 3_000;
 
 #[derive(Clone, Debug)]
 pub struct WorkloadParams {
@@ -40,6 +52,8 @@ pub struct WorkloadParams {
     pub keyspaces: Vec<KeyspaceConfig>,
     pub read_ratio: f64,
     pub delete_ratio: f64,
+    /// The fraction of puts with a time to live (1 ms to [`TTL_MAX_MS`]).
+    pub ttl_ratio: f64,
     /// How long a client waits before recording the outcome as unknown.
     pub timeout: Duration,
     pub think_max: Duration,
@@ -54,6 +68,7 @@ impl WorkloadParams {
             keyspaces,
             read_ratio: 0.2 + rng.unit() * 0.6,
             delete_ratio: rng.unit() * 0.2,
+            ttl_ratio: if rng.unit() < 0.5 { 0.0 } else { rng.unit() * 0.6 },
             timeout,
             think_max: rng.duration(Duration::from_micros(100), Duration::from_millis(20)),
         }
@@ -180,18 +195,22 @@ impl Workload {
             self.clients[client].writes += 1;
             format!("c{client}-{}", self.clients[client].writes)
         });
-        let (keyspace, bytes) = self.placed(k);
-        let req = match kind {
-            OpKind::Get => Request::Get { keyspace, key: bytes },
-            _ => Request::Write(Write {
-                keyspace,
-                key: bytes,
-                value: value.clone().map(Bytes::from),
-                cond: Condition::Always,
-            }),
+        let (keyspace, key_bytes) = self.placed(k);
+        let ttl_ms = (kind == OpKind::Put && self.rng.unit() < self.params.ttl_ratio).then(|| self.ttl());
+        let op = match (&value, ttl_ms) {
+            (None, _) => WriteOp::Delete,
+            (Some(v), None) => WriteOp::Put { value: Bytes::from(v.clone()), ttl: Ttl::Clear },
+            (Some(v), Some(ms)) => WriteOp::Put { value: Bytes::from(v.clone()), ttl: Ttl::Expire(Deadline::In(ms)) },
         };
-        let op = self.recorder.invoke(client as u64, kind, key, value, None, now);
+        let req = match kind {
+            OpKind::Get => Request::Get { keyspace, key: key_bytes, read: Read::Value },
+            _ => Request::Write(Write { keyspace, key: key_bytes, op, cond: Condition::Always }),
+        };
+        let op = self.recorder.invoke(client as u64, kind, key.clone(), value.clone(), None, now);
         self.ops.push((kind, k, now));
+        if let (Some(v), Some(ms)) = (value, ttl_ms) {
+            self.record_expiry(op, k, key, v, now + ms.saturating_sub(2 * WALL_ERROR_MS) * 1_000_000);
+        }
         self.clients[client].pending = Some(op);
         // Clients know the cluster's nodes, not spares that never started.
         let nodes: Vec<NodeId> = self.nodes.iter().copied().filter(|&n| world.was_started(n)).collect();
@@ -199,6 +218,17 @@ impl Workload {
         world.client_send(client, op, node, req);
         let deadline = now + self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client, op }));
+    }
+
+    /// A time to live from 1 ms to [`TTL_MAX_MS`], spread evenly over its orders of magnitude.
+    fn ttl(&mut self) -> u64 {
+        (TTL_MAX_MS as f64).powf(self.rng.unit()) as u64
+    }
+
+    /// Records the delete that the expiry of put `put` (of `value` to history key `k{k}`) may make from `from`.
+    fn record_expiry(&mut self, put: usize, k: usize, key: String, value: String, from: u64) {
+        self.recorder.invoke(EXPIRY_PROCESS + put as u64, OpKind::Cas, key, None, Some(value), from);
+        self.ops.push((OpKind::Cas, k, from));
     }
 
     /// The keyspace and key bytes of history key `k{k}`.

@@ -25,7 +25,7 @@ pub type Counters<P> = Box<dyn Fn(&P) -> Vec<(&'static str, u64)>>;
 /// The value bytes of a write request.
 fn write_bytes(req: &Request) -> usize {
     match req {
-        Request::Write(w) => w.value.as_ref().map_or(0, |v| v.len()),
+        Request::Write(w) => w.value().map_or(0, |v| v.len()),
         _ => 0,
     }
 }
@@ -482,6 +482,7 @@ impl<P: Process> World<P> {
         let node = self.nodes.get_mut(&id).expect("known node");
         let Some(p) = node.proc.as_mut() else { return };
         let now: Time = node.clock.local(self.now);
+        p.set_wall_clock(node.clock.wall_ms(self.now));
         let mut fx = Effects::new();
         if let Some(work) = self.charge.take() {
             let label = match &input {

@@ -4,7 +4,7 @@ use super::*;
 use crate::inbox::{self, CoreInbox};
 use crate::transport::PeerQueues;
 use bytes::Bytes;
-use meridian_core::{Condition, KeyspaceId, Request, Write};
+use meridian_core::{KeyspaceId, Request, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::SyncSender;
 use std::sync::Mutex;
@@ -63,12 +63,7 @@ fn put() -> Request {
 }
 
 fn put_value(value: Bytes) -> Request {
-    Request::Write(Write {
-        keyspace: KeyspaceId::DEFAULT,
-        key: "k".into(),
-        value: Some(value),
-        cond: Condition::Always,
-    })
+    Request::Write(Write::put(KeyspaceId::DEFAULT, "k".into(), value))
 }
 
 const WRITTEN: Reply = Reply::Written { applied: true, existed: false };

@@ -3,6 +3,7 @@
 //! errors are worded as Redis words them so clients and their users recognise them.
 
 use super::admin;
+use super::expiry;
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv;
@@ -86,6 +87,13 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("exists", -2, &["readonly", "fast"], (1, -1, 1), kv::exists),
     keyed("mget", -2, &["readonly", "fast"], (1, -1, 1), kv::mget),
     keyed("mset", -3, &["write", "denyoom"], (1, -1, 2), kv::mset),
+    keyed("expire", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
+    keyed("pexpire", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
+    keyed("expireat", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
+    keyed("pexpireat", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
+    keyed("persist", 2, &["write", "fast"], (1, 1, 1), expiry::persist),
+    keyed("ttl", 2, &["readonly", "fast"], (1, 1, 1), expiry::ttl),
+    keyed("pttl", 2, &["readonly", "fast"], (1, 1, 1), expiry::pttl),
     command("ping", -1, &["fast"], admin::ping),
     command("echo", 2, &["fast"], admin::echo),
     command("select", 2, &["loading", "stale", "fast"], admin::select),

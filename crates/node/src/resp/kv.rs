@@ -7,25 +7,29 @@
 //! the others may still have been written (the reply is then the first error).
 
 use super::commands::{syntax_error, wrong_arity, Action, Session};
+use super::expiry::deadline;
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::pending::Pending;
 use bytes::Bytes;
-use meridian_core::{Condition, Reply, Request, Write};
+use meridian_core::{Condition, Read, Reply, Request, Ttl, Write, WriteOp};
 
 pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     submit_one(frontend, read(session, &args[1]), value)
 }
 
 pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    match set_condition(&args[3..]) {
-        Ok(cond) => submit_one(frontend, write(session, &args[1], Some(&args[2]), cond), written_or_null),
+    match set_options(&args[3..]) {
+        Ok((cond, ttl)) => {
+            let op = WriteOp::Put { value: args[2].clone(), ttl };
+            submit_one(frontend, write(session, &args[1], op, cond), written_or_null)
+        }
         Err(frame) => frame.into(),
     }
 }
 
 pub(super) fn del(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    let deletes = args[1..].iter().map(|key| write(session, key, None, Condition::Always)).collect();
+    let deletes = args[1..].iter().map(|key| write(session, key, WriteOp::Delete, Condition::Always)).collect();
     submit_many(frontend, deletes, count_existed)
 }
 
@@ -41,37 +45,46 @@ pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -
     if args.len().is_multiple_of(2) {
         return wrong_arity("mset").into();
     }
-    let writes = args[1..].chunks_exact(2).map(|kv| write(session, &kv[0], Some(&kv[1]), Condition::Always)).collect();
+    let put = |kv: &[Bytes]| WriteOp::Put { value: kv[1].clone(), ttl: Ttl::Clear };
+    let writes = args[1..].chunks_exact(2).map(|kv| write(session, &kv[0], put(kv), Condition::Always)).collect();
     submit_many(frontend, writes, all_written)
 }
 
-/// SET's options: NX and XX are supported; the expiry options and GET are refused by name until keys
-/// can expire; anything else is a syntax error, as in Redis.
-fn set_condition(options: &[Bytes]) -> Result<Condition, Frame> {
-    let mut cond = Condition::Always;
-    for option in options {
+/// SET's options: NX or XX, and one of EX, PX, EXAT, PXAT and KEEPTTL; GET is refused by name; anything else,
+/// or two options of a kind, is a syntax error, as in Redis.
+fn set_options(options: &[Bytes]) -> Result<(Condition, Ttl), Frame> {
+    let (mut cond, mut ttl) = (Condition::Always, Ttl::Clear);
+    let mut words = options.iter();
+    while let Some(option) = words.next() {
         let name = String::from_utf8_lossy(option).to_ascii_uppercase();
-        cond = match (name.as_str(), cond) {
-            ("NX", Condition::Always) => Condition::IfAbsent,
-            ("XX", Condition::Always) => Condition::IfPresent,
-            ("EX" | "PX" | "EXAT" | "PXAT" | "KEEPTTL" | "GET", _) => {
-                return Err(Frame::error(format!("ERR SET option '{name}' is not supported")))
+        match (name.as_str(), cond, ttl) {
+            ("NX", Condition::Always, _) => cond = Condition::IfAbsent,
+            ("XX", Condition::Always, _) => cond = Condition::IfPresent,
+            ("KEEPTTL", _, Ttl::Clear) => ttl = Ttl::Keep,
+            ("EX" | "PX" | "EXAT" | "PXAT", _, Ttl::Clear) => {
+                let amount = words.next().ok_or_else(syntax_error)?;
+                ttl = Ttl::Expire(deadline(&name, amount, "set", false)?);
             }
+            ("GET", ..) => return Err(Frame::error("ERR SET option 'GET' is not supported")),
             _ => return Err(syntax_error()),
-        };
+        }
     }
-    Ok(cond)
+    Ok((cond, ttl))
+}
+
+pub(super) fn read_of(session: &Session, key: &Bytes, read: Read) -> Request {
+    Request::Get { keyspace: session.keyspace, key: key.clone(), read }
 }
 
 fn read(session: &Session, key: &Bytes) -> Request {
-    Request::Get { keyspace: session.keyspace, key: key.clone() }
+    read_of(session, key, Read::Value)
 }
 
-fn write(session: &Session, key: &Bytes, value: Option<&Bytes>, cond: Condition) -> Request {
-    Request::Write(Write { keyspace: session.keyspace, key: key.clone(), value: value.cloned(), cond })
+pub(super) fn write(session: &Session, key: &Bytes, op: WriteOp, cond: Condition) -> Request {
+    Request::Write(Write { keyspace: session.keyspace, key: key.clone(), op, cond })
 }
 
-fn submit_one(frontend: &Frontend, req: Request, shape: fn(Reply) -> Frame) -> Action {
+pub(super) fn submit_one(frontend: &Frontend, req: Request, shape: fn(Reply) -> Frame) -> Action {
     if let Err(why) = frontend.limits.check(&req) {
         return Frame::error(format!("ERR {why}")).into();
     }
@@ -162,14 +175,28 @@ mod tests {
     }
 
     #[test]
-    fn set_options() {
-        assert_eq!(set_condition(&opts(&[])), Ok(Condition::Always));
-        assert_eq!(set_condition(&opts(&["nx"])), Ok(Condition::IfAbsent));
-        assert_eq!(set_condition(&opts(&["XX"])), Ok(Condition::IfPresent));
-        assert_eq!(set_condition(&opts(&["NX", "XX"])), Err(syntax_error()));
-        assert_eq!(set_condition(&opts(&["bogus"])), Err(syntax_error()));
-        let ex = set_condition(&opts(&["ex", "10"]));
-        assert_eq!(ex, Err(Frame::error("ERR SET option 'EX' is not supported")));
+    fn set_options_follow_redis() {
+        use meridian_core::Deadline;
+        assert_eq!(set_options(&opts(&[])), Ok((Condition::Always, Ttl::Clear)));
+        assert_eq!(set_options(&opts(&["nx"])), Ok((Condition::IfAbsent, Ttl::Clear)));
+        assert_eq!(set_options(&opts(&["XX", "keepttl"])), Ok((Condition::IfPresent, Ttl::Keep)));
+        assert_eq!(
+            set_options(&opts(&["ex", "10", "NX"])),
+            Ok((Condition::IfAbsent, Ttl::Expire(Deadline::In(10_000))))
+        );
+        assert_eq!(set_options(&opts(&["PX", "5"])), Ok((Condition::Always, Ttl::Expire(Deadline::In(5)))));
+        assert_eq!(set_options(&opts(&["pxat", "77"])), Ok((Condition::Always, Ttl::Expire(Deadline::At(77)))));
+        assert_eq!(set_options(&opts(&["EXAT", "7"])), Ok((Condition::Always, Ttl::Expire(Deadline::At(7_000)))));
+        for bad in [&["NX", "XX"][..], &["bogus"], &["EX"], &["EX", "1", "PX", "1"], &["KEEPTTL", "EX", "1"]] {
+            assert_eq!(set_options(&opts(bad)), Err(syntax_error()), "{bad:?}");
+        }
+        let invalid = Frame::error("ERR invalid expire time in 'set' command");
+        assert_eq!(set_options(&opts(&["EX", "0"])), Err(invalid.clone()));
+        assert_eq!(set_options(&opts(&["PX", "-5"])), Err(invalid.clone()));
+        assert_eq!(set_options(&opts(&["EX", "9223372036854775807"])), Err(invalid));
+        let nan = set_options(&opts(&["EX", "soon"]));
+        assert_eq!(nan, Err(Frame::error("ERR value is not an integer or out of range")));
+        assert_eq!(set_options(&opts(&["get"])), Err(Frame::error("ERR SET option 'GET' is not supported")));
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! - `parser`: incremental, bounded request parser (multibulk and inline).
 //! - `frame`: replies and their encoding.
 //! - `connection`: one reader and one writer per client, pipelining with replies in order.
-//! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET) turns commands
-//!   into core requests, `admin` answers connection and introspection commands locally.
+//! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET) and `expiry`
+//!   (EXPIRE and its kin, PERSIST, TTL, PTTL) turn commands into core requests, `admin` answers connection
+//!   and introspection commands locally.
 //! - `pending`: replies still on their way from the core.
 //! - `frontend`: what all connections share; `glob`: the patterns of CONFIG GET.
 
 mod admin;
 mod commands;
 mod connection;
+mod expiry;
 mod frame;
 mod frontend;
 mod glob;

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use meridian_core::ring::key_token;
 use meridian_core::{
     Admin, ClusterConfig, Effects, ErrorKind, KeyspaceId, KeyspaceRef, NodeId, Process, Reply, Request, RequestId,
-    Time, Write,
+    Time, Write, WriteOp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -43,14 +43,15 @@ impl KvNode {
         match req {
             // One keyspace: requests for any other are answered from the same map.
             Request::Get { key, .. } => (Reply::Value(self.data.get(&key).cloned()), false),
-            Request::Write(Write { key, value, cond, .. }) => {
+            Request::Write(Write { key, op, cond, .. }) => {
                 let existed = self.data.contains_key(&key);
                 if !cond.holds(existed) {
                     return (Reply::Written { applied: false, existed }, false);
                 }
-                match value {
-                    Some(v) => self.data.insert(key, v),
-                    None => self.data.remove(&key),
+                match op {
+                    WriteOp::Put { value, .. } => self.data.insert(key, value),
+                    WriteOp::Delete => self.data.remove(&key),
+                    WriteOp::Expire(_) => return (Reply::Error(ErrorKind::Invalid, "no expiry here".into()), false),
                 };
                 (Reply::Written { applied: true, existed }, true)
             }

@@ -4,7 +4,7 @@ use crate::kv_process::KvMsg;
 use crate::resp_client::{encode, Client, Resp};
 use crate::support::{cluster, owned_key, start_kv, within};
 use meridian_core::wire::{self, Hello};
-use meridian_core::{Condition, KeyspaceId, NodeId, Request, Write};
+use meridian_core::{KeyspaceId, NodeId, Request, Write};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -59,12 +59,7 @@ async fn pipelined_replies_stay_in_order_when_some_are_forwarded() {
 async fn impersonate_node_2(peer: std::net::SocketAddr, fingerprint: u64, key: &str) -> bool {
     let mut frames = Vec::new();
     wire::encode(&Hello { node: NodeId(2), cluster: fingerprint }, &mut frames).unwrap();
-    let req = Request::Write(Write {
-        keyspace: KeyspaceId::DEFAULT,
-        key: key.to_string().into(),
-        value: Some("smuggled".into()),
-        cond: Condition::Always,
-    });
+    let req = Request::Write(Write::put(KeyspaceId::DEFAULT, key.to_string().into(), "smuggled".into()));
     wire::encode(&KvMsg::Forward { tag: 0, req }, &mut frames).unwrap();
     let mut stream = within("connect to peer port", TcpStream::connect(peer)).await.unwrap();
     stream.write_all(&frames).await.unwrap();

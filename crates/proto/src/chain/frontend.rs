@@ -96,7 +96,11 @@ mod tests {
     use bytes::Bytes;
 
     fn get() -> Request {
-        Request::Get { keyspace: meridian_core::KeyspaceId::DEFAULT, key: Bytes::from_static(b"k") }
+        Request::Get {
+            keyspace: meridian_core::KeyspaceId::DEFAULT,
+            key: Bytes::from_static(b"k"),
+            read: meridian_core::Read::Value,
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use super::msg::{ChainMsg, Origin, Update};
 use super::{ChainNode, Fx};
 use bytes::Bytes;
-use meridian_core::{ChainId, NodeId, Reply};
+use meridian_core::{ChainId, NodeId, Read, Reply};
 
 impl ChainNode {
     /// The head owes `origin` the answer `reply` once the chain holds the invalidation of `u`'s key, which
@@ -67,21 +67,21 @@ impl ChainNode {
         for (_, origin, reply) in due.into_values() {
             self.answer(origin, reply, false, out);
         }
-        for (origin, key) in reads {
-            self.serve_read(origin, chain, &key, out);
+        for (origin, key, read) in reads {
+            self.serve_read(origin, chain, &key, read, out);
         }
     }
 
     /// Whether the head must hold a read of `key` back: a write of it is not yet invalidated everywhere, so a
     /// member after the head may still answer the key's older value, and this read must not show the newer one
     /// first.
-    pub(super) fn defer_at_head(&mut self, chain: ChainId, origin: Origin, key: &[u8]) -> bool {
+    pub(super) fn defer_at_head(&mut self, chain: ChainId, origin: Origin, key: &[u8], read: Read) -> bool {
         let Some(r) = self.replicas.get_mut(&chain) else { return false };
         let waiting = r.awaiting.values().any(|(k, _, _)| k.as_ref() == key);
         #[cfg(feature = "planted-bugs")]
         let waiting = waiting && self.cfg.planted_bug != Some(super::PlantedBug::ShowsUninvalidated);
         if waiting {
-            r.deferred.push((origin, Bytes::copy_from_slice(key)));
+            r.deferred.push((origin, Bytes::copy_from_slice(key), read));
         }
         waiting
     }

@@ -13,7 +13,7 @@
 
 use super::msg::Origin;
 use bytes::Bytes;
-use meridian_core::Time;
+use meridian_core::{Read, Time};
 use std::collections::VecDeque;
 
 /// Reads one chain may hold back while its tail waits for a lease.
@@ -36,6 +36,7 @@ impl Lease {
 pub struct Held {
     pub origin: Origin,
     pub key: Bytes,
+    pub read: Read,
 }
 
 /// Queues `held`, unless the chain already holds [`HELD_MAX`] reads: then it is returned for the caller to

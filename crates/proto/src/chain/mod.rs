@@ -30,9 +30,11 @@
 
 mod answers;
 mod copy;
+mod expiry;
 mod frontend;
 mod invalidate;
 mod lease;
+pub mod ledger;
 mod membership;
 pub mod msg;
 mod recovery;
@@ -114,6 +116,8 @@ pub enum PlantedBug {
     ReadsTentative,
     /// Under `ausi`, the head answers a read of a key whose write is not yet invalidated everywhere.
     ShowsUninvalidated,
+    /// The head deletes keys a second before their deadline.
+    ExpiresEarly,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -207,6 +211,8 @@ pub struct ChainStats {
     pub writes: u64,
     /// Replicas this node found lost when it started (kept in a kind that does not survive a restart).
     pub lost: u64,
+    /// Keys this node deleted as a head because their deadline had passed.
+    pub expired: u64,
 }
 
 pub struct ChainNode {
@@ -233,6 +239,8 @@ pub struct ChainNode {
     syncs: u64,
     fe: FrontEnd,
     tick: u64,
+    /// The wall clock as the runner last gave it (Unix milliseconds): what deadlines are judged by.
+    wall_ms: u64,
 }
 
 impl ChainNode {
@@ -281,6 +289,7 @@ impl ChainNode {
             syncs: 0,
             fe: FrontEnd::new(me, incarnation),
             tick: 0,
+            wall_ms: 0,
         })
     }
 
@@ -297,6 +306,17 @@ impl ChainNode {
     fn store_mut(&mut self, chain: ChainId) -> &mut dyn Datastore {
         let key = (chain.keyspace(), self.replicas[&chain].kind);
         self.stores.get_mut(key).expect("a node holding a replica has its store open")
+    }
+
+    /// The ledger of the store `chain`'s replica lives in.
+    fn ledger(&self, chain: ChainId) -> Option<&ledger::Ledger> {
+        self.stores.ledger((chain.keyspace(), self.replicas.get(&chain)?.kind))
+    }
+
+    /// The wall clock (Unix milliseconds), which the runner gives before every input: keys' deadlines are
+    /// fixed and judged by it. It may step; a wrong one makes keys expire early or late, nothing worse.
+    pub fn set_wall_clock(&mut self, unix_ms: u64) {
+        self.wall_ms = unix_ms;
     }
 
     /// When writes to `chain` are acknowledged, as its keyspace in this node's map says (`su` without one).
@@ -387,7 +407,7 @@ impl ChainNode {
 
     pub fn on_message(&mut self, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
         match msg {
-            ChainMsg::Get { origin, chain, key, .. } => self.on_get(now, origin, chain, key, out),
+            ChainMsg::Get { origin, chain, key, read, .. } => self.on_get(now, origin, chain, key, read, out),
             ChainMsg::Write { origin, chain, write, .. } => self.on_write(now, origin, chain, write, out),
             ChainMsg::Update { view, update } => self.on_update(now, from, view, update, out),
             ChainMsg::Ack { chain, view, seq } => self.on_ack(from, chain, view, seq, out),
@@ -430,6 +450,11 @@ impl ChainNode {
             let msg = format!("{} has not yet received the cluster map; retry", self.me);
             return out.reply(id, Reply::Error(ErrorKind::Unavailable, msg));
         }
+        // A relative deadline is fixed here, so a request sent again after a bounce keeps it.
+        let req = match req {
+            Request::Write(w) => Request::Write(w.fixed_at(self.wall_ms)),
+            other => other,
+        };
         let origin = self.fe.track(id, req.clone(), self.tick);
         self.route(now, origin, req, out);
     }
@@ -443,7 +468,9 @@ impl ChainNode {
         };
         let (id, view) = (chain.id, chain.view);
         let (target, msg) = match req {
-            Request::Get { key, .. } => (map.query_node(chain), ChainMsg::Get { origin, view, chain: id, key }),
+            Request::Get { key, read, .. } => {
+                (map.query_node(chain), ChainMsg::Get { origin, view, chain: id, key, read })
+            }
             Request::Write(write) => {
                 (chain.members.first().copied(), ChainMsg::Write { origin, view, chain: id, write })
             }
@@ -513,6 +540,7 @@ impl ChainNode {
         chains.into_iter().for_each(|c| self.copy_request(now, c, out));
         self.release_held(now, out);
         self.tend_answers(now, out);
+        self.reap_expired(now, out);
     }
 
     /// Probes successors whose acknowledgements stalled and logs ack watermarks.

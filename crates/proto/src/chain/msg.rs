@@ -7,7 +7,7 @@
 //! its own current view and bounced otherwise.
 
 use bytes::Bytes;
-use meridian_core::{ChainId, NodeId, Reply, RequestId, Write};
+use meridian_core::{ChainId, NodeId, Read, Reply, RequestId, Write};
 use serde::{Deserialize, Serialize};
 
 /// Who is waiting for the answer: the front-end node, its incarnation (the seed's fe-view-id: answers meant
@@ -19,7 +19,7 @@ pub struct Origin {
     pub id: RequestId,
 }
 
-/// What an update does to its key. `Skip` consumes a sequence number without changing data: a
+/// What an update does to its key; a put's value is as the datastore keeps it ([`meridian_core::Stored`]). `Skip` consumes a sequence number without changing data: a
 /// conditional write whose condition failed still travels the chain, so its "not applied" answer comes
 /// from the tail like every other write (answering from the head could expose an order the tail has
 /// not committed yet).
@@ -120,6 +120,7 @@ pub enum ChainMsg {
         view: u64,
         chain: ChainId,
         key: Bytes,
+        read: Read,
     },
     /// Front-end → head: a write to be ordered.
     Write {

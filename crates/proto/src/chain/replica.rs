@@ -13,7 +13,7 @@
 
 use super::msg::{Origin, Update};
 use bytes::Bytes;
-use meridian_core::{NodeId, ReplicaKind, Reply};
+use meridian_core::{NodeId, Read, ReplicaKind, Reply};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A put answer a tail owes or has sent to a front-end that has not confirmed it yet.
@@ -70,7 +70,7 @@ pub struct Replica {
     /// seq, with their keys.
     pub awaiting: BTreeMap<u64, (Bytes, Origin, Reply)>,
     /// Under `ausi`, at the head: reads of keys with a write in `awaiting`, answered once it is answered.
-    pub deferred: Vec<(Origin, Bytes)>,
+    pub deferred: Vec<(Origin, Bytes, Read)>,
     /// The node restarted as a member of the chain with a replica of a kind that does not survive a restart
     /// (see [`ReplicaKind::survives_restart`]): it may miss acknowledged writes, so it takes no part until the
     /// manager repairs the chain, or restores the chain from it.

@@ -6,7 +6,10 @@ use super::msg::{ChainMsg, Change, Origin, Outcome, Update};
 use super::replica::Replica;
 use super::{ChainNode, Fx};
 use bytes::Bytes;
-use meridian_core::{ChainId, ErrorKind, NodeId, Reply, Time, UpdateMode, Write};
+use meridian_core::{
+    ChainId, ErrorKind, KeyExpiry, NodeId, Read, Reply, Stored, Time, Ttl, UpdateMode, Write, WriteOp,
+};
+use meridian_store::Entry;
 use meridian_store::{Body, Record, StoreError};
 
 #[cfg(feature = "planted-bugs")]
@@ -23,6 +26,42 @@ pub(super) fn record_of(u: &Update) -> Record {
         Change::Skip => Body::Skip,
     };
     Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body }
+}
+
+/// What a write does to a key whose current value is `current` (its condition held), at wall-clock time
+/// `now_ms`: the change every member applies, and whether the write applied. A deadline already past deletes
+/// the key, as Redis does.
+fn decide(op: WriteOp, current: Option<Stored>, now_ms: u64) -> (Change, bool) {
+    let keep = |data: &[u8], expires_ms: Option<u64>| match expires_ms {
+        Some(at) if at <= now_ms => Change::Delete,
+        _ => Change::Put(Stored::wrap(data, expires_ms)),
+    };
+    match (op, current) {
+        (WriteOp::Put { value, ttl }, current) => {
+            let expires_ms = match ttl {
+                Ttl::Clear => None,
+                Ttl::Keep => current.and_then(|c| c.expires_ms),
+                Ttl::Expire(d) => Some(d.at(now_ms)),
+            };
+            (keep(&value, expires_ms), true)
+        }
+        (WriteOp::Delete, _) => (Change::Delete, true),
+        (WriteOp::Expire(_), None) => (Change::Skip, false),
+        (WriteOp::Expire(None), Some(c)) if c.expires_ms.is_none() => (Change::Skip, false),
+        (WriteOp::Expire(deadline), Some(c)) => (keep(&c.data, deadline.map(|d| d.at(now_ms))), true),
+    }
+}
+
+/// The answer to a read of a key whose value is `stored`, on a wall clock reading `now_ms`.
+fn reply_for(read: Read, stored: Option<Stored>, now_ms: u64) -> Reply {
+    match (read, stored) {
+        (Read::Value, stored) => Reply::Value(stored.map(|s| s.data)),
+        (Read::Expiry, None) => Reply::Expiry(KeyExpiry::Absent),
+        (Read::Expiry, Some(Stored { expires_ms: None, .. })) => Reply::Expiry(KeyExpiry::Never),
+        (Read::Expiry, Some(Stored { expires_ms: Some(at), .. })) => {
+            Reply::Expiry(KeyExpiry::In(at.saturating_sub(now_ms)))
+        }
+    }
 }
 
 impl ChainNode {
@@ -44,15 +83,15 @@ impl ChainNode {
         map.and_then(|m| Some(m.reads_at(m.chains.get(&chain)?, self.me))).unwrap_or(false)
     }
 
-    pub(super) fn on_get(&mut self, now: Time, origin: Origin, chain: ChainId, key: Bytes, out: &mut Fx) {
+    pub(super) fn on_get(&mut self, now: Time, origin: Origin, chain: ChainId, key: Bytes, read: Read, out: &mut Fx) {
         match self.replicas.get(&chain) {
             Some(r) if r.is_active() && self.reads_here(chain) => {}
             _ => return self.bounce(origin, chain, out),
         }
         if self.lease_ok(chain, &self.replicas[&chain], now) {
-            self.serve_read(origin, chain, &key, out);
+            self.serve_read(origin, chain, &key, read, out);
         } else {
-            self.hold_or_bounce(chain, Held { origin, key }, out);
+            self.hold_or_bounce(chain, Held { origin, key, read }, out);
         }
     }
 
@@ -62,17 +101,17 @@ impl ChainNode {
     ///
     /// Under `ausi`, a member after the head answers a key it holds an invalidation for from the head, which
     /// has the write; the head holds a read back while a write of its key is not yet invalidated everywhere.
-    pub(super) fn serve_read(&mut self, origin: Origin, chain: ChainId, key: &[u8], out: &mut Fx) {
+    pub(super) fn serve_read(&mut self, origin: Origin, chain: ChainId, key: &[u8], read: Read, out: &mut Fx) {
         let update = self.update_mode(chain);
         let head = self.replicas[&chain].is_head();
-        if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key) {
+        if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key, read) {
             return;
         }
         match (self.read_elsewhere(chain, key, update), self.replicas[&chain].view()) {
             (Some(to), Some(view)) => {
-                out.send(to, ChainMsg::Get { origin, view, chain, key: Bytes::copy_from_slice(key) })
+                out.send(to, ChainMsg::Get { origin, view, chain, key: Bytes::copy_from_slice(key), read })
             }
-            _ => self.read(origin, chain, key, out),
+            _ => self.read(origin, chain, key, read, out),
         }
     }
 
@@ -91,14 +130,20 @@ impl ChainNode {
         }
     }
 
-    fn read(&mut self, origin: Origin, chain: ChainId, key: &[u8], out: &mut Fx) {
+    fn read(&mut self, origin: Origin, chain: ChainId, key: &[u8], read: Read, out: &mut Fx) {
         self.stats.reads += 1;
-        let reply = match self.store(chain).get(key) {
-            Ok(entry) => Reply::Value(entry.and_then(|e| e.value)),
+        let reply = match self.stored(chain, key) {
+            Ok(stored) => reply_for(read, stored, self.wall_ms),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
         };
         // A read may see writes this batch logged but has not made durable; it must not leave first.
         self.answer(origin, reply, true, out);
+    }
+
+    /// The value this member holds for `key`, taken apart; None if absent or deleted.
+    fn stored(&self, chain: ChainId, key: &[u8]) -> Result<Option<Stored>, StoreError> {
+        let value = self.store(chain).get(key)?.and_then(|e: Entry| e.value);
+        value.map(|raw| Stored::unwrap(&raw).map_err(|reason| StoreError::Corrupt { offset: 0, reason })).transpose()
     }
 
     fn hold_or_bounce(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
@@ -117,7 +162,7 @@ impl ChainNode {
             .collect();
         for chain in ready {
             for held in self.held.remove(&chain).unwrap_or_default() {
-                self.serve_read(held.origin, chain, &held.key, out);
+                self.serve_read(held.origin, chain, &held.key, held.read, out);
             }
         }
     }
@@ -131,6 +176,9 @@ impl ChainNode {
             let msg = format!("chain {chain} has {unacked} unacknowledged writes; retry later");
             return self.answer(origin, Reply::Error(ErrorKind::Busy, msg), false, out);
         }
+        // A key past its deadline is deleted first, in order, so the write meets it absent, as every member
+        // will once the delete reaches it.
+        self.reap_if_due(now, chain, &write.key, out);
         match self.order(chain, origin, write) {
             Ok(update) => self.log_and_pass(now, update, out),
             Err(e) => self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
@@ -139,13 +187,10 @@ impl ChainNode {
 
     /// The head's decision: the next sequence number and the write's outcome against current state.
     fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<Update, StoreError> {
-        let existed = self.store(chain).get(&write.key)?.is_some_and(|e| e.value.is_some());
-        let applied = write.cond.holds(existed);
-        let change = match (applied, write.value) {
-            (false, _) => Change::Skip,
-            (true, Some(v)) => Change::Put(v),
-            (true, None) => Change::Delete,
-        };
+        let current = self.stored(chain, &write.key)?;
+        let existed = current.is_some();
+        let (change, applied) =
+            if write.cond.holds(existed) { decide(write.op, current, self.wall_ms) } else { (Change::Skip, false) };
         let seq = self.replicas[&chain].lu + 1;
         Ok(Update { chain, seq, key: write.key, change, outcome: Outcome { applied, existed }, origin: Some(origin) })
     }

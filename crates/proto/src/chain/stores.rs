@@ -8,6 +8,7 @@
 //! start for every keyspace of the node's map that has a directory. Files of a keyspace the map has dropped
 //! are removed when the node learns of the drop, and again at start if a crash interrupted that.
 
+use super::ledger::{Ledger, Ledgered};
 use meridian_core::{KeyspaceId, ReplicaKind};
 use meridian_store::{
     BatchOptions, BufferedStore, Datastore, LogOptions, LogStore, MemStore, StoreError, StoreStats, Vfs,
@@ -33,7 +34,7 @@ pub type StoreKey = (KeyspaceId, ReplicaKind);
 
 pub struct Stores {
     spec: StoreSpec,
-    open: BTreeMap<StoreKey, Box<dyn Datastore>>,
+    open: BTreeMap<StoreKey, Ledgered>,
 }
 
 impl Stores {
@@ -66,16 +67,21 @@ impl Stores {
 
     /// The open stores.
     pub fn iter(&self) -> impl Iterator<Item = (StoreKey, &dyn Datastore)> {
-        self.open.iter().map(|(&k, s)| (k, s.as_ref()))
+        self.open.iter().map(|(&k, s)| (k, s as &dyn Datastore))
     }
 
     /// The store, if it is open.
     pub fn get(&self, key: StoreKey) -> Option<&dyn Datastore> {
-        self.open.get(&key).map(|s| s.as_ref())
+        self.open.get(&key).map(|s| s as &dyn Datastore)
     }
 
     pub fn get_mut(&mut self, key: StoreKey) -> Option<&mut dyn Datastore> {
-        Some(self.open.get_mut(&key)?.as_mut())
+        self.open.get_mut(&key).map(|s| s as &mut dyn Datastore)
+    }
+
+    /// The store's ledger, if it is open.
+    pub fn ledger(&self, key: StoreKey) -> Option<&Ledger> {
+        self.open.get(&key).map(Ledgered::ledger)
     }
 
     /// The store, opened (and created) if it is not yet.
@@ -84,10 +90,14 @@ impl Stores {
             let store = self.open_new(key)?;
             self.open.insert(key, store);
         }
-        Ok(self.open.get_mut(&key).expect("just opened").as_mut())
+        Ok(self.open.get_mut(&key).expect("just opened"))
     }
 
-    fn open_new(&self, key: StoreKey) -> Result<Box<dyn Datastore>, StoreError> {
+    fn open_new(&self, key: StoreKey) -> Result<Ledgered, StoreError> {
+        Ledgered::open(self.open_store(key)?, false)
+    }
+
+    fn open_store(&self, key: StoreKey) -> Result<Box<dyn Datastore>, StoreError> {
         let (dir, vfs, log) = (self.dir(key), self.spec.vfs.clone(), self.spec.log);
         let (store, report): (Box<dyn Datastore>, _) = match key.1 {
             ReplicaKind::Mem => return Ok(Box::new(MemStore::new())),

@@ -309,6 +309,10 @@ impl Process for ClusterNode {
         }
     }
 
+    fn set_wall_clock(&mut self, unix_ms: u64) {
+        self.chain.set_wall_clock(unix_ms);
+    }
+
     fn sync(&mut self) -> std::io::Result<()> {
         self.chain.sync()
     }

@@ -23,7 +23,7 @@ use crate::workload::ClientEvent;
 use crate::world::{CostModel, DiskParams, Event, World};
 use bytes::Bytes;
 use meridian_core::ring::key_token;
-use meridian_core::{Condition, KeyspaceId, NodeId, Reply, Request, Write};
+use meridian_core::{KeyspaceId, NodeId, Read, Reply, Request, Write};
 use meridian_proto::manager::map::{ChainChange, ClusterMap, NodeState};
 use meridian_proto::manager::placement::chain_for_token;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeTimer};
@@ -167,12 +167,7 @@ fn lan() -> NetParams {
 }
 
 fn write(key: &str, value: &Bytes) -> Request {
-    Request::Write(Write {
-        keyspace: KeyspaceId::DEFAULT,
-        key: Bytes::from(key.to_string()),
-        value: Some(value.clone()),
-        cond: Condition::Always,
-    })
+    Request::Write(Write::put(KeyspaceId::DEFAULT, Bytes::from(key.to_string()), value.clone()))
 }
 
 impl Run {
@@ -249,7 +244,7 @@ impl Run {
             client,
             self.next_op,
             tail,
-            Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key.clone()) },
+            Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key.clone()), read: Read::Value },
         );
     }
 

@@ -6,9 +6,11 @@
 use super::*;
 use crate::manager::map::{ChainChange, MapCommand, NodeAddrs};
 use bytes::Bytes;
-use meridian_core::{Condition, Effect, ReplicaKind, Write};
+use meridian_core::{Condition, Effect, ReplicaKind, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
 use stores::StoreSpec;
+
+mod expiry;
 
 const LEASE: Duration = Duration::from_secs(3600);
 
@@ -41,27 +43,18 @@ fn put(key: &str, value: &str) -> Request {
 }
 
 fn put_if(key: &str, value: &str, cond: Condition) -> Request {
-    Request::Write(Write {
-        keyspace: KeyspaceId::DEFAULT,
-        key: Bytes::from(key.to_string()),
-        value: Some(Bytes::from(value.to_string())),
-        cond,
-    })
+    let put = Write::put(KeyspaceId::DEFAULT, Bytes::from(key.to_string()), Bytes::from(value.to_string()));
+    Request::Write(Write { cond, ..put })
 }
 
 fn del(key: &str) -> Request {
-    Request::Write(Write {
-        keyspace: KeyspaceId::DEFAULT,
-        key: Bytes::from(key.to_string()),
-        value: None,
-        cond: Condition::Always,
-    })
+    Request::Write(Write::delete(KeyspaceId::DEFAULT, Bytes::from(key.to_string())))
 }
 
 const OK_NEW: Reply = Reply::Written { applied: true, existed: false };
 
 fn get(key: &str) -> Request {
-    Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key.to_string()) }
+    Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key.to_string()), read: meridian_core::Read::Value }
 }
 
 fn value(v: &str) -> Reply {
@@ -164,6 +157,11 @@ impl Harness {
                 self.feed(to, |n, fx| n.on_message(Time::ZERO, from, msg, fx));
             }
         }
+    }
+
+    /// Sets every node's wall clock.
+    fn set_wall(&mut self, unix_ms: u64) {
+        self.nodes.values_mut().for_each(|n| n.set_wall_clock(unix_ms));
     }
 
     fn tick_all(&mut self) {
@@ -298,7 +296,7 @@ fn a_joiner_copies_then_flushes_then_takes_part() {
             .get(key.as_bytes())
             .unwrap()
             .unwrap();
-        assert_eq!(e.value, Some(Bytes::from(format!("v{i}"))));
+        assert_eq!(e.value, Some(Stored::wrap(format!("v{i}").as_bytes(), None)));
     }
 }
 
@@ -575,7 +573,7 @@ fn a_memory_replica_lost_to_a_restart_comes_back_by_a_fresh_copy() {
     h.tick_all();
     assert_eq!(h.request(3, get("b")), Some(value("2")), "the write that waited went through");
     let e = h.nodes[&head].stores.get((KeyspaceId::DEFAULT, Mem)).unwrap().get(b"a").unwrap().unwrap();
-    assert_eq!(e.value.as_deref(), Some(&b"1"[..]), "the copy is whole again");
+    assert_eq!(e.value, Some(Stored::wrap(b"1", None)), "the copy is whole again");
     assert!(h.nodes[&head].reports().lost.is_empty());
 }
 

@@ -1,0 +1,101 @@
+//! How a key's value is kept in a datastore: a header that says what the value is and when it expires, then
+//! the client's bytes. Datastores treat the whole as opaque bytes (seed 003 §5.3's storage interface knows
+//! nothing of Redis); the chain layer wraps a value when its head orders a write and unwraps it when a member
+//! answers a read or tracks expiry.
+//!
+//! ```text
+//! flags:u8 | expires_ms:u64 (big-endian, only if flags & EXPIRES) | data
+//! ```
+//!
+//! `flags` bit 7 says the value expires; bits 0–3 name the value's type (0: a string), room for the data types
+//! a later format adds; bits 4–6 are reserved and must be zero, so a value written by a newer format is refused
+//! rather than misread. `expires_ms` is a Unix time in milliseconds, on the clock of the node that ordered the
+//! write.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+const EXPIRES: u8 = 0x80;
+const TYPE_MASK: u8 = 0x0f;
+const RESERVED: u8 = 0x70;
+const TYPE_STRING: u8 = 0;
+
+/// A value as a datastore holds it, taken apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// The client's bytes.
+    pub data: Bytes,
+    /// When the key expires (Unix milliseconds), if it does.
+    pub expires_ms: Option<u64>,
+}
+
+impl Stored {
+    /// The bytes a datastore keeps for a string value `data` expiring at `expires_ms`.
+    pub fn wrap(data: &[u8], expires_ms: Option<u64>) -> Bytes {
+        let mut out = BytesMut::with_capacity(Stored::header_len(expires_ms) + data.len());
+        match expires_ms {
+            Some(at) => {
+                out.put_u8(TYPE_STRING | EXPIRES);
+                out.put_u64(at);
+            }
+            None => out.put_u8(TYPE_STRING),
+        }
+        out.put_slice(data);
+        out.freeze()
+    }
+
+    fn header_len(expires_ms: Option<u64>) -> usize {
+        1 + expires_ms.map_or(0, |_| 8)
+    }
+
+    /// Takes a stored value apart; the data shares `raw`'s buffer. An error describes a value this format cannot
+    /// read (damaged, or written by a newer format).
+    pub fn unwrap(raw: &Bytes) -> Result<Stored, String> {
+        let flags = *raw.first().ok_or("a stored value is empty: it lacks its header")?;
+        if flags & RESERVED != 0 || flags & TYPE_MASK != TYPE_STRING {
+            return Err(format!("a stored value has an unknown header {flags:#04x}"));
+        }
+        let expires_ms = if flags & EXPIRES != 0 {
+            let at = raw.get(1..9).ok_or("a stored value's expiry is cut short")?;
+            Some(u64::from_be_bytes(at.try_into().expect("8 bytes")))
+        } else {
+            None
+        };
+        Ok(Stored { data: raw.slice(Stored::header_len(expires_ms)..), expires_ms })
+    }
+
+    /// Only the expiry of a stored value (None for a value that does not expire or cannot be read).
+    pub fn expiry_of(raw: &[u8]) -> Option<u64> {
+        let at = raw.get(1..9).filter(|_| raw[0] & (EXPIRES | RESERVED) == EXPIRES)?;
+        Some(u64::from_be_bytes(at.try_into().expect("8 bytes")))
+    }
+
+    /// How many of a stored value's bytes are the client's: what a memory cap counts.
+    pub fn data_len(raw: &[u8]) -> usize {
+        raw.len().saturating_sub(Stored::header_len(Stored::expiry_of(raw)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_with_and_without_expiry() {
+        for expires_ms in [None, Some(0), Some(1_790_000_000_123), Some(u64::MAX)] {
+            let raw = Stored::wrap(b"hello", expires_ms);
+            let back = Stored::unwrap(&raw).unwrap();
+            assert_eq!((back.data.as_ref(), back.expires_ms), (&b"hello"[..], expires_ms));
+            assert_eq!((Stored::expiry_of(&raw), Stored::data_len(&raw)), (expires_ms, 5));
+        }
+        assert_eq!(Stored::unwrap(&Stored::wrap(b"", None)).unwrap().data.len(), 0);
+    }
+
+    #[test]
+    fn damaged_or_newer_values_are_refused() {
+        assert!(Stored::unwrap(&Bytes::new()).unwrap_err().contains("empty"));
+        assert!(Stored::unwrap(&Bytes::from_static(&[0x80, 1, 2])).unwrap_err().contains("cut short"));
+        assert!(Stored::unwrap(&Bytes::from_static(&[0x10, b'x'])).unwrap_err().contains("unknown header"));
+        assert!(Stored::unwrap(&Bytes::from_static(&[0x02, b'x'])).unwrap_err().contains("unknown header"));
+        assert_eq!(Stored::expiry_of(&[0x90, 0, 0, 0, 0, 0, 0, 0, 1]), None);
+    }
+}

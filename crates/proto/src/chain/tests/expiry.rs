@@ -1,0 +1,101 @@
+//! Keys that expire: deadlines fixed by the front-end's wall clock, deletes ordered by the head once they
+//! pass, and every member's ledger kept in step (docs/keyspaces.md, "Expiry and cache mode").
+
+use super::*;
+use meridian_core::{Deadline, KeyExpiry, Read, Ttl, WriteOp};
+
+const T0: u64 = 1_800_000_000_000;
+
+fn write(key: &str, op: WriteOp, cond: Condition) -> Request {
+    let mut w = Write::delete(KeyspaceId::DEFAULT, Bytes::from(key.to_string()));
+    (w.op, w.cond) = (op, cond);
+    Request::Write(w)
+}
+
+fn put_for(key: &str, value: &str, ms: u64) -> Request {
+    let ttl = Ttl::Expire(Deadline::In(ms));
+    write(key, WriteOp::Put { value: Bytes::from(value.to_string()), ttl }, Condition::Always)
+}
+
+fn ttl(key: &str) -> Request {
+    Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key.to_string()), read: Read::Expiry }
+}
+
+fn expiring(h: &Harness, node: NodeId) -> usize {
+    h.nodes[&node].ledger(ChainId(0)).map_or(0, |l| l.expiring())
+}
+
+const APPLIED: Reply = Reply::Written { applied: true, existed: true };
+const NOT_APPLIED: Reply = Reply::Written { applied: false, existed: false };
+
+#[test]
+fn a_key_lives_until_its_deadline_then_the_head_deletes_it_everywhere() {
+    let mut h = Harness::new(3, 3);
+    h.set_wall(T0);
+    assert_eq!(h.request(2, put_for("k", "v", 1_000)), Some(OK_NEW));
+    h.set_wall(T0 + 400);
+    assert_eq!(h.request(3, ttl("k")), Some(Reply::Expiry(KeyExpiry::In(600))));
+    assert!(h.chain().members.iter().all(|&m| expiring(&h, m) == 1), "every member's ledger has it");
+    h.tick_all();
+    assert_eq!(h.request(1, get("k")), Some(value("v")), "not yet due");
+    h.set_wall(T0 + 1_000);
+    h.tick_all();
+    assert_eq!(h.request(1, get("k")), Some(Reply::Value(None)));
+    assert_eq!(h.request(1, ttl("k")), Some(Reply::Expiry(KeyExpiry::Absent)));
+    assert!(h.chain().members.iter().all(|&m| expiring(&h, m) == 0));
+    assert_eq!(h.nodes[&h.chain().members[0]].stats().expired, 1);
+}
+
+#[test]
+fn persist_expire_and_keepttl_change_only_the_deadline() {
+    let mut h = Harness::new(3, 3);
+    h.set_wall(T0);
+    let expire = |key: &str, d: Option<Deadline>| write(key, WriteOp::Expire(d), Condition::Always);
+    assert_eq!(h.request(1, expire("missing", Some(Deadline::In(5)))), Some(NOT_APPLIED));
+    h.written(1, "k", "v");
+    assert_eq!(h.request(1, expire("k", None)), Some(Reply::Written { applied: false, existed: true }));
+    assert_eq!(h.request(1, ttl("k")), Some(Reply::Expiry(KeyExpiry::Never)));
+    assert_eq!(h.request(1, expire("k", Some(Deadline::In(50)))), Some(APPLIED));
+    let keep = WriteOp::Put { value: Bytes::from_static(b"w"), ttl: Ttl::Keep };
+    assert_eq!(h.request(1, write("k", keep, Condition::IfPresent)), Some(APPLIED));
+    assert_eq!(h.request(1, ttl("k")), Some(Reply::Expiry(KeyExpiry::In(50))), "KEEPTTL kept it");
+    assert_eq!(h.request(1, get("k")), Some(value("w")));
+    assert_eq!(h.request(1, expire("k", None)), Some(APPLIED), "PERSIST");
+    h.set_wall(T0 + 60);
+    h.tick_all();
+    assert_eq!(h.request(1, get("k")), Some(value("w")), "a persisted key stays");
+    assert_eq!(h.request(1, expire("k", Some(Deadline::At(T0)))), Some(APPLIED), "a past deadline deletes");
+    assert_eq!(h.request(1, get("k")), Some(Reply::Value(None)));
+}
+
+/// A write to a key whose deadline passed before the head's tick reaped it meets the key absent, and the key's
+/// delete is ordered before it, so no reader sees the key come back.
+#[test]
+fn a_write_to_a_key_past_its_deadline_meets_it_absent() {
+    let mut h = Harness::new(3, 3);
+    h.set_wall(T0);
+    assert_eq!(h.request(1, put_for("k", "old", 10)), Some(OK_NEW));
+    h.set_wall(T0 + 10);
+    let nx = WriteOp::Put { value: Bytes::from_static(b"new"), ttl: Ttl::Clear };
+    assert_eq!(h.request(1, write("k", nx, Condition::IfAbsent)), Some(OK_NEW));
+    assert_eq!(h.request(1, get("k")), Some(value("new")));
+    assert_eq!((h.lu(1), h.lu(2), h.lu(3)), (3, 3, 3), "put, expiry, put");
+}
+
+/// Any member may become head, and a restarted one rebuilds its ledger from its log: the deadline survives both.
+#[test]
+fn deadlines_survive_a_new_head_and_a_restart() {
+    let mut h = Harness::new(3, 3);
+    h.set_wall(T0);
+    assert_eq!(h.request(1, put_for("k", "v", 100)), Some(OK_NEW));
+    let (head, mid, _) = h.members();
+    h.restart(mid);
+    h.set_wall(T0);
+    assert_eq!(expiring(&h, mid), 1, "rebuilt from the log");
+    h.remove(head.0);
+    assert_eq!(h.chain().members[0], mid);
+    h.set_wall(T0 + 100);
+    h.tick_all();
+    assert_eq!(h.request(mid.0, get("k")), Some(Reply::Value(None)));
+    assert_eq!(h.nodes[&mid].stats().expired, 1);
+}
