@@ -1,6 +1,7 @@
-//! Keys that expire, on real processes: SET with EX/PX/KEEPTTL, EXPIRE and its kin, PERSIST, TTL and PTTL
-//! through Redis connections to different nodes of a three-node cluster, and keys deleted everywhere once their
-//! deadline passes (docs/keyspaces.md, "Expiry and cache mode").
+//! Keys that expire and cache keyspaces, on real processes: SET with EX/PX/KEEPTTL, EXPIRE and its kin, PERSIST,
+//! TTL and PTTL through Redis connections to different nodes of a three-node cluster, and keys deleted everywhere
+//! once their deadline passes; a cache keyspace whose nodes stay within its cap by evicting the least recently
+//! written keys (docs/keyspaces.md, "Expiry" and "Cache mode").
 
 mod support;
 
@@ -74,4 +75,42 @@ fn keys_expire_on_every_node_at_their_deadline() {
     assert_eq!(invalid, Resp::Error("ERR invalid expire time in 'set' command".into()));
     assert!(matches!(cmd(&mut a, &["SET", "k", "v", "EX", "1", "PX", "1"]), Resp::Error(e) if e == "ERR syntax error"));
     assert_eq!(cmd(&mut a, &["GET", "k"]), Resp::Bulk(None), "a refused SET wrote nothing");
+}
+
+/// The memory the replicas of keyspace `keyspace` hold on `server`, as the cap counts it.
+fn cache_memory(server: &Server, keyspace: u64) -> u64 {
+    let status = server.cluster_status();
+    let replicas = status["status"]["replicas"].as_array().cloned().unwrap_or_default();
+    let of_keyspace = replicas.iter().filter(|r| r["chain"].as_u64().is_some_and(|c| c / 4096 == keyspace));
+    of_keyspace.map(|r| r["memory"].as_u64().expect("a cache keyspace's replica shows its memory")).sum()
+}
+
+#[test]
+fn a_cache_keyspace_keeps_every_node_within_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let first = &cluster.servers[0];
+    let created =
+        first.ctl(&["keyspace", "create", "sessions", "--replicas", "mem,mem", "--cache", "--maxmemory", "256kb"]);
+    assert_eq!(created.trim(), "created keyspace sessions (number 1)");
+    assert!(first.ctl(&["keyspace", "list"]).contains("maxmemory 256kb"));
+
+    let mut c = conn(first);
+    assert_eq!(cmd(&mut c, &["KEYSPACE", "sessions"]), ok());
+    let value = "x".repeat(1000);
+    for i in 0..2_000 {
+        assert_eq!(cmd(&mut c, &["SET", &format!("session:{i}"), &value]), ok());
+    }
+    for server in &cluster.servers {
+        let held = cache_memory(server, 1);
+        assert!(held > 0 && held <= 256 << 10, "node {} holds {held} bytes of a 256 KiB cache", server.id);
+    }
+    let evicted: u64 =
+        cluster.servers.iter().map(|s| s.cluster_status()["status"]["served"]["evicted"].as_u64().unwrap()).sum();
+    assert!(evicted >= 1_000, "only {evicted} of 2,000 keys of 1 KB evicted to fit 256 KiB a node");
+    assert_eq!(cmd(&mut c, &["GET", "session:1999"]), bulk(&value), "the newest key is kept");
+    assert_eq!(cmd(&mut c, &["GET", "session:0"]), Resp::Bulk(None), "the oldest is gone");
+    let mut other = conn(&cluster.servers[2]);
+    assert_eq!(cmd(&mut other, &["SELECT", "1"]), ok());
+    assert_eq!(cmd(&mut other, &["GET", "session:0"]), Resp::Bulk(None), "gone on every node");
 }

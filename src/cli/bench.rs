@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use meridian_bench::join::JoinBench;
 use meridian_bench::{Limits, StoreBench, DEFAULT_WRITERS, VALUE_SIZES};
 use meridian_core::config::DEFAULT_REPLICATION;
+use meridian_core::size::parse_size;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +40,7 @@ pub struct StoreArgs {
     duration: f64,
     /// Bytes per measurement at most (keys and values; the raw test writes at most 256 MiB).
     /// Accepts K, M and G suffixes (powers of 1024).
-    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
     max_bytes: u64,
     /// Concurrent writers handing puts to the committer.
     #[arg(long, default_value_t = DEFAULT_WRITERS)]
@@ -88,19 +89,6 @@ pub struct JoinArgs {
     /// Also write every figure to this file as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
-}
-
-/// A byte count with an optional K, M or G suffix.
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (digits, shift) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&s[..s.len() - 1], 10),
-        Some('M') => (&s[..s.len() - 1], 20),
-        Some('G') => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a byte count like 4096, 64K, 256M or 1G"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{s} is too large"))
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode, String> {
@@ -199,19 +187,4 @@ fn interrupt_flag() -> Result<Arc<AtomicBool>, String> {
         set.store(true, Ordering::Relaxed);
     });
     Ok(flag)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_bytes;
-
-    #[test]
-    fn byte_counts_take_binary_suffixes() {
-        assert_eq!(parse_bytes("4096"), Ok(4096));
-        assert_eq!(parse_bytes("64k"), Ok(64 << 10));
-        assert_eq!(parse_bytes("256M"), Ok(256 << 20));
-        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
-        assert!(parse_bytes("M").is_err() && parse_bytes("12X").is_err());
-        assert!(parse_bytes("99999999999G").unwrap_err().contains("too large"));
-    }
 }

@@ -6,6 +6,7 @@
 
 use super::http;
 use clap::{Args, Subcommand};
+use meridian_core::size::parse_size;
 use meridian_core::{ChainId, KeyspaceConfig};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -49,6 +50,12 @@ enum KeyspaceCommand {
         /// Which member answers reads: `tail`, `mid` or `head`.
         #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
         read_from: String,
+        /// A cache keyspace: heads evict the least recently written keys to keep each node within --maxmemory.
+        #[arg(long, requires = "maxmemory")]
+        cache: bool,
+        /// A cache keyspace's cap per node (e.g. 256mb): its keys' and values' bytes plus a fixed overhead per key.
+        #[arg(long, requires = "cache", value_parser = parse_size)]
+        maxmemory: Option<u64>,
     },
     /// Every keyspace with the number SELECT takes.
     List,
@@ -89,10 +96,12 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Node(NodeCommand::Remove { id }) => {
             http::post(&args.addr, &format!("/v1/nodes/{id}/remove"), &json!({}))?
         }
-        CtlCommand::Keyspace(KeyspaceCommand::Create { name, replicas, update, read_from }) => {
+        CtlCommand::Keyspace(KeyspaceCommand::Create { name, replicas, update, read_from, maxmemory, .. }) => {
             let replicas = KeyspaceConfig::parse_replicas(replicas)?;
             let names: Vec<&str> = replicas.iter().map(|r| r.name()).collect();
-            let body = json!({ "name": name, "replicas": names, "update": update, "read_from": read_from });
+            let body = json!({
+                "name": name, "replicas": names, "update": update, "read_from": read_from, "maxmemory": maxmemory,
+            });
             http::post(&args.addr, "/v1/keyspaces", &body)?
         }
         CtlCommand::Keyspace(KeyspaceCommand::List) => http::get(&args.addr, "/v1/keyspaces")?,
@@ -171,14 +180,22 @@ fn chain_name(id: &Value) -> String {
 
 /// Every keyspace: number, name, replicas.
 fn keyspaces(list: &Value) -> String {
-    let mut out = String::from("number  name                 replicas             update  read from\n");
+    let mut out = String::from("number  name                 replicas             update  read from  cache\n");
     for k in list.as_array().into_iter().flatten() {
         let replicas: Vec<String> = k["replicas"].as_array().into_iter().flatten().map(text).collect();
         let (id, name, update, read_from) =
             (text(&k["id"]), text(&k["name"]), text(&k["update"]), text(&k["read_from"]));
-        out += &format!("{id:<7} {name:<20} {:<20} {update:<7} {read_from}\n", replicas.join(","));
+        let cache = k["maxmemory"].as_u64().map_or("-".to_string(), |m| format!("maxmemory {}", size(m)));
+        out += &format!("{id:<7} {name:<20} {:<20} {update:<7} {read_from:<10} {cache}\n", replicas.join(","));
     }
     out
+}
+
+/// A byte count in the largest binary unit that divides it, as `--maxmemory` takes it back.
+fn size(bytes: u64) -> String {
+    let unit =
+        [(30, "gb"), (20, "mb"), (10, "kb")].into_iter().find(|&(shift, _)| bytes != 0 && bytes % (1 << shift) == 0);
+    unit.map_or(format!("{bytes}"), |(shift, name)| format!("{}{name}", bytes >> shift))
 }
 
 fn chains(s: &Value) -> String {

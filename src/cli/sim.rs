@@ -3,6 +3,7 @@
 
 use clap::Args;
 use meridian_check::Staleness;
+use meridian_core::size::parse_size;
 use meridian_core::KeyspaceConfig;
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
@@ -50,6 +51,10 @@ pub struct SimArgs {
     /// Which member of `default`'s chains answers reads: `tail`, `mid` or `head`.
     #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
     read_from: String,
+    /// Makes `default` a cache keyspace with this cap per node (e.g. 4k): heads evict the least recently
+    /// written keys beyond it, and the check lets any value vanish, but never come back.
+    #[arg(long, value_parser = parse_size)]
+    maxmemory: Option<u64>,
     #[arg(long, default_value_t = 4)]
     vnodes: usize,
     /// Worker threads (default: one per core).
@@ -75,7 +80,13 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         return join_experiment(&args);
     }
     let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication)?;
-    let default = KeyspaceConfig { replicas, update: args.update.parse()?, read_from: args.read_from.parse()? };
+    let default = KeyspaceConfig {
+        update: args.update.parse()?,
+        read_from: args.read_from.parse()?,
+        maxmemory: args.maxmemory,
+        ..KeyspaceConfig::with_replicas(replicas)
+    };
+    default.validate()?;
     let check = match args.check.as_str() {
         "auto" => CheckModel::claimed(&default),
         other => other.parse::<CheckModel>()?,
@@ -134,11 +145,12 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     let compactions = sum("compactions");
     let (precopies, flushes, left) = (sum("pre-copies"), sum("flushes"), sum("chains left"));
     let (keyspaces, elsewhere) = (sum("keyspaces created"), sum("operations outside default"));
-    let (lost, aside, expired) = (sum("replicas lost"), sum("keys of restored chains"), sum("keys expired"));
+    let (lost, aside) = (sum("replicas lost"), sum("keys of restored chains"));
+    let (expired, evicted) = (sum("keys expired"), sum("keys evicted"));
     let nem = |f: fn(&NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
     let (joins, leaves, managers) = (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes));
     println!(
-        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired",
+        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired, {evicted} evicted",
         args.protocol,
         sweep.default.replicas_text(),
         sweep.default.update,
@@ -166,7 +178,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
         "reproduce: meridian sim --protocol {} --seed {} --seeds 1 --nodes {} --spares {} --vnodes {} --replicas {} \
-         --update {} --read-from {} --nemesis {} --check {}",
+         --update {} --read-from {}{} --nemesis {} --check {}",
         args.protocol,
         first.seed,
         args.nodes,
@@ -175,6 +187,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         sweep.default.replicas_text(),
         sweep.default.update,
         sweep.default.read_from,
+        sweep.default.maxmemory.map_or(String::new(), |m| format!(" --maxmemory {m}")),
         args.nemesis,
         sweep.check
     );

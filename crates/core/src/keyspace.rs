@@ -119,6 +119,10 @@ pub struct KeyspaceConfig {
     pub replicas: Vec<ReplicaKind>,
     pub update: UpdateMode,
     pub read_from: QueryNode,
+    /// A cache keyspace's cap: the memory each node may hold of it, counted as its keys' and values' bytes plus a
+    /// fixed overhead per key; chains' heads evict the least recently written keys to stay within it
+    /// (docs/keyspaces.md, "Cache mode"). None: the keyspace never evicts.
+    pub maxmemory: Option<u64>,
 }
 
 impl KeyspaceConfig {
@@ -129,7 +133,7 @@ impl KeyspaceConfig {
 
     /// Chain replication (`su`, reads at the tail) over these replicas.
     pub fn with_replicas(replicas: Vec<ReplicaKind>) -> KeyspaceConfig {
-        KeyspaceConfig { replicas, update: UpdateMode::Su, read_from: QueryNode::Tail }
+        KeyspaceConfig { replicas, update: UpdateMode::Su, read_from: QueryNode::Tail, maxmemory: None }
     }
 
     /// R: how many replicas each chain of the keyspace keeps (fewer while the cluster has fewer nodes).
@@ -145,6 +149,9 @@ impl KeyspaceConfig {
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=REPLICAS_MAX).contains(&self.replicas.len()) {
             return Err(format!("a keyspace needs 1 to {REPLICAS_MAX} replicas, not {}", self.replicas.len()));
+        }
+        if self.maxmemory == Some(0) {
+            return Err("a cache keyspace's maxmemory must be more than 0 bytes".into());
         }
         Ok(())
     }

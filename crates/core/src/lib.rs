@@ -8,6 +8,7 @@ pub mod keyspace;
 pub mod kv;
 pub mod process;
 pub mod ring;
+pub mod size;
 pub mod splitmix;
 pub mod stored;
 pub mod time;

@@ -7,8 +7,8 @@
 //! request is on its way to the manager, and `/v1/cluster` shows when it took.
 //!
 //! Keyspaces: `GET /v1/keyspaces` lists them (number, name, configuration); `POST /v1/keyspaces` with JSON
-//! `{"name": "sessions", "replicas": ["log", "log"], "update": "su", "read_from": "tail"}` (the last two optional)
-//! creates one and `DELETE /v1/keyspaces/{name}` drops one.
+//! `{"name": "sessions", "replicas": ["log", "log"], "update": "su", "read_from": "tail", "maxmemory": "256mb"}`
+//! (the last three optional; `maxmemory` makes a cache keyspace) creates one and `DELETE /v1/keyspaces/{name}` drops one.
 //! Both answer once this node's map shows the change: 201 and 200, or 400 with why the map refuses it, 504
 //! if the map did not show it in time, 503 if the node cannot ask yet.
 
@@ -17,6 +17,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use meridian_core::size::parse_size;
 use meridian_core::{Admin, ClusterConfig, ErrorKind, KeyspaceConfig, NodeId, ReplicaKind, Reply, Request};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -150,6 +151,8 @@ struct NewKeyspace {
     update: Option<String>,
     /// `tail` (the default), `mid` or `head`.
     read_from: Option<String>,
+    /// A cache keyspace's cap per node: bytes, as a number or a size such as `"256mb"`.
+    maxmemory: Option<Value>,
 }
 
 impl NewKeyspace {
@@ -162,6 +165,13 @@ impl NewKeyspace {
         if let Some(read_from) = &self.read_from {
             config.read_from = read_from.parse()?;
         }
+        config.maxmemory = match &self.maxmemory {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) => Some(n.as_u64().ok_or("maxmemory must be a whole number of bytes")?),
+            Some(Value::String(s)) => Some(parse_size(s)?),
+            Some(other) => return Err(format!("maxmemory must be bytes or a size such as \"256mb\", not {other}")),
+        };
+        config.validate()?;
         Ok(config)
     }
 }

@@ -87,6 +87,7 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
             ("writes committed", chain.writes),
             ("replicas lost", chain.lost),
             ("keys expired", chain.expired),
+            ("keys evicted", chain.evicted),
         ]
     });
     let restored = Box::new(|node: &ClusterNode, keyspace: KeyspaceId, key: &[u8]| {

@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub max_events: u64,
     /// How long a client waits for an answer before recording the outcome as unknown.
     pub client_timeout: Duration,
+    /// The `default` keyspace is a cache keyspace: any value in it may be evicted.
+    pub default_evicts: bool,
 }
 
 impl RunOptions {
@@ -43,6 +45,7 @@ impl RunOptions {
             liveness: Duration::from_secs(30),
             max_events: 5_000_000,
             client_timeout: Duration::from_secs(3),
+            default_evicts: false,
         }
     }
 }
@@ -101,7 +104,8 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
         must_progress: ms(opts.faults + opts.grace),
         deadline: ms(opts.faults + opts.grace + opts.liveness),
     };
-    let params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout);
+    let mut params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout);
+    params.default_evicts = opts.default_evicts;
     let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
     let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares);

@@ -142,6 +142,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     let mut opts = RunOptions::new(seed, s.nemesis.clone());
     opts.nodes = s.nodes;
     opts.spares = s.spares;
+    opts.default_evicts = s.default.maxmemory.is_some();
     // As an operator would: timings follow the round trip between the farthest nodes. A write crosses the
     // network about R + 1 times; front-ends and clients wait several such trips before giving up.
     let (net, placements) = topology(&opts);

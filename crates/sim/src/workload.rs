@@ -14,6 +14,10 @@
 //! any client might have made from `2 × WALL_ERROR_MS` before the deadline on: a cas from v to absent, its
 //! outcome unknown. A key that vanishes earlier, or a delete that takes a newer value, is a violation.
 //!
+//! In a cache keyspace any value may be evicted at any time after it is written: beside every put there, the
+//! history records a delete of its value, its outcome unknown, from the put's invocation on. An eviction that
+//! takes a newer value, or a value that comes back after it went, is a violation.
+//!
 //! Some runs also spread the keys over extra keyspaces of their own replication factor, created at the
 //! start by a setup client through the manager: key `k{i}` of the history is key `k{i / n}` of keyspace
 //! `i mod n` (n keyspaces, `default` included), so the same key bytes live in several keyspaces at once
@@ -41,6 +45,8 @@ pub enum ClientEvent {
 pub const SETUP_CLIENT: usize = usize::MAX - 1;
 /// History processes of the expiry deletes a put with a time to live stands for: this plus the put's index.
 const EXPIRY_PROCESS: u64 = 1 << 32;
+/// History processes of the evictions a put to a cache keyspace stands for: this plus the put's index.
+const EVICTION_PROCESS: u64 = 2 << 32;
 /// The longest time to live a put gets.
 const TTL_MAX_MS: u64 = 3_000;
 
@@ -54,6 +60,8 @@ pub struct WorkloadParams {
     pub delete_ratio: f64,
     /// The fraction of puts with a time to live (1 ms to [`TTL_MAX_MS`]).
     pub ttl_ratio: f64,
+    /// `default` is a cache keyspace (the extra keyspaces say so in their configurations).
+    pub default_evicts: bool,
     /// How long a client waits before recording the outcome as unknown.
     pub timeout: Duration,
     pub think_max: Duration,
@@ -69,13 +77,15 @@ impl WorkloadParams {
             read_ratio: 0.2 + rng.unit() * 0.6,
             delete_ratio: rng.unit() * 0.2,
             ttl_ratio: if rng.unit() < 0.5 { 0.0 } else { rng.unit() * 0.6 },
+            default_evicts: false,
             timeout,
             think_max: rng.duration(Duration::from_micros(100), Duration::from_millis(20)),
         }
     }
 }
 
-/// A keyspace of 1 to 3 replicas, mostly `log` and often mixing in `mem` and `buffered` ones.
+/// A keyspace of 1 to 3 replicas, mostly `log` and often mixing in `mem` and `buffered` ones; one in three is a
+/// cache keyspace whose cap (256 B to 64 KiB a node) holds no more than a few of the workload's keys per chain.
 fn random_keyspace(rng: &mut SimRng) -> KeyspaceConfig {
     let lossy = rng.unit();
     let kind = |rng: &mut SimRng| match rng.unit() {
@@ -83,7 +93,9 @@ fn random_keyspace(rng: &mut SimRng) -> KeyspaceConfig {
         u if u < lossy => ReplicaKind::Buffered,
         _ => ReplicaKind::Log,
     };
-    KeyspaceConfig::with_replicas((0..rng.range(1, 4)).map(|_| kind(rng)).collect())
+    let replicas = (0..rng.range(1, 4)).map(|_| kind(rng)).collect();
+    let maxmemory = (rng.unit() < 1.0 / 3.0).then(|| 2f64.powf(8.0 + rng.unit() * 8.0) as u64);
+    KeyspaceConfig { maxmemory, ..KeyspaceConfig::with_replicas(replicas) }
 }
 
 /// Phases of a run, in virtual nanoseconds.
@@ -208,8 +220,12 @@ impl Workload {
         };
         let op = self.recorder.invoke(client as u64, kind, key.clone(), value.clone(), None, now);
         self.ops.push((kind, k, now));
+        if let (Some(v), true) = (&value, self.evicts(k)) {
+            self.record_delete(EVICTION_PROCESS + op as u64, k, key.clone(), v.clone(), now);
+        }
         if let (Some(v), Some(ms)) = (value, ttl_ms) {
-            self.record_expiry(op, k, key, v, now + ms.saturating_sub(2 * WALL_ERROR_MS) * 1_000_000);
+            let from = now + ms.saturating_sub(2 * WALL_ERROR_MS) * 1_000_000;
+            self.record_delete(EXPIRY_PROCESS + op as u64, k, key, v, from);
         }
         self.clients[client].pending = Some(op);
         // Clients know the cluster's nodes, not spares that never started.
@@ -225,10 +241,19 @@ impl Workload {
         (TTL_MAX_MS as f64).powf(self.rng.unit()) as u64
     }
 
-    /// Records the delete that the expiry of put `put` (of `value` to history key `k{k}`) may make from `from`.
-    fn record_expiry(&mut self, put: usize, k: usize, key: String, value: String, from: u64) {
-        self.recorder.invoke(EXPIRY_PROCESS + put as u64, OpKind::Cas, key, None, Some(value), from);
+    /// Records, as history process `process`, a delete of `value` from history key `k{k}` that may take effect
+    /// from `from` on, or never: an expiry or an eviction.
+    fn record_delete(&mut self, process: u64, k: usize, key: String, value: String, from: u64) {
+        self.recorder.invoke(process, OpKind::Cas, key, None, Some(value), from);
         self.ops.push((OpKind::Cas, k, from));
+    }
+
+    /// Whether history key `k{k}` lives in a cache keyspace.
+    fn evicts(&self, k: usize) -> bool {
+        match k % (1 + self.params.keyspaces.len()) {
+            0 => self.params.default_evicts,
+            i => self.params.keyspaces[i - 1].maxmemory.is_some(),
+        }
     }
 
     /// The keyspace and key bytes of history key `k{k}`.

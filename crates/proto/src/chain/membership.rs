@@ -5,7 +5,7 @@ use super::copy::{answer_history, answer_states, Copier, Progress};
 use super::msg::{ChainMsg, CopyData, CopyKind, CopyPart, CopyReq, KeyState};
 use super::replica::{Replica, Role};
 use super::serve::{ack_mark, record_of};
-use super::{ChainNode, ChainTimer, Fx, StepReport};
+use super::{evict, ChainNode, ChainTimer, Fx, StepReport};
 use crate::manager::map::{ChainChange, ChainView, ClusterMap};
 use crate::manager::placement::partition_range;
 use meridian_core::{ChainId, KeyspaceId, NodeId, ReplicaKind, Time};
@@ -47,6 +47,7 @@ impl ChainNode {
             return;
         }
         self.map = Some(map.clone());
+        self.budgets = evict::budgets(&map);
         self.forget_dropped(&map, out);
         for chain in map.chains.values() {
             let role = role_in(self.me, chain);
@@ -75,7 +76,8 @@ impl ChainNode {
     fn prepare(&mut self, chain: &ChainView, map: &ClusterMap) {
         let kind = chain.kind_of(self.me).expect("the map involves this node");
         let key = (chain.id.keyspace(), kind);
-        if let Err(e) = self.stores.get_or_open(key) {
+        let cache = map.keyspaces.get(&key.0).is_some_and(|k| k.config.maxmemory.is_some());
+        if let Err(e) = self.stores.get_or_open(key, cache) {
             // The node cannot take part without it, and it is in the map as if it did (fail-stop).
             panic!("{}: cannot open the {} datastore of keyspace {}: {e}", self.me, kind, key.0);
         }

@@ -30,6 +30,7 @@
 
 mod answers;
 mod copy;
+mod evict;
 mod expiry;
 mod frontend;
 mod invalidate;
@@ -118,6 +119,9 @@ pub enum PlantedBug {
     ShowsUninvalidated,
     /// The head deletes keys a second before their deadline.
     ExpiresEarly,
+    /// Instead of the head ordering evictions, the tail evicts on its own, from its own store, after each
+    /// update it commits: the members before it keep what it dropped.
+    EvictsLocally,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -160,6 +164,9 @@ pub struct ReplicaStatus {
     pub active: bool,
     /// Holds a tail lease now.
     pub lease: bool,
+    /// In a cache keyspace: the memory the replica holds, as the keyspace's cap counts it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
     /// Answers waiting for a lease.
     pub held: usize,
     pub copy: Option<CopyStatus>,
@@ -213,6 +220,8 @@ pub struct ChainStats {
     pub lost: u64,
     /// Keys this node deleted as a head because their deadline had passed.
     pub expired: u64,
+    /// Keys this node evicted as the head of a cache keyspace's chain.
+    pub evicted: u64,
 }
 
 pub struct ChainNode {
@@ -241,6 +250,8 @@ pub struct ChainNode {
     tick: u64,
     /// The wall clock as the runner last gave it (Unix milliseconds): what deadlines are judged by.
     wall_ms: u64,
+    /// Every chain of a cache keyspace in the map, with its share of the keyspace's cap (`evict.rs`).
+    budgets: BTreeMap<ChainId, u64>,
 }
 
 impl ChainNode {
@@ -259,7 +270,8 @@ impl ChainNode {
         let (mut replicas, stale) = recovery::recover_all(&stores, &kind_in)?;
         if let Some(map) = previous {
             for (chain, key) in stale {
-                stores.get_or_open(key)?.append(&membership::drop_record(chain, map.partitions))?;
+                let store = stores.get_mut(key).expect("a store that holds a chain is open");
+                store.append(&membership::drop_record(chain, map.partitions))?;
             }
             #[cfg(feature = "planted-bugs")]
             let trusting = cfg.planted_bug == Some(PlantedBug::TrustsLostReplicas);
@@ -290,6 +302,7 @@ impl ChainNode {
             fe: FrontEnd::new(me, incarnation),
             tick: 0,
             wall_ms: 0,
+            budgets: BTreeMap::new(),
         })
     }
 
@@ -377,6 +390,7 @@ impl ChainNode {
             la: r.la,
             active: r.is_active(),
             lease: self.lease_ok(chain, r, now),
+            memory: self.cache_bytes(chain),
             held: self.held.get(&chain).map_or(0, VecDeque::len),
             copy,
         }
@@ -541,6 +555,7 @@ impl ChainNode {
         self.release_held(now, out);
         self.tend_answers(now, out);
         self.reap_expired(now, out);
+        self.evict_all(now, out);
     }
 
     /// Probes successors whose acknowledgements stalled and logs ack watermarks.

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use meridian_core::{
     ChainId, ErrorKind, KeyExpiry, NodeId, Read, Reply, Stored, Time, Ttl, UpdateMode, Write, WriteOp,
 };
-use meridian_store::Entry;
 use meridian_store::{Body, Record, StoreError};
+use meridian_store::{Durability, Entry};
 
 #[cfg(feature = "planted-bugs")]
 use super::PlantedBug;
@@ -181,8 +181,9 @@ impl ChainNode {
         self.reap_if_due(now, chain, &write.key, out);
         match self.order(chain, origin, write) {
             Ok(update) => self.log_and_pass(now, update, out),
-            Err(e) => self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
+            Err(e) => return self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
         }
+        self.evict(now, chain, out);
     }
 
     /// The head's decision: the next sequence number and the write's outcome against current state.
@@ -232,7 +233,12 @@ impl ChainNode {
             }
             return;
         }
-        out.mark_dirty();
+        // A memory replica has nothing to make durable: its node's batch owes no fsync for it.
+        if self.store(u.chain).durability() != Durability::Volatile {
+            out.mark_dirty();
+        }
+        #[cfg(feature = "planted-bugs")]
+        self.evict_locally(u.chain, u.seq);
         let u = self.answer_at_head(u, out);
         let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
         r.record(u.clone());

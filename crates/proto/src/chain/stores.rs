@@ -38,20 +38,21 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Opens the stores of `keyspaces` that exist on disk, and removes what is left of `dropped` ones.
+    /// Opens the stores of `keyspaces` (each with whether it is a cache keyspace) that exist on disk, and
+    /// removes what is left of `dropped` ones.
     pub fn open(
         spec: StoreSpec,
-        keyspaces: impl IntoIterator<Item = KeyspaceId>,
+        keyspaces: impl IntoIterator<Item = (KeyspaceId, bool)>,
         dropped: impl IntoIterator<Item = KeyspaceId>,
     ) -> Result<Stores, StoreError> {
         let mut stores = Stores { spec, open: BTreeMap::new() };
         for keyspace in dropped {
             stores.remove(keyspace)?;
         }
-        for keyspace in keyspaces {
+        for (keyspace, cache) in keyspaces {
             for kind in ON_DISK {
                 if stores.spec.vfs.exists(&stores.dir((keyspace, kind))) {
-                    stores.get_or_open((keyspace, kind))?;
+                    stores.get_or_open((keyspace, kind), cache)?;
                 }
             }
         }
@@ -84,17 +85,14 @@ impl Stores {
         self.open.get(&key).map(Ledgered::ledger)
     }
 
-    /// The store, opened (and created) if it is not yet.
-    pub fn get_or_open(&mut self, key: StoreKey) -> Result<&mut dyn Datastore, StoreError> {
+    /// The store, opened (and created) if it is not yet; `cache` says whether its keyspace is a cache keyspace,
+    /// whose ledger tracks every key (a keyspace's configuration never changes).
+    pub fn get_or_open(&mut self, key: StoreKey, cache: bool) -> Result<&mut dyn Datastore, StoreError> {
         if !self.open.contains_key(&key) {
-            let store = self.open_new(key)?;
+            let store = Ledgered::open(self.open_store(key)?, cache)?;
             self.open.insert(key, store);
         }
         Ok(self.open.get_mut(&key).expect("just opened"))
-    }
-
-    fn open_new(&self, key: StoreKey) -> Result<Ledgered, StoreError> {
-        Ledgered::open(self.open_store(key)?, false)
     }
 
     fn open_store(&self, key: StoreKey) -> Result<Box<dyn Datastore>, StoreError> {

@@ -110,9 +110,10 @@ impl ClusterNode {
         let (keyspaces, dropped) = match agent.map() {
             Some(m) => {
                 let dropped = (0..m.next_keyspace).map(KeyspaceId).filter(|k| !m.keyspaces.contains_key(k));
-                (m.keyspaces.keys().copied().collect(), dropped.collect())
+                let caches = m.keyspaces.iter().map(|(&id, k)| (id, k.config.maxmemory.is_some()));
+                (caches.collect(), dropped.collect())
             }
-            None => (vec![KeyspaceId::DEFAULT], Vec::new()),
+            None => (vec![(KeyspaceId::DEFAULT, false)], Vec::new()),
         };
         let spec = StoreSpec { vfs: setup.vfs.clone(), dir: setup.dir.join("keyspaces"), log };
         let stores = Stores::open(spec, keyspaces, dropped).map_err(|e| format!("datastores: {e}"))?;

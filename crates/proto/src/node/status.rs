@@ -46,7 +46,10 @@ impl ClusterNode {
             "keyspaces": map.map(|m| keyspaces_json(m)),
             "chains": chains,
             "replicas": self.chain.status(now),
-            "served": { "reads": self.chain.stats().reads, "writes": self.chain.stats().writes },
+            "served": {
+                "reads": self.chain.stats().reads, "writes": self.chain.stats().writes,
+                "expired": self.chain.stats().expired, "evicted": self.chain.stats().evicted,
+            },
             "refused": self.agent.refused,
         })
     }
@@ -62,6 +65,7 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "id": id.0, "name": k.name, "replication": k.config.replication(),
                 "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
                 "update": k.config.update.name(), "read_from": k.config.read_from.name(),
+                "maxmemory": k.config.maxmemory,
             })
         })
         .collect();

@@ -21,12 +21,15 @@ pub(super) struct WriteBuffer {
     pending: Vec<u8>,
     /// `pending` is written out once it holds this many bytes; 0 writes every append at once.
     capacity: usize,
+    /// Nothing was written to the file since its last fsync, so another would make nothing more durable: a
+    /// node whose batch wrote only to other stores does not pay an fsync for this one.
+    synced: bool,
 }
 
 impl WriteBuffer {
     /// Wraps `file`, which holds `written` bytes.
     pub(super) fn new(file: Box<dyn VfsFile>, written: u64, capacity: usize) -> WriteBuffer {
-        WriteBuffer { file, written, pending: Vec::new(), capacity }
+        WriteBuffer { file, written, pending: Vec::new(), capacity, synced: false }
     }
 
     /// Hands the pending bytes to the OS in one write. On a full disk it cuts off whatever part made it and
@@ -35,6 +38,7 @@ impl WriteBuffer {
         if self.pending.is_empty() {
             return Ok(());
         }
+        self.synced = false;
         match self.file.append(&self.pending) {
             Ok(()) => {
                 self.written += self.pending.len() as u64;
@@ -95,7 +99,11 @@ impl VfsFile for WriteBuffer {
 
     fn sync(&mut self) -> io::Result<()> {
         self.flush()?;
-        self.file.sync()
+        if !self.synced {
+            self.file.sync()?;
+            self.synced = true;
+        }
+        Ok(())
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
@@ -104,6 +112,7 @@ impl VfsFile for WriteBuffer {
             return Ok(());
         }
         self.pending.clear();
+        self.synced = false;
         self.file.truncate(len)?;
         self.written = len;
         Ok(())
@@ -135,6 +144,53 @@ mod tests {
         buf.read_exact_at(6, &mut out).unwrap();
         assert_eq!(&out, b"ghijkl");
         assert!(buf.read_exact_at(7, &mut out).is_err());
+    }
+
+    /// A file that counts its fsyncs.
+    #[derive(Debug, Default)]
+    struct Counted {
+        data: Vec<u8>,
+        fsyncs: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    }
+
+    impl VfsFile for Counted {
+        fn len(&self) -> io::Result<u64> {
+            Ok(self.data.len() as u64)
+        }
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            buf.copy_from_slice(&self.data[offset as usize..offset as usize + buf.len()]);
+            Ok(())
+        }
+        fn append(&mut self, data: &[u8]) -> io::Result<()> {
+            self.data.extend_from_slice(data);
+            Ok(())
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            self.fsyncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
+        fn truncate(&mut self, len: u64) -> io::Result<()> {
+            self.data.truncate(len as usize);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_sync_with_nothing_new_costs_no_fsync() {
+        let file = Counted::default();
+        let fsyncs = file.fsyncs.clone();
+        let count = || fsyncs.load(std::sync::atomic::Ordering::Relaxed);
+        let mut buf = WriteBuffer::new(Box::new(file), 0, 4);
+        buf.append(b"ab").unwrap();
+        buf.sync().unwrap();
+        buf.sync().unwrap();
+        assert_eq!(count(), 1, "nothing new to make durable");
+        buf.append(b"c").unwrap();
+        buf.sync().unwrap();
+        assert_eq!(count(), 2);
+        buf.truncate(1).unwrap();
+        buf.sync().unwrap();
+        assert_eq!(count(), 3, "a cut is a change too");
     }
 
     #[test]

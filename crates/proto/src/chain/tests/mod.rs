@@ -10,6 +10,7 @@ use meridian_core::{Condition, Effect, ReplicaKind, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
 use stores::StoreSpec;
 
+mod cache;
 mod expiry;
 
 const LEASE: Duration = Duration::from_secs(3600);
@@ -32,10 +33,15 @@ fn addrs(id: u32) -> NodeAddrs {
 /// Node `id` on `disk`, in its `run`-th start; `previous` is the map it acted on before.
 fn open(id: NodeId, disk: &SimVfs, run: u64, previous: Option<&ClusterMap>) -> ChainNode {
     let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/d".into(), log: LogOptions::default() };
-    let stores = Stores::open(spec, [KeyspaceId::DEFAULT], []).unwrap();
+    let stores = Stores::open(spec, [(KeyspaceId::DEFAULT, previous.is_some_and(cache))], []).unwrap();
     // The harness's clock stands still, so pre-copies must not wait for their pace.
     let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
     ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000 + run, previous).unwrap()
+}
+
+/// Whether the map makes `default` a cache keyspace.
+fn cache(map: &ClusterMap) -> bool {
+    map.keyspaces.get(&KeyspaceId::DEFAULT).is_some_and(|k| k.config.maxmemory.is_some())
 }
 
 fn put(key: &str, value: &str) -> Request {
