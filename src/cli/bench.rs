@@ -1,13 +1,15 @@
 //! `meridian bench`: measurements on the machine at hand (crate `meridian-bench`). `bench store` measures
 //! the datastores under each durability mode beside the disk's own bandwidth and fsync latency; `bench join`
-//! measures real node processes' read throughput while a node joins (seed 003 §4.2).
+//! measures real node processes' read throughput while a node joins (seed 003 §4.2); `bench keyspaces`
+//! measures put latency, memory and M-D recovery of keyspace configurations on real processes (seed 003 §5.3).
 
 use clap::{Args, Subcommand};
 use meridian_bench::join::JoinBench;
+use meridian_bench::keyspaces::KeyspacesBench;
 use meridian_bench::{Limits, StoreBench, DEFAULT_WRITERS, VALUE_SIZES};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +29,10 @@ enum BenchCommand {
     /// Reads/s of each node of a local cluster of `meridian server` processes, each under its own CPU quota,
     /// before and while a node joins (seed 003 §4.2's join experiment).
     Join(JoinArgs),
+    /// Put latency and rate of M-M, M-D and D-D keyspaces under su, ausi and au; resident memory of M-M
+    /// beside M-D holding the same data; and M-D recovery time against data size, on local `meridian server`
+    /// processes (seed 003 §5.3, issue 5).
+    Keyspaces(KeyspacesArgs),
 }
 
 #[derive(Args, Debug)]
@@ -83,6 +89,41 @@ pub struct JoinArgs {
     /// How fast the joining node copies each chain, in MB/s (the nodes' --migration-mb-per-s).
     #[arg(long, default_value_t = 64)]
     migration_mb_per_s: u64,
+    #[command(flatten)]
+    out: NodesOut,
+}
+
+#[derive(Args, Debug)]
+pub struct KeyspacesArgs {
+    /// Nodes in each cluster (on 127.0.0.1 and up); keyspaces have two replicas.
+    #[arg(long, default_value_t = 3)]
+    nodes: u32,
+    /// Seconds each put cell (chain, update mode, value size) is timed, after one second of warm-up.
+    #[arg(long, default_value_t = 5)]
+    duration: u32,
+    /// Write clients, each with its own connection and one SET in flight.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Value sizes of the put matrix, in bytes; the largest also fills the memory and recovery keyspaces.
+    #[arg(long, value_delimiter = ',', default_value = "100,10240")]
+    values: Vec<usize>,
+    /// MiB of values in the M-M and in the M-D keyspace whose resident memory is compared.
+    #[arg(long, default_value_t = 64)]
+    rss_mb: u64,
+    /// MiB of values in the M-D keyspace of each recovery, one recovery per size.
+    #[arg(long, value_delimiter = ',', default_value = "8,32,128")]
+    recovery_mb: Vec<u64>,
+    /// How fast a node copies each chain, in MB/s (the nodes' --migration-mb-per-s): what bounds how fast a
+    /// lost memory replica is copied back.
+    #[arg(long, default_value_t = 64)]
+    migration_mb_per_s: u64,
+    #[command(flatten)]
+    out: NodesOut,
+}
+
+/// Where a bench of node processes keeps their data, and where it writes its figures.
+#[derive(Args, Debug)]
+pub struct NodesOut {
     /// Where the nodes keep their data (default: a temporary directory); removed afterwards.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -95,6 +136,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, String> {
     match args.what {
         BenchCommand::Store(store) => run_store(store),
         BenchCommand::Join(join) => run_join(join),
+        BenchCommand::Keyspaces(keyspaces) => run_keyspaces(keyspaces),
     }
 }
 
@@ -109,9 +151,17 @@ fn work_dir(dir: &Option<PathBuf>) -> Result<(PathBuf, Option<tempfile::TempDir>
     }
 }
 
-fn write_json(path: &Path, json: serde_json::Result<String>) -> Result<(), String> {
-    let json = json.map_err(|e| e.to_string())?;
-    std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+/// Prints `report`'s tables, and writes it as JSON to `json` if given.
+fn print_report(
+    report: &(impl std::fmt::Display + serde::Serialize),
+    json: &Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    println!("{report}");
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_store(args: StoreArgs) -> Result<ExitCode, String> {
@@ -127,37 +177,57 @@ fn run_store(args: StoreArgs) -> Result<ExitCode, String> {
         limits: Limits { duration: Duration::from_secs_f64(args.duration), max_bytes: args.max_bytes },
     };
     let report = meridian_bench::run(&bench, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
-    println!("{report}");
-    if let Some(path) = &args.json {
-        write_json(path, serde_json::to_string_pretty(&report))?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print_report(&report, &args.json)
 }
 
 fn run_join(args: JoinArgs) -> Result<ExitCode, String> {
-    let (dir, _temp) = work_dir(&args.dir)?;
+    on_nodes(&args.out, |exe, dir, stop| {
+        let bench = JoinBench {
+            exe,
+            dir,
+            nodes: args.nodes,
+            replication: args.replication,
+            vnodes: args.vnodes,
+            keys: args.keys,
+            value_bytes: args.value_bytes,
+            duration_s: args.duration,
+            join_at_s: args.join_at,
+            clients: args.clients,
+            cpu_per_node: args.cpu_per_node,
+            migration_mb_per_s: args.migration_mb_per_s,
+        };
+        meridian_bench::join::run(&bench, &mut |line| eprintln!("{line}"), stop)
+    })
+}
+
+fn run_keyspaces(args: KeyspacesArgs) -> Result<ExitCode, String> {
+    on_nodes(&args.out, |exe, dir, stop| {
+        let bench = KeyspacesBench {
+            exe,
+            dir,
+            nodes: args.nodes,
+            clients: args.clients,
+            duration_s: args.duration,
+            values: args.values,
+            rss_mb: args.rss_mb,
+            recovery_mb: args.recovery_mb,
+            migration_mb_per_s: args.migration_mb_per_s,
+        };
+        meridian_bench::keyspaces::run(&bench, &mut |line| eprintln!("{line}"), stop)
+    })
+}
+
+/// Runs a bench of node processes and prints its report: `run` gets the binary the nodes run (this one), the
+/// directory for their data (`out.dir`, or a temporary one), and the flag that Ctrl-C or SIGTERM sets.
+fn on_nodes<R: std::fmt::Display + serde::Serialize>(
+    out: &NodesOut,
+    run: impl FnOnce(PathBuf, PathBuf, &AtomicBool) -> Result<R, String>,
+) -> Result<ExitCode, String> {
+    let (dir, _temp) = work_dir(&out.dir)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the meridian binary: {e}"))?;
-    let bench = JoinBench {
-        exe,
-        dir,
-        nodes: args.nodes,
-        replication: args.replication,
-        vnodes: args.vnodes,
-        keys: args.keys,
-        value_bytes: args.value_bytes,
-        duration_s: args.duration,
-        join_at_s: args.join_at,
-        clients: args.clients,
-        cpu_per_node: args.cpu_per_node,
-        migration_mb_per_s: args.migration_mb_per_s,
-    };
     let stop = interrupt_flag()?;
-    let report = meridian_bench::join::run(&bench, &mut |line| eprintln!("{line}"), &stop)?;
-    println!("{report}");
-    if let Some(path) = &args.json {
-        write_json(path, serde_json::to_string_pretty(&report))?;
-    }
-    Ok(ExitCode::SUCCESS)
+    let report = run(exe, dir, &stop)?;
+    print_report(&report, &out.json)
 }
 
 /// Set on Ctrl-C or SIGTERM instead of dying at once, so the bench stops its node processes and removes

@@ -12,15 +12,18 @@
 //! Reading order: `suite` (what runs in which order), `committer`, `puts`, `gets`, `sequential`, `disk`,
 //! `report`.
 //!
-//! `meridian bench join` (module `join`) is the other measurement: real node processes, each under its own
-//! CPU quota, serving reads while a node joins.
+//! The other measurements run real node processes (module `local`): `meridian bench join` (module `join`), each
+//! node under its own CPU quota, serving reads while a node joins; and `meridian bench keyspaces` (module
+//! `keyspaces`), put latency, memory and recovery of the keyspace configurations of seed 003 §5.3.
 
 mod committer;
 mod compaction;
 mod disk;
 mod gets;
 pub mod join;
+pub mod keyspaces;
 mod latency;
+mod local;
 mod puts;
 mod report;
 mod sequential;

@@ -2,9 +2,10 @@
 //! random preloaded keys from the node that is their chain's tail, each client bound to one node, so that
 //! every node is driven to its own capacity and no node's slowness holds back another's clients.
 
-use super::resp::{Conn, Reply};
-use super::sample::MapView;
+use crate::local::resp::{Conn, Reply};
+use crate::local::MapView;
 use meridian_core::splitmix::SplitMix64;
+use meridian_core::KeyspaceId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,7 +43,10 @@ pub(super) fn preload(
 ) -> Result<(), String> {
     let mut by_head: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for i in 0..keys {
-        let head = map.chain_of(&key(i)).and_then(|c| c.members.first()).ok_or("the map has no chain for a key")?;
+        let head = map
+            .chain_of(KeyspaceId::DEFAULT.0, &key(i))
+            .and_then(|c| c.members.first())
+            .ok_or("the map has no chain for a key")?;
         by_head.entry(*head).or_default().push(i);
     }
     let deadline = Instant::now() + PRELOAD_MAX;
@@ -132,7 +136,11 @@ impl KeySets {
         let keys: Vec<Vec<u8>> = (0..keys).map(key).collect();
         let chains = keys
             .iter()
-            .map(|k| map.chain_of(k).map(|c| c.id).ok_or_else(|| "the map has no chain for a key".to_string()))
+            .map(|k| {
+                map.chain_of(KeyspaceId::DEFAULT.0, k)
+                    .map(|c| c.id)
+                    .ok_or_else(|| "the map has no chain for a key".to_string())
+            })
             .collect::<Result<_, _>>()?;
         let mut sets = KeySets { keys, chains, tails: Mutex::new((0, Vec::new())), per_node: BTreeMap::new() };
         let tails = tails(map)?;

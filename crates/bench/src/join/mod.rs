@@ -14,30 +14,23 @@
 //! join and during it, and whether the join copied from it, make the report (`report`). Everything it
 //! started (processes, cgroups, data) is stopped and removed when it ends, however it ends.
 
-mod cgroup;
-mod cluster;
-mod cputime;
-mod http;
 mod load;
 mod monitor;
 mod report;
-mod resp;
 mod sample;
 
 pub use report::{JoinFigures, JoinReport, LoadFigures, NodeFigures, UNINVOLVED_GOAL};
 pub use sample::PerSecond;
 
 use crate::incompressible;
-use cgroup::CpuBudget;
-use cluster::{Cluster, Setup};
+use crate::local::cgroup::CpuBudget;
+use crate::local::{Cluster, MapView, Setup, WorkDir};
 use load::{KeySets, Readers};
 use meridian_core::config::VNODES_MAX;
 use meridian_store::VALUE_MAX;
 use monitor::Plan;
 use report::Measured;
-use sample::{MapView, Status};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,7 +67,7 @@ pub struct JoinBench {
 pub fn run(bench: &JoinBench, progress: &mut dyn FnMut(&str), stop: &AtomicBool) -> Result<JoinReport, String> {
     check(bench)?;
     // Declared before the cluster, so dropped after it: the data is removed once the processes are gone.
-    let work = WorkDir::create(&bench.dir)?;
+    let work = WorkDir::create(&bench.dir, "join")?;
     let budget = CpuBudget::detect(bench.cpu_per_node);
     if budget.is_none() {
         progress("warning: no cgroup cpu controller found: the nodes share this machine's CPUs, so the figures are not per-node");
@@ -90,7 +83,7 @@ pub fn run(bench: &JoinBench, progress: &mut dyn FnMut(&str), stop: &AtomicBool)
     let mut cluster = Cluster::start(setup, bench.nodes, budget, progress)?;
     let cgroup = cluster.budget().map(|b| b.version().name().to_string());
     let map = current_map(&cluster)?;
-    let addrs: BTreeMap<u32, _> = cluster.nodes.iter().map(|n| (n.id, n.resp)).collect();
+    let addrs = cluster.resp_addrs();
 
     let value = incompressible(bench.value_bytes);
     let preload_start = Instant::now();
@@ -154,26 +147,5 @@ fn check(bench: &JoinBench) -> Result<(), String> {
 
 /// The cluster map as the first node sees it.
 fn current_map(cluster: &Cluster) -> Result<MapView, String> {
-    let first = cluster.nodes.first().ok_or("no node")?;
-    let map = Status::parse(&http::get(first.http, "/v1/cluster")?)?.map;
-    map.partitions.map(|_| map.clone()).ok_or_else(|| format!("node {} has no cluster map yet", first.id))
-}
-
-/// The run's own directory under the one it was given, removed when dropped.
-struct WorkDir(PathBuf);
-
-impl WorkDir {
-    fn create(parent: &Path) -> Result<WorkDir, String> {
-        let dir = parent.join(format!("join-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(WorkDir(dir))
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            eprintln!("warning: cannot remove {}: {e}", self.0.display());
-        }
-    }
+    MapView::read(cluster.nodes.first().ok_or("no node")?.http)
 }

@@ -4,10 +4,9 @@
 //! them at once (`KeySets::follow`); copies and steps last well under a second, so a slower look would miss
 //! who copies to the joiner, and place the end of the join coarsely.
 
-use super::cluster::Cluster;
-use super::http;
 use super::load::KeySets;
-use super::sample::{CopiedSeen, MapView, Point, Series, Status};
+use super::sample::{CopiedSeen, Point, Series, Status};
+use crate::local::{http, Cluster, MapView};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,7 +86,7 @@ pub(super) fn observe(
         let reads = read_statuses(cluster, plan.joiner, under_load, start)?;
         if under_load {
             for r in &reads {
-                let leader = r.status.manager.here.as_deref() == Some("leader");
+                let leader = r.status.map.leads();
                 let point = Point { round, at: r.at, reads: r.status.served.reads, cpu_s: r.cpu_s, leader };
                 series.entry(r.node).or_default().0.push(point);
             }

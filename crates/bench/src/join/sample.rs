@@ -1,9 +1,7 @@
 //! What the bench reads from a node's `GET /v1/cluster` and what it makes of a run of such reads: the
 //! node's reads/s over a window of its samples, which nodes a join copies from, and whether it has settled.
 
-use meridian_core::ring::key_token;
-use meridian_core::KeyspaceId;
-use meridian_proto::manager::placement::chain_for_token;
+use crate::local::{Change, MapView};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,54 +15,11 @@ pub(super) struct Status {
     pub map: MapView,
     /// This node's replicas; on a joiner they carry the copies in progress.
     pub replicas: Vec<Replica>,
-    pub manager: Manager,
-}
-
-/// The cluster manager's part on this node.
-#[derive(Clone, Debug, Deserialize)]
-pub(super) struct Manager {
-    /// "leader", "voter", or `None` on a node that is not a voter.
-    pub here: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize)]
 pub(super) struct Served {
     pub reads: u64,
-}
-
-/// The cluster map as one node sees it.
-#[derive(Clone, Debug, Deserialize)]
-pub(super) struct MapView {
-    pub epoch: u64,
-    /// `None` until the node has a map.
-    pub partitions: Option<u32>,
-    pub nodes: Vec<NodeEntry>,
-    /// Indexed by chain id.
-    pub chains: Vec<Chain>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub(super) struct NodeEntry {
-    pub id: u32,
-    pub state: String,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub(super) struct Chain {
-    pub id: u32,
-    /// Head first, tail last.
-    pub members: Vec<u32>,
-    /// The membership step in flight, if any.
-    pub change: Option<Change>,
-}
-
-/// A step in flight: an Add names its node and whether it has been inserted (pre-copy done); a Remove
-/// names neither.
-#[derive(Clone, Copy, Debug, Deserialize)]
-pub(super) struct Change {
-    pub add: Option<u32>,
-    #[serde(default)]
-    pub inserted: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -89,12 +44,6 @@ impl Status {
 }
 
 impl MapView {
-    /// The chain that serves `key`: the top log2(partitions) bits of its ring token.
-    pub(super) fn chain_of(&self, key: &[u8]) -> Option<&Chain> {
-        let chain = chain_for_token(KeyspaceId::DEFAULT, key_token(key), self.partitions?);
-        self.chains.get(chain.0 as usize).filter(|c| c.id == chain.0)
-    }
-
     /// The nodes copying into a joiner right now: the tail of a chain whose Add is pre-copying, the
     /// joiner's successor once it is inserted and flushes.
     pub(super) fn copy_sources(&self) -> BTreeSet<u32> {
@@ -262,7 +211,7 @@ mod tests {
     }
 
     fn chain(id: u32, members: &[u32], change: Value) -> Value {
-        json!({ "id": id, "first_token": 0, "last_token": 1, "view": 1, "members": members, "change": change })
+        crate::local::map::tests::chain(id, 0, 1, members, change, &[], &vec!["log"; members.len()])
     }
 
     #[test]
@@ -299,15 +248,5 @@ mod tests {
         let before = status(before, json!([]));
         let after = status(quiet, json!([]));
         assert_eq!(precopy_sources(&before.map, &after.map, 5), BTreeSet::from([4]));
-    }
-
-    #[test]
-    fn keys_map_to_chains_by_the_top_bits_of_their_token() {
-        let chains = json!([0, 1, 2, 3].map(|i| chain(i, &[1, 2, 3], Value::Null)));
-        let s = status(chains, json!([]));
-        for key in [&b"a"[..], b"key:1", b"another key"] {
-            let expected = (key_token(key) >> 62) as u32;
-            assert_eq!(s.map.chain_of(key).map(|c| c.id), Some(expected));
-        }
     }
 }

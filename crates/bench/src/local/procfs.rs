@@ -1,6 +1,7 @@
-//! The CPU time a node process has used (all its threads, user and system), from `/proc/<pid>/stat`: over a
-//! window it shows whether the node ran at its quota, or was held below it by the load or by other work on
-//! the machine.
+//! What `/proc` tells of a node process. Its CPU time (all its threads, user and system, from
+//! `/proc/<pid>/stat`): over a window it shows whether the node ran at its quota, or was held below it by the
+//! load or by other work on the machine. Its resident memory (`VmRSS` in `/proc/<pid>/status`): what a
+//! memory replica costs, beside the bytes it holds.
 
 /// CPU seconds process `pid` has used so far; `None` once it is gone.
 pub(super) fn cpu_seconds(pid: u32) -> Option<f64> {
@@ -18,6 +19,18 @@ fn cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// Resident bytes of process `pid` now; `None` once it is gone.
+pub(super) fn rss_bytes(pid: u32) -> Option<u64> {
+    vm_rss(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+/// The `VmRSS:` line of a `/proc/<pid>/status`, which the kernel gives in kB (KiB), in bytes.
+fn vm_rss(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib << 10)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -28,5 +41,13 @@ mod tests {
         assert_eq!(cpu_ticks(stat), Some(1234 + 567));
         assert_eq!(cpu_ticks("4242 (short) S 1 2"), None);
         assert!(cpu_seconds(std::process::id()).is_some_and(|s| s >= 0.0));
+    }
+
+    #[test]
+    fn resident_memory_is_vm_rss_in_bytes() {
+        let status = "Name:\tmeridian\nVmPeak:\t  900000 kB\nVmRSS:\t   12345 kB\nRssAnon:\t 10000 kB\n";
+        assert_eq!(vm_rss(status), Some(12345 << 10));
+        assert_eq!(vm_rss("Name:\tkthreadd\n"), None, "kernel threads have no VmRSS");
+        assert!(rss_bytes(std::process::id()).is_some_and(|b| b > 0));
     }
 }

@@ -1,5 +1,5 @@
-//! A blocking RESP2 client for pipelined SETs and GETs: commands are buffered and sent together, replies
-//! read back in order. Values are counted and checked for length, never kept.
+//! A blocking RESP2 client for SETs and GETs, pipelined or one at a time: commands are buffered and sent
+//! together, replies read back in order. Values are counted and checked for length, never kept.
 
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,20 +10,20 @@ use std::time::Duration;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Reply {
+pub(crate) enum Reply {
     Ok,
     /// A bulk string's length, `None` for nil.
     Bulk(Option<usize>),
     Error(String),
 }
 
-pub(super) struct Conn {
+pub(crate) struct Conn {
     reader: BufReader<TcpStream>,
     writer: BufWriter<TcpStream>,
 }
 
 impl Conn {
-    pub(super) fn connect(addr: SocketAddr) -> io::Result<Conn> {
+    pub(crate) fn connect(addr: SocketAddr) -> io::Result<Conn> {
         let s = TcpStream::connect_timeout(&addr, TIMEOUT)?;
         s.set_read_timeout(Some(TIMEOUT))?;
         s.set_write_timeout(Some(TIMEOUT))?;
@@ -32,7 +32,7 @@ impl Conn {
     }
 
     /// Buffers one command; [`Conn::flush`] sends what is buffered.
-    pub(super) fn queue(&mut self, args: &[&[u8]]) -> io::Result<()> {
+    pub(crate) fn queue(&mut self, args: &[&[u8]]) -> io::Result<()> {
         write!(self.writer, "*{}\r\n", args.len())?;
         for a in args {
             write!(self.writer, "${}\r\n", a.len())?;
@@ -42,11 +42,18 @@ impl Conn {
         Ok(())
     }
 
-    pub(super) fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.writer.flush()
     }
 
-    pub(super) fn read(&mut self) -> io::Result<Reply> {
+    /// Sends one command and reads its reply: a round trip.
+    pub(crate) fn call(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+        self.queue(args)?;
+        self.flush()?;
+        self.read()
+    }
+
+    pub(crate) fn read(&mut self) -> io::Result<Reply> {
         let line = self.line()?;
         let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("unexpected reply {line:?}"));
         match line.split_at(line.len().min(1)) {

@@ -1,10 +1,13 @@
-//! The node processes: `meridian server` on 127.0.0.i, each in its own CPU cgroup, stopped with SIGTERM (then
-//! SIGKILL) and their cgroups removed when the cluster is dropped, whichever way the bench ends.
+//! The node processes: `meridian server` on 127.0.0.i, each in its own CPU cgroup if given a budget, stopped
+//! with SIGTERM (then SIGKILL) and their cgroups removed when the cluster is dropped, whichever way the bench
+//! ends. A node can also be SIGKILLed and started again with the same addresses and data directory.
 
 use super::cgroup::{CpuBudget, Group};
-use super::cputime;
+use super::procfs;
 use super::resp::{Conn, Reply};
-use std::fs::File;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs::OpenOptions;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -23,7 +26,7 @@ const LOG_TAIL_BYTES: usize = 4_000;
 
 /// How every node is started.
 #[derive(Clone, Debug)]
-pub(super) struct Setup {
+pub(crate) struct Setup {
     /// The `meridian` binary.
     pub exe: PathBuf,
     /// Data directories and logs go here.
@@ -34,18 +37,21 @@ pub(super) struct Setup {
 }
 
 /// One `meridian server` process.
-pub(super) struct Node {
+pub(crate) struct Node {
     pub id: u32,
     pub resp: SocketAddr,
     pub http: SocketAddr,
     data: PathBuf,
     log: PathBuf,
+    /// The binary and its arguments, kept to start the node again as the same node.
+    exe: PathBuf,
+    args: Vec<OsString>,
     child: Option<Child>,
     /// Dropped after `child` is reaped (fields drop after `Drop::drop`), when the group is empty.
     cgroup: Option<Group>,
 }
 
-pub(super) struct Cluster {
+pub(crate) struct Cluster {
     pub nodes: Vec<Node>,
     setup: Setup,
     /// `None` once a group could not be made: the nodes then share the machine's CPUs.
@@ -55,7 +61,7 @@ pub(super) struct Cluster {
 impl Cluster {
     /// Starts nodes `1..=n` as one cluster and waits until each serves reads. `warn` hears why nodes
     /// share CPUs, if they do.
-    pub(super) fn start(
+    pub(crate) fn start(
         setup: Setup,
         n: u32,
         budget: Option<CpuBudget>,
@@ -75,7 +81,7 @@ impl Cluster {
     }
 
     /// Starts node `id`, which joins through the first node's HTTP address; does not wait for it.
-    pub(super) fn join(&mut self, id: u32, warn: &mut dyn FnMut(&str)) -> Result<(), String> {
+    pub(crate) fn join(&mut self, id: u32, warn: &mut dyn FnMut(&str)) -> Result<(), String> {
         let via = self.nodes.first().ok_or("no node to join through")?.http;
         self.launch(id, free_addr(id)?, &["--join".to_string(), via.to_string()], warn)
     }
@@ -87,37 +93,22 @@ impl Cluster {
         start: &[String],
         warn: &mut dyn FnMut(&str),
     ) -> Result<(), String> {
-        let ip = peer.ip();
         let (resp, http) = (free_addr(id)?, free_addr(id)?);
-        let log = self.setup.dir.join(format!("node{id}.log"));
         let data = self.setup.dir.join(format!("node{id}"));
-        let out = File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let mut args: Vec<OsString> = ["server", "--node-id", &id.to_string(), "--listen", &resp.to_string()]
+            .into_iter()
+            .chain(["--peer-listen", &peer.to_string(), "--http", &http.to_string()])
+            .map(OsString::from)
+            .collect();
+        args.extend(start.iter().map(OsString::from));
+        args.extend(["--vnodes".into(), self.setup.vnodes.to_string().into()]);
+        args.extend(["--migration-mb-per-s".into(), self.setup.migration_mb_per_s.to_string().into()]);
+        args.extend(["--data-dir".into(), data.clone().into_os_string()]);
         let cgroup = self.group(id, warn)?;
-        let child = Command::new(&self.setup.exe)
-            .args(["server", "--node-id", &id.to_string(), "--listen", &resp.to_string()])
-            .args(["--peer-listen", &peer.to_string(), "--http", &http.to_string()])
-            .args(start)
-            .args(["--vnodes", &self.setup.vnodes.to_string()])
-            .args(["--migration-mb-per-s", &self.setup.migration_mb_per_s.to_string()])
-            .arg("--data-dir")
-            .arg(&data)
-            // Nodes log events, not requests; warnings are what a failed run needs.
-            .env("RUST_LOG", "warn")
-            // Its own process group: a Ctrl-C at the terminal reaches the bench, which stops the nodes itself.
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("cannot start {} server on {ip}: {e}", self.setup.exe.display()))?;
-        let pid = child.id();
-        self.nodes.push(Node { id, resp, http, data, log, child: Some(child), cgroup });
-        let node = self.nodes.last().expect("just pushed");
-        if let Some(group) = &node.cgroup {
-            group.add(pid).map_err(|e| format!("cannot move node {id} (pid {pid}) into its cgroup: {e}"))?;
-        }
-        Ok(())
+        let log = self.setup.dir.join(format!("node{id}.log"));
+        let exe = self.setup.exe.clone();
+        self.nodes.push(Node { id, resp, http, data, log, exe, args, child: None, cgroup });
+        self.nodes.last_mut().expect("just pushed").spawn()
     }
 
     /// Node `id`'s CPU cgroup. If the first one cannot be made, the bench goes on without any and says so.
@@ -139,13 +130,18 @@ impl Cluster {
         }
     }
 
+    /// Each node's RESP address, by node id.
+    pub(crate) fn resp_addrs(&self) -> BTreeMap<u32, SocketAddr> {
+        self.nodes.iter().map(|n| (n.id, n.resp)).collect()
+    }
+
     /// The budget every node runs under, if any.
-    pub(super) fn budget(&self) -> Option<&CpuBudget> {
+    pub(crate) fn budget(&self) -> Option<&CpuBudget> {
         self.budget.as_ref()
     }
 
     /// An error naming the first node whose process has exited, with the end of its log.
-    pub(super) fn check_alive(&mut self) -> Result<(), String> {
+    pub(crate) fn check_alive(&mut self) -> Result<(), String> {
         for node in &mut self.nodes {
             if let Some(status) = node.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 return Err(format!("node {} exited ({status}); its log ends:\n{}", node.id, node.log_tail()));
@@ -166,14 +162,10 @@ impl Drop for Cluster {
 
 impl Node {
     /// Waits until the node answers a read: it has the cluster map and the key's tail holds its lease.
-    pub(super) fn wait_ready(&self) -> Result<(), String> {
+    pub(crate) fn wait_ready(&self) -> Result<(), String> {
         let start = Instant::now();
         while start.elapsed() < READY_WAIT {
-            let answered = Conn::connect(self.resp).and_then(|mut c| {
-                c.queue(&[b"GET", b"meridian-bench-ready"])?;
-                c.flush()?;
-                c.read()
-            });
+            let answered = Conn::connect(self.resp).and_then(|mut c| c.call(&[b"GET", b"meridian-bench-ready"]));
             if let Ok(Reply::Bulk(_)) = answered {
                 return Ok(());
             }
@@ -182,13 +174,54 @@ impl Node {
         Err(format!("node {} did not serve reads within {READY_WAIT:?}; its log ends:\n{}", self.id, self.log_tail()))
     }
 
+    /// Starts the node's process (again, after [`Node::kill`]: the same node, addresses and data directory),
+    /// appending to its log; does not wait for it to serve.
+    pub(crate) fn spawn(&mut self) -> Result<(), String> {
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("cannot open {}: {e}", self.log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new(&self.exe)
+            .args(&self.args)
+            // Nodes log events, not requests; warnings are what a failed run needs.
+            .env("RUST_LOG", "warn")
+            // Its own process group: a Ctrl-C at the terminal reaches the bench, which stops the nodes itself.
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {} server on {}: {e}", self.exe.display(), self.resp.ip()))?;
+        let pid = child.id();
+        self.child = Some(child);
+        if let Some(group) = &self.cgroup {
+            group.add(pid).map_err(|e| format!("cannot move node {} (pid {pid}) into its cgroup: {e}", self.id))?;
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs the node's process and reaps it: a crash, with whatever it had not written to disk lost.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// CPU seconds the node's process has used so far.
-    pub(super) fn cpu_seconds(&self) -> Option<f64> {
-        cputime::cpu_seconds(self.child.as_ref()?.id())
+    pub(crate) fn cpu_seconds(&self) -> Option<f64> {
+        procfs::cpu_seconds(self.child.as_ref()?.id())
+    }
+
+    /// The node process's resident memory in bytes; `None` if it is not running.
+    pub(crate) fn rss_bytes(&self) -> Option<u64> {
+        procfs::rss_bytes(self.child.as_ref()?.id())
     }
 
     /// Bytes in the node's chain log (its datastore), on disk now.
-    pub(super) fn store_bytes(&self) -> u64 {
+    pub(crate) fn store_bytes(&self) -> u64 {
         let files = std::fs::read_dir(self.data.join("chain")).into_iter().flatten().flatten();
         files.filter_map(|f| f.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
     }
