@@ -62,7 +62,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 peer: addr(args.port + 1000 + i),
                 http: Some(addr(args.port + 2000 + i)),
                 data_dir: root.join(format!("node{}", i + 1)),
-                durability: args.durability.mode(),
+                durability: args.durability.policy(),
                 config: args.cluster.config(),
             };
             handles.push(start(setup).await?);
@@ -72,7 +72,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             "Meridian demo: {} nodes, chain replication (R = {}), durability {}, data in {}",
             args.nodes,
             cluster.replication.min(args.nodes.into()),
-            args.durability.mode(),
+            args.durability.policy().default,
             root.display()
         );
         for (i, h) in handles.iter().enumerate() {

@@ -2,8 +2,8 @@
 //! node (chain replication with its replicated manager) on it.
 
 use clap::Args;
-use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, ReplicaKind};
-use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
+use meridian_core::{ClusterConfig, DurabilityMode, KeyspaceConfig, NodeId, ReplicaKind};
+use meridian_node::{start_node, NodeHandle, NodeOptions, SyncPolicy};
 use meridian_proto::chain::ChainConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
@@ -17,25 +17,26 @@ use std::time::Duration;
 /// When a node fsyncs relative to acknowledging writes (docs/durability.md).
 #[derive(Args, Debug)]
 pub struct DurabilityArgs {
-    /// sync: fsync before acknowledging each write; group: one fsync per batch, acknowledged after it
-    /// (group commit); async: acknowledge at once, fsync every --async-interval-ms (a power loss can lose
-    /// that window; a process crash loses nothing).
+    /// For keyspaces created without a durability mode of their own: sync: fsync before acknowledging each
+    /// write; group: one fsync per batch, acknowledged after it (group commit); async: acknowledge at once,
+    /// fsync every --async-interval-ms (a power loss can lose that window; a process crash loses nothing).
     #[arg(long, default_value = "group")]
-    durability: SyncMode,
-    /// Async mode: how long after the oldest unsynced write the node fsyncs.
+    durability: DurabilityMode,
+    /// Async mode (this node's default or a keyspace's): how long after the oldest unsynced write the node
+    /// fsyncs.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     async_interval_ms: u64,
-    /// Group mode: how long a batch may wait for more writes after its first (0: only what is queued).
+    /// Group mode, as this node's default: how long a batch may wait for more writes after its first (0: only what is queued).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     group_max_wait_us: u64,
 }
 
 impl DurabilityArgs {
-    pub fn mode(&self) -> SyncMode {
-        match self.durability {
-            SyncMode::Sync => SyncMode::Sync,
-            SyncMode::Group { .. } => SyncMode::Group { max_wait: Duration::from_micros(self.group_max_wait_us) },
-            SyncMode::Async { .. } => SyncMode::Async { interval: Duration::from_millis(self.async_interval_ms) },
+    pub fn policy(&self) -> SyncPolicy {
+        SyncPolicy {
+            default: self.durability,
+            group_max_wait: Duration::from_micros(self.group_max_wait_us),
+            async_interval: Duration::from_millis(self.async_interval_ms),
         }
     }
 }
@@ -72,7 +73,7 @@ pub struct NodeSetup {
     pub peer: SocketAddr,
     pub http: Option<SocketAddr>,
     pub data_dir: PathBuf,
-    pub durability: SyncMode,
+    pub durability: SyncPolicy,
     pub config: NodeConfig,
 }
 

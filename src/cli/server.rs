@@ -73,12 +73,12 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
         peer: args.peer_listen,
         http: args.http,
         data_dir: args.data_dir,
-        durability: args.durability.mode(),
+        durability: args.durability.policy(),
         config: args.cluster.config(),
     };
     runtime()?.block_on(async {
         let handle = start(setup).await?;
-        tracing::info!(node = args.node_id, resp = %handle.resp_addr(), durability = %args.durability.mode(), "serving");
+        tracing::info!(node = args.node_id, resp = %handle.resp_addr(), durability = %args.durability.policy().default, "serving");
         stop_signal().await;
         tracing::info!("shutting down");
         handle.shutdown().await;

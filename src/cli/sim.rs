@@ -4,7 +4,7 @@
 use clap::Args;
 use meridian_check::Staleness;
 use meridian_core::size::parse_size;
-use meridian_core::KeyspaceConfig;
+use meridian_core::{DurabilityMode, KeyspaceConfig};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
@@ -24,7 +24,8 @@ pub struct SimArgs {
     /// First seed; a single run is `--seed S --seeds 1`.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Comma-separated faults: crash, partition, pause, clock, join, leave, manager (empty for none).
+    /// Comma-separated faults: crash (power loss), partition, pause, clock, join, leave, manager (the manager
+    /// leader's power loss), kill (process crash; page cache kept) (empty for none).
     #[arg(long, default_value = "crash,partition,pause,clock")]
     nemesis: String,
     /// History check: linearizable, staleness (the fraction of stale reads and the largest staleness), auto
@@ -55,6 +56,10 @@ pub struct SimArgs {
     /// written keys beyond it, and the check lets any value vanish, but never come back.
     #[arg(long, value_parser = parse_size)]
     maxmemory: Option<u64>,
+    /// The `default` keyspace's durability mode: sync, group or async (default: the node's, group). Async
+    /// loses acknowledged writes on power loss, so it runs only with nemeses without crash and manager.
+    #[arg(long)]
+    durability: Option<DurabilityMode>,
     #[arg(long, default_value_t = 4)]
     vnodes: usize,
     /// Worker threads (default: one per core).
@@ -84,16 +89,23 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         update: args.update.parse()?,
         read_from: args.read_from.parse()?,
         maxmemory: args.maxmemory,
+        durability: args.durability,
         ..KeyspaceConfig::with_replicas(replicas)
     };
     default.validate()?;
+    let nemesis = parse_kinds(&args.nemesis)?;
+    if default.durability == Some(DurabilityMode::Async) && nemesis.iter().any(|k| k.is_power_loss()) {
+        return Err("async durability may lose acknowledged writes on a power loss (docs/durability.md), which \
+                    `crash` and `manager` are; run it under `kill` (a process crash) instead"
+            .into());
+    }
     let check = match args.check.as_str() {
         "auto" => CheckModel::claimed(&default),
         other => other.parse::<CheckModel>()?,
     };
     let sweep = ChainSweep {
         seeds: args.seed..args.seed.checked_add(args.seeds).ok_or("--seed + --seeds overflows")?,
-        nemesis: parse_kinds(&args.nemesis)?,
+        nemesis,
         check,
         nodes: args.nodes,
         spares: args.spares,
@@ -148,9 +160,10 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     let (lost, aside) = (sum("replicas lost"), sum("keys of restored chains"));
     let (expired, evicted) = (sum("keys expired"), sum("keys evicted"));
     let nem = |f: fn(&NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
-    let (joins, leaves, managers) = (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes));
+    let (joins, leaves, managers, kills) =
+        (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes), nem(|n| n.kills));
     println!(
-        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired, {evicted} evicted",
+        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {kills} kills, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired, {evicted} evicted",
         args.protocol,
         sweep.default.replicas_text(),
         sweep.default.update,
@@ -178,7 +191,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
         "reproduce: meridian sim --protocol {} --seed {} --seeds 1 --nodes {} --spares {} --vnodes {} --replicas {} \
-         --update {} --read-from {}{} --nemesis {} --check {}",
+         --update {} --read-from {}{}{} --nemesis {} --check {}",
         args.protocol,
         first.seed,
         args.nodes,
@@ -188,6 +201,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         sweep.default.update,
         sweep.default.read_from,
         sweep.default.maxmemory.map_or(String::new(), |m| format!(" --maxmemory {m}")),
+        sweep.default.durability.map_or(String::new(), |m| format!(" --durability {m}")),
         args.nemesis,
         sweep.check
     );

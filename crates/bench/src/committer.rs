@@ -9,7 +9,8 @@
 //!   when the writers are done.
 
 use bytes::Bytes;
-use meridian_node::{SyncMode, BATCH_MAX, GROUP_BYTES_MAX};
+use meridian_core::DurabilityMode;
+use meridian_node::{SyncPolicy, BATCH_MAX, GROUP_BYTES_MAX};
 use meridian_store::{Body, Datastore, Record};
 use std::io;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
@@ -31,7 +32,7 @@ pub(crate) struct Commits {
 
 struct Committer<'a> {
     store: &'a mut dyn Datastore,
-    mode: SyncMode,
+    policy: SyncPolicy,
     acks: Vec<SyncSender<()>>,
     /// Writers whose puts await the next sync.
     waiting: Vec<usize>,
@@ -44,14 +45,14 @@ struct Committer<'a> {
 /// Runs until every writer has hung up; `acks[w]` acknowledges writer `w`.
 pub(crate) fn run(
     store: &mut dyn Datastore,
-    mode: SyncMode,
+    policy: SyncPolicy,
     puts: Receiver<Put>,
     acks: Vec<SyncSender<()>>,
 ) -> io::Result<Commits> {
     let waiting = Vec::with_capacity(acks.len());
     let mut c = Committer {
         store,
-        mode,
+        policy,
         acks,
         waiting,
         batch_bytes: 0,
@@ -80,9 +81,11 @@ pub(crate) fn run(
 impl Committer<'_> {
     /// Async: when the oldest unsynced put's interval runs out.
     fn next_deadline(&self) -> Option<Instant> {
-        match self.mode {
-            SyncMode::Async { interval } => self.unsynced_since.and_then(|since| since.checked_add(interval)),
-            SyncMode::Sync | SyncMode::Group { .. } => None,
+        match self.policy.default {
+            DurabilityMode::Async => {
+                self.unsynced_since.and_then(|since| since.checked_add(self.policy.async_interval))
+            }
+            DurabilityMode::Sync | DurabilityMode::Group => None,
         }
     }
 
@@ -90,12 +93,10 @@ impl Committer<'_> {
     fn batch(&mut self, first: Put, puts: &Receiver<Put>) -> io::Result<()> {
         self.batch_bytes = 0;
         self.put(first)?;
-        if self.mode == SyncMode::Sync {
-            return Ok(());
-        }
-        let close = match self.mode {
-            SyncMode::Group { max_wait } => Instant::now().checked_add(max_wait),
-            SyncMode::Sync | SyncMode::Async { .. } => None,
+        let close = match self.policy.default {
+            DurabilityMode::Sync => return Ok(()),
+            DurabilityMode::Group => Instant::now().checked_add(self.policy.group_max_wait),
+            DurabilityMode::Async => None,
         };
         let mut taken = 1;
         while taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
@@ -116,19 +117,19 @@ impl Committer<'_> {
         let record = Record { chain: 0, seq: self.seq, key: put.key, body: Body::Value(put.value) };
         self.store.append(&record).map_err(io::Error::other)?;
         self.unsynced_since.get_or_insert_with(Instant::now);
-        match self.mode {
-            SyncMode::Async { .. } => self.ack(put.writer),
-            SyncMode::Sync | SyncMode::Group { .. } => self.waiting.push(put.writer),
+        match self.policy.default {
+            DurabilityMode::Async => self.ack(put.writer),
+            DurabilityMode::Sync | DurabilityMode::Group => self.waiting.push(put.writer),
         }
         Ok(())
     }
 
     /// Syncs if a sync is owed now, then acknowledges the puts it covered.
     fn commit(&mut self) -> io::Result<()> {
-        let owed = match (self.unsynced_since, self.mode) {
+        let owed = match (self.unsynced_since, self.policy.default) {
             (None, _) => false,
-            (Some(since), SyncMode::Async { interval }) => since.elapsed() >= interval,
-            (Some(_), SyncMode::Sync | SyncMode::Group { .. }) => true,
+            (Some(since), DurabilityMode::Async) => since.elapsed() >= self.policy.async_interval,
+            (Some(_), DurabilityMode::Sync | DurabilityMode::Group) => true,
         };
         if owed {
             self.sync()?;
@@ -142,7 +143,7 @@ impl Committer<'_> {
     fn sync(&mut self) -> io::Result<()> {
         self.store.sync().map_err(io::Error::other)?;
         self.commits.syncs += 1;
-        if let (Some(since), SyncMode::Async { .. }) = (self.unsynced_since.take(), self.mode) {
+        if let (Some(since), DurabilityMode::Async) = (self.unsynced_since.take(), self.policy.default) {
             self.commits.loss_window_max = self.commits.loss_window_max.max(since.elapsed());
         }
         Ok(())
@@ -161,7 +162,7 @@ mod tests {
     use std::sync::mpsc::sync_channel;
 
     /// Queues `n` puts from writer 0 before the committer starts, so they are all waiting together.
-    fn commit_queued(mode: SyncMode, n: usize, value_bytes: usize) -> (Commits, MemStore, usize) {
+    fn commit_queued(policy: SyncPolicy, n: usize, value_bytes: usize) -> (Commits, MemStore, usize) {
         let (tx, rx) = sync_channel(n);
         let (ack_tx, ack_rx) = sync_channel(n);
         let value = Bytes::from(vec![b'v'; value_bytes]);
@@ -170,27 +171,31 @@ mod tests {
         }
         drop(tx);
         let mut store = MemStore::new();
-        let commits = run(&mut store, mode, rx, vec![ack_tx]).unwrap();
+        let commits = run(&mut store, policy, rx, vec![ack_tx]).unwrap();
         (commits, store, ack_rx.try_iter().count())
     }
 
     #[test]
     fn sync_mode_syncs_every_put_and_group_mode_once_per_batch() {
-        let (commits, store, acks) = commit_queued(SyncMode::Sync, 5, 10);
+        let (commits, store, acks) = commit_queued(SyncPolicy::with_default(DurabilityMode::Sync), 5, 10);
         assert_eq!((commits.syncs, store.stats().live_keys, acks), (5, 5, 5));
-        let (commits, _, acks) = commit_queued(SyncMode::default(), 5, 10);
+        let (commits, _, acks) = commit_queued(SyncPolicy::default(), 5, 10);
         assert_eq!((commits.syncs, acks), (1, 5));
     }
 
     #[test]
     fn a_group_stops_at_the_byte_bound() {
-        let (commits, _, acks) = commit_queued(SyncMode::default(), 5, GROUP_BYTES_MAX / 2);
+        let (commits, _, acks) = commit_queued(SyncPolicy::default(), 5, GROUP_BYTES_MAX / 2);
         assert_eq!((commits.syncs, acks), (3, 5), "batches of two half-bound puts");
     }
 
     #[test]
     fn async_mode_acknowledges_at_once_and_syncs_when_the_writers_leave() {
-        let (commits, _, acks) = commit_queued(SyncMode::Async { interval: Duration::from_secs(3600) }, 5, 10);
+        let (commits, _, acks) = commit_queued(
+            SyncPolicy { async_interval: Duration::from_secs(3600), ..SyncPolicy::with_default(DurabilityMode::Async) },
+            5,
+            10,
+        );
         assert_eq!((commits.syncs, acks), (1, 5));
         assert!(commits.loss_window_max > Duration::ZERO);
     }

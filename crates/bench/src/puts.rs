@@ -5,7 +5,7 @@ use crate::committer::{self, Commits, Put};
 use crate::latency::Latency;
 use crate::Limits;
 use bytes::Bytes;
-use meridian_node::SyncMode;
+use meridian_node::SyncPolicy;
 use meridian_store::Datastore;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +36,7 @@ pub(crate) fn key(writer: usize, n: u64) -> Bytes {
 /// Runs `writers` writers against `store` for the limits' duration or byte budget, whichever ends first.
 pub(crate) fn run(
     store: &mut dyn Datastore,
-    mode: SyncMode,
+    policy: SyncPolicy,
     writers: usize,
     value: &Bytes,
     limits: &Limits,
@@ -45,7 +45,7 @@ pub(crate) fn run(
     let (put_tx, put_rx) = sync_channel(writers);
     let (ack_txs, ack_rxs): (Vec<_>, Vec<_>) = (0..writers).map(|_| sync_channel(1)).unzip();
     std::thread::scope(|s| {
-        let committer = s.spawn(move || committer::run(store, mode, put_rx, ack_txs));
+        let committer = s.spawn(move || committer::run(store, policy, put_rx, ack_txs));
         let start = Instant::now();
         let deadline = start + limits.duration;
         let handles: Vec<_> = ack_rxs

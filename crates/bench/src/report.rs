@@ -7,7 +7,7 @@ use crate::puts::PutRun;
 use crate::sequential::Pair;
 use crate::stores::StoreKind;
 use crate::{mb_per_s, per_second, StoreBench};
-use meridian_node::SyncMode;
+use meridian_core::DurabilityMode;
 use serde::Serialize;
 use std::fmt::{self, Write as _};
 
@@ -138,7 +138,7 @@ pub struct Ratio {
 impl PutFigures {
     pub(crate) fn new(
         store: StoreKind,
-        mode: Option<SyncMode>,
+        mode: Option<DurabilityMode>,
         value_bytes: usize,
         writers: usize,
         run: &PutRun,
@@ -162,7 +162,7 @@ impl PutFigures {
             // overstate its fsyncs.
             fsyncs: mode.filter(|_| store == StoreKind::Log).map(|_| run.commits.syncs),
             loss_window_max_ms: match mode {
-                Some(SyncMode::Async { .. }) => Some(run.commits.loss_window_max.as_secs_f64() * 1e3),
+                Some(DurabilityMode::Async) => Some(run.commits.loss_window_max.as_secs_f64() * 1e3),
                 _ => None,
             },
         }

@@ -5,7 +5,8 @@ use crate::report::{CompactionFigures, GetFigures, PutFigures, Report, Sequentia
 use crate::stores::StoreKind;
 use crate::{compaction, disk, gets, incompressible, puts, sequential, StoreBench, WRITERS_MAX};
 use bytes::Bytes;
-use meridian_node::SyncMode;
+use meridian_core::DurabilityMode;
+use meridian_node::SyncPolicy;
 use meridian_store::VALUE_MAX;
 use std::io;
 use std::path::Path;
@@ -61,14 +62,13 @@ fn check(bench: &StoreBench) -> io::Result<()> {
 
 /// The mem store once (`None`: its syncs cost nothing, so the mode cannot matter), the log store in
 /// every durability mode, and the buffered store under group commit (its `sync` fsyncs only a full batch).
-fn cells() -> [(StoreKind, Option<SyncMode>); 5] {
-    let modes = ["sync", "group", "async"].map(|m| m.parse::<SyncMode>().expect("a mode name"));
+fn cells() -> [(StoreKind, Option<DurabilityMode>); 5] {
     [
         (StoreKind::Mem, None),
-        (StoreKind::Log, Some(modes[0])),
-        (StoreKind::Log, Some(modes[1])),
-        (StoreKind::Log, Some(modes[2])),
-        (StoreKind::Buffered, Some(modes[1])),
+        (StoreKind::Log, Some(DurabilityMode::Sync)),
+        (StoreKind::Log, Some(DurabilityMode::Group)),
+        (StoreKind::Log, Some(DurabilityMode::Async)),
+        (StoreKind::Buffered, Some(DurabilityMode::Group)),
     ]
 }
 
@@ -76,16 +76,16 @@ fn cells() -> [(StoreKind, Option<SyncMode>); 5] {
 fn put_cell(
     bench: &StoreBench,
     kind: StoreKind,
-    mode: Option<SyncMode>,
+    mode: Option<DurabilityMode>,
     value: &Bytes,
 ) -> io::Result<(PutFigures, Option<GetFigures>)> {
     let mode_name = mode.map_or("none", |m| m.name());
     let dir = bench.dir.join(format!("puts-{}-{mode_name}-{}", kind.name(), value.len()));
     let mut store = kind.open(&dir)?;
-    let committer_mode = mode.unwrap_or_default();
-    let run = puts::run(store.as_mut(), committer_mode, bench.writers, value, &bench.limits)?;
+    let policy = mode.map_or_else(SyncPolicy::default, SyncPolicy::with_default);
+    let run = puts::run(store.as_mut(), policy, bench.writers, value, &bench.limits)?;
     let put = PutFigures::new(kind, mode, value.len(), bench.writers, &run);
-    let get = if committer_mode == SyncMode::default() {
+    let get = if policy == SyncPolicy::default() {
         let got = gets::run(store.as_ref(), &run.per_writer, &bench.limits)?;
         Some(GetFigures::new(kind, value.len(), &got))
     } else {

@@ -102,6 +102,20 @@ named! {
     }
 }
 
+named! {
+    /// When a keyspace's writes are fsynced relative to their acknowledgement (docs/durability.md). Declared
+    /// from the laxest to the strictest, so the strictest of several is their maximum.
+    DurabilityMode("durability mode") {
+        /// `async`: acknowledged once handed to the OS; fsynced within the node's async interval. A process
+        /// crash loses nothing, a power loss up to one interval.
+        Async = "async",
+        /// `group`: acknowledged after the fsync that ends its batch (group commit).
+        Group = "group",
+        /// `sync`: acknowledged after an fsync of its own.
+        Sync = "sync",
+    }
+}
+
 impl QueryNode {
     /// The position of the query node in a chain of `len` members (`len` ≥ 1).
     pub fn position(self, len: usize) -> usize {
@@ -123,6 +137,8 @@ pub struct KeyspaceConfig {
     /// fixed overhead per key; chains' heads evict the least recently written keys to stay within it
     /// (docs/keyspaces.md, "Cache mode"). None: the keyspace never evicts.
     pub maxmemory: Option<u64>,
+    /// When the keyspace's writes are fsynced. None: each node's own `--durability`.
+    pub durability: Option<DurabilityMode>,
 }
 
 impl KeyspaceConfig {
@@ -133,7 +149,13 @@ impl KeyspaceConfig {
 
     /// Chain replication (`su`, reads at the tail) over these replicas.
     pub fn with_replicas(replicas: Vec<ReplicaKind>) -> KeyspaceConfig {
-        KeyspaceConfig { replicas, update: UpdateMode::Su, read_from: QueryNode::Tail, maxmemory: None }
+        KeyspaceConfig {
+            replicas,
+            update: UpdateMode::Su,
+            read_from: QueryNode::Tail,
+            maxmemory: None,
+            durability: None,
+        }
     }
 
     /// R: how many replicas each chain of the keyspace keeps (fewer while the cluster has fewer nodes).
@@ -194,6 +216,7 @@ mod tests {
         let wrong = "middle".parse::<QueryNode>().unwrap_err();
         assert_eq!(wrong, "unknown query node \"middle\"; expected one of tail, mid, head");
         assert_eq!([1, 2, 3].map(|n| QueryNode::Mid.position(n)), [0, 0, 1]);
+        assert_eq!(DurabilityMode::Async.max(DurabilityMode::Sync).max(DurabilityMode::Group), DurabilityMode::Sync);
         for bad in ["", "a b", "ключ", &"x".repeat(NAME_MAX + 1)] {
             assert!(validate_name(bad).is_err(), "{bad:?}");
         }

@@ -16,10 +16,10 @@ pub mod wire;
 
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
-pub use keyspace::{KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
+pub use keyspace::{DurabilityMode, KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
 pub use kv::{
     Admin, Condition, Deadline, ErrorKind, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Ttl, Write, WriteOp,
 };
-pub use process::{Effect, Effects, Process};
+pub use process::{Dirt, Effect, Effects, Process};
 pub use stored::Stored;
 pub use time::Time;

@@ -8,8 +8,12 @@
 //! is stated in the types, as raft-rs does with its persisted messages. A runner may batch the inputs of
 //! many steps behind one sync (group commit); it must keep the order of the `after_sync` effects and the
 //! order of the immediate effects.
+//!
+//! How soon a sync is owed is the durability mode the writes were made under ([`Dirt`]): a keyspace may
+//! choose its own, or leave it to the runner's default.
 
 use crate::ids::{NodeId, RequestId};
+use crate::keyspace::DurabilityMode;
 use crate::kv::{Reply, Request};
 use crate::time::Time;
 use std::fmt::Debug;
@@ -78,16 +82,41 @@ impl<M, T> Effect<M, T> {
     }
 }
 
+/// What a step's datastore writes owe before its `after_sync` effects may run: the durability modes they were
+/// made under. The runner resolves writes left to its default mode ([`Dirt::owed`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dirt {
+    by_default: bool,
+    strictest: Option<DurabilityMode>,
+}
+
+impl Dirt {
+    pub fn is_dirty(&self) -> bool {
+        self.by_default || self.strictest.is_some()
+    }
+
+    /// The strictest mode of the writes, with those left to the runner in `default`; None: nothing written.
+    pub fn owed(&self, default: DurabilityMode) -> Option<DurabilityMode> {
+        let by_default = self.by_default.then_some(default);
+        by_default.max(self.strictest)
+    }
+
+    /// Both steps' writes.
+    pub fn and(self, other: Dirt) -> Dirt {
+        Dirt { by_default: self.by_default || other.by_default, strictest: self.strictest.max(other.strictest) }
+    }
+}
+
 /// Where a core puts its effects; the runner drains it after each input.
 #[derive(Debug)]
 pub struct Effects<M, T> {
     items: Vec<Effect<M, T>>,
-    dirty: bool,
+    dirt: Dirt,
 }
 
 impl<M, T> Default for Effects<M, T> {
     fn default() -> Self {
-        Effects { items: Vec::new(), dirty: false }
+        Effects { items: Vec::new(), dirt: Dirt::default() }
     }
 }
 
@@ -124,24 +153,38 @@ impl<M, T> Effects<M, T> {
         self.items.push(Effect::Address { node, addr });
     }
 
-    /// Records that the core wrote to its datastore: the runner must sync before `after_sync` effects.
+    /// Records that the core wrote to its datastore under the runner's default durability mode: the runner
+    /// must sync (or, in async mode, flush) before `after_sync` effects.
     pub fn mark_dirty(&mut self) {
-        self.dirty = true;
+        self.dirt.by_default = true;
+    }
+
+    /// Records a write under `mode` (a keyspace's own durability mode), or under the runner's default.
+    pub fn mark_dirty_as(&mut self, mode: Option<DurabilityMode>) {
+        match mode {
+            Some(mode) => self.add_dirt(Dirt { by_default: false, strictest: Some(mode) }),
+            None => self.mark_dirty(),
+        }
+    }
+
+    /// Records another collector's writes (a core that wraps another's effects).
+    pub fn add_dirt(&mut self, dirt: Dirt) {
+        self.dirt = self.dirt.and(dirt);
     }
 
     /// True when a sync is owed before the `after_sync` effects drained so far may run.
     pub fn is_dirty(&self) -> bool {
-        self.dirty
+        self.dirt.is_dirty()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty() && !self.dirty
+        self.items.is_empty() && !self.is_dirty()
     }
 
     /// Takes the effects out, leaving the collector empty and clean.
-    pub fn drain(&mut self) -> (Vec<Effect<M, T>>, bool) {
-        let dirty = std::mem::take(&mut self.dirty);
-        (std::mem::take(&mut self.items), dirty)
+    pub fn drain(&mut self) -> (Vec<Effect<M, T>>, Dirt) {
+        let dirt = std::mem::take(&mut self.dirt);
+        (std::mem::take(&mut self.items), dirt)
     }
 }
 
@@ -156,10 +199,26 @@ mod tests {
         fx.mark_dirty();
         fx.send_after_sync(NodeId(2), 2);
         fx.set_timer(7, Duration::from_millis(5));
-        let (items, dirty) = fx.drain();
-        assert!(dirty);
+        let (items, dirt) = fx.drain();
+        assert_eq!(dirt.owed(DurabilityMode::Async), Some(DurabilityMode::Async));
         assert_eq!(items.len(), 3);
         assert!(!items[0].after_sync() && items[1].after_sync() && !items[2].after_sync());
         assert!(fx.is_empty());
+    }
+
+    #[test]
+    fn the_strictest_mode_of_a_steps_writes_is_owed() {
+        let mut fx: Effects<u8, u8> = Effects::new();
+        assert_eq!(fx.drain().1.owed(DurabilityMode::Sync), None);
+        fx.mark_dirty_as(Some(DurabilityMode::Group));
+        fx.mark_dirty_as(Some(DurabilityMode::Async));
+        let dirt = fx.drain().1;
+        assert_eq!(
+            (dirt.owed(DurabilityMode::Async), dirt.owed(DurabilityMode::Sync)),
+            (Some(DurabilityMode::Group), Some(DurabilityMode::Group))
+        );
+        fx.mark_dirty_as(Some(DurabilityMode::Async));
+        fx.mark_dirty_as(None);
+        assert_eq!(fx.drain().1.owed(DurabilityMode::Sync), Some(DurabilityMode::Sync));
     }
 }

@@ -10,17 +10,22 @@
 //! that are due; feed each to the process with `now` read from the monotonic clock (nanoseconds since the
 //! driver started; see `meridian_core::time`). Immediate effects are carried out as each step emits them (sends go to the peer queues,
 //! replies to the waiting client). What happens to the `after_sync` effects depends on the
-//! [`SyncMode`]:
+//! durability mode the step's writes were made under (`meridian_core::Dirt`: a keyspace's own mode, or
+//! the node's default, [`SyncPolicy`]):
 //!
-//! - `Group`: if any step of the batch wrote to the datastore, the batch ends with one
-//!   [`Process::sync`]; only then are the batch's `after_sync` effects carried out, in the order they
-//!   were emitted. This is the group commit allowed by the contract in `meridian_core::process`.
-//! - `Sync`: the same, but after every step instead of every batch, so no fsync is shared.
-//! - `Async`: `after_sync` effects are carried out at once, like immediate ones (which keeps both
-//!   orders), but only after [`Process::flush`] has handed the writes before them to the OS, so a
-//!   process crash cannot lose an acknowledged write (a datastore may buffer appends in user space).
-//!   The driver syncs `interval` after the oldest unsynced write and at shutdown, and records how long
-//!   that write's acknowledgement had been out (the loss window INFO reports).
+//! - `group`: the batch ends with one [`Process::sync`]; only then are the batch's `after_sync` effects
+//!   carried out, in the order they were emitted. This is the group commit allowed by the contract in
+//!   `meridian_core::process`.
+//! - `sync`: the same, but at the end of the step instead of the batch, so no fsync is shared.
+//! - `async`: `after_sync` effects are carried out at once, like immediate ones, but only after
+//!   [`Process::flush`] has handed the writes before them to the OS, so a process crash cannot lose an
+//!   acknowledged write (a datastore may buffer appends in user space). The driver syncs
+//!   `async_interval` after the oldest unsynced async write and at shutdown, and records how long that
+//!   write's acknowledgement had been out (the loss window INFO reports).
+//!
+//! `after_sync` effects never overtake each other: once one waits for a sync, every later one waits too,
+//! and while a `sync` or `group` write is unsynced, even those of steps that wrote nothing wait, since they
+//! may speak for it.
 //!
 //! A failed sync or flush stops the whole OS process (fail-stop): after a failed fsync the state of the
 //! file is unknown, so the node must not keep answering from it; it recovers from what is durable on
@@ -30,11 +35,11 @@
 //! Messages a process sends to itself are delivered as inputs of the next step rather than through
 //! the network. Replies for request ids the driver does not know (the client left) are ignored.
 
-use crate::durability::{Persistence, SyncMode, BATCH_MAX, GROUP_BYTES_MAX};
+use crate::durability::{Persistence, BATCH_MAX, GROUP_BYTES_MAX};
 use crate::inbox::Input;
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
-use meridian_core::{Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
+use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -63,14 +68,16 @@ pub(crate) struct Driver<P: Process> {
     fx: Fx<P>,
     /// The `after_sync` effects waiting for the next sync, in the order they were emitted.
     deferred: Vec<FxItem<P>>,
-    /// When the oldest datastore write not yet synced was made; `None` when everything is synced.
-    unsynced_since: Option<Instant>,
-    /// Whether the process wrote since its last flush or sync. Only async mode reads it: the other modes
-    /// release `after_sync` effects only after a sync, which flushes too.
+    /// When the oldest async write not yet synced was made: the start of the loss window.
+    lazy_since: Option<Instant>,
+    /// Whether a `sync` or `group` write is not yet synced: the next commit owes a sync.
+    owes_sync: bool,
+    /// Whether the process wrote since its last flush or sync. Only early releases read it: the others
+    /// follow a sync, which flushes too.
     unflushed: bool,
     /// Value bytes of the client writes taken into the current batch.
     batch_bytes: usize,
-    /// The durability mode, and the fsync figures reported to INFO.
+    /// The node's durability policy, and the fsync figures reported to INFO.
     persistence: Arc<Persistence>,
     /// Zero of the monotonic clock the core sees.
     started: Instant,
@@ -119,7 +126,8 @@ impl<P: Process> Driver<P> {
             loopback: VecDeque::new(),
             fx: Effects::new(),
             deferred: Vec::new(),
-            unsynced_since: None,
+            lazy_since: None,
+            owes_sync: false,
             unflushed: false,
             batch_bytes: 0,
             persistence,
@@ -141,8 +149,8 @@ impl<P: Process> Driver<P> {
         self.absorb();
         self.commit();
         while self.batch() == Flow::Continue {}
-        // Only async mode can stop with unsynced writes; a clean shutdown loses none of them.
-        if self.unsynced_since.is_some() {
+        // Only async writes can be unsynced here; a clean shutdown loses none of them.
+        if self.lazy_since.is_some() {
             self.sync();
         }
     }
@@ -167,11 +175,14 @@ impl<P: Process> Driver<P> {
         flow
     }
 
-    /// Until when a batch that has begun may wait for more inputs: only a group commit with a
-    /// `max_wait` waits, and never past the next timer.
+    /// Until when a batch that has begun may wait for more inputs: only a node whose default is group commit
+    /// waits, up to its `group_max_wait`, and never past the next timer.
     fn batch_close(&self) -> Option<Instant> {
-        let SyncMode::Group { max_wait } = self.persistence.mode else { return None };
-        let close = Instant::now().checked_add(max_wait)?;
+        let policy = self.persistence.policy;
+        if policy.default != DurabilityMode::Group {
+            return None;
+        }
+        let close = Instant::now().checked_add(policy.group_max_wait)?;
         Some(self.timers.next_deadline().map_or(close, |timer| timer.min(close)))
     }
 
@@ -208,10 +219,7 @@ impl<P: Process> Driver<P> {
 
     /// The earlier of the next timer and the next async fsync.
     fn next_deadline(&self) -> Option<Instant> {
-        let fsync = match self.persistence.mode {
-            SyncMode::Async { interval } => self.unsynced_since.and_then(|since| since.checked_add(interval)),
-            SyncMode::Sync | SyncMode::Group { .. } => None,
-        };
+        let fsync = self.lazy_since.and_then(|since| since.checked_add(self.persistence.policy.async_interval));
         [self.timers.next_deadline(), fsync].into_iter().flatten().min()
     }
 
@@ -252,33 +260,34 @@ impl<P: Process> Driver<P> {
         }
     }
 
-    /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones wait for a sync
-    /// (in async mode, for a flush). In sync mode the step is committed at once.
+    /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones after a flush if
+    /// nothing before them waits for a sync, otherwise at the next commit. A `sync` write commits at once.
     fn absorb(&mut self) {
-        let (items, dirty) = self.fx.drain();
-        if dirty && self.unsynced_since.is_none() {
-            self.unsynced_since = Some(Instant::now());
+        let (items, dirt) = self.fx.drain();
+        let owed = dirt.owed(self.persistence.policy.default);
+        match owed {
+            None => {}
+            Some(DurabilityMode::Async) => _ = self.lazy_since.get_or_insert_with(Instant::now),
+            Some(DurabilityMode::Group | DurabilityMode::Sync) => self.owes_sync = true,
         }
-        self.unflushed |= dirty;
-        let mode = self.persistence.mode;
-        let is_async = matches!(mode, SyncMode::Async { .. });
+        self.unflushed |= owed.is_some();
         for effect in items {
             if !effect.after_sync() {
                 self.carry_out(effect);
-            } else if is_async {
+            } else if !self.owes_sync && self.deferred.is_empty() {
                 self.flush();
                 self.carry_out(effect);
             } else {
                 self.deferred.push(effect);
             }
         }
-        if mode == SyncMode::Sync {
+        if owed == Some(DurabilityMode::Sync) {
             self.commit();
         }
     }
 
-    /// Ends a batch (or, in sync mode, a step): syncs if the mode says a sync is owed now, then releases
-    /// the `after_sync` effects in order.
+    /// Ends a batch (or a step that made a `sync` write): syncs if one is owed now, then releases the
+    /// `after_sync` effects in order.
     fn commit(&mut self) {
         if self.sync_owed(Instant::now()) {
             self.sync();
@@ -288,14 +297,11 @@ impl<P: Process> Driver<P> {
         }
     }
 
-    /// Whether unsynced writes must be synced at `now`: always before a commit, except in async mode,
-    /// where they wait out the interval.
+    /// Whether unsynced writes must be synced at `now`: `sync` and `group` writes always; async writes once
+    /// they have waited out the interval.
     fn sync_owed(&self, now: Instant) -> bool {
-        match (self.unsynced_since, self.persistence.mode) {
-            (None, _) => false,
-            (Some(since), SyncMode::Async { interval }) => now.saturating_duration_since(since) >= interval,
-            (Some(_), SyncMode::Sync | SyncMode::Group { .. }) => true,
-        }
+        let interval = self.persistence.policy.async_interval;
+        self.owes_sync || self.lazy_since.is_some_and(|since| now.saturating_duration_since(since) >= interval)
     }
 
     /// Hands every write so far to the OS if any is still in the process, or stops the node.
@@ -318,13 +324,10 @@ impl<P: Process> Driver<P> {
             std::process::exit(FAIL_STOP_EXIT_CODE);
         }
         self.unflushed = false;
+        self.owes_sync = false;
         let done = Instant::now();
-        let since = self.unsynced_since.take();
-        // Only async mode acknowledges before the sync, so only there did a write wait unprotected.
-        let window = match self.persistence.mode {
-            SyncMode::Async { .. } => since.map(|since| done - since),
-            SyncMode::Sync | SyncMode::Group { .. } => None,
-        };
+        // Only async writes are acknowledged before the sync, so only they waited unprotected.
+        let window = self.lazy_since.take().map(|since| done - since);
         self.persistence.record_fsync(done - started, window);
     }
 

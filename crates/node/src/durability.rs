@@ -2,8 +2,7 @@
 //! the bounds of a group commit, and the persistence figures INFO reports. `docs/durability.md` says what
 //! each mode guarantees (seed 003 §6.2 leaves the fsync policy open; this is Meridian's answer).
 
-use std::fmt;
-use std::str::FromStr;
+use meridian_core::DurabilityMode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -13,65 +12,44 @@ pub const BATCH_MAX: usize = 1024;
 /// Value bytes of client writes per group commit at most: the first write of a batch waits for the
 /// whole batch's fsync, so this bounds how much data that fsync has to carry.
 pub const GROUP_BYTES_MAX: usize = 4 << 20;
-/// How often an `async` node fsyncs unless told otherwise.
+/// How soon after the oldest unsynced `async` write a node fsyncs, unless told otherwise.
 pub const DEFAULT_ASYNC_INTERVAL: Duration = Duration::from_millis(100);
 
-/// How the core thread orders fsyncs and acknowledgements (`NodeOptions::durability`).
+/// How the core thread orders fsyncs and acknowledgements (`NodeOptions::durability`): the mode of the writes
+/// left to the node (those of keyspaces without a durability mode of their own), and the knobs of the modes.
+///
+/// - `sync`: a write is acknowledged after an fsync right after its step; no fsync is shared between steps.
+/// - `group`: after the one fsync that ends the batch of inputs that queued up meanwhile, bounded by
+///   [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] value bytes.
+/// - `async`: once handed to the OS; the node fsyncs `async_interval` after the oldest unsynced such write,
+///   and at shutdown. A power loss can take back about one interval of acknowledged writes; a process crash
+///   loses nothing, since the page cache survives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SyncMode {
-    /// Durable: an fsync after every step that wrote, before that step's `after_sync` effects; no fsync
-    /// is shared between writes.
-    Sync,
-    /// Durable, with group commit: one fsync per batch of the inputs that queued up meanwhile, bounded by
-    /// [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] value bytes. After its first input a batch may wait up
-    /// to `max_wait` for more (zero: take only what is already queued, which is natural batching).
-    Group { max_wait: Duration },
-    /// Window-loss durable: `after_sync` effects are carried out at once, and the node fsyncs `interval`
-    /// after the oldest unsynced write, and at shutdown. A power loss can take back up to about one
-    /// interval of acknowledged writes; a process crash loses nothing, since the page cache survives it.
-    Async { interval: Duration },
+pub struct SyncPolicy {
+    pub default: DurabilityMode,
+    /// When the default is `group`: how long a batch may wait for more inputs after its first (zero: take
+    /// only what is already queued, which is natural batching).
+    pub group_max_wait: Duration,
+    pub async_interval: Duration,
 }
 
-impl Default for SyncMode {
+impl Default for SyncPolicy {
     fn default() -> Self {
-        SyncMode::Group { max_wait: Duration::ZERO }
+        SyncPolicy::with_default(DurabilityMode::Group)
     }
 }
 
-impl SyncMode {
-    pub fn name(&self) -> &'static str {
-        match self {
-            SyncMode::Sync => "sync",
-            SyncMode::Group { .. } => "group",
-            SyncMode::Async { .. } => "async",
-        }
-    }
-}
-
-impl fmt::Display for SyncMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Parses `sync`, `group` or `async`, with the default wait and interval.
-impl FromStr for SyncMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sync" => Ok(SyncMode::Sync),
-            "group" => Ok(SyncMode::default()),
-            "async" => Ok(SyncMode::Async { interval: DEFAULT_ASYNC_INTERVAL }),
-            other => Err(format!("unknown durability mode {other:?}; expected sync, group or async")),
-        }
+impl SyncPolicy {
+    /// `default` for the node's writes, with the default knobs.
+    pub fn with_default(default: DurabilityMode) -> SyncPolicy {
+        SyncPolicy { default, group_max_wait: Duration::ZERO, async_interval: DEFAULT_ASYNC_INTERVAL }
     }
 }
 
 /// What the core thread reports about its fsyncs, shared with the client front-end for INFO.
 #[derive(Debug)]
 pub(crate) struct Persistence {
-    pub(crate) mode: SyncMode,
+    pub(crate) policy: SyncPolicy,
     fsyncs: AtomicU64,
     last_fsync_nanos: AtomicU64,
     loss_window_max_nanos: AtomicU64,
@@ -82,15 +60,16 @@ pub(crate) struct Persistence {
 pub(crate) struct PersistenceReading {
     pub(crate) fsyncs: u64,
     pub(crate) last_fsync: Duration,
-    /// Async mode: the longest any acknowledged write waited for its fsync, i.e. the largest loss window a
-    /// power loss could have hit so far. Zero in the other modes, where nothing is acknowledged unsynced.
+    /// The longest any write acknowledged in async mode waited for its fsync, i.e. the largest loss window a
+    /// power loss could have hit so far. Zero while no async write was made: the other modes acknowledge
+    /// nothing unsynced.
     pub(crate) loss_window_max: Duration,
 }
 
 impl Persistence {
-    pub(crate) fn new(mode: SyncMode) -> Persistence {
+    pub(crate) fn new(policy: SyncPolicy) -> Persistence {
         Persistence {
-            mode,
+            policy,
             fsyncs: AtomicU64::new(0),
             last_fsync_nanos: AtomicU64::new(0),
             loss_window_max_nanos: AtomicU64::new(0),
@@ -124,18 +103,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn modes_parse_and_print_by_name() {
-        for name in ["sync", "group", "async"] {
-            assert_eq!(name.parse::<SyncMode>().unwrap().to_string(), name);
-        }
-        assert_eq!("async".parse::<SyncMode>().unwrap(), SyncMode::Async { interval: DEFAULT_ASYNC_INTERVAL });
-        assert_eq!("group".parse::<SyncMode>().unwrap(), SyncMode::Group { max_wait: Duration::ZERO });
-        assert!("fsync".parse::<SyncMode>().unwrap_err().contains("sync, group or async"));
-    }
-
-    #[test]
     fn the_loss_window_keeps_its_maximum() {
-        let p = Persistence::new(SyncMode::default());
+        let p = Persistence::new(SyncPolicy::default());
         p.record_fsync(Duration::from_micros(5), Some(Duration::from_millis(120)));
         p.record_fsync(Duration::from_micros(7), Some(Duration::from_millis(101)));
         p.record_fsync(Duration::from_micros(9), None);

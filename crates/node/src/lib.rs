@@ -24,6 +24,6 @@ mod resp;
 mod timers;
 mod transport;
 
-pub use durability::{SyncMode, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
+pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};

@@ -7,7 +7,7 @@
 //! tasks.
 
 use crate::driver::{self, Driver};
-use crate::durability::{Persistence, SyncMode};
+use crate::durability::{Persistence, SyncPolicy};
 use crate::error::NodeError;
 use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
@@ -36,7 +36,7 @@ pub struct NodeOptions {
     pub http_listen: Option<SocketAddr>,
     pub limits: Limits,
     /// When writes are fsynced relative to their acknowledgement (`docs/durability.md`).
-    pub durability: SyncMode,
+    pub durability: SyncPolicy,
 }
 
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves

@@ -2,7 +2,8 @@
 //! each at its own random rate, so that over many seeds both rare combinations and dense storms occur.
 //! All faults here are inside the chain protocol's fault model (crash-restart with a durable disk,
 //! lost messages, partitions, pauses, clock offsets and drift, membership changes, manager failover);
-//! none corrupts synced data.
+//! none corrupts synced data. Keyspaces in `async` durability are outside it for power losses (`crash`,
+//! `manager`), which may take back their acknowledged writes; `kill` is their fault model.
 
 use crate::clock::WALL_ERROR_MS;
 use crate::rng::SimRng;
@@ -28,6 +29,16 @@ pub enum FaultKind {
     Leave,
     /// The node leading the cluster manager crashes (power loss) and restarts later.
     Manager,
+    /// A process crash (SIGKILL, OOM kill): the node restarts later from what it handed to the OS, which
+    /// survives in the page cache whether synced or not.
+    Kill,
+}
+
+impl FaultKind {
+    /// Whether the fault loses the page cache: what async durability does not protect against.
+    pub fn is_power_loss(self) -> bool {
+        matches!(self, FaultKind::Crash | FaultKind::Manager)
+    }
 }
 
 /// The client id under which the nemesis sends administration requests; their answers are ignored.
@@ -45,8 +56,9 @@ impl FromStr for FaultKind {
             "join" => Ok(FaultKind::Join),
             "leave" => Ok(FaultKind::Leave),
             "manager" => Ok(FaultKind::Manager),
+            "kill" => Ok(FaultKind::Kill),
             other => Err(format!(
-                "unknown nemesis {other:?}; expected crash, partition, pause, clock, join, leave or manager"
+                "unknown nemesis {other:?}; expected crash, partition, pause, clock, join, leave, manager or kill"
             )),
         }
     }
@@ -77,6 +89,7 @@ pub struct NemesisStats {
     pub joins: u64,
     pub leaves: u64,
     pub manager_crashes: u64,
+    pub kills: u64,
 }
 
 pub struct Nemesis {
@@ -180,6 +193,11 @@ impl Nemesis {
                 self.crash(node, world);
                 self.stats.crashes += 1;
             }
+            FaultKind::Kill if world.is_up(node) => {
+                world.kill(node);
+                self.restart_later(node, world);
+                self.stats.kills += 1;
+            }
             FaultKind::Manager => {
                 if let Some(&leader) = world.leaders().first() {
                     self.crash(leader, world);
@@ -220,12 +238,16 @@ impl Nemesis {
                 world.clock_mut(node).step_wall(wall);
                 self.stats.wall_steps += 1;
             }
-            FaultKind::Crash | FaultKind::Pause | FaultKind::Leave => {}
+            FaultKind::Crash | FaultKind::Kill | FaultKind::Pause | FaultKind::Leave => {}
         }
     }
 
     fn crash<P: Process>(&mut self, node: NodeId, world: &mut World<P>) {
         world.crash(node);
+        self.restart_later(node, world);
+    }
+
+    fn restart_later<P: Process>(&mut self, node: NodeId, world: &mut World<P>) {
         let at = self.later(world, Duration::from_millis(10), Duration::from_secs(2));
         world.schedule(at, Event::Fault(Fault::Restart(node)));
     }

@@ -104,7 +104,8 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
         must_progress: ms(opts.faults + opts.grace),
         deadline: ms(opts.faults + opts.grace + opts.liveness),
     };
-    let mut params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout);
+    let power_loss = opts.nemesis.iter().any(|k| k.is_power_loss());
+    let mut params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout, power_loss);
     params.default_evicts = opts.default_evicts;
     let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());

@@ -30,8 +30,8 @@ use crate::world::{Event, World};
 use bytes::Bytes;
 use meridian_check::{History, OpKind, Recorder};
 use meridian_core::{
-    Admin, Condition, Deadline, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply, Request, Ttl,
-    Write, WriteOp,
+    Admin, Condition, Deadline, DurabilityMode, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply,
+    Request, Ttl, Write, WriteOp,
 };
 use std::time::Duration;
 
@@ -68,8 +68,10 @@ pub struct WorkloadParams {
 }
 
 impl WorkloadParams {
-    pub fn random(rng: &mut SimRng, timeout: Duration) -> WorkloadParams {
-        let keyspaces = (0..rng.range(0, 3)).map(|_| random_keyspace(rng)).collect();
+    /// `power_loss`: whether the run's faults include power losses, which keyspaces in `async` durability do
+    /// not survive (so none is drawn).
+    pub fn random(rng: &mut SimRng, timeout: Duration, power_loss: bool) -> WorkloadParams {
+        let keyspaces = (0..rng.range(0, 3)).map(|_| random_keyspace(rng, power_loss)).collect();
         WorkloadParams {
             clients: rng.range(2, 8) as usize,
             keys: rng.range(1, 6) as usize,
@@ -86,7 +88,8 @@ impl WorkloadParams {
 
 /// A keyspace of 1 to 3 replicas, mostly `log` and often mixing in `mem` and `buffered` ones; one in three is a
 /// cache keyspace whose cap (256 B to 64 KiB a node) holds no more than a few of the workload's keys per chain.
-fn random_keyspace(rng: &mut SimRng) -> KeyspaceConfig {
+/// Its durability mode is the node's, `sync`, `group` or (without power losses) `async`.
+fn random_keyspace(rng: &mut SimRng, power_loss: bool) -> KeyspaceConfig {
     let lossy = rng.unit();
     let kind = |rng: &mut SimRng| match rng.unit() {
         u if u < lossy * 0.6 => ReplicaKind::Mem,
@@ -95,7 +98,9 @@ fn random_keyspace(rng: &mut SimRng) -> KeyspaceConfig {
     };
     let replicas = (0..rng.range(1, 4)).map(|_| kind(rng)).collect();
     let maxmemory = (rng.unit() < 1.0 / 3.0).then(|| 2f64.powf(8.0 + rng.unit() * 8.0) as u64);
-    KeyspaceConfig { maxmemory, ..KeyspaceConfig::with_replicas(replicas) }
+    let modes = [None, Some(DurabilityMode::Sync), Some(DurabilityMode::Group), Some(DurabilityMode::Async)];
+    let durability = modes[rng.index(if power_loss { 3 } else { 4 })];
+    KeyspaceConfig { maxmemory, durability, ..KeyspaceConfig::with_replicas(replicas) }
 }
 
 /// Phases of a run, in virtual nanoseconds.

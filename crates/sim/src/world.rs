@@ -6,12 +6,17 @@
 use crate::clock::Clock;
 use crate::net::Network;
 use crate::rng::SimRng;
-use meridian_core::{wire, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, Time};
+use meridian_core::{
+    wire, DurabilityMode, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, Time,
+};
 use meridian_store::SimVfs;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Duration;
 use xxhash_rust::xxh3::Xxh3;
+
+/// How soon after an async write its node syncs (the node's default `--async-interval-ms`).
+pub const ASYNC_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Builds a node's core over its disk: at first boot and after every crash. The `u64` is the run's
 /// incarnation number.
@@ -141,10 +146,14 @@ struct Node<P: Process> {
     paused: bool,
     backlog: VecDeque<Event<P::Timer>>,
     timers: BTreeMap<P::Timer, u64>,
-    /// Count of dirty steps, and how many of them the last completed sync covers.
+    /// Count of dirty steps, how many of them the last completed sync covers, and the count at the last
+    /// step that wrote in `sync` or `group` mode (whose `after_sync` effects wait for a sync; async writes'
+    /// wait only for a flush).
     written: u64,
     synced: u64,
-    syncing: bool,
+    strict: u64,
+    /// When the next sync completes, if one is scheduled.
+    sync_at: Option<u64>,
     held: VecDeque<Effect<P::Msg, P::Timer>>,
     requests: BTreeMap<RequestId, (usize, usize)>,
     next_request: u64,
@@ -206,7 +215,8 @@ impl<P: Process> World<P> {
                     timers: BTreeMap::new(),
                     written: 0,
                     synced: 0,
-                    syncing: false,
+                    strict: 0,
+                    sync_at: None,
                     held: VecDeque::new(),
                     requests: BTreeMap::new(),
                     next_request: 0,
@@ -355,6 +365,16 @@ impl<P: Process> World<P> {
 
     /// Power loss: the core and its volatile state vanish, unsynced writes are lost or torn.
     pub fn crash(&mut self, id: NodeId) {
+        self.stop(id, true);
+    }
+
+    /// Process crash (SIGKILL, OOM kill): the core and its user-space buffers vanish, but what it handed to
+    /// the OS survives in the page cache, synced or not.
+    pub fn kill(&mut self, id: NodeId) {
+        self.stop(id, false);
+    }
+
+    fn stop(&mut self, id: NodeId, power_loss: bool) {
         let node = self.nodes.get_mut(&id).expect("known node");
         let Some(proc) = node.proc.take() else { return };
         for (name, n) in (self.hooks.counters)(&proc) {
@@ -362,13 +382,15 @@ impl<P: Process> World<P> {
         }
         let entropy = node.rng.u64();
         node.life += 1;
-        node.disk.crash(entropy);
+        if power_loss {
+            node.disk.crash(entropy);
+        }
         node.paused = false;
         node.backlog.clear();
         node.timers.clear();
         node.held.clear();
         node.requests.clear();
-        (node.written, node.synced, node.syncing) = (0, 0, false);
+        (node.written, node.synced, node.strict, node.sync_at) = (0, 0, 0, None);
         self.net.break_node(id);
         self.stats.crashes += 1;
     }
@@ -463,8 +485,16 @@ impl<P: Process> World<P> {
     }
 
     fn sync_done(&mut self, id: NodeId, life: u64) {
+        let now = self.now;
         let node = self.nodes.get_mut(&id).expect("known node");
         if node.life != life {
+            return;
+        }
+        if node.sync_at.is_some_and(|at| at <= now) {
+            node.sync_at = None;
+        }
+        // An earlier sync, scheduled for a stricter write, may have covered this one's writes already.
+        if node.synced == node.written {
             return;
         }
         let Some(p) = node.proc.as_mut() else { return };
@@ -473,7 +503,6 @@ impl<P: Process> World<P> {
         }
         self.stats.syncs += 1;
         node.synced = node.written;
-        node.syncing = false;
         let released = std::mem::take(&mut node.held);
         released.into_iter().for_each(|e| self.execute(id, e));
     }
@@ -502,29 +531,58 @@ impl<P: Process> World<P> {
         self.check_invariants();
     }
 
+    /// Carries out a step's effects as the node driver would (`crates/node/src/driver.rs`), with every node's
+    /// default mode `group`: `after_sync` effects wait for the sync that covers this step if it or an unsynced
+    /// step before it wrote in `sync` or `group` mode, and never overtake earlier ones; otherwise they follow a
+    /// flush. Async writes are synced [`ASYNC_INTERVAL`] after they are made.
     fn apply(&mut self, id: NodeId, mut fx: Effects<P::Msg, P::Timer>) {
-        let (items, dirty) = fx.drain();
+        let (items, dirt) = fx.drain();
         let node = self.nodes.get_mut(&id).expect("known node");
-        if dirty {
+        let owed = dirt.owed(DurabilityMode::Group);
+        if owed.is_some() {
             node.written += 1;
+        }
+        if owed > Some(DurabilityMode::Async) {
+            node.strict = node.written;
         }
         let mut now_items = Vec::new();
         for e in items {
-            // after_sync effects wait for a sync covering this step, and never overtake earlier ones.
-            if e.after_sync() && (node.synced < node.written || !node.held.is_empty()) {
+            if e.after_sync() && (node.synced < node.strict || !node.held.is_empty()) {
                 node.held.push_back(e);
             } else {
                 now_items.push(e);
             }
         }
-        if node.synced < node.written && !node.syncing {
-            node.syncing = true;
-            let life = node.life;
-            let at =
-                self.now + self.rng.range(self.disk.fsync_min.as_nanos() as u64, self.disk.fsync_max.as_nanos() as u64);
-            self.schedule(at, Event::SyncDone { node: id, life });
+        // Released before a sync: what they speak for must reach the OS first, to survive a process crash.
+        if node.synced < node.written && now_items.iter().any(|e| e.after_sync()) {
+            if let Err(e) = node.proc.as_mut().expect("a stepping node runs").flush() {
+                return self.fail(format!("{id}: flush failed: {e}"));
+            }
         }
+        self.schedule_sync(id);
         now_items.into_iter().for_each(|e| self.execute(id, e));
+    }
+
+    /// Schedules a sync of `id`'s unsynced writes unless one comes soon enough: within an fsync for `sync`
+    /// and `group` writes, within [`ASYNC_INTERVAL`] for async ones.
+    fn schedule_sync(&mut self, id: NodeId) {
+        let node = &self.nodes[&id];
+        if node.synced == node.written {
+            return;
+        }
+        let strict = node.synced < node.strict;
+        let wait = if strict { 0 } else { ASYNC_INTERVAL.as_nanos() as u64 };
+        let latest = self.now + wait + self.disk.fsync_max.as_nanos() as u64;
+        if node.sync_at.is_some_and(|at| at <= latest) {
+            return;
+        }
+        let at = self.now
+            + wait
+            + self.rng.range(self.disk.fsync_min.as_nanos() as u64, self.disk.fsync_max.as_nanos() as u64);
+        let node = self.nodes.get_mut(&id).expect("known node");
+        node.sync_at = Some(at);
+        let life = node.life;
+        self.schedule(at, Event::SyncDone { node: id, life });
     }
 
     fn execute(&mut self, id: NodeId, effect: Effect<P::Msg, P::Timer>) {

@@ -1,6 +1,7 @@
 //! The driver's batching and its durability modes, with a probe core that logs every request and sync.
 
 use super::*;
+use crate::durability::SyncPolicy;
 use crate::inbox::{self, CoreInbox};
 use crate::transport::PeerQueues;
 use bytes::Bytes;
@@ -12,7 +13,8 @@ use std::time::Duration;
 
 type Log = Arc<Mutex<Vec<String>>>;
 
-/// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n).
+/// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n). A write
+/// of key `sync`, `group` or `async` is made in that durability mode, any other in the node's default.
 /// A timer set at start sends a message to itself; another is set and cancelled at once.
 struct Probe {
     log: Log,
@@ -38,9 +40,10 @@ impl Process for Probe {
         out.send(NodeId(1), 7);
     }
 
-    fn on_request(&mut self, _: Time, id: RequestId, _: Request, out: &mut Effects<u32, &'static str>) {
+    fn on_request(&mut self, _: Time, id: RequestId, req: Request, out: &mut Effects<u32, &'static str>) {
         self.log.lock().unwrap().push(format!("request {}", id.0));
-        out.mark_dirty();
+        let Request::Write(write) = req else { panic!("the probe takes writes") };
+        out.mark_dirty_as(std::str::from_utf8(&write.key).ok().and_then(|k| k.parse().ok()));
         out.reply_after_sync(id, Reply::Written { applied: true, existed: false });
         out.send_after_sync(NodeId(2), self.writes);
         out.send(NodeId(2), 100 + self.writes);
@@ -66,24 +69,33 @@ fn put_value(value: Bytes) -> Request {
     Request::Write(Write::put(KeyspaceId::DEFAULT, "k".into(), value))
 }
 
+/// A write made in `mode` rather than the node's default.
+fn put_as(mode: DurabilityMode) -> Request {
+    Request::Write(Write::put(KeyspaceId::DEFAULT, mode.name().into(), "v".into()))
+}
+
 const WRITTEN: Reply = Reply::Written { applied: true, existed: false };
 
 type Inbox = SyncSender<Input<u32>>;
 
 /// A driver over a fresh probe in `mode`, not yet running; with it come its inbox, a function that
 /// takes what the probe has sent to node 2 so far, in order, and the fsync figures.
-fn probe_driver(mode: SyncMode, log: &Log) -> (Driver<Probe>, Inbox, impl FnMut() -> Vec<u32>, Arc<Persistence>) {
+fn probe_driver(policy: SyncPolicy, log: &Log) -> (Driver<Probe>, Inbox, impl FnMut() -> Vec<u32>, Arc<Persistence>) {
     let (inbox_tx, inbox_rx) = inbox::channel();
     let started = Arc::new(Mutex::new(Vec::new()));
     let sink = started.clone();
     let mut queues = PeerQueues::new(Arc::new(AtomicU64::new(0)), move |q| sink.lock().unwrap().push(q));
     queues.route(NodeId(2), "127.0.0.1:2".into());
     let mut outbound = std::mem::take(&mut *started.lock().unwrap());
-    let persistence = Arc::new(Persistence::new(mode));
+    let persistence = Arc::new(Persistence::new(policy));
     let probe = Probe { log: log.clone(), writes: 0 };
     let driver = Driver::new(NodeId(1), probe, inbox_rx, queues, persistence.clone());
     let sent_to_n2 = move || std::iter::from_fn(|| outbound[0].rx.try_recv().ok()).collect();
     (driver, inbox_tx, sent_to_n2, persistence)
+}
+
+fn async_node(async_interval: Duration) -> SyncPolicy {
+    SyncPolicy { async_interval, ..SyncPolicy::with_default(DurabilityMode::Async) }
 }
 
 /// Waits (boundedly) for a reply from a driver running on another thread.
@@ -119,7 +131,7 @@ fn log_has(log: &Log, entry: &str) -> bool {
 #[test]
 fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
     let log = Log::default();
-    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(SyncMode::default(), &log);
+    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(SyncPolicy::default(), &log);
     let mut replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put())).collect();
     inbox_tx.request_shutdown();
     driver.run();
@@ -140,7 +152,7 @@ fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
 #[test]
 fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
     let log = Log::default();
-    let (driver, inbox_tx, _sent, _) = probe_driver(SyncMode::default(), &log);
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
     let thread = std::thread::spawn(move || driver.run());
     let deadline = Instant::now() + Duration::from_secs(10);
     while !log_has(&log, "message 7 from n1") && Instant::now() < deadline {
@@ -154,7 +166,7 @@ fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
 #[test]
 fn a_client_that_left_does_not_disturb_the_core() {
     let log = Log::default();
-    let (driver, inbox_tx, _sent, _) = probe_driver(SyncMode::default(), &log);
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
     drop(inbox_tx.submit(put()));
     let mut kept = inbox_tx.submit(put());
     inbox_tx.request_shutdown();
@@ -165,7 +177,8 @@ fn a_client_that_left_does_not_disturb_the_core() {
 #[test]
 fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
     let log = Log::default();
-    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(SyncMode::Sync, &log);
+    let (driver, inbox_tx, mut sent_to_n2, persistence) =
+        probe_driver(SyncPolicy::with_default(DurabilityMode::Sync), &log);
     let mut replies: Vec<_> = (0..3).map(|_| inbox_tx.submit(put())).collect();
     inbox_tx.request_shutdown();
     driver.run();
@@ -181,7 +194,7 @@ fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
 #[test]
 fn a_group_commit_closes_at_its_byte_bound() {
     let log = Log::default();
-    let (driver, inbox_tx, _sent, _) = probe_driver(SyncMode::default(), &log);
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
     let half = Bytes::from(vec![b'x'; GROUP_BYTES_MAX / 2]);
     let _replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put_value(half.clone()))).collect();
     inbox_tx.request_shutdown();
@@ -193,8 +206,8 @@ fn a_group_commit_closes_at_its_byte_bound() {
 #[test]
 fn a_group_commit_with_a_max_wait_gathers_inputs_that_arrive_during_it() {
     let log = Log::default();
-    let mode = SyncMode::Group { max_wait: Duration::from_secs(1) };
-    let (driver, inbox_tx, _sent, _) = probe_driver(mode, &log);
+    let policy = SyncPolicy { group_max_wait: Duration::from_secs(1), ..SyncPolicy::default() };
+    let (driver, inbox_tx, _sent, _) = probe_driver(policy, &log);
     // Let the start-up timer fire first, so the only batch in question is the writes'.
     let thread = std::thread::spawn(move || driver.run());
     wait_for_log(&log, "message 7 from n1");
@@ -211,8 +224,7 @@ fn a_group_commit_with_a_max_wait_gathers_inputs_that_arrive_during_it() {
 #[test]
 fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
     let log = Log::default();
-    let mode = SyncMode::Async { interval: Duration::from_secs(3600) };
-    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(mode, &log);
+    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(async_node(Duration::from_secs(3600)), &log);
     let thread = std::thread::spawn(move || driver.run());
     let mut reply = inbox_tx.submit(put());
     assert_eq!(await_reply(&mut reply), WRITTEN);
@@ -230,8 +242,7 @@ fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
 #[test]
 fn async_mode_flushes_before_releasing_after_sync_effects() {
     let log = Log::default();
-    let mode = SyncMode::Async { interval: Duration::from_secs(3600) };
-    let (driver, inbox_tx, mut sent_to_n2, _persistence) = probe_driver(mode, &log);
+    let (driver, inbox_tx, mut sent_to_n2, _persistence) = probe_driver(async_node(Duration::from_secs(3600)), &log);
     let thread = std::thread::spawn(move || driver.run());
     for n in 0..2 {
         let mut reply = inbox_tx.submit(put());
@@ -250,7 +261,7 @@ fn async_mode_flushes_before_releasing_after_sync_effects() {
 fn async_mode_syncs_one_interval_after_the_oldest_unsynced_write() {
     let log = Log::default();
     let interval = Duration::from_millis(20);
-    let (driver, inbox_tx, _sent, persistence) = probe_driver(SyncMode::Async { interval }, &log);
+    let (driver, inbox_tx, _sent, persistence) = probe_driver(async_node(interval), &log);
     let thread = std::thread::spawn(move || driver.run());
     let mut reply = inbox_tx.submit(put());
     assert_eq!(await_reply(&mut reply), WRITTEN);
@@ -261,4 +272,34 @@ fn async_mode_syncs_one_interval_after_the_oldest_unsynced_write() {
     inbox_tx.request_shutdown();
     thread.join().unwrap();
     assert_eq!(persistence.read().fsyncs, 1, "nothing written since, so nothing to sync at shutdown");
+}
+
+#[test]
+fn a_keyspaces_own_mode_overrides_the_nodes() {
+    let log = Log::default();
+    let policy = SyncPolicy { async_interval: Duration::from_secs(3600), ..SyncPolicy::default() };
+    let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(policy, &log);
+    let thread = std::thread::spawn(move || driver.run());
+    let mut reply = inbox_tx.submit(put_as(DurabilityMode::Async));
+    assert_eq!(await_reply(&mut reply), WRITTEN);
+    assert!(!log_has(&log, "sync"), "an async keyspace's write on a group node waits for no fsync");
+    assert!(log_has(&log, "flush"), "but for a flush");
+    assert_eq!(sent_to_n2(), vec![0, 100]);
+    let mut reply = inbox_tx.submit(put_as(DurabilityMode::Sync));
+    assert_eq!(await_reply(&mut reply), WRITTEN);
+    assert!(log_has(&log, "sync"), "a sync keyspace's write waits for an fsync");
+    inbox_tx.request_shutdown();
+    thread.join().unwrap();
+    assert_eq!(persistence.read().fsyncs, 1, "the sync write's fsync covered the async one");
+}
+
+#[test]
+fn an_async_write_after_an_unsynced_group_write_waits_for_its_sync() {
+    let log = Log::default();
+    let (driver, inbox_tx, mut sent_to_n2, _) = probe_driver(SyncPolicy::default(), &log);
+    let _replies: Vec<_> = [put(), put_as(DurabilityMode::Async)].map(|r| inbox_tx.submit(r)).into();
+    inbox_tx.request_shutdown();
+    driver.run();
+    assert_eq!(logged(&log), ["request 0", "request 1", "sync"]);
+    assert_eq!(sent_to_n2(), vec![100, 101, 0, 1], "after-sync effects never overtake each other");
 }

@@ -11,7 +11,6 @@ use super::commands::{unknown_subcommand, wrong_arity, Action, Command, Session,
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::glob::glob_match;
-use crate::durability::SyncMode;
 use bytes::Bytes;
 use meridian_core::{Admin, KeyspaceId, KeyspaceRef, Request};
 use std::sync::atomic::Ordering;
@@ -101,19 +100,18 @@ fn server_info(frontend: &Frontend) -> String {
     )
 }
 
-/// The durability mode with its knob, and the core thread's fsyncs. `loss_window_max_us` is the longest
-/// an acknowledged write has waited for its fsync (async mode; zero otherwise): what a power loss
-/// could have taken back at worst so far.
+/// The node's default durability mode with the modes' knobs, and the core thread's fsyncs.
+/// `loss_window_max_us` is the longest a write acknowledged in async mode has waited for its fsync (zero
+/// while there were none): what a power loss could have taken back at worst so far.
 fn persistence_info(frontend: &Frontend) -> String {
-    let mode = frontend.persistence.mode;
-    let knob = match mode {
-        SyncMode::Sync => String::new(),
-        SyncMode::Group { max_wait } => format!("group_max_wait_us:{}\r\n", max_wait.as_micros()),
-        SyncMode::Async { interval } => format!("async_interval_ms:{}\r\n", interval.as_millis()),
-    };
+    let policy = frontend.persistence.policy;
     let r = frontend.persistence.read();
     format!(
-        "# Persistence\r\ndurability:{mode}\r\n{knob}fsyncs:{}\r\nlast_fsync_us:{}\r\nloss_window_max_us:{}\r\n",
+        "# Persistence\r\ndurability:{}\r\ngroup_max_wait_us:{}\r\nasync_interval_ms:{}\r\n\
+         fsyncs:{}\r\nlast_fsync_us:{}\r\nloss_window_max_us:{}\r\n",
+        policy.default,
+        policy.group_max_wait.as_micros(),
+        policy.async_interval.as_millis(),
         r.fsyncs,
         r.last_fsync.as_micros(),
         r.loss_window_max.as_micros()

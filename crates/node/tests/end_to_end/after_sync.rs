@@ -5,8 +5,9 @@
 
 use crate::resp_client::{Client, Resp};
 use crate::support::{cluster, options, within};
+use meridian_core::DurabilityMode;
 use meridian_core::{Effects, NodeId, Process, Reply, Request, RequestId, Time};
-use meridian_node::{start_node, SyncMode};
+use meridian_node::{start_node, SyncPolicy};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -98,7 +99,8 @@ async fn async_mode_replies_before_the_sync_and_syncs_at_shutdown() {
     let cluster = cluster(2);
     let journal = Journal::default();
     let mut opts = options(NodeId(1), &cluster);
-    opts.durability = SyncMode::Async { interval: Duration::from_secs(3600) };
+    opts.durability =
+        SyncPolicy { async_interval: Duration::from_secs(3600), ..SyncPolicy::with_default(DurabilityMode::Async) };
     let recorder = Recorder { me: NodeId(1), peer: NodeId(2), journal: journal.clone() };
     let n1 = start_node(opts, recorder).await.unwrap();
     let mut c = Client::connect(n1.resp_addr()).await;

@@ -4,14 +4,14 @@
 use crate::kv_process::KvNode;
 use crate::resp_client::{Client, Resp};
 use crate::support::{cluster, options, within};
-use meridian_core::NodeId;
-use meridian_node::{start_node, NodeHandle, SyncMode};
+use meridian_core::{DurabilityMode, NodeId};
+use meridian_node::{start_node, NodeHandle, SyncPolicy};
 use std::time::Duration;
 
-async fn start_kv_in(mode: SyncMode) -> NodeHandle {
+async fn start_kv_in(policy: SyncPolicy) -> NodeHandle {
     let cluster = cluster(1);
     let mut opts = options(NodeId(1), &cluster);
-    opts.durability = mode;
+    opts.durability = policy;
     start_node(opts, KvNode::new(NodeId(1), &cluster)).await.unwrap()
 }
 
@@ -33,17 +33,17 @@ fn micros(info: &[(String, String)], name: &str) -> u64 {
 
 #[tokio::test]
 async fn info_names_the_mode_and_counts_fsyncs() {
-    for (mode, knob) in [
-        (SyncMode::Sync, None),
-        (SyncMode::Group { max_wait: Duration::from_micros(250) }, Some(("group_max_wait_us", "250"))),
-    ] {
-        let node = start_kv_in(mode).await;
+    let group = SyncPolicy { group_max_wait: Duration::from_micros(250), ..SyncPolicy::default() };
+    for (policy, knob) in
+        [(SyncPolicy::with_default(DurabilityMode::Sync), None), (group, Some(("group_max_wait_us", "250")))]
+    {
+        let node = start_kv_in(policy).await;
         let mut c = Client::connect(node.resp_addr()).await;
         for i in 0..3 {
             assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v"]).await, Resp::ok());
         }
         let info = persistence(&mut c).await;
-        assert_eq!(field(&info, "durability"), mode.to_string());
+        assert_eq!(field(&info, "durability"), policy.default.to_string());
         if let Some((name, value)) = knob {
             assert_eq!(field(&info, name), value);
         }
@@ -56,7 +56,8 @@ async fn info_names_the_mode_and_counts_fsyncs() {
 #[tokio::test]
 async fn an_async_node_reports_the_loss_window_it_ran_with() {
     let interval = Duration::from_millis(30);
-    let node = start_kv_in(SyncMode::Async { interval }).await;
+    let node =
+        start_kv_in(SyncPolicy { async_interval: interval, ..SyncPolicy::with_default(DurabilityMode::Async) }).await;
     let mut c = Client::connect(node.resp_addr()).await;
     for i in 0..20 {
         assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v"]).await, Resp::ok());

@@ -2,7 +2,7 @@
 
 use crate::kv_process::KvNode;
 use meridian_core::{ClusterConfig, Limits, NodeId, NodeSpec};
-use meridian_node::{start_node, NodeHandle, NodeOptions, SyncMode};
+use meridian_node::{start_node, NodeHandle, NodeOptions, SyncPolicy};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -46,7 +46,7 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         peer_listen: peer_listen(cluster, node),
         http_listen: Some(loopback(0)),
         limits: LIMITS,
-        durability: SyncMode::default(),
+        durability: SyncPolicy::default(),
     }
 }
 

@@ -301,7 +301,7 @@ impl ChainNode {
             self.store_mut(chain).append(&Record { chain: chain.0, seq: s.seq, key: s.key.clone(), body })?;
         }
         if !states.is_empty() {
-            out.mark_dirty();
+            self.mark_written(chain, out);
         }
         Ok(())
     }
@@ -316,7 +316,7 @@ impl ChainNode {
     ) -> Result<(), StoreError> {
         self.log_states(chain, states, out)?;
         self.store_mut(chain).append(&ack_mark(chain, lu))?;
-        out.mark_dirty();
+        self.mark_written(chain, out);
         let r = self.replicas.get_mut(&chain).expect("a copy has a replica");
         r.restore_watermark(lu);
         r.complete = false;
@@ -348,7 +348,7 @@ impl ChainNode {
         for u in &history {
             store.append(&record_of(u))?;
         }
-        out.mark_dirty();
+        self.mark_written(chain, out);
         self.copies.remove(&chain);
         let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
         r.unacked.clear();

@@ -50,7 +50,8 @@ use frontend::FrontEnd;
 use lease::{Held, Lease};
 use meridian_core::ring::key_token;
 use meridian_core::{
-    ChainId, Effects, ErrorKind, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, Time, UpdateMode,
+    ChainId, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, Time,
+    UpdateMode,
 };
 use meridian_store::{Datastore, StoreError, StoreStats};
 use replica::{Replica, Role};
@@ -332,10 +333,20 @@ impl ChainNode {
         self.wall_ms = unix_ms;
     }
 
-    /// When writes to `chain` are acknowledged, as its keyspace in this node's map says (`su` without one).
+    /// The configuration of `chain`'s keyspace in this node's map, if the map has it.
+    fn keyspace_config(&self, chain: ChainId) -> Option<&KeyspaceConfig> {
+        self.map.as_ref().and_then(|m| Some(&m.keyspaces.get(&chain.keyspace())?.config))
+    }
+
+    /// When writes to `chain` are acknowledged, as its keyspace says (`su` without one).
     fn update_mode(&self, chain: ChainId) -> UpdateMode {
-        let config = self.map.as_ref().and_then(|m| Some(&m.keyspaces.get(&chain.keyspace())?.config));
-        config.map_or(UpdateMode::Su, |k| k.update)
+        self.keyspace_config(chain).map_or(UpdateMode::Su, |k| k.update)
+    }
+
+    /// Records a write to `chain`'s store: the runner owes it a sync in its keyspace's durability mode, or in
+    /// its own default if the keyspace has none.
+    fn mark_written(&self, chain: ChainId, out: &mut Fx) {
+        out.mark_dirty_as(self.keyspace_config(chain).and_then(|k| k.durability));
     }
 
     pub fn stats(&self) -> ChainStats {

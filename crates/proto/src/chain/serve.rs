@@ -235,7 +235,7 @@ impl ChainNode {
         }
         // A memory replica has nothing to make durable: its node's batch owes no fsync for it.
         if self.store(u.chain).durability() != Durability::Volatile {
-            out.mark_dirty();
+            self.mark_written(u.chain, out);
         }
         #[cfg(feature = "planted-bugs")]
         self.evict_locally(u.chain, u.seq);

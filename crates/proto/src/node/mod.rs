@@ -251,10 +251,8 @@ impl ClusterNode {
 
 /// Moves a chain step's effects into the node's, wrapping messages and timers.
 fn lift(mut fx: ChainFx, out: &mut NodeFx) {
-    let (items, dirty) = fx.drain();
-    if dirty {
-        out.mark_dirty();
-    }
+    let (items, dirt) = fx.drain();
+    out.add_dirt(dirt);
     for e in items {
         match e {
             Effect::Send { to, msg, after_sync: false } => out.send(to, NodeMsg::Chain(msg)),
