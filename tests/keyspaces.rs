@@ -1,6 +1,7 @@
 //! Keyspaces on real processes: `meridian ctl keyspace create|list|drop`, SELECT and KEYSPACE from a Redis
 //! connection, the same key in two keyspaces, a keyspace's own replication factor, a drop that removes the
-//! keyspace's files on every node, and a keyspace's data surviving a node's SIGKILL and restart.
+//! keyspace's files on every node, and an async-durability keyspace's data surviving a node's SIGKILL and
+//! restart.
 
 mod support;
 
@@ -111,11 +112,16 @@ fn keyspaces_are_created_selected_dropped_and_durable() {
         (1..=3).all(|n| files_of(&dir_path, n, 1) == 0)
     });
 
-    // A keyspace created again under the old name is new and empty, and its data survive a SIGKILL.
+    // A keyspace created again under the old name is new and empty, and its data survive a SIGKILL even
+    // with async durability: a process crash keeps what was written to the OS.
+    assert!(ctl_fails(first, &["keyspace", "create", "x", "--durability", "fast"]).contains("invalid value 'fast'"));
     assert_eq!(
-        first.ctl(&["keyspace", "create", "cache", "--replicas", "log,log"]).trim(),
+        first.ctl(&["keyspace", "create", "cache", "--replicas", "log,log", "--durability", "async"]).trim(),
         "created keyspace cache (number 2)"
     );
+    let list = first.ctl(&["keyspace", "list"]);
+    assert!(list.contains("tail       node"), "{list}");
+    assert!(list.contains("tail       async"), "{list}");
     assert_eq!(cmd(&mut c, &["KEYSPACE", "cache"]), ok());
     assert_eq!(cmd(&mut c, &["GET", "k"]), Resp::Bulk(None));
     for i in 0..50 {

@@ -3,7 +3,7 @@
 //! is a stable fact of the commit, not a matter of luck.
 
 use meridian_check::Staleness;
-use meridian_core::{KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
+use meridian_core::{DurabilityMode, KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
 use meridian_proto::chain::{ChainConfig, PlantedBug};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::parse_kinds;
@@ -158,4 +158,21 @@ fn a_tail_that_evicts_on_its_own_is_caught() {
     let results = sweep_config(Some(PlantedBug::EvictsLocally), 100, nemesis, CheckModel::Linearizable, config);
     let caught = caught(&results);
     assert!(caught.len() >= 2, "only {} of 100 seeds caught a tail evicting on its own", caught.len());
+}
+
+/// Async durability acknowledges a write before it is on disk, so a power loss may take it: the simulator
+/// models that window (the checkers find lost writes, or a chain whose members' logs went backwards, when whole
+/// machines crash), while a process crash
+/// that keeps the disk — the fault model async claims — loses nothing.
+#[test]
+fn async_durability_loses_writes_to_power_loss_but_not_to_process_crashes() {
+    let config = KeyspaceConfig { durability: Some(DurabilityMode::Async), ..KeyspaceConfig::durable(3) };
+    let lost = sweep_config(None, 40, "crash,partition,pause,clock", CheckModel::Linearizable, config.clone());
+    let lost = caught(&lost);
+    assert!(lost.len() >= 2, "only {} of 40 seeds lost an async write to a power loss", lost.len());
+    let report = lost[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable") || report.contains("invariant broken"), "{report}");
+    let kept = sweep_config(None, 40, "kill,partition,pause,clock", CheckModel::Linearizable, config);
+    let failures: Vec<_> = caught(&kept).iter().map(|r| (r.seed, r.failure.clone())).collect();
+    assert!(failures.is_empty(), "{failures:?}");
 }

@@ -50,6 +50,11 @@ enum KeyspaceCommand {
         /// Which member answers reads: `tail`, `mid` or `head`.
         #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
         read_from: String,
+        /// When a write is on disk before it is acknowledged: `sync` (each on its own fsync), `group` (fsyncs
+        /// shared by concurrent writes) or `async` (fsynced on an interval: a power loss may take the last
+        /// writes). Default: each node's own --durability.
+        #[arg(long, value_parser = ["sync", "group", "async"])]
+        durability: Option<String>,
         /// A cache keyspace: heads evict the least recently written keys to keep each node within --maxmemory.
         #[arg(long, requires = "maxmemory")]
         cache: bool,
@@ -96,11 +101,20 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Node(NodeCommand::Remove { id }) => {
             http::post(&args.addr, &format!("/v1/nodes/{id}/remove"), &json!({}))?
         }
-        CtlCommand::Keyspace(KeyspaceCommand::Create { name, replicas, update, read_from, maxmemory, .. }) => {
+        CtlCommand::Keyspace(KeyspaceCommand::Create {
+            name,
+            replicas,
+            update,
+            read_from,
+            durability,
+            maxmemory,
+            ..
+        }) => {
             let replicas = KeyspaceConfig::parse_replicas(replicas)?;
             let names: Vec<&str> = replicas.iter().map(|r| r.name()).collect();
             let body = json!({
-                "name": name, "replicas": names, "update": update, "read_from": read_from, "maxmemory": maxmemory,
+                "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
+                "maxmemory": maxmemory,
             });
             http::post(&args.addr, "/v1/keyspaces", &body)?
         }
@@ -178,15 +192,20 @@ fn chain_name(id: &Value) -> String {
     id.as_u64().and_then(|id| u32::try_from(id).ok()).map_or_else(|| text(id), |id| ChainId(id).to_string())
 }
 
-/// Every keyspace: number, name, replicas.
+/// Every keyspace: number, name, configuration (durability `node`: each node's own `--durability`).
 fn keyspaces(list: &Value) -> String {
-    let mut out = String::from("number  name                 replicas             update  read from  cache\n");
+    let mut out =
+        String::from("number  name                 replicas             update  read from  durability  cache\n");
     for k in list.as_array().into_iter().flatten() {
         let replicas: Vec<String> = k["replicas"].as_array().into_iter().flatten().map(text).collect();
         let (id, name, update, read_from) =
             (text(&k["id"]), text(&k["name"]), text(&k["update"]), text(&k["read_from"]));
+        let durability = k["durability"].as_str().unwrap_or("node");
         let cache = k["maxmemory"].as_u64().map_or("-".to_string(), |m| format!("maxmemory {}", size(m)));
-        out += &format!("{id:<7} {name:<20} {:<20} {update:<7} {read_from:<10} {cache}\n", replicas.join(","));
+        out += &format!(
+            "{id:<7} {name:<20} {:<20} {update:<7} {read_from:<10} {durability:<11} {cache}\n",
+            replicas.join(",")
+        );
     }
     out
 }

@@ -7,8 +7,8 @@
 //! request is on its way to the manager, and `/v1/cluster` shows when it took.
 //!
 //! Keyspaces: `GET /v1/keyspaces` lists them (number, name, configuration); `POST /v1/keyspaces` with JSON
-//! `{"name": "sessions", "replicas": ["log", "log"], "update": "su", "read_from": "tail", "maxmemory": "256mb"}`
-//! (the last three optional; `maxmemory` makes a cache keyspace) creates one and `DELETE /v1/keyspaces/{name}` drops one.
+//! `{"name": "sessions", "replicas": ["log", "log"], "update": "su", "read_from": "tail", "durability": "group",
+//! "maxmemory": "256mb"}` (the last four optional; `maxmemory` makes a cache keyspace) creates one and `DELETE /v1/keyspaces/{name}` drops one.
 //! Both answer once this node's map shows the change: 201 and 200, or 400 with why the map refuses it, 504
 //! if the map did not show it in time, 503 if the node cannot ask yet.
 
@@ -151,6 +151,8 @@ struct NewKeyspace {
     update: Option<String>,
     /// `tail` (the default), `mid` or `head`.
     read_from: Option<String>,
+    /// `sync`, `group` or `async`; absent: each node's own `--durability`.
+    durability: Option<String>,
     /// A cache keyspace's cap per node: bytes, as a number or a size such as `"256mb"`.
     maxmemory: Option<Value>,
 }
@@ -165,6 +167,7 @@ impl NewKeyspace {
         if let Some(read_from) = &self.read_from {
             config.read_from = read_from.parse()?;
         }
+        config.durability = self.durability.as_deref().map(str::parse).transpose()?;
         config.maxmemory = match &self.maxmemory {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) => Some(n.as_u64().ok_or("maxmemory must be a whole number of bytes")?),

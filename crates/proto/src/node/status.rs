@@ -55,7 +55,8 @@ impl ClusterNode {
     }
 }
 
-/// Every keyspace: its number (what `SELECT` takes), name and configuration.
+/// Every keyspace: its number (what `SELECT` takes), name and configuration (`durability` null: each node's
+/// own `--durability`).
 pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
     let list: Vec<serde_json::Value> = map
         .keyspaces
@@ -65,7 +66,7 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "id": id.0, "name": k.name, "replication": k.config.replication(),
                 "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
                 "update": k.config.update.name(), "read_from": k.config.read_from.name(),
-                "maxmemory": k.config.maxmemory,
+                "durability": k.config.durability.map(|d| d.name()), "maxmemory": k.config.maxmemory,
             })
         })
         .collect();
