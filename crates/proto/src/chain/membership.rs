@@ -40,13 +40,19 @@ fn role_in(me: NodeId, chain: &ChainView) -> Role {
     }
 }
 
+/// Whether `chain` was restored from a lost replica (`MapCommand::ReplicaRestored`) after `before`, the map
+/// this node acted on last (none: it just started, and cannot tell, so any restoration counts).
+fn restored_since(before: Option<&ClusterMap>, chain: &ChainView) -> bool {
+    chain.restored.is_some() && before.and_then(|m| m.chains.get(&chain.id)).map(|c| c.restored) != Some(chain.restored)
+}
+
 impl ChainNode {
     /// Takes a newer cluster map: joins, leaves and repairs every chain whose membership changed for this node.
     pub fn adopt(&mut self, map: Arc<ClusterMap>, now: Time, out: &mut Fx) {
         if self.map.as_ref().is_some_and(|m| m.epoch >= map.epoch) {
             return;
         }
-        self.map = Some(map.clone());
+        let before = self.map.replace(map.clone());
         self.budgets = evict::budgets(&map);
         self.forget_dropped(&map, out);
         for chain in map.chains.values() {
@@ -57,6 +63,11 @@ impl ChainNode {
                 Role::Outside => {}
                 _ if known == Some(role) => {}
                 Role::Joiner { .. } => {
+                    if self.replicas.contains_key(&chain.id) && restored_since(before.as_deref(), chain) {
+                        // The chain's history starts again from the restored replica, whose sequence numbers
+                        // may name other writes than this node's data reflects: it is no pre-copy base.
+                        self.leave(chain.id, &map, out);
+                    }
                     self.prepare(chain, &map);
                     self.become_joiner(chain.id, role, &map)
                 }

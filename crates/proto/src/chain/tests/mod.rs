@@ -606,6 +606,43 @@ fn a_chain_with_no_whole_replica_is_restored_from_a_lost_one() {
     assert!(!h.nodes[&first].replicas.contains_key(&ChainId(0)), "the other member left the chain");
 }
 
+/// A joiner keeps what it copied across an aborted step, as a base for its next pre-copy, but not across a
+/// restoration: the restored replica numbers its writes afresh, so the same sequence numbers name other writes.
+/// The joiner here misses the map that restored the chain and sees only the next Add of itself.
+#[test]
+fn a_joiner_drops_what_it_copied_before_its_chain_was_restored() {
+    use ReplicaKind::Mem;
+    let mut h = Harness::with_kinds(2, &[Mem]);
+    let member = h.chain().members[0];
+    let joiner = if member == NodeId(1) { NodeId(2) } else { NodeId(1) };
+    h.written(member.0, "a", "1");
+    h.written(member.0, "b", "2");
+    let (view, step) = (h.chain().view, h.map.next_step);
+    let change = ChainChange::Add { node: joiner, position: 0, step, inserted: false, kind: Mem };
+    h.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
+    h.publish();
+    h.tick_all();
+    assert_eq!(h.lu(joiner.0), 2, "pre-copied");
+
+    h.restart(member);
+    h.lost(member);
+    let incarnation = h.nodes[&member].reports().incarnation;
+    h.apply(MapCommand::ReplicaRestored { chain: ChainId(0), node: member, incarnation });
+    let map = Arc::new(h.map.clone());
+    h.feed(member, |n, fx| n.adopt(map, Time::ZERO, fx));
+    h.grant_tail();
+    h.written(member.0, "c", "3");
+    h.add_kind(joiner.0, 0, Mem);
+    h.tick_all();
+
+    assert_eq!(h.lu(joiner.0), h.lu(member.0), "one history");
+    assert_eq!(h.request(joiner.0, get("a")), Some(Reply::Value(None)), "a write the restoration lost stays lost");
+    h.written(joiner.0, "d", "4");
+    assert_eq!(h.request(member.0, get("d")), Some(value("4")));
+    let joined = h.nodes[&joiner].stores.get((KeyspaceId::DEFAULT, Mem)).unwrap();
+    assert_eq!(joined.get(b"a").unwrap().and_then(|e| e.value), None, "not in the joiner's copy either");
+}
+
 /// Seed 003 §5.3, reads from the head: a key with a write the tail has not acknowledged is read at the tail
 /// (CRAQ's dirty read), so a write that may never commit is never seen; other keys are read at the head.
 #[test]
