@@ -1,5 +1,7 @@
 //! The binary's answers to wrong use: clear errors, a non-zero exit, nothing started.
 
+mod support;
+
 use std::process::Command;
 
 fn meridian(args: &[&str]) -> (i32, String) {
@@ -40,4 +42,20 @@ fn ctl_against_nothing_says_so() {
     let (code, err) = meridian(&["ctl", "--addr", "127.0.0.1:9", "status"]);
     assert_eq!(code, 2);
     assert!(err.contains("cannot connect"), "{err}");
+}
+
+#[test]
+fn a_second_server_on_a_data_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = support::Server::single(dir.path(), &[]);
+    let data = dir.path().join("node1");
+    let peer = format!("127.0.0.1:{}", support::free_port("127.0.0.1"));
+    let listen = format!("127.0.0.1:{}", support::free_port("127.0.0.1"));
+    let args = ["server", "--node-id", "1", "--replication", "1", "--listen", &listen, "--peer-listen", &peer];
+    let (code, err) =
+        meridian(&[&args[..], &["--peers", &format!("1={peer}"), "--data-dir", data.to_str().unwrap()]].concat());
+    assert_eq!(code, 2);
+    assert!(err.contains("is in use by another meridian process (pid"), "{err}");
+    let mut c = support::resp::Conn::connect(first.resp, std::time::Duration::from_secs(5)).unwrap();
+    assert_eq!(c.cmd(&["PING"]).unwrap(), support::resp::Resp::Simple("PONG".into()), "the first one still serves");
 }

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A base port whose demo ports (base+i, base+1000+i, base+2000+i) are all free right now, below
@@ -42,15 +42,30 @@ fn redis_cli(port: u16, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// The demo process, SIGKILLed if the test fails before it stops, so a failure leaves nothing running.
+struct Demo(Child);
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 #[test]
 fn demo_serves_redis_cli_and_stops_on_sigterm() {
     let base = free_base();
-    let mut demo = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["demo", "--port", &base.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut guard = Demo(
+        Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["demo", "--port", &base.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let demo = &mut guard.0;
     // The demo prints its addresses once the cluster answers; a newcomer starts typing then.
     let mut stdout = BufReader::new(demo.stdout.take().unwrap()).lines().map_while(Result::ok);
     let printed: Vec<String> = stdout.by_ref().take_while(|l| !l.starts_with("Try:")).collect();

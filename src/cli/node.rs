@@ -3,14 +3,14 @@
 
 use clap::Args;
 use meridian_core::{ClusterConfig, DurabilityMode, KeyspaceConfig, NodeId, ReplicaKind};
-use meridian_node::{start_node, NodeHandle, NodeOptions, SyncPolicy};
+use meridian_node::{start_node, DataDir, NodeHandle, NodeOptions, SyncPolicy};
 use meridian_proto::chain::ChainConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
 use meridian_store::{LogOptions, RealVfs};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,23 +77,6 @@ pub struct NodeSetup {
     pub config: NodeConfig,
 }
 
-/// A data directory belongs to one node id for life: starting it as another node would mix two
-/// nodes' histories, so the id is written on first use and checked on every start.
-fn claim_data_dir(dir: &Path, node: NodeId) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
-    let id_file = dir.join("node-id");
-    match std::fs::read_to_string(&id_file) {
-        Ok(text) => match text.trim().parse::<u32>() {
-            Ok(owner) if owner == node.0 => Ok(()),
-            Ok(owner) => Err(format!("data directory {} belongs to node {owner}, not node {}", dir.display(), node.0)),
-            Err(_) => Err(format!("{} is corrupt: {text:?}", id_file.display())),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::write(&id_file, format!("{}\n", node.0))
-            .map_err(|e| format!("cannot write {}: {e}", id_file.display())),
-        Err(e) => Err(format!("cannot read {}: {e}", id_file.display())),
-    }
-}
-
 /// A fresh number per process start, so answers addressed to a previous run of this node are dropped.
 fn incarnation() -> u64 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -104,7 +87,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     if setup.join.is_none() {
         setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
     }
-    claim_data_dir(&setup.data_dir, setup.node_id)?;
+    let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id)?);
     let cfg = setup.config;
     let limits = cfg.chain.limits;
     let incarnation = incarnation();
@@ -127,6 +110,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         http_listen: setup.http,
         limits,
         durability: setup.durability,
+        data_dir: Some(data_dir),
     };
     start_node(opts, process).await.map_err(|e| e.to_string())
 }

@@ -14,6 +14,7 @@
 //! Reading order: `node` (how the parts are wired), then `driver`, `transport`, `resp`.
 
 mod accept;
+mod data_dir;
 mod driver;
 mod durability;
 mod error;
@@ -24,6 +25,7 @@ mod resp;
 mod timers;
 mod transport;
 
+pub use data_dir::DataDir;
 pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};

@@ -6,6 +6,7 @@
 //! loses the least: clients first, then the core (which finishes its batch and syncs), then the peer
 //! tasks.
 
+use crate::data_dir::DataDir;
 use crate::driver::{self, Driver};
 use crate::durability::{Persistence, SyncPolicy};
 use crate::error::NodeError;
@@ -37,6 +38,9 @@ pub struct NodeOptions {
     pub limits: Limits,
     /// When writes are fsynced relative to their acknowledgement (`docs/durability.md`).
     pub durability: SyncPolicy,
+    /// The claimed data directory the core's stores live in, if any: kept (and so locked) until the node
+    /// has stopped.
+    pub data_dir: Option<Arc<DataDir>>,
 }
 
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
@@ -51,6 +55,8 @@ pub struct NodeHandle {
     resp: JoinHandle<()>,
     http: Option<HttpServer>,
     peers: Vec<JoinHandle<()>>,
+    /// Released only when the handle goes, after [`NodeHandle::shutdown`] has stopped the core.
+    _data_dir: Option<Arc<DataDir>>,
 }
 
 /// Binds every listener first (so bind errors are returned, not logged), then starts the core thread
@@ -89,7 +95,8 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
     let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster, core.clone()));
-    Ok(NodeHandle { resp_addr, peer_addr, http_addr, core, core_thread, resp, http, peers })
+    let _data_dir = opts.data_dir.clone();
+    Ok(NodeHandle { resp_addr, peer_addr, http_addr, core, core_thread, resp, http, peers, _data_dir })
 }
 
 /// Binds one listener and reports the address it actually got (port 0 becomes a real port).

@@ -47,6 +47,7 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         http_listen: Some(loopback(0)),
         limits: LIMITS,
         durability: SyncPolicy::default(),
+        data_dir: None,
     }
 }
 
