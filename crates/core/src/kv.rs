@@ -61,6 +61,9 @@ pub struct Write {
     pub key: Bytes,
     pub op: WriteOp,
     pub cond: Condition,
+    /// SET … GET, GETDEL: the answer is the value the key had when the head ordered the write
+    /// ([`Reply::Value`]) instead of the write's outcome.
+    pub get_old: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +76,12 @@ pub enum WriteOp {
     /// only if the key is present, and for PERSIST only if it has an expiry; a deadline already past deletes
     /// the key, as in Redis.
     Expire(Option<Deadline>),
+    /// INCR, DECR, INCRBY, DECRBY: the key's value, a decimal 64-bit integer (an absent key counts as 0), plus
+    /// this amount; the key keeps its expiry. Answered with [`Reply::Integer`], the new value.
+    IncrBy(i64),
+    /// APPEND: the key's value followed by these bytes (an absent key counts as empty); the key keeps its
+    /// expiry. Answered with [`Reply::Integer`], the new length.
+    Append(Bytes),
 }
 
 /// What a put does to its key's expiry.
@@ -109,19 +118,24 @@ impl Deadline {
 impl Write {
     /// An unconditional put of a value that does not expire.
     pub fn put(keyspace: KeyspaceId, key: Bytes, value: Bytes) -> Write {
-        Write { keyspace, key, op: WriteOp::Put { value, ttl: Ttl::Clear }, cond: Condition::Always }
+        Write::new(keyspace, key, WriteOp::Put { value, ttl: Ttl::Clear })
     }
 
     /// An unconditional delete.
     pub fn delete(keyspace: KeyspaceId, key: Bytes) -> Write {
-        Write { keyspace, key, op: WriteOp::Delete, cond: Condition::Always }
+        Write::new(keyspace, key, WriteOp::Delete)
     }
 
-    /// The value a put writes.
+    /// An unconditional write answered with its outcome.
+    pub fn new(keyspace: KeyspaceId, key: Bytes, op: WriteOp) -> Write {
+        Write { keyspace, key, op, cond: Condition::Always, get_old: false }
+    }
+
+    /// The bytes a put writes or an append adds.
     pub fn value(&self) -> Option<&Bytes> {
         match &self.op {
-            WriteOp::Put { value, .. } => Some(value),
-            WriteOp::Delete | WriteOp::Expire(_) => None,
+            WriteOp::Put { value, .. } | WriteOp::Append(value) => Some(value),
+            WriteOp::Delete | WriteOp::Expire(_) | WriteOp::IncrBy(_) => None,
         }
     }
 
@@ -130,7 +144,8 @@ impl Write {
         let fix = |d: &mut Deadline| *d = Deadline::At(d.at(now_ms));
         match &mut self.op {
             WriteOp::Put { ttl: Ttl::Expire(d), .. } | WriteOp::Expire(Some(d)) => fix(d),
-            WriteOp::Put { .. } | WriteOp::Delete | WriteOp::Expire(None) => {}
+            WriteOp::Put { .. } | WriteOp::Delete | WriteOp::Expire(None) | WriteOp::IncrBy(_) | WriteOp::Append(_) => {
+            }
         }
         self
     }
@@ -184,6 +199,8 @@ pub enum Reply {
         applied: bool,
         existed: bool,
     },
+    /// A write's numeric result ([`WriteOp::IncrBy`], [`WriteOp::Append`]).
+    Integer(i64),
     /// An administration answer: what happens next, or (for a status) JSON.
     Text(String),
     /// The keyspace an [`Admin::Resolve`] names.

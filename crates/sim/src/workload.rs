@@ -30,8 +30,8 @@ use crate::world::{Event, World};
 use bytes::Bytes;
 use meridian_check::{History, OpKind, Recorder};
 use meridian_core::{
-    Admin, Condition, Deadline, DurabilityMode, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply,
-    Request, Ttl, Write, WriteOp,
+    Admin, Deadline, DurabilityMode, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply, Request,
+    Ttl, Write, WriteOp,
 };
 use std::time::Duration;
 
@@ -221,7 +221,7 @@ impl Workload {
         };
         let req = match kind {
             OpKind::Get => Request::Get { keyspace, key: key_bytes, read: Read::Value },
-            _ => Request::Write(Write { keyspace, key: key_bytes, op, cond: Condition::Always }),
+            _ => Request::Write(Write::new(keyspace, key_bytes, op)),
         };
         let op = self.recorder.invoke(client as u64, kind, key.clone(), value.clone(), None, now);
         self.ops.push((kind, k, now));

@@ -8,6 +8,7 @@ use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv;
 use super::pending::Pending;
+use super::strings;
 use bytes::Bytes;
 use meridian_core::{KeyspaceId, Reply};
 use std::borrow::Cow;
@@ -87,6 +88,13 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("exists", -2, &["readonly", "fast"], (1, -1, 1), kv::exists),
     keyed("mget", -2, &["readonly", "fast"], (1, -1, 1), kv::mget),
     keyed("mset", -3, &["write", "denyoom"], (1, -1, 2), kv::mset),
+    keyed("incr", 2, &["write", "denyoom", "fast"], (1, 1, 1), strings::incr),
+    keyed("decr", 2, &["write", "denyoom", "fast"], (1, 1, 1), strings::decr),
+    keyed("incrby", 3, &["write", "denyoom", "fast"], (1, 1, 1), strings::incrby),
+    keyed("decrby", 3, &["write", "denyoom", "fast"], (1, 1, 1), strings::decrby),
+    keyed("append", 3, &["write", "denyoom"], (1, 1, 1), strings::append),
+    keyed("getdel", 2, &["write", "fast"], (1, 1, 1), strings::getdel),
+    keyed("strlen", 2, &["readonly", "fast"], (1, 1, 1), strings::strlen),
     keyed("expire", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
     keyed("pexpire", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
     keyed("expireat", -3, &["write", "fast"], (1, 1, 1), expiry::expire),

@@ -20,9 +20,13 @@ pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) ->
 
 pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match set_options(&args[3..]) {
-        Ok((cond, ttl)) => {
+        Ok(SetOptions { cond, ttl, get: false }) => {
             let op = WriteOp::Put { value: args[2].clone(), ttl };
             submit_one(frontend, write(session, &args[1], op, cond), written_or_null)
+        }
+        Ok(SetOptions { cond, ttl, get: true }) => {
+            let op = WriteOp::Put { value: args[2].clone(), ttl };
+            submit_one(frontend, returning_old(write(session, &args[1], op, cond)), value)
         }
         Err(frame) => frame.into(),
     }
@@ -50,26 +54,35 @@ pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -
     submit_many(frontend, writes, all_written)
 }
 
-/// SET's options: NX or XX, and one of EX, PX, EXAT, PXAT and KEEPTTL; GET is refused by name; anything else,
-/// or two options of a kind, is a syntax error, as in Redis.
-fn set_options(options: &[Bytes]) -> Result<(Condition, Ttl), Frame> {
-    let (mut cond, mut ttl) = (Condition::Always, Ttl::Clear);
+/// What SET's options ask for.
+#[derive(Debug, PartialEq, Eq)]
+struct SetOptions {
+    cond: Condition,
+    ttl: Ttl,
+    /// GET: answer with the key's previous value.
+    get: bool,
+}
+
+/// SET's options: NX or XX, one of EX, PX, EXAT, PXAT and KEEPTTL, and GET; anything else, or two options of a
+/// kind, is a syntax error, as in Redis.
+fn set_options(options: &[Bytes]) -> Result<SetOptions, Frame> {
+    let mut set = SetOptions { cond: Condition::Always, ttl: Ttl::Clear, get: false };
     let mut words = options.iter();
     while let Some(option) = words.next() {
         let name = String::from_utf8_lossy(option).to_ascii_uppercase();
-        match (name.as_str(), cond, ttl) {
-            ("NX", Condition::Always, _) => cond = Condition::IfAbsent,
-            ("XX", Condition::Always, _) => cond = Condition::IfPresent,
-            ("KEEPTTL", _, Ttl::Clear) => ttl = Ttl::Keep,
+        match (name.as_str(), set.cond, set.ttl) {
+            ("NX", Condition::Always, _) => set.cond = Condition::IfAbsent,
+            ("XX", Condition::Always, _) => set.cond = Condition::IfPresent,
+            ("KEEPTTL", _, Ttl::Clear) => set.ttl = Ttl::Keep,
             ("EX" | "PX" | "EXAT" | "PXAT", _, Ttl::Clear) => {
                 let amount = words.next().ok_or_else(syntax_error)?;
-                ttl = Ttl::Expire(deadline(&name, amount, "set", false)?);
+                set.ttl = Ttl::Expire(deadline(&name, amount, "set", false)?);
             }
-            ("GET", ..) => return Err(Frame::error("ERR SET option 'GET' is not supported")),
+            ("GET", ..) if !set.get => set.get = true,
             _ => return Err(syntax_error()),
         }
     }
-    Ok((cond, ttl))
+    Ok(set)
 }
 
 pub(super) fn read_of(session: &Session, key: &Bytes, read: Read) -> Request {
@@ -81,7 +94,15 @@ fn read(session: &Session, key: &Bytes) -> Request {
 }
 
 pub(super) fn write(session: &Session, key: &Bytes, op: WriteOp, cond: Condition) -> Request {
-    Request::Write(Write { keyspace: session.keyspace, key: key.clone(), op, cond })
+    Request::Write(Write { cond, ..Write::new(session.keyspace, key.clone(), op) })
+}
+
+/// The same write, answered with the value its key had before it (SET … GET, GETDEL).
+pub(super) fn returning_old(req: Request) -> Request {
+    match req {
+        Request::Write(w) => Request::Write(Write { get_old: true, ..w }),
+        other => other,
+    }
 }
 
 pub(super) fn submit_one(frontend: &Frontend, req: Request, shape: fn(Reply) -> Frame) -> Action {
@@ -99,7 +120,7 @@ fn submit_many(frontend: &Frontend, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> 
     Pending::Many { rxs: reqs.into_iter().map(|req| frontend.core.submit(req)).collect(), fold }.into()
 }
 
-fn value(reply: Reply) -> Frame {
+pub(super) fn value(reply: Reply) -> Frame {
     match reply {
         Reply::Value(Some(v)) => Frame::Bulk(v),
         Reply::Value(None) => Frame::Null,
@@ -177,16 +198,26 @@ mod tests {
     #[test]
     fn set_options_follow_redis() {
         use meridian_core::Deadline;
-        assert_eq!(set_options(&opts(&[])), Ok((Condition::Always, Ttl::Clear)));
-        assert_eq!(set_options(&opts(&["nx"])), Ok((Condition::IfAbsent, Ttl::Clear)));
-        assert_eq!(set_options(&opts(&["XX", "keepttl"])), Ok((Condition::IfPresent, Ttl::Keep)));
+        let set_of = |cond, ttl, get| SetOptions { cond, ttl, get };
+        assert_eq!(set_options(&opts(&[])), Ok(set_of(Condition::Always, Ttl::Clear, false)));
+        assert_eq!(set_options(&opts(&["nx"])), Ok(set_of(Condition::IfAbsent, Ttl::Clear, false)));
+        assert_eq!(set_options(&opts(&["XX", "keepttl"])), Ok(set_of(Condition::IfPresent, Ttl::Keep, false)));
         assert_eq!(
             set_options(&opts(&["ex", "10", "NX"])),
-            Ok((Condition::IfAbsent, Ttl::Expire(Deadline::In(10_000))))
+            Ok(set_of(Condition::IfAbsent, Ttl::Expire(Deadline::In(10_000)), false))
         );
-        assert_eq!(set_options(&opts(&["PX", "5"])), Ok((Condition::Always, Ttl::Expire(Deadline::In(5)))));
-        assert_eq!(set_options(&opts(&["pxat", "77"])), Ok((Condition::Always, Ttl::Expire(Deadline::At(77)))));
-        assert_eq!(set_options(&opts(&["EXAT", "7"])), Ok((Condition::Always, Ttl::Expire(Deadline::At(7_000)))));
+        assert_eq!(
+            set_options(&opts(&["PX", "5"])),
+            Ok(set_of(Condition::Always, Ttl::Expire(Deadline::In(5)), false))
+        );
+        assert_eq!(
+            set_options(&opts(&["pxat", "77"])),
+            Ok(set_of(Condition::Always, Ttl::Expire(Deadline::At(77)), false))
+        );
+        assert_eq!(
+            set_options(&opts(&["EXAT", "7"])),
+            Ok(set_of(Condition::Always, Ttl::Expire(Deadline::At(7_000)), false))
+        );
         for bad in [&["NX", "XX"][..], &["bogus"], &["EX"], &["EX", "1", "PX", "1"], &["KEEPTTL", "EX", "1"]] {
             assert_eq!(set_options(&opts(bad)), Err(syntax_error()), "{bad:?}");
         }
@@ -196,7 +227,8 @@ mod tests {
         assert_eq!(set_options(&opts(&["EX", "9223372036854775807"])), Err(invalid));
         let nan = set_options(&opts(&["EX", "soon"]));
         assert_eq!(nan, Err(Frame::error("ERR value is not an integer or out of range")));
-        assert_eq!(set_options(&opts(&["get"])), Err(Frame::error("ERR SET option 'GET' is not supported")));
+        assert_eq!(set_options(&opts(&["get", "NX"])), Ok(set_of(Condition::IfAbsent, Ttl::Clear, true)));
+        assert_eq!(set_options(&opts(&["GET", "get"])), Err(syntax_error()));
     }
 
     #[test]

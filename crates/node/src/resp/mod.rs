@@ -4,9 +4,9 @@
 //! - `parser`: incremental, bounded request parser (multibulk and inline).
 //! - `frame`: replies and their encoding.
 //! - `connection`: one reader and one writer per client, pipelining with replies in order.
-//! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET) and `expiry`
-//!   (EXPIRE and its kin, PERSIST, TTL, PTTL) turn commands into core requests, `admin` answers connection
-//!   and introspection commands locally.
+//! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET), `strings` (INCR and
+//!   its kin, APPEND, GETDEL, STRLEN) and `expiry` (EXPIRE and its kin, PERSIST, TTL, PTTL) turn commands into
+//!   core requests, `admin` answers connection and introspection commands locally.
 //! - `pending`: replies still on their way from the core.
 //! - `frontend`: what all connections share; `glob`: the patterns of CONFIG GET.
 
@@ -20,6 +20,7 @@ mod glob;
 mod kv;
 mod parser;
 mod pending;
+mod strings;
 
 pub(crate) use connection::serve;
 pub(crate) use frontend::Frontend;

@@ -51,7 +51,9 @@ impl KvNode {
                 match op {
                     WriteOp::Put { value, .. } => self.data.insert(key, value),
                     WriteOp::Delete => self.data.remove(&key),
-                    WriteOp::Expire(_) => return (Reply::Error(ErrorKind::Invalid, "no expiry here".into()), false),
+                    WriteOp::Expire(_) | WriteOp::IncrBy(_) | WriteOp::Append(_) => {
+                        return (Reply::Error(ErrorKind::Invalid, "not in this test process".into()), false)
+                    }
                 };
                 (Reply::Written { applied: true, existed }, true)
             }

@@ -57,7 +57,7 @@ impl ChainNode {
     /// At the head: orders a delete of `key` that no client asked for (an expiry or an eviction).
     pub(super) fn head_delete(&mut self, now: Time, chain: ChainId, key: Bytes, out: &mut Fx) {
         let seq = self.replicas[&chain].lu + 1;
-        let outcome = Outcome { applied: true, existed: true };
+        let outcome = Outcome { applied: true, existed: true, ..Outcome::default() };
         self.log_and_pass(now, Update { chain, seq, key, change: Change::Delete, outcome, origin: None }, out);
     }
 }

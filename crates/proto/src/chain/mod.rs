@@ -30,6 +30,7 @@
 
 mod answers;
 mod copy;
+mod decide;
 mod evict;
 mod expiry;
 mod frontend;

@@ -7,7 +7,7 @@
 //! its own current view and bounced otherwise.
 
 use bytes::Bytes;
-use meridian_core::{ChainId, NodeId, Read, Reply, RequestId, Write};
+use meridian_core::{ChainId, ErrorKind, NodeId, Read, Reply, RequestId, Write};
 use serde::{Deserialize, Serialize};
 
 /// Who is waiting for the answer: the front-end node, its incarnation (the seed's fe-view-id: answers meant
@@ -30,17 +30,60 @@ pub enum Change {
     Skip,
 }
 
-/// The result the head computed when it ordered the write; the tail returns it to the client.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The result the head computed when it ordered the write; the tail returns it to the client. It travels
+/// with the update because only the head sees the key's state before the write: a member that becomes the
+/// tail answers again from what it holds, which already includes the write.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
     pub applied: bool,
     pub existed: bool,
+    pub answer: Answer,
+}
+
+/// What the client is told besides whether the write applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Answer {
+    /// Only the outcome (SET, DEL, EXPIRE, …).
+    #[default]
+    Outcome,
+    /// The key's value before the write (SET … GET, GETDEL).
+    Old(Option<Bytes>),
+    /// INCR's new value, APPEND's new length.
+    Integer(i64),
+    /// The write was refused against the key's value, and changed nothing.
+    Refused(Refusal),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    NotAnInteger,
+    Overflow,
+    /// APPEND would make the value longer than the node's value limit.
+    TooLong {
+        limit: u64,
+    },
 }
 
 impl Outcome {
     /// The answer a client gets for a write with this outcome.
-    pub fn reply(self) -> Reply {
-        Reply::Written { applied: self.applied, existed: self.existed }
+    pub fn reply(&self) -> Reply {
+        match &self.answer {
+            Answer::Outcome => Reply::Written { applied: self.applied, existed: self.existed },
+            Answer::Old(value) => Reply::Value(value.clone()),
+            Answer::Integer(n) => Reply::Integer(*n),
+            Answer::Refused(why) => Reply::Error(ErrorKind::Invalid, why.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    /// Worded as Redis words them, after the `ERR` prefix.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NotAnInteger => f.write_str("value is not an integer or out of range"),
+            Refusal::Overflow => f.write_str("increment or decrement would overflow"),
+            Refusal::TooLong { limit } => write!(f, "string exceeds maximum allowed size ({limit} bytes)"),
+        }
     }
 }
 

@@ -1,14 +1,13 @@
 //! The data path of a chain member: ordering writes at the head, passing updates down, acknowledging them
 //! back up, answering at the tail (seed 003 §2.3, Listing 1), and catching up lost messages by Sync.
 
+use super::decide::{decide, Decision};
 use super::lease::{hold, Held};
-use super::msg::{ChainMsg, Change, Origin, Outcome, Update};
+use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::Replica;
 use super::{ChainNode, Fx};
 use bytes::Bytes;
-use meridian_core::{
-    ChainId, ErrorKind, KeyExpiry, NodeId, Read, Reply, Stored, Time, Ttl, UpdateMode, Write, WriteOp,
-};
+use meridian_core::{ChainId, ErrorKind, KeyExpiry, NodeId, Read, Reply, Stored, Time, UpdateMode, Write};
 use meridian_store::{Body, Record, StoreError};
 use meridian_store::{Durability, Entry};
 
@@ -26,30 +25,6 @@ pub(super) fn record_of(u: &Update) -> Record {
         Change::Skip => Body::Skip,
     };
     Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body }
-}
-
-/// What a write does to a key whose current value is `current` (its condition held), at wall-clock time
-/// `now_ms`: the change every member applies, and whether the write applied. A deadline already past deletes
-/// the key, as Redis does.
-fn decide(op: WriteOp, current: Option<Stored>, now_ms: u64) -> (Change, bool) {
-    let keep = |data: &[u8], expires_ms: Option<u64>| match expires_ms {
-        Some(at) if at <= now_ms => Change::Delete,
-        _ => Change::Put(Stored::wrap(data, expires_ms)),
-    };
-    match (op, current) {
-        (WriteOp::Put { value, ttl }, current) => {
-            let expires_ms = match ttl {
-                Ttl::Clear => None,
-                Ttl::Keep => current.and_then(|c| c.expires_ms),
-                Ttl::Expire(d) => Some(d.at(now_ms)),
-            };
-            (keep(&value, expires_ms), true)
-        }
-        (WriteOp::Delete, _) => (Change::Delete, true),
-        (WriteOp::Expire(_), None) => (Change::Skip, false),
-        (WriteOp::Expire(None), Some(c)) if c.expires_ms.is_none() => (Change::Skip, false),
-        (WriteOp::Expire(deadline), Some(c)) => (keep(&c.data, deadline.map(|d| d.at(now_ms))), true),
-    }
 }
 
 /// The answer to a read of a key whose value is `stored`, on a wall clock reading `now_ms`.
@@ -189,11 +164,10 @@ impl ChainNode {
     /// The head's decision: the next sequence number and the write's outcome against current state.
     fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<Update, StoreError> {
         let current = self.stored(chain, &write.key)?;
-        let existed = current.is_some();
-        let (change, applied) =
-            if write.cond.holds(existed) { decide(write.op, current, self.wall_ms) } else { (Change::Skip, false) };
+        let key = write.key.clone();
+        let Decision { change, outcome } = decide(write, current, self.wall_ms, self.cfg.limits.max_value_bytes);
         let seq = self.replicas[&chain].lu + 1;
-        Ok(Update { chain, seq, key: write.key, change, outcome: Outcome { applied, existed }, origin: Some(origin) })
+        Ok(Update { chain, seq, key, change, outcome, origin: Some(origin) })
     }
 
     pub(super) fn on_update(&mut self, now: Time, from: NodeId, view: u64, u: Update, out: &mut Fx) {

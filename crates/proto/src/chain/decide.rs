@@ -1,0 +1,143 @@
+//! What a write does to its key, decided once by the head against the key's state when it orders the write.
+//! Every member then applies the resulting [`Change`], so read-modify-write commands (INCR, APPEND, SET … GET,
+//! GETDEL) are atomic per key and replicate as plain puts and deletes: the chain never re-evaluates them.
+
+use super::msg::{Answer, Change, Outcome, Refusal};
+use meridian_core::{Stored, Ttl, Write, WriteOp};
+
+/// The head's decision on one write.
+#[derive(Debug)]
+pub(super) struct Decision {
+    pub change: Change,
+    pub outcome: Outcome,
+}
+
+/// Decides `write` against the key's current value `current`, at wall-clock time `now_ms`; `max_value` bounds
+/// what an APPEND may grow a value to. A deadline already past deletes the key, as Redis does.
+pub(super) fn decide(write: Write, current: Option<Stored>, now_ms: u64, max_value: usize) -> Decision {
+    let existed = current.is_some();
+    let old = write.get_old.then(|| current.as_ref().map(|c| c.data.clone()));
+    let (change, applied, answer) = if write.cond.holds(existed) {
+        match apply(write.op, current, now_ms, max_value) {
+            Ok((change, applied, answer)) => (change, applied, answer),
+            Err(why) => (Change::Skip, false, Answer::Refused(why)),
+        }
+    } else {
+        (Change::Skip, false, Answer::Outcome)
+    };
+    let answer = old.map_or(answer, Answer::Old);
+    Decision { change, outcome: Outcome { applied, existed, answer } }
+}
+
+fn apply(
+    op: WriteOp,
+    current: Option<Stored>,
+    now_ms: u64,
+    max_value: usize,
+) -> Result<(Change, bool, Answer), Refusal> {
+    let keep = |data: &[u8], expires_ms: Option<u64>| match expires_ms {
+        Some(at) if at <= now_ms => Change::Delete,
+        _ => Change::Put(Stored::wrap(data, expires_ms)),
+    };
+    let expires = current.as_ref().and_then(|c| c.expires_ms);
+    Ok(match (op, current) {
+        (WriteOp::Put { value, ttl }, _) => {
+            let expires_ms = match ttl {
+                Ttl::Clear => None,
+                Ttl::Keep => expires,
+                Ttl::Expire(d) => Some(d.at(now_ms)),
+            };
+            (keep(&value, expires_ms), true, Answer::Outcome)
+        }
+        (WriteOp::Delete, _) => (Change::Delete, true, Answer::Outcome),
+        (WriteOp::Expire(_), None) => (Change::Skip, false, Answer::Outcome),
+        (WriteOp::Expire(None), Some(c)) if c.expires_ms.is_none() => (Change::Skip, false, Answer::Outcome),
+        (WriteOp::Expire(deadline), Some(c)) => (keep(&c.data, deadline.map(|d| d.at(now_ms))), true, Answer::Outcome),
+        (WriteOp::IncrBy(by), current) => {
+            let now = current.map_or(Ok(0), |c| integer(&c.data))?;
+            let next = now.checked_add(by).ok_or(Refusal::Overflow)?;
+            (keep(next.to_string().as_bytes(), expires), true, Answer::Integer(next))
+        }
+        (WriteOp::Append(tail), current) => {
+            let mut data = current.map(|c| c.data.to_vec()).unwrap_or_default();
+            if data.len() + tail.len() > max_value {
+                return Err(Refusal::TooLong { limit: max_value as u64 });
+            }
+            data.extend_from_slice(&tail);
+            let len = i64::try_from(data.len()).expect("bounded by the value limit");
+            (keep(&data, expires), true, Answer::Integer(len))
+        }
+    })
+}
+
+/// A value as INCR reads it: the decimal form of a signed 64-bit integer exactly as Redis writes one (an
+/// optional minus, no plus, no leading zeros, no spaces), so that what INCR accepts it also writes back.
+pub(super) fn integer(data: &[u8]) -> Result<i64, Refusal> {
+    let text = std::str::from_utf8(data).map_err(|_| Refusal::NotAnInteger)?;
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" && text == "0" || !digits.starts_with('0'));
+    if !canonical {
+        return Err(Refusal::NotAnInteger);
+    }
+    text.parse().map_err(|_| Refusal::NotAnInteger)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use meridian_core::{Condition, KeyspaceId};
+
+    fn write(op: WriteOp) -> Write {
+        Write::new(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), op)
+    }
+
+    fn stored(data: &str, expires_ms: Option<u64>) -> Option<Stored> {
+        Some(Stored { data: Bytes::from(data.to_string()), expires_ms })
+    }
+
+    #[test]
+    fn integers_are_read_as_redis_writes_them() {
+        for good in ["0", "7", "-7", "9223372036854775807", "-9223372036854775808"] {
+            assert_eq!(integer(good.as_bytes()).unwrap().to_string(), good);
+        }
+        for bad in ["", "-", "+1", "01", "-0", " 1", "1 ", "1.5", "9223372036854775808", "x"] {
+            assert_eq!(integer(bad.as_bytes()), Err(Refusal::NotAnInteger), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn incrby_counts_from_zero_keeps_the_expiry_and_refuses_what_it_cannot_count() {
+        let d = decide(write(WriteOp::IncrBy(5)), None, 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Put(Stored::wrap(b"5", None)), Answer::Integer(5)));
+        let d = decide(write(WriteOp::IncrBy(-10)), stored("5", Some(99)), 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Put(Stored::wrap(b"-5", Some(99))), Answer::Integer(-5)));
+        let d = decide(write(WriteOp::IncrBy(1)), stored("abc", None), 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Skip, Answer::Refused(Refusal::NotAnInteger)));
+        let d = decide(write(WriteOp::IncrBy(1)), stored(&i64::MAX.to_string(), None), 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Skip, Answer::Refused(Refusal::Overflow)));
+    }
+
+    #[test]
+    fn append_grows_the_value_up_to_the_limit() {
+        let d = decide(write(WriteOp::Append(Bytes::from_static(b"cd"))), stored("ab", None), 0, 4);
+        assert_eq!((d.change, d.outcome.answer), (Change::Put(Stored::wrap(b"abcd", None)), Answer::Integer(4)));
+        let d = decide(write(WriteOp::Append(Bytes::from_static(b"cde"))), stored("ab", None), 0, 4);
+        assert_eq!((d.change, d.outcome.answer), (Change::Skip, Answer::Refused(Refusal::TooLong { limit: 4 })));
+    }
+
+    #[test]
+    fn get_old_answers_the_previous_value_whether_or_not_the_write_applied() {
+        let set_get =
+            |cond| Write { cond, get_old: true, ..write(WriteOp::Put { value: "new".into(), ttl: Ttl::Clear }) };
+        let d = decide(set_get(Condition::Always), stored("old", None), 0, 100);
+        assert_eq!((d.outcome.applied, d.outcome.answer), (true, Answer::Old(Some("old".into()))));
+        let d = decide(set_get(Condition::IfAbsent), stored("old", None), 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Skip, Answer::Old(Some("old".into()))));
+        let getdel = Write { get_old: true, ..write(WriteOp::Delete) };
+        let d = decide(getdel, None, 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Delete, Answer::Old(None)));
+    }
+}

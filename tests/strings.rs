@@ -1,0 +1,75 @@
+//! Redis' read-modify-write string commands on a real three-node chain: INCR and its kin, APPEND, GETDEL,
+//! SET … GET and STRLEN answer as Redis answers, through any node, and concurrent INCRs from many
+//! connections lose no increment (each is ordered once, at its chain's head).
+
+mod support;
+
+use std::time::Duration;
+use support::resp::{Conn, Resp};
+use support::Cluster;
+
+fn bulk(v: &str) -> Resp {
+    Resp::Bulk(Some(v.as_bytes().to_vec()))
+}
+
+fn error(e: &str) -> Resp {
+    Resp::Error(e.to_string())
+}
+
+#[test]
+fn read_modify_write_commands_answer_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let mut c = Conn::connect(cluster.servers[0].resp, Duration::from_secs(5)).unwrap();
+    let mut other = Conn::connect(cluster.servers[2].resp, Duration::from_secs(5)).unwrap();
+    let mut cmd = |args: &[&str]| c.cmd(args).unwrap();
+
+    assert_eq!(cmd(&["INCR", "n"]), Resp::Int(1));
+    assert_eq!(cmd(&["INCRBY", "n", "41"]), Resp::Int(42));
+    assert_eq!(cmd(&["DECR", "n"]), Resp::Int(41));
+    assert_eq!(cmd(&["DECRBY", "n", "-9"]), Resp::Int(50));
+    assert_eq!(other.cmd(&["GET", "n"]).unwrap(), bulk("50"));
+    assert_eq!(cmd(&["INCRBY", "n", "+1"]), error("ERR value is not an integer or out of range"));
+    assert_eq!(cmd(&["DECRBY", "n", "-9223372036854775808"]), error("ERR decrement would overflow"));
+    assert_eq!(cmd(&["SET", "big", "9223372036854775807"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["INCR", "big"]), error("ERR increment or decrement would overflow"));
+    assert_eq!(cmd(&["SET", "word", "hello"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["INCR", "word"]), error("ERR value is not an integer or out of range"));
+    assert_eq!(cmd(&["GET", "word"]), bulk("hello"), "a refused INCR changes nothing");
+
+    assert_eq!(cmd(&["APPEND", "word", " world"]), Resp::Int(11));
+    assert_eq!(cmd(&["APPEND", "fresh", "abc"]), Resp::Int(3));
+    assert_eq!(cmd(&["STRLEN", "word"]), Resp::Int(11));
+    assert_eq!(cmd(&["STRLEN", "missing"]), Resp::Int(0));
+
+    assert_eq!(cmd(&["SET", "word", "bye", "GET"]), bulk("hello world"));
+    assert_eq!(cmd(&["SET", "word", "never", "NX", "GET"]), bulk("bye"), "NX failed, the old value still comes back");
+    assert_eq!(cmd(&["SET", "unset", "v", "GET"]), Resp::Bulk(None));
+    assert_eq!(cmd(&["GETDEL", "word"]), bulk("bye"));
+    assert_eq!(cmd(&["GETDEL", "word"]), Resp::Bulk(None));
+    assert_eq!(other.cmd(&["EXISTS", "word"]).unwrap(), Resp::Int(0));
+
+    // INCR keeps the key's expiry, as in Redis.
+    assert_eq!(cmd(&["SET", "ttl", "1", "EX", "100"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["INCR", "ttl"]), Resp::Int(2));
+    assert!(matches!(cmd(&["TTL", "ttl"]), Resp::Int(t) if (90..=100).contains(&t)));
+}
+
+#[test]
+fn concurrent_increments_are_each_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (clients, each) = (8, 200);
+    let workers: Vec<_> = (0..clients)
+        .map(|i| {
+            let addr = cluster.servers[i % 3].resp;
+            std::thread::spawn(move || {
+                let mut c = Conn::connect(addr, Duration::from_secs(5)).unwrap();
+                (0..each).for_each(|_| assert!(matches!(c.cmd(&["INCR", "counter"]).unwrap(), Resp::Int(_))));
+            })
+        })
+        .collect();
+    workers.into_iter().for_each(|w| w.join().unwrap());
+    let mut c = Conn::connect(cluster.servers[1].resp, Duration::from_secs(5)).unwrap();
+    assert_eq!(c.cmd(&["GET", "counter"]).unwrap(), bulk(&(clients * each).to_string()));
+}
