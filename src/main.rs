@@ -10,6 +10,10 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How `server` and `demo` write their logs to stderr: `text` for people, `json` (one object per line,
+    /// with the event's fields) for log collectors. The level comes from RUST_LOG (default: info).
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
 }
 
 #[derive(Subcommand)]
@@ -28,6 +32,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Demo(_) | Command::Server(_)) {
+        cli::node::init_logging(cli.log_format == "json");
+    }
     let result = match cli.command {
         Command::Demo(args) => cli::demo::run(args),
         Command::Server(args) => cli::server::run(args),

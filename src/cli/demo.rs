@@ -1,8 +1,6 @@
 //! `meridian demo`: a local cluster in one process, for trying Meridian with redis-cli.
 
-use super::node::{
-    default_replicas, init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup,
-};
+use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Read, Reply, Request};
@@ -34,7 +32,6 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
-    init_logging();
     if args.nodes == 0 || args.port.checked_add(2000 + args.nodes).is_none() {
         return Err("--nodes must be at least 1 and the ports must fit below 65536".into());
     }

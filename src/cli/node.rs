@@ -132,9 +132,14 @@ pub fn default_replicas(list: Option<&str>, replication: usize) -> Result<Vec<Re
     }
 }
 
-pub fn init_logging() {
+pub fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime, String> {

@@ -2,9 +2,7 @@
 //! a node added later starts with `--join`, naming the HTTP address of any node of the cluster.
 
 use super::http;
-use super::node::{
-    default_replicas, init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup,
-};
+use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec};
@@ -58,7 +56,6 @@ pub struct ServerArgs {
 }
 
 pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
-    init_logging();
     let node_id = NodeId(args.node_id);
     let (cluster, join) = match (&args.peers, &args.join) {
         (Some(peers), _) => (initial_cluster(&args, peers)?, None),
