@@ -3,7 +3,7 @@
 
 use super::http;
 use super::node::{
-    default_replicas, init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup,
+    default_replicas, init_logging, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup,
 };
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
@@ -55,6 +55,8 @@ pub struct ServerArgs {
     durability: DurabilityArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
@@ -74,7 +76,8 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
         http: args.http,
         data_dir: args.data_dir,
         durability: args.durability.policy(),
-        config: args.cluster.config(),
+        config: args.cluster.config_with(args.limits.limits()),
+        resp_limits: args.limits.resp(),
     };
     runtime()?.block_on(async {
         let handle = start(setup).await?;

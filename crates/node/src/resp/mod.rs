@@ -18,8 +18,9 @@ mod frame;
 mod frontend;
 mod glob;
 mod kv;
-mod parser;
+pub(crate) mod parser;
 mod pending;
 
 pub(crate) use connection::serve;
 pub(crate) use frontend::Frontend;
+pub use frontend::{RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
