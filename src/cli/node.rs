@@ -76,8 +76,8 @@ const PIPELINE_CEILING: u64 = 1 << 20;
 /// The largest `--max-connections`.
 const CONNECTIONS_CEILING: u64 = 1 << 20;
 
-/// What Redis clients may send and hold open (docs/resp.md). Give every node the same values: a write is
-/// checked against the limits of the node that receives it and of its chain's head.
+/// What Redis clients may send and hold open (docs/resp.md). Give every node the same values, so a client
+/// meets the same limits whichever node it talks to.
 #[derive(Args, Debug)]
 pub struct LimitArgs {
     /// The longest key a client may use, in bytes (a size like 4096 or 4k, at most 64k); a longer one gets

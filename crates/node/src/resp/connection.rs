@@ -5,8 +5,8 @@
 //! many requests in the core at once; the writer takes the pending replies strictly in order, so the
 //! replies come back in request order. The queue holds at most `pipeline_max` of them
 //! ([`RespLimits`](super::RespLimits)); when it is full the reader stops reading and TCP pushes back on
-//! the client. The writer flushes only when the
-//! next reply is not ready yet, so a burst of pipelined replies leaves in few writes.
+//! the client. The writer flushes only when the next reply is not ready yet, so a burst of pipelined
+//! replies leaves in few writes.
 //!
 //! A malformed frame gets `-ERR Protocol error: …` and closes this connection only, as in Redis; after
 //! it the stream cannot be resynchronised. A well-formed command with an argument over the size limit
