@@ -59,3 +59,29 @@ fn a_second_server_on_a_data_directory_in_use_is_refused() {
     let mut c = support::resp::Conn::connect(first.resp, std::time::Duration::from_secs(5)).unwrap();
     assert_eq!(c.cmd(&["PING"]).unwrap(), support::resp::Resp::Simple("PONG".into()), "the first one still serves");
 }
+
+#[test]
+fn invalid_limits_are_refused_naming_the_flag() {
+    let base =
+        ["--node-id", "1", "--peer-listen", "127.0.0.1:1", "--peers", "1=127.0.0.1:1", "--data-dir", "/nonexistent"];
+    let cases = [
+        ("--max-key-bytes", "0"),
+        ("--max-key-bytes", "65k"),
+        ("--max-value-bytes", "0"),
+        ("--max-value-bytes", "lots"),
+        ("--max-value-bytes", "9mb"),
+        ("--max-pipeline", "0"),
+        ("--max-pipeline", "-3"),
+        ("--max-connections", "0"),
+        ("--max-connections", "many"),
+    ];
+    for (flag, value) in cases {
+        let given = format!("{flag}={value}");
+        let (code, err) = meridian(&[&["server"][..], &base, &[&given]].concat());
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+        assert!(err.contains(&format!("invalid value '{value}' for '{flag}")), "{flag} {value}: {err}");
+    }
+    let (code, err) = meridian(&["demo", "--max-connections", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid value '0' for '--max-connections"), "{err}");
+}

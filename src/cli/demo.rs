@@ -1,6 +1,6 @@
 //! `meridian demo`: a local cluster in one process, for trying Meridian with redis-cli.
 
-use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
+use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Read, Reply, Request};
@@ -29,6 +29,8 @@ pub struct DemoArgs {
     durability: DurabilityArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
@@ -60,7 +62,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 http: Some(addr(args.port + 2000 + i)),
                 data_dir: root.join(format!("node{}", i + 1)),
                 durability: args.durability.policy(),
-                config: args.cluster.config(),
+                config: args.cluster.config_with(args.limits.limits()),
+                resp_limits: args.limits.resp(),
             };
             handles.push(start(setup).await?);
         }

@@ -1,14 +1,17 @@
-//! What `demo` and `server` share: the durability flags, opening a node's data directory and starting a
-//! node (chain replication with its replicated manager) on it.
+//! What `demo` and `server` share: the durability, cluster and client-limit flags, opening a node's data
+//! directory and starting a node (chain replication with its replicated manager) on it.
 
 use clap::Args;
-use meridian_core::{ClusterConfig, DurabilityMode, KeyspaceConfig, NodeId, ReplicaKind};
-use meridian_node::{start_node, DataDir, NodeHandle, NodeOptions, SyncPolicy};
+use meridian_core::size::parse_size;
+use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, NodeId, ReplicaKind};
+use meridian_node::{
+    start_node, DataDir, NodeHandle, NodeOptions, RespLimits, SyncPolicy, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX,
+};
 use meridian_proto::chain::ChainConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
-use meridian_store::{LogOptions, RealVfs};
+use meridian_store::{LogOptions, RealVfs, KEY_MAX};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,10 +59,69 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    pub fn config(&self) -> NodeConfig {
-        let chain = ChainConfig { migration_bandwidth: self.migration_mb_per_s * 1_000_000, ..ChainConfig::default() };
+    /// The node's configuration, with the key and value limits its chains check every request against.
+    pub fn config_with(&self, limits: Limits) -> NodeConfig {
+        let migration_bandwidth = self.migration_mb_per_s * 1_000_000;
+        let chain = ChainConfig { migration_bandwidth, limits, ..ChainConfig::default() };
         let manager = ManagerConfig::with_tick(Duration::from_millis(self.manager_tick_ms));
         NodeConfig { chain, manager, ..NodeConfig::default() }
+    }
+}
+
+/// The largest `--max-value-bytes`: a value travels between nodes in one peer frame (at most
+/// `wire::FRAME_MAX`, 16 MiB) together with its key and the message around it.
+const VALUE_BYTES_CEILING: usize = wire::FRAME_MAX / 2;
+/// The largest `--max-pipeline`: far past any pipelining gain, and each slot may hold a reply.
+const PIPELINE_CEILING: u64 = 1 << 20;
+/// The largest `--max-connections`.
+const CONNECTIONS_CEILING: u64 = 1 << 20;
+
+/// What Redis clients may send and hold open (docs/resp.md). Give every node the same values, so a client
+/// meets the same limits whichever node it talks to.
+#[derive(Args, Debug)]
+pub struct LimitArgs {
+    /// The longest key a client may use, in bytes (a size like 4096 or 4k, at most 64k); a longer one gets
+    /// an -ERR and the connection goes on.
+    #[arg(long, default_value_t = Limits::default().max_key_bytes, value_parser = key_bytes)]
+    max_key_bytes: usize,
+    /// The largest value a client may write, in bytes (a size like 1048576 or 1mb, at most 8mb); a larger one
+    /// gets an -ERR and is dropped as it arrives, never buffered whole.
+    #[arg(long, default_value_t = Limits::default().max_value_bytes, value_parser = value_bytes)]
+    max_value_bytes: usize,
+    /// Requests of one connection in flight (sent, not yet answered) before the server stops reading from it.
+    #[arg(long, default_value_t = DEFAULT_PIPELINE_MAX,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=PIPELINE_CEILING))]
+    max_pipeline: usize,
+    /// Client connections served at once; one more is sent `-ERR max number of clients reached` and closed.
+    #[arg(long, default_value_t = DEFAULT_CONNECTIONS_MAX,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=CONNECTIONS_CEILING))]
+    max_connections: usize,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> Limits {
+        Limits { max_key_bytes: self.max_key_bytes, max_value_bytes: self.max_value_bytes }
+    }
+
+    pub fn resp(&self) -> RespLimits {
+        RespLimits { pipeline_max: self.max_pipeline, connections_max: self.max_connections }
+    }
+}
+
+fn key_bytes(text: &str) -> Result<usize, String> {
+    size_between(text, KEY_MAX)
+}
+
+fn value_bytes(text: &str) -> Result<usize, String> {
+    size_between(text, VALUE_BYTES_CEILING)
+}
+
+/// A byte count from 1 to `max`.
+fn size_between(text: &str, max: usize) -> Result<usize, String> {
+    let n = parse_size(text)?;
+    match usize::try_from(n) {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{n} bytes is not between 1 and {max}")),
     }
 }
 
@@ -75,6 +137,7 @@ pub struct NodeSetup {
     pub data_dir: PathBuf,
     pub durability: SyncPolicy,
     pub config: NodeConfig,
+    pub resp_limits: RespLimits,
 }
 
 /// A fresh number per process start, so answers addressed to a previous run of this node are dropped.
@@ -109,6 +172,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         peer_listen: setup.peer,
         http_listen: setup.http,
         limits,
+        resp: setup.resp_limits,
         durability: setup.durability,
         data_dir: Some(data_dir),
     };

@@ -2,7 +2,7 @@
 //! a node added later starts with `--join`, naming the HTTP address of any node of the cluster.
 
 use super::http;
-use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, NodeSetup};
+use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec};
@@ -53,6 +53,8 @@ pub struct ServerArgs {
     durability: DurabilityArgs,
     #[command(flatten)]
     cluster: ClusterArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
@@ -71,7 +73,8 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
         http: args.http,
         data_dir: args.data_dir,
         durability: args.durability.policy(),
-        config: args.cluster.config(),
+        config: args.cluster.config_with(args.limits.limits()),
+        resp_limits: args.limits.resp(),
     };
     runtime()?.block_on(async {
         let handle = start(setup).await?;

@@ -14,4 +14,6 @@ pub enum NodeError {
     },
     #[error("cannot start the core thread: {0}")]
     CoreThread(std::io::Error),
+    #[error("invalid node options: {0}")]
+    Options(String),
 }

@@ -25,7 +25,16 @@ mod resp;
 mod timers;
 mod transport;
 
+/// The RESP request parser, for the cargo-fuzz target in `fuzz/` only: not part of the API, and compiled
+/// only with the `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::resp::parser::{Command, Parser, ProtocolError};
+}
+
 pub use data_dir::DataDir;
 pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};
+pub use resp::{RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};

@@ -12,7 +12,7 @@ use crate::durability::{Persistence, SyncPolicy};
 use crate::error::NodeError;
 use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
-use crate::resp::{self, Frontend};
+use crate::resp::{self, Frontend, RespLimits};
 use crate::transport::{self, Gate, PeerQueues};
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
 use std::net::SocketAddr;
@@ -35,7 +35,10 @@ pub struct NodeOptions {
     /// the two must lead to the same socket.
     pub peer_listen: SocketAddr,
     pub http_listen: Option<SocketAddr>,
+    /// The largest key and value a client may write.
     pub limits: Limits,
+    /// Pipelining depth and client connections (`docs/resp.md`).
+    pub resp: RespLimits,
     /// When writes are fsynced relative to their acknowledgement (`docs/durability.md`).
     pub durability: SyncPolicy,
     /// The claimed data directory the core's stores live in, if any: kept (and so locked) until the node
@@ -63,6 +66,7 @@ pub struct NodeHandle {
 /// and the tasks. Must be called within a tokio runtime.
 pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process: P) -> Result<NodeHandle, NodeError> {
     let me = opts.node_id;
+    opts.resp.check().map_err(NodeError::Options)?;
     let (resp_listener, resp_addr) = bind("RESP", opts.resp_listen).await?;
     let (peer_listener, peer_addr) = bind("peer", opts.peer_listen).await?;
     let http_listener = match opts.http_listen {
@@ -86,6 +90,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let frontend = Frontend {
         core: core.clone(),
         limits: opts.limits,
+        resp: opts.resp,
         node: me,
         resp_port: resp_addr.port(),
         cluster_nodes: opts.cluster.nodes.len(),

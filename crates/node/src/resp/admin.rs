@@ -144,8 +144,12 @@ fn set_name(name: &Bytes, session: &mut Session) -> Frame {
 }
 
 /// The parameters Meridian has, as CONFIG GET names them.
-fn parameters(frontend: &Frontend) -> [(&'static str, String); 2] {
-    [("databases", "1".to_string()), ("proto-max-bulk-len", frontend.bulk_max().to_string())]
+fn parameters(frontend: &Frontend) -> [(&'static str, String); 3] {
+    [
+        ("databases", "1".to_string()),
+        ("maxclients", frontend.resp.connections_max.to_string()),
+        ("proto-max-bulk-len", frontend.bulk_max().to_string()),
+    ]
 }
 
 fn config_get(patterns: &[Bytes], frontend: &Frontend) -> Frame {

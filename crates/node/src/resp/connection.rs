@@ -3,20 +3,22 @@
 //!
 //! The reader does not wait for a reply before reading the next command, so a pipelining client has
 //! many requests in the core at once; the writer takes the pending replies strictly in order, so the
-//! replies come back in request order. The queue holds at most [`IN_FLIGHT_MAX`] of them; when it is
-//! full the reader stops reading and TCP pushes back on the client. The writer flushes only when the
-//! next reply is not ready yet, so a burst of pipelined replies leaves in few writes.
+//! replies come back in request order. The queue holds at most `pipeline_max` of them
+//! ([`RespLimits`](super::RespLimits)); when it is full the reader stops reading and TCP pushes back on
+//! the client. The writer flushes only when the next reply is not ready yet, so a burst of pipelined
+//! replies leaves in few writes.
 //!
-//! A malformed or over-limit frame gets `-ERR Protocol error: …` and closes this connection only, as
-//! in Redis; after it the stream cannot be resynchronised.
+//! A malformed frame gets `-ERR Protocol error: …` and closes this connection only, as in Redis; after
+//! it the stream cannot be resynchronised. A well-formed command with an argument over the size limit
+//! gets an `-ERR` naming the limit, and the connection goes on.
 
 use super::commands::{dispatch, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv::failure;
-use super::parser::Parser;
+use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
-use crate::accept::accept_loop;
+use crate::accept::{accept_loop, Cap};
 use bytes::BytesMut;
 use meridian_core::Reply;
 use std::io;
@@ -29,15 +31,16 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::oneshot;
 use tracing::debug;
 
-/// Requests of one connection whose replies have not been written yet.
-const IN_FLIGHT_MAX: usize = 1024;
+/// What a client past the connection limit is told before it is closed (Redis' words).
+const TOO_MANY_CLIENTS: &[u8] = b"-ERR max number of clients reached\r\n";
 const READ_CHUNK: usize = 64 << 10;
 /// Reply bytes gathered before a write even when more replies are ready.
 const WRITE_CHUNK: usize = 64 << 10;
 
 /// Serves RESP clients until the task is aborted.
 pub(crate) async fn serve(listener: TcpListener, frontend: Arc<Frontend>) {
-    accept_loop(listener, "RESP", |stream, _| serve_client(stream, frontend.clone())).await
+    let cap = Cap { max: frontend.resp.connections_max, refusal: TOO_MANY_CLIENTS };
+    accept_loop(listener, "RESP", Some(cap), |stream, _| serve_client(stream, frontend.clone())).await
 }
 
 async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
@@ -46,7 +49,7 @@ async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
         debug!("cannot set TCP_NODELAY on a client connection: {e}");
     }
     let (reader, writer) = stream.into_split();
-    let (tx, rx) = mpsc::channel(IN_FLIGHT_MAX);
+    let (tx, rx) = mpsc::channel(frontend.resp.pipeline_max);
     tokio::join!(read_commands(reader, tx, &frontend), write_replies(writer, rx));
 }
 
@@ -58,7 +61,8 @@ async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Pending>
     loop {
         loop {
             let mut action = match parser.next(&mut buf) {
-                Ok(Some(args)) => dispatch(&args, &mut session, frontend),
+                Ok(Some(Command::Args(args))) => dispatch(&args, &mut session, frontend),
+                Ok(Some(Command::Oversized { len })) => oversized(len, frontend.bulk_max()),
                 Ok(None) => break,
                 Err(e) => Action::close_after(Frame::error(format!("ERR Protocol error: {e}"))),
             };
@@ -80,6 +84,12 @@ async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Pending>
             }
         }
     }
+}
+
+/// The refusal of a command with an argument longer than any key or value may be; its bytes were never
+/// kept, so nothing of it ran.
+fn oversized(len: usize, max: usize) -> Action {
+    Frame::error(format!("ERR argument is {len} bytes; the limit is {max}")).into()
 }
 
 /// Moves the session to the keyspace the core named; an unknown one leaves it where it was.

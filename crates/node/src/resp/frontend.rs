@@ -7,13 +7,43 @@ use meridian_core::{Limits, NodeId};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-/// Slack above the largest key or value for one RESP argument, so a value just over the limit reaches
-/// [`Limits::check`] and gets its clear message instead of a protocol error.
-const BULK_SLACK: usize = 1024;
+/// Requests of one connection in flight, by default, before the server stops reading from it.
+pub const DEFAULT_PIPELINE_MAX: usize = 1024;
+/// Client connections served at once, by default (Redis' `maxclients` default).
+pub const DEFAULT_CONNECTIONS_MAX: usize = 10_000;
+
+/// Bounds on what Redis clients can make a node hold besides keys and values (`docs/resp.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RespLimits {
+    /// Requests of one connection whose replies have not been written yet; at this many the server
+    /// stops reading from the connection, and TCP pushes back on the client.
+    pub pipeline_max: usize,
+    /// Client connections served at once; one more gets `-ERR max number of clients reached` and is
+    /// closed.
+    pub connections_max: usize,
+}
+
+impl RespLimits {
+    /// Both bounds must admit at least one: a zero would serve nothing and wait forever.
+    pub fn check(&self) -> Result<(), String> {
+        match (self.pipeline_max, self.connections_max) {
+            (0, _) => Err("pipeline_max must be at least 1".into()),
+            (_, 0) => Err("connections_max must be at least 1".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Default for RespLimits {
+    fn default() -> Self {
+        RespLimits { pipeline_max: DEFAULT_PIPELINE_MAX, connections_max: DEFAULT_CONNECTIONS_MAX }
+    }
+}
 
 pub(crate) struct Frontend {
     pub(crate) core: Arc<dyn CoreInbox>,
     pub(crate) limits: Limits,
+    pub(crate) resp: RespLimits,
     pub(crate) node: NodeId,
     pub(crate) resp_port: u16,
     pub(crate) cluster_nodes: usize,
@@ -24,8 +54,9 @@ pub(crate) struct Frontend {
 }
 
 impl Frontend {
-    /// The largest RESP bulk string a client may send.
+    /// The largest RESP argument kept: no key or value can be longer. A longer one is dropped by the
+    /// parser as it arrives and its command refused.
     pub(crate) fn bulk_max(&self) -> usize {
-        self.limits.max_key_bytes.max(self.limits.max_value_bytes) + BULK_SLACK
+        self.limits.max_key_bytes.max(self.limits.max_value_bytes)
     }
 }

@@ -18,9 +18,10 @@ mod frame;
 mod frontend;
 mod glob;
 mod kv;
-mod parser;
+pub(crate) mod parser;
 mod pending;
 mod strings;
 
 pub(crate) use connection::serve;
 pub(crate) use frontend::Frontend;
+pub use frontend::{RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};

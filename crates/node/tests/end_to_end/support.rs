@@ -2,7 +2,7 @@
 
 use crate::kv_process::KvNode;
 use meridian_core::{ClusterConfig, Limits, NodeId, NodeSpec};
-use meridian_node::{start_node, NodeHandle, NodeOptions, SyncPolicy};
+use meridian_node::{start_node, NodeHandle, NodeOptions, RespLimits, SyncPolicy};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -46,6 +46,7 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         peer_listen: peer_listen(cluster, node),
         http_listen: Some(loopback(0)),
         limits: LIMITS,
+        resp: RespLimits::default(),
         durability: SyncPolicy::default(),
         data_dir: None,
     }
