@@ -1,5 +1,5 @@
-//! Connection and introspection commands: PING, ECHO, SELECT, KEYSPACE, QUIT, COMMAND, CONFIG GET, INFO and
-//! CLIENT SETNAME/GETNAME. They answer from this node alone; SELECT and KEYSPACE ask its core's map which
+//! Connection and introspection commands: PING, ECHO, SELECT, KEYSPACE, QUIT, HELLO, COMMAND, CONFIG GET, INFO
+//! and CLIENT SETNAME/GETNAME/ID. They answer from this node alone; SELECT and KEYSPACE ask its core's map which
 //! keyspace a number or name stands for.
 //!
 //! They report only what is true of Meridian: COMMAND lists the commands this server implements (and
@@ -8,7 +8,7 @@
 //! version.
 
 use super::commands::{unknown_subcommand, wrong_arity, Action, Command, Session, COMMANDS};
-use super::frame::Frame;
+use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::glob::glob_match;
 use bytes::Bytes;
@@ -129,9 +129,59 @@ pub(super) fn client(args: &[Bytes], session: &mut Session, _: &Frontend) -> Act
         (b"SETNAME", _) => wrong_arity("client|setname").into(),
         (b"GETNAME", 2) => session.name.clone().map_or(Frame::Null, Frame::Bulk).into(),
         (b"GETNAME", _) => wrong_arity("client|getname").into(),
+        (b"ID", 2) => Frame::Integer(session.id as i64).into(),
+        (b"ID", _) => wrong_arity("client|id").into(),
         (b"HELP", _) => help(CLIENT_HELP),
         _ => unknown_subcommand("CLIENT", &args[1]).into(),
     }
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME name]]: switches the connection to RESP2 or RESP3 and
+/// answers who the server is, in the protocol just chosen. Meridian has no users, so AUTH is refused; an
+/// unknown version gets Redis' NOPROTO error, on which clients fall back to RESP2.
+pub(super) fn hello(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let protocol = match args.get(1).map(|v| v.as_ref()) {
+        None => session.protocol,
+        Some(b"2") => Protocol::Resp2,
+        Some(b"3") => Protocol::Resp3,
+        Some(v) if std::str::from_utf8(v).is_ok_and(|v| v.parse::<i64>().is_ok()) => {
+            return Frame::error("NOPROTO unsupported protocol version").into()
+        }
+        Some(_) => return Frame::error("ERR Protocol version is not an integer or out of range").into(),
+    };
+    let mut name = None;
+    let mut options = args.iter().skip(2);
+    while let Some(option) = options.next() {
+        match option.to_ascii_uppercase().as_slice() {
+            b"SETNAME" => match options.next() {
+                Some(n) => name = Some(n),
+                None => return syntax_error_in("HELLO"),
+            },
+            b"AUTH" => return Frame::error("ERR AUTH is not supported: Meridian has no users or passwords").into(),
+            _ => return syntax_error_in("HELLO"),
+        }
+    }
+    if let Some(name) = name {
+        if let e @ Frame::Error(_) = set_name(name, session) {
+            return e.into();
+        }
+    }
+    session.protocol = protocol;
+    Frame::Map(vec![
+        (Frame::bulk("server"), Frame::bulk("meridian")),
+        (Frame::bulk("version"), Frame::bulk(env!("CARGO_PKG_VERSION"))),
+        (Frame::bulk("proto"), Frame::Integer(protocol.version())),
+        (Frame::bulk("id"), Frame::Integer(session.id as i64)),
+        (Frame::bulk("mode"), Frame::bulk("standalone")),
+        (Frame::bulk("role"), Frame::bulk("master")),
+        (Frame::bulk("modules"), Frame::Array(Vec::new())),
+        (Frame::bulk("node_id"), Frame::Integer(i64::from(frontend.node.0))),
+    ])
+    .into()
+}
+
+fn syntax_error_in(command: &str) -> Action {
+    Frame::error(format!("ERR Syntax error in {command} option")).into()
 }
 
 /// Redis allows printable ASCII without spaces in names; an empty name clears it.
@@ -143,9 +193,13 @@ fn set_name(name: &Bytes, session: &mut Session) -> Frame {
     Frame::ok()
 }
 
-/// The parameters Meridian has, as CONFIG GET names them.
-fn parameters(frontend: &Frontend) -> [(&'static str, String); 3] {
+/// The parameters Meridian has, as CONFIG GET names them. `save` and `appendonly` are Redis' snapshot and
+/// append-only-file settings, which redis-benchmark reads at start-up: Meridian has neither (its datastores are
+/// its logs, and each keyspace's durability is its own: INFO persistence), so they say so.
+fn parameters(frontend: &Frontend) -> [(&'static str, String); 5] {
     [
+        ("save", String::new()),
+        ("appendonly", "no".to_string()),
         ("databases", "1".to_string()),
         ("maxclients", frontend.resp.connections_max.to_string()),
         ("proto-max-bulk-len", frontend.bulk_max().to_string()),
@@ -153,14 +207,9 @@ fn parameters(frontend: &Frontend) -> [(&'static str, String); 3] {
 }
 
 fn config_get(patterns: &[Bytes], frontend: &Frontend) -> Frame {
-    let mut pairs = Vec::new();
-    for (name, value) in parameters(frontend) {
-        if patterns.iter().any(|p| glob_match(p, name.as_bytes())) {
-            pairs.push(Frame::bulk(name));
-            pairs.push(Frame::bulk(value));
-        }
-    }
-    Frame::Array(pairs)
+    let matches = |name: &str| patterns.iter().any(|p| glob_match(p, name.as_bytes()));
+    let pairs = parameters(frontend).into_iter().filter(|(name, _)| matches(name));
+    Frame::Map(pairs.map(|(name, value)| (Frame::bulk(name), Frame::bulk(value))).collect())
 }
 
 /// COMMAND's classic per-command entry: name, arity, flags, first key, last key, key step.
@@ -205,6 +254,8 @@ const CLIENT_HELP: &[&str] = &[
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "GETNAME",
     "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "HELP",

@@ -4,7 +4,7 @@
 
 use super::admin;
 use super::expiry;
-use super::frame::Frame;
+use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::kv;
 use super::pending::Pending;
@@ -15,12 +15,21 @@ use std::borrow::Cow;
 use tokio::sync::oneshot;
 
 /// Per-connection state.
-#[derive(Default)]
 pub(crate) struct Session {
-    /// Set by CLIENT SETNAME.
+    /// CLIENT ID.
+    pub(crate) id: u64,
+    /// Set by CLIENT SETNAME (or HELLO … SETNAME).
     pub(crate) name: Option<Bytes>,
     /// Where the connection's keys live: `default` until SELECT or KEYSPACE chooses another.
     pub(crate) keyspace: KeyspaceId,
+    /// RESP2 until HELLO 3.
+    pub(crate) protocol: Protocol,
+}
+
+impl Session {
+    pub(crate) fn new(id: u64) -> Session {
+        Session { id, name: None, keyspace: KeyspaceId::DEFAULT, protocol: Protocol::Resp2 }
+    }
 }
 
 /// What a command produces: its reply, and whether the connection closes after it.
@@ -111,6 +120,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("config", -2, &["admin", "loading", "stale"], admin::config),
     command("info", -1, &["loading", "stale"], admin::info),
     command("client", -2, &["loading", "stale"], admin::client),
+    command("hello", -1, &["noscript", "loading", "stale", "fast"], admin::hello),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {

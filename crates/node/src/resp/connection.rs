@@ -13,7 +13,7 @@
 //! gets an `-ERR` naming the limit, and the connection goes on.
 
 use super::commands::{dispatch, Action, Session};
-use super::frame::Frame;
+use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::kv::failure;
 use super::parser::{Command, Parser};
@@ -54,10 +54,14 @@ async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
 }
 
 /// Parses and dispatches commands until the client closes, sends QUIT or breaks the protocol.
-async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Pending>, frontend: &Frontend) {
+/// A reply on its way to the writer, with the protocol it is to be encoded in: the one the connection spoke
+/// when its command ran (HELLO's own reply already comes in the protocol it chose).
+type Queued = (Pending, Protocol);
+
+async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Queued>, frontend: &Frontend) {
     let mut parser = Parser::new(frontend.bulk_max());
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut session = Session::default();
+    let mut session = Session::new(frontend.next_client_id());
     loop {
         loop {
             let mut action = match parser.next(&mut buf) {
@@ -70,7 +74,7 @@ async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Pending>
                 action.reply = Pending::Ready(switch_keyspace(rx, &mut session).await);
             }
             // A closed queue means the writer failed: the client is gone.
-            if replies.send(action.reply).await.is_err() || action.close {
+            if replies.send((action.reply, session.protocol)).await.is_err() || action.close {
                 return;
             }
         }
@@ -103,17 +107,17 @@ async fn switch_keyspace(rx: oneshot::Receiver<Reply>, session: &mut Session) ->
     }
 }
 
-async fn write_replies(mut writer: OwnedWriteHalf, mut replies: mpsc::Receiver<Pending>) {
+async fn write_replies(mut writer: OwnedWriteHalf, mut replies: mpsc::Receiver<Queued>) {
     if let Err(e) = pump_replies(&mut writer, &mut replies).await {
         debug!("client connection write failed: {e}");
     }
 }
 
 /// Writes the replies in order until the reader is done and every reply is out, then half-closes.
-async fn pump_replies(writer: &mut OwnedWriteHalf, replies: &mut mpsc::Receiver<Pending>) -> io::Result<()> {
+async fn pump_replies(writer: &mut OwnedWriteHalf, replies: &mut mpsc::Receiver<Queued>) -> io::Result<()> {
     let mut out = Vec::with_capacity(WRITE_CHUNK);
     loop {
-        let pending = match replies.try_recv() {
+        let (pending, protocol) = match replies.try_recv() {
             Ok(pending) => pending,
             Err(TryRecvError::Empty) => {
                 flush(writer, &mut out).await?;
@@ -127,7 +131,7 @@ async fn pump_replies(writer: &mut OwnedWriteHalf, replies: &mut mpsc::Receiver<
         if !pending.is_ready() {
             flush(writer, &mut out).await?;
         }
-        pending.resolve().await.encode(&mut out);
+        pending.resolve().await.encode(protocol, &mut out);
         if out.len() >= WRITE_CHUNK {
             flush(writer, &mut out).await?;
         }

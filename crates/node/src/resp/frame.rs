@@ -1,4 +1,6 @@
-//! RESP2 replies and their encoding.
+//! Replies and their encoding in RESP2 or RESP3, whichever the connection speaks (HELLO chooses). The two
+//! differ only where RESP3 has a type of its own: a null is `_` instead of `$-1`, a map is `%` instead of a
+//! flat array of keys and values.
 
 use bytes::Bytes;
 use std::io::Write;
@@ -10,9 +12,28 @@ pub(crate) enum Frame {
     Error(String),
     Integer(i64),
     Bulk(Bytes),
-    /// The null bulk string `$-1`: Redis' "no value".
+    /// Redis' "no value": the null bulk string `$-1` in RESP2, `_` in RESP3.
     Null,
     Array(Vec<Frame>),
+    /// Pairs: a flat array in RESP2, a map in RESP3.
+    Map(Vec<(Frame, Frame)>),
+}
+
+/// The protocol version a connection speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    #[default]
+    Resp2,
+    Resp3,
+}
+
+impl Protocol {
+    pub(crate) fn version(self) -> i64 {
+        match self {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
+        }
+    }
 }
 
 impl Frame {
@@ -28,7 +49,7 @@ impl Frame {
         Frame::Bulk(Bytes::from(text.into()))
     }
 
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, protocol: Protocol, out: &mut Vec<u8>) {
         match self {
             Frame::Simple(s) => line(out, b'+', s.as_bytes()),
             Frame::Error(e) => error_line(out, e),
@@ -38,10 +59,21 @@ impl Frame {
                 out.extend_from_slice(b);
                 out.extend_from_slice(b"\r\n");
             }
+            Frame::Null if protocol == Protocol::Resp3 => out.extend_from_slice(b"_\r\n"),
             Frame::Null => out.extend_from_slice(b"$-1\r\n"),
             Frame::Array(items) => {
                 header(out, b'*', items.len() as i64);
-                items.iter().for_each(|item| item.encode(out));
+                items.iter().for_each(|item| item.encode(protocol, out));
+            }
+            Frame::Map(pairs) => {
+                match protocol {
+                    Protocol::Resp2 => header(out, b'*', 2 * pairs.len() as i64),
+                    Protocol::Resp3 => header(out, b'%', pairs.len() as i64),
+                }
+                for (key, value) in pairs {
+                    key.encode(protocol, out);
+                    value.encode(protocol, out);
+                }
             }
         }
     }
@@ -72,9 +104,21 @@ mod tests {
     use super::*;
 
     fn encoded(frame: Frame) -> String {
+        encoded_in(frame, Protocol::Resp2)
+    }
+
+    fn encoded_in(frame: Frame, protocol: Protocol) -> String {
         let mut out = Vec::new();
-        frame.encode(&mut out);
+        frame.encode(protocol, &mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn resp3_has_its_own_null_and_map() {
+        let map = || Frame::Map(vec![(Frame::bulk("k"), Frame::Null)]);
+        assert_eq!(encoded_in(map(), Protocol::Resp3), "%1\r\n$1\r\nk\r\n_\r\n");
+        assert_eq!(encoded_in(map(), Protocol::Resp2), "*2\r\n$1\r\nk\r\n$-1\r\n");
+        assert_eq!(encoded_in(Frame::Integer(7), Protocol::Resp3), ":7\r\n");
     }
 
     #[test]

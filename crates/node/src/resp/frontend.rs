@@ -51,9 +51,16 @@ pub(crate) struct Frontend {
     pub(crate) peer_drops: Arc<AtomicU64>,
     /// The durability mode and the core thread's fsync figures; reported by INFO.
     pub(crate) persistence: Arc<Persistence>,
+    /// The last CLIENT ID handed out on this node.
+    pub(crate) client_ids: AtomicU64,
 }
 
 impl Frontend {
+    /// A new connection's CLIENT ID: unique on this node for as long as it runs, never 0.
+    pub(crate) fn next_client_id(&self) -> u64 {
+        self.client_ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
     /// The largest RESP argument kept: no key or value can be longer. A longer one is dropped by the
     /// parser as it arrives and its command refused.
     pub(crate) fn bulk_max(&self) -> usize {

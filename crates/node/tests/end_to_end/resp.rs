@@ -62,8 +62,10 @@ async fn introspection_answers_honestly() {
     let Resp::Array(all) = c.cmd(&["COMMAND"]).await else { panic!("COMMAND is not an array") };
     assert_eq!(all.len() as i64, count);
     assert_eq!(c.cmd(&["COMMAND", "DOCS"]).await, Resp::Array(vec![]));
-    assert_eq!(c.cmd(&["CONFIG", "GET", "save"]).await, Resp::Array(vec![]));
-    assert_eq!(c.cmd(&["CONFIG", "GET", "appendonly"]).await, Resp::Array(vec![]));
+    assert_eq!(c.cmd(&["CONFIG", "GET", "save"]).await, Resp::Array(vec![Resp::bulk("save"), Resp::bulk("")]));
+    let appendonly = c.cmd(&["CONFIG", "GET", "appendonly"]).await;
+    assert_eq!(appendonly, Resp::Array(vec![Resp::bulk("appendonly"), Resp::bulk("no")]));
+    assert_eq!(c.cmd(&["CONFIG", "GET", "no-such-parameter"]).await, Resp::Array(vec![]));
     let bulk_max = LIMITS.max_value_bytes.to_string();
     let config = c.cmd(&["CONFIG", "GET", "proto-max-*"]).await;
     assert_eq!(config, Resp::Array(vec![Resp::bulk("proto-max-bulk-len"), Resp::bulk(&bulk_max)]));
@@ -77,6 +79,32 @@ async fn introspection_answers_honestly() {
     assert_eq!(c.cmd(&["CLIENT", "GETNAME"]).await, Resp::null());
     assert_eq!(c.cmd(&["CLIENT", "SETNAME", "bench-1"]).await, Resp::ok());
     assert_eq!(c.cmd(&["client", "getname"]).await, Resp::bulk("bench-1"));
+    within("shutdown", node.shutdown()).await;
+}
+
+/// HELLO switches a connection between RESP2 and RESP3; replies after it (and its own) come in the protocol it
+/// chose, other connections are unaffected, and CLIENT ID tells connections apart.
+#[tokio::test]
+async fn hello_switches_the_protocol_of_its_connection_only() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    let mut other = Client::connect(node.resp_addr()).await;
+    let Resp::Int(id) = c.cmd(&["CLIENT", "ID"]).await else { panic!("CLIENT ID is not an integer") };
+    assert_ne!(other.cmd(&["CLIENT", "ID"]).await, Resp::Int(id), "each connection has its own id");
+    let Resp::Map(hello) = c.cmd(&["HELLO", "3", "SETNAME", "app"]).await else { panic!("HELLO 3 is not a map") };
+    assert!(hello.contains(&(Resp::bulk("proto"), Resp::Int(3))), "{hello:?}");
+    assert!(hello.contains(&(Resp::bulk("id"), Resp::Int(id))), "{hello:?}");
+    assert_eq!(c.cmd(&["GET", "missing"]).await, Resp::Null);
+    assert_eq!(c.cmd(&["CLIENT", "GETNAME"]).await, Resp::bulk("app"));
+    let config = c.cmd(&["CONFIG", "GET", "databases"]).await;
+    assert_eq!(config, Resp::Map(vec![(Resp::bulk("databases"), Resp::bulk("1"))]));
+    assert_eq!(other.cmd(&["GET", "missing"]).await, Resp::null(), "still RESP2");
+    let Resp::Array(hello) = c.cmd(&["HELLO", "2"]).await else { panic!("HELLO 2 is not a flat array") };
+    assert_eq!(hello.len(), 16);
+    assert_eq!(c.cmd(&["GET", "missing"]).await, Resp::null());
+    assert_eq!(c.cmd(&["HELLO", "4"]).await, Resp::error("NOPROTO unsupported protocol version"));
+    assert!(matches!(c.cmd(&["HELLO", "3", "AUTH", "u", "p"]).await, Resp::Error(e) if e.contains("AUTH")));
+    assert_eq!(c.cmd(&["GET", "missing"]).await, Resp::null(), "a refused HELLO leaves the protocol as it was");
     within("shutdown", node.shutdown()).await;
 }
 

@@ -14,6 +14,10 @@ pub enum Resp {
     Int(i64),
     Bulk(Option<Vec<u8>>),
     Array(Vec<Resp>),
+    /// RESP3's `_`.
+    Null,
+    /// RESP3's `%`.
+    Map(Vec<(Resp, Resp)>),
 }
 
 impl Resp {
@@ -103,15 +107,22 @@ fn parse(buf: &[u8]) -> Option<(Resp, usize)> {
             let end = used + len as usize;
             (buf.len() >= end + 2).then(|| (Resp::Bulk(Some(buf[used..end].to_vec())), end + 2))
         }
-        b'*' => {
+        b'_' => Some((Resp::Null, used)),
+        b'*' | b'%' => {
+            let per_entry = if buf[0] == b'%' { 2 } else { 1 };
             let mut at = used;
             let mut items = Vec::new();
-            for _ in 0..text.parse::<usize>().unwrap() {
+            for _ in 0..text.parse::<usize>().unwrap() * per_entry {
                 let (item, n) = parse(&buf[at..])?;
                 items.push(item);
                 at += n;
             }
-            Some((Resp::Array(items), at))
+            if per_entry == 1 {
+                return Some((Resp::Array(items), at));
+            }
+            let mut items = items.into_iter();
+            let pairs = std::iter::from_fn(|| Some((items.next()?, items.next()?))).collect();
+            Some((Resp::Map(pairs), at))
         }
         other => panic!("not a RESP reply: {:?}", other as char),
     }
