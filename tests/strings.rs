@@ -73,3 +73,25 @@ fn concurrent_increments_are_each_counted_once() {
     let mut c = Conn::connect(cluster.servers[1].resp, Duration::from_secs(5)).unwrap();
     assert_eq!(c.cmd(&["GET", "counter"]).unwrap(), bulk(&(clients * each).to_string()));
 }
+
+/// A pipeline is one connection's sequence: a read or write of a key sees every earlier command of the same
+/// pipeline on that key, though the write goes to the key's head and the read to its tail.
+#[test]
+fn a_pipeline_sees_its_own_writes_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let mut c = Conn::connect(cluster.servers[1].resp, Duration::from_secs(5)).unwrap();
+    for i in 0..200 {
+        c.send(&["SET", &format!("p{i}"), "first"]).unwrap();
+        c.send(&["GET", &format!("p{i}")]).unwrap();
+        c.send(&["SET", &format!("p{i}"), "second"]).unwrap();
+        c.send(&["APPEND", &format!("p{i}"), "!"]).unwrap();
+        c.send(&["GET", &format!("p{i}")]).unwrap();
+    }
+    for i in 0..200 {
+        let replies: Vec<Resp> = (0..5).map(|_| c.read().unwrap()).collect();
+        let expected =
+            [Resp::Simple("OK".into()), bulk("first"), Resp::Simple("OK".into()), Resp::Int(7), bulk("second!")];
+        assert_eq!(replies, expected, "key p{i}");
+    }
+}

@@ -16,6 +16,7 @@ use super::commands::{dispatch, Action, Session};
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::kv::failure;
+use super::order::{key_order, Answered, KeyOrder};
 use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
 use crate::accept::{accept_loop, Cap};
@@ -50,7 +51,8 @@ async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
     }
     let (reader, writer) = stream.into_split();
     let (tx, rx) = mpsc::channel(frontend.resp.pipeline_max);
-    tokio::join!(read_commands(reader, tx, &frontend), write_replies(writer, rx));
+    let (order, answered) = key_order();
+    tokio::join!(read_commands(reader, tx, order, &frontend), write_replies(writer, rx, answered));
 }
 
 /// Parses and dispatches commands until the client closes, sends QUIT or breaks the protocol.
@@ -58,17 +60,31 @@ async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
 /// when its command ran (HELLO's own reply already comes in the protocol it chose).
 type Queued = (Pending, Protocol);
 
-async fn read_commands(mut reader: OwnedReadHalf, replies: mpsc::Sender<Queued>, frontend: &Frontend) {
+async fn read_commands(
+    mut reader: OwnedReadHalf,
+    replies: mpsc::Sender<Queued>,
+    mut order: KeyOrder,
+    frontend: &Frontend,
+) {
     let mut parser = Parser::new(frontend.bulk_max());
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut session = Session::new(frontend.next_client_id());
     loop {
         loop {
             let mut action = match parser.next(&mut buf) {
-                Ok(Some(Command::Args(args))) => dispatch(&args, &mut session, frontend),
-                Ok(Some(Command::Oversized { len })) => oversized(len, frontend.bulk_max()),
+                Ok(Some(Command::Args(args))) => {
+                    order.admit(&args).await;
+                    dispatch(&args, &mut session, frontend)
+                }
+                Ok(Some(Command::Oversized { len })) => {
+                    order.queued_other();
+                    oversized(len, frontend.bulk_max())
+                }
                 Ok(None) => break,
-                Err(e) => Action::close_after(Frame::error(format!("ERR Protocol error: {e}"))),
+                Err(e) => {
+                    order.queued_other();
+                    Action::close_after(Frame::error(format!("ERR Protocol error: {e}")))
+                }
             };
             if let Some(rx) = action.switch.take() {
                 action.reply = Pending::Ready(switch_keyspace(rx, &mut session).await);
@@ -107,14 +123,18 @@ async fn switch_keyspace(rx: oneshot::Receiver<Reply>, session: &mut Session) ->
     }
 }
 
-async fn write_replies(mut writer: OwnedWriteHalf, mut replies: mpsc::Receiver<Queued>) {
-    if let Err(e) = pump_replies(&mut writer, &mut replies).await {
+async fn write_replies(mut writer: OwnedWriteHalf, mut replies: mpsc::Receiver<Queued>, answered: Answered) {
+    if let Err(e) = pump_replies(&mut writer, &mut replies, &answered).await {
         debug!("client connection write failed: {e}");
     }
 }
 
 /// Writes the replies in order until the reader is done and every reply is out, then half-closes.
-async fn pump_replies(writer: &mut OwnedWriteHalf, replies: &mut mpsc::Receiver<Queued>) -> io::Result<()> {
+async fn pump_replies(
+    writer: &mut OwnedWriteHalf,
+    replies: &mut mpsc::Receiver<Queued>,
+    answered: &Answered,
+) -> io::Result<()> {
     let mut out = Vec::with_capacity(WRITE_CHUNK);
     loop {
         let (pending, protocol) = match replies.try_recv() {
@@ -132,6 +152,7 @@ async fn pump_replies(writer: &mut OwnedWriteHalf, replies: &mut mpsc::Receiver<
             flush(writer, &mut out).await?;
         }
         pending.resolve().await.encode(protocol, &mut out);
+        answered.one_more();
         if out.len() >= WRITE_CHUNK {
             flush(writer, &mut out).await?;
         }

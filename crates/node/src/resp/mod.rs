@@ -18,7 +18,8 @@ mod frame;
 mod frontend;
 mod glob;
 mod kv;
-pub(crate) mod parser;
+pub(crate) mod order;
+mod parser;
 mod pending;
 mod strings;
 
