@@ -52,6 +52,8 @@ pub enum Read {
     Value,
     /// TTL, PTTL: when the key expires.
     Expiry,
+    /// HGET, HMGET, HGETALL, HLEN, HEXISTS: a hash's fields ([`Reply::Fields`]).
+    Hash,
 }
 
 /// A single-key update, ordered by the head of the key's chain against the key's current state.
@@ -82,6 +84,12 @@ pub enum WriteOp {
     /// APPEND: the key's value followed by these bytes (an absent key counts as empty); the key keeps its
     /// expiry. Answered with [`Reply::Integer`], the new length.
     Append(Bytes),
+    /// HSET, HMSET: the hash's fields take these values (an absent key counts as an empty hash); the key keeps
+    /// its expiry. Answered with [`Reply::Integer`], the number of fields that are new.
+    HashSet(Vec<(Bytes, Bytes)>),
+    /// HDEL: the hash loses these fields, and the key goes with its last field. Answered with
+    /// [`Reply::Integer`], the number of fields removed.
+    HashDel(Vec<Bytes>),
 }
 
 /// What a put does to its key's expiry.
@@ -135,7 +143,9 @@ impl Write {
     pub fn value(&self) -> Option<&Bytes> {
         match &self.op {
             WriteOp::Put { value, .. } | WriteOp::Append(value) => Some(value),
-            WriteOp::Delete | WriteOp::Expire(_) | WriteOp::IncrBy(_) => None,
+            WriteOp::Delete | WriteOp::Expire(_) | WriteOp::IncrBy(_) | WriteOp::HashSet(_) | WriteOp::HashDel(_) => {
+                None
+            }
         }
     }
 
@@ -144,8 +154,7 @@ impl Write {
         let fix = |d: &mut Deadline| *d = Deadline::At(d.at(now_ms));
         match &mut self.op {
             WriteOp::Put { ttl: Ttl::Expire(d), .. } | WriteOp::Expire(Some(d)) => fix(d),
-            WriteOp::Put { .. } | WriteOp::Delete | WriteOp::Expire(None) | WriteOp::IncrBy(_) | WriteOp::Append(_) => {
-            }
+            _ => {}
         }
         self
     }
@@ -199,8 +208,10 @@ pub enum Reply {
         applied: bool,
         existed: bool,
     },
-    /// A write's numeric result ([`WriteOp::IncrBy`], [`WriteOp::Append`]).
+    /// A write's numeric result ([`WriteOp::IncrBy`], [`WriteOp::Append`], the hash writes).
     Integer(i64),
+    /// A [`Read::Hash`]: the hash's fields and values in field order (none when the key is absent).
+    Fields(Vec<(Bytes, Bytes)>),
     /// An administration answer: what happens next, or (for a status) JSON.
     Text(String),
     /// The keyspace an [`Admin::Resolve`] names.
@@ -234,6 +245,9 @@ pub enum ErrorKind {
     /// The node cannot serve the request yet (no cluster map, a chain being repaired): certainly not applied;
     /// retry.
     Unavailable,
+    /// The command does not apply to the kind of value the key holds (a hash command on a string, or the
+    /// reverse): certainly not applied.
+    WrongType,
 }
 
 impl ErrorKind {
@@ -250,6 +264,7 @@ impl ErrorKind {
             ErrorKind::Invalid => "ERR",
             ErrorKind::Storage => "IOERR",
             ErrorKind::Unavailable => "TRYAGAIN",
+            ErrorKind::WrongType => "WRONGTYPE",
         }
     }
 }
@@ -284,13 +299,15 @@ impl Limits {
         if key.len() > self.max_key_bytes {
             return Err(format!("key is {} bytes; the limit is {}", key.len(), self.max_key_bytes));
         }
-        if let Some(v) = match req {
-            Request::Write(w) => w.value(),
-            _ => None,
-        } {
-            if v.len() > self.max_value_bytes {
-                return Err(format!("value is {} bytes; the limit is {}", v.len(), self.max_value_bytes));
+        let value_len = match req {
+            Request::Write(Write { op: WriteOp::HashSet(fields), .. }) => {
+                fields.iter().map(|(f, v)| f.len() + v.len()).sum()
             }
+            Request::Write(w) => w.value().map_or(0, Bytes::len),
+            _ => 0,
+        };
+        if value_len > self.max_value_bytes {
+            return Err(format!("value is {value_len} bytes; the limit is {}", self.max_value_bytes));
         }
         Ok(())
     }

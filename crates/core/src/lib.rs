@@ -3,6 +3,7 @@
 //! [`ClusterConfig`] and the peer [`wire`] codec.
 
 pub mod config;
+pub mod hash;
 pub mod ids;
 pub mod keyspace;
 pub mod kv;
@@ -21,5 +22,5 @@ pub use kv::{
     Admin, Condition, Deadline, ErrorKind, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Ttl, Write, WriteOp,
 };
 pub use process::{Dirt, Effect, Effects, Process};
-pub use stored::Stored;
+pub use stored::{Kind, Stored};
 pub use time::Time;

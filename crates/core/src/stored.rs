@@ -7,8 +7,8 @@
 //! flags:u8 | expires_ms:u64 (big-endian, only if flags & EXPIRES) | data
 //! ```
 //!
-//! `flags` bit 7 says the value expires; bits 0–3 name the value's type (0: a string), room for the data types
-//! a later format adds; bits 4–6 are reserved and must be zero, so a value written by a newer format is refused
+//! `flags` bit 7 says the value expires; bits 0–3 name the value's type (0: a string, 1: a hash, whose data is
+//! its fields as [`crate::hash`] encodes them), room for the data types a later format adds; bits 4–6 are reserved and must be zero, so a value written by a newer format is refused
 //! rather than misread. `expires_ms` is a Unix time in milliseconds, on the clock of the node that ordered the
 //! write.
 
@@ -17,27 +17,40 @@ use bytes::{BufMut, Bytes, BytesMut};
 const EXPIRES: u8 = 0x80;
 const TYPE_MASK: u8 = 0x0f;
 const RESERVED: u8 = 0x70;
-const TYPE_STRING: u8 = 0;
+
+/// What kind of value a key holds, as Redis' TYPE names them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    #[default]
+    String = 0,
+    Hash = 1,
+}
 
 /// A value as a datastore holds it, taken apart.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stored {
-    /// The client's bytes.
+    /// The client's bytes (for a hash, its encoded fields).
     pub data: Bytes,
     /// When the key expires (Unix milliseconds), if it does.
     pub expires_ms: Option<u64>,
+    pub kind: Kind,
 }
 
 impl Stored {
     /// The bytes a datastore keeps for a string value `data` expiring at `expires_ms`.
     pub fn wrap(data: &[u8], expires_ms: Option<u64>) -> Bytes {
+        Stored::wrap_as(Kind::String, data, expires_ms)
+    }
+
+    /// The bytes a datastore keeps for a value of `kind` whose data is `data`, expiring at `expires_ms`.
+    pub fn wrap_as(kind: Kind, data: &[u8], expires_ms: Option<u64>) -> Bytes {
         let mut out = BytesMut::with_capacity(Stored::header_len(expires_ms) + data.len());
         match expires_ms {
             Some(at) => {
-                out.put_u8(TYPE_STRING | EXPIRES);
+                out.put_u8(kind as u8 | EXPIRES);
                 out.put_u64(at);
             }
-            None => out.put_u8(TYPE_STRING),
+            None => out.put_u8(kind as u8),
         }
         out.put_slice(data);
         out.freeze()
@@ -51,16 +64,19 @@ impl Stored {
     /// read (damaged, or written by a newer format).
     pub fn unwrap(raw: &Bytes) -> Result<Stored, String> {
         let flags = *raw.first().ok_or("a stored value is empty: it lacks its header")?;
-        if flags & RESERVED != 0 || flags & TYPE_MASK != TYPE_STRING {
-            return Err(format!("a stored value has an unknown header {flags:#04x}"));
-        }
+        let kind = match flags & TYPE_MASK {
+            _ if flags & RESERVED != 0 => return Err(format!("a stored value has an unknown header {flags:#04x}")),
+            0 => Kind::String,
+            1 => Kind::Hash,
+            _ => return Err(format!("a stored value has an unknown header {flags:#04x}")),
+        };
         let expires_ms = if flags & EXPIRES != 0 {
             let at = raw.get(1..9).ok_or("a stored value's expiry is cut short")?;
             Some(u64::from_be_bytes(at.try_into().expect("8 bytes")))
         } else {
             None
         };
-        Ok(Stored { data: raw.slice(Stored::header_len(expires_ms)..), expires_ms })
+        Ok(Stored { data: raw.slice(Stored::header_len(expires_ms)..), expires_ms, kind })
     }
 
     /// Only the expiry of a stored value (None for a value that does not expire or cannot be read).
@@ -96,6 +112,8 @@ mod tests {
         assert!(Stored::unwrap(&Bytes::from_static(&[0x80, 1, 2])).unwrap_err().contains("cut short"));
         assert!(Stored::unwrap(&Bytes::from_static(&[0x10, b'x'])).unwrap_err().contains("unknown header"));
         assert!(Stored::unwrap(&Bytes::from_static(&[0x02, b'x'])).unwrap_err().contains("unknown header"));
+        let hash = Stored::unwrap(&Stored::wrap_as(Kind::Hash, b"h", Some(5))).unwrap();
+        assert_eq!((hash.kind, hash.expires_ms, hash.data.as_ref()), (Kind::Hash, Some(5), &b"h"[..]));
         assert_eq!(Stored::expiry_of(&[0x90, 0, 0, 0, 0, 0, 0, 0, 1]), None);
     }
 }

@@ -6,6 +6,7 @@ use super::admin;
 use super::expiry;
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
+use super::hashes;
 use super::kv;
 use super::pending::Pending;
 use super::strings;
@@ -104,6 +105,14 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("append", 3, &["write", "denyoom"], (1, 1, 1), strings::append),
     keyed("getdel", 2, &["write", "fast"], (1, 1, 1), strings::getdel),
     keyed("strlen", 2, &["readonly", "fast"], (1, 1, 1), strings::strlen),
+    keyed("hset", -4, &["write", "denyoom", "fast"], (1, 1, 1), hashes::hset),
+    keyed("hmset", -4, &["write", "denyoom", "fast"], (1, 1, 1), hashes::hmset),
+    keyed("hdel", -3, &["write", "fast"], (1, 1, 1), hashes::hdel),
+    keyed("hget", 3, &["readonly", "fast"], (1, 1, 1), hashes::hget),
+    keyed("hmget", -3, &["readonly", "fast"], (1, 1, 1), hashes::hmget),
+    keyed("hgetall", 2, &["readonly"], (1, 1, 1), hashes::hgetall),
+    keyed("hlen", 2, &["readonly", "fast"], (1, 1, 1), hashes::hlen),
+    keyed("hexists", 3, &["readonly", "fast"], (1, 1, 1), hashes::hexists),
     keyed("expire", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
     keyed("pexpire", -3, &["write", "fast"], (1, 1, 1), expiry::expire),
     keyed("expireat", -3, &["write", "fast"], (1, 1, 1), expiry::expire),

@@ -12,7 +12,7 @@ use super::frame::Frame;
 use super::frontend::Frontend;
 use super::pending::Pending;
 use bytes::Bytes;
-use meridian_core::{Condition, Read, Reply, Request, Ttl, Write, WriteOp};
+use meridian_core::{Condition, ErrorKind, KeyExpiry, Read, Reply, Request, Ttl, Write, WriteOp};
 
 pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     submit_one(frontend, read(session, &args[1]), value)
@@ -37,8 +37,11 @@ pub(super) fn del(args: &[Bytes], session: &mut Session, frontend: &Frontend) ->
     submit_many(frontend, deletes, count_existed)
 }
 
+/// EXISTS asks for each key's expiry, which every kind of value has, rather than its value, which a hash
+/// would refuse.
 pub(super) fn exists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_many(frontend, args[1..].iter().map(|key| read(session, key)).collect(), count_present)
+    let reads = args[1..].iter().map(|key| read_of(session, key, Read::Expiry)).collect();
+    submit_many(frontend, reads, count_present)
 }
 
 pub(super) fn mget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
@@ -152,18 +155,20 @@ fn count_present(replies: Vec<Reply>) -> Frame {
     let mut count = 0;
     for reply in replies {
         match reply {
-            Reply::Value(v) => count += i64::from(v.is_some()),
+            Reply::Expiry(e) => count += i64::from(e != KeyExpiry::Absent),
             other => return failure(other),
         }
     }
     Frame::Integer(count)
 }
 
+/// MGET: a key that is not a string reads as absent, as in Redis.
 fn values(replies: Vec<Reply>) -> Frame {
     let mut frames = Vec::with_capacity(replies.len());
     for reply in replies {
         match reply {
             Reply::Value(v) => frames.push(v.map_or(Frame::Null, Frame::Bulk)),
+            Reply::Error(ErrorKind::WrongType, _) => frames.push(Frame::Null),
             other => return failure(other),
         }
     }

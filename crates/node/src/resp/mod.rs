@@ -17,6 +17,7 @@ mod expiry;
 mod frame;
 mod frontend;
 mod glob;
+mod hashes;
 mod kv;
 pub(crate) mod order;
 mod parser;

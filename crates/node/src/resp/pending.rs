@@ -14,6 +14,11 @@ pub(crate) enum Pending {
         rx: oneshot::Receiver<Reply>,
         shape: fn(Reply) -> Frame,
     },
+    /// A reply shaped by what the command asked (HGET's field): the one kind that needs a closure.
+    Picked {
+        rx: oneshot::Receiver<Reply>,
+        pick: Box<dyn FnOnce(Reply) -> Frame + Send>,
+    },
     /// A multi-key command: one core request per key, answered together.
     Many {
         rxs: Vec<oneshot::Receiver<Reply>>,
@@ -26,7 +31,7 @@ impl Pending {
     pub(crate) fn is_ready(&self) -> bool {
         match self {
             Pending::Ready(_) => true,
-            Pending::One { rx, .. } => !rx.is_empty(),
+            Pending::One { rx, .. } | Pending::Picked { rx, .. } => !rx.is_empty(),
             Pending::Many { rxs, .. } => rxs.iter().all(|rx| !rx.is_empty()),
         }
     }
@@ -35,6 +40,7 @@ impl Pending {
         match self {
             Pending::Ready(frame) => frame,
             Pending::One { rx, shape } => shape(receive(rx).await),
+            Pending::Picked { rx, pick } => pick(receive(rx).await),
             Pending::Many { rxs, fold } => {
                 // The core answers each request on its own; awaiting them in turn waits no longer than
                 // the slowest.

@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use meridian_core::ring::key_token;
 use meridian_core::{
-    Admin, ClusterConfig, Effects, ErrorKind, KeyspaceId, KeyspaceRef, NodeId, Process, Reply, Request, RequestId,
-    Time, Write, WriteOp,
+    Admin, ClusterConfig, Effects, ErrorKind, KeyExpiry, KeyspaceId, KeyspaceRef, NodeId, Process, Read, Reply,
+    Request, RequestId, Time, Write, WriteOp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -42,6 +42,11 @@ impl KvNode {
     fn apply(&mut self, req: Request) -> (Reply, bool) {
         match req {
             // One keyspace: requests for any other are answered from the same map.
+            // Keys never expire here: an expiry read (EXISTS asks for one) says only whether the key is there.
+            Request::Get { key, read: Read::Expiry, .. } => {
+                let expiry = if self.data.contains_key(&key) { KeyExpiry::Never } else { KeyExpiry::Absent };
+                (Reply::Expiry(expiry), false)
+            }
             Request::Get { key, .. } => (Reply::Value(self.data.get(&key).cloned()), false),
             Request::Write(Write { key, op, cond, .. }) => {
                 let existed = self.data.contains_key(&key);
@@ -51,9 +56,7 @@ impl KvNode {
                 match op {
                     WriteOp::Put { value, .. } => self.data.insert(key, value),
                     WriteOp::Delete => self.data.remove(&key),
-                    WriteOp::Expire(_) | WriteOp::IncrBy(_) | WriteOp::Append(_) => {
-                        return (Reply::Error(ErrorKind::Invalid, "not in this test process".into()), false)
-                    }
+                    _ => return (Reply::Error(ErrorKind::Invalid, "not in this test process".into()), false),
                 };
                 (Reply::Written { applied: true, existed }, true)
             }

@@ -3,7 +3,7 @@
 //! GETDEL) are atomic per key and replicate as plain puts and deletes: the chain never re-evaluates them.
 
 use super::msg::{Answer, Change, Outcome, Refusal};
-use meridian_core::{Stored, Ttl, Write, WriteOp};
+use meridian_core::{hash, Kind, Stored, Ttl, Write, WriteOp};
 
 /// The head's decision on one write.
 #[derive(Debug)]
@@ -13,31 +13,29 @@ pub(super) struct Decision {
 }
 
 /// Decides `write` against the key's current value `current`, at wall-clock time `now_ms`; `max_value` bounds
-/// what an APPEND may grow a value to. A deadline already past deletes the key, as Redis does.
+/// what an APPEND or HSET may grow a value to. A deadline already past deletes the key, as Redis does.
 pub(super) fn decide(write: Write, current: Option<Stored>, now_ms: u64, max_value: usize) -> Decision {
     let existed = current.is_some();
-    let old = write.get_old.then(|| current.as_ref().map(|c| c.data.clone()));
-    let (change, applied, answer) = if write.cond.holds(existed) {
-        match apply(write.op, current, now_ms, max_value) {
-            Ok((change, applied, answer)) => (change, applied, answer),
-            Err(why) => (Change::Skip, false, Answer::Refused(why)),
-        }
-    } else {
-        (Change::Skip, false, Answer::Outcome)
+    let old = write.get_old.then(|| current.as_ref().map(|c| (c.kind, c.data.clone())));
+    let decided = match old {
+        Some(Some((Kind::Hash, _))) => Err(Refusal::WrongType),
+        _ if !write.cond.holds(existed) => Ok((Change::Skip, false, Answer::Outcome)),
+        _ => apply(write.op, current, now_ms, max_value),
     };
-    let answer = old.map_or(answer, Answer::Old);
+    let (change, applied, answer) = decided.unwrap_or_else(|why| (Change::Skip, false, Answer::Refused(why)));
+    let answer = match (old, &answer) {
+        (_, Answer::Refused(_)) | (None, _) => answer,
+        (Some(old), _) => Answer::Old(old.map(|(_, data)| data)),
+    };
     Decision { change, outcome: Outcome { applied, existed, answer } }
 }
 
-fn apply(
-    op: WriteOp,
-    current: Option<Stored>,
-    now_ms: u64,
-    max_value: usize,
-) -> Result<(Change, bool, Answer), Refusal> {
-    let keep = |data: &[u8], expires_ms: Option<u64>| match expires_ms {
+type Applied = (Change, bool, Answer);
+
+fn apply(op: WriteOp, current: Option<Stored>, now_ms: u64, max_value: usize) -> Result<Applied, Refusal> {
+    let keep = |kind: Kind, data: &[u8], expires_ms: Option<u64>| match expires_ms {
         Some(at) if at <= now_ms => Change::Delete,
-        _ => Change::Put(Stored::wrap(data, expires_ms)),
+        _ => Change::Put(Stored::wrap_as(kind, data, expires_ms)),
     };
     let expires = current.as_ref().and_then(|c| c.expires_ms);
     Ok(match (op, current) {
@@ -47,32 +45,70 @@ fn apply(
                 Ttl::Keep => expires,
                 Ttl::Expire(d) => Some(d.at(now_ms)),
             };
-            (keep(&value, expires_ms), true, Answer::Outcome)
+            (keep(Kind::String, &value, expires_ms), true, Answer::Outcome)
         }
         (WriteOp::Delete, _) => (Change::Delete, true, Answer::Outcome),
         (WriteOp::Expire(_), None) => (Change::Skip, false, Answer::Outcome),
         (WriteOp::Expire(None), Some(c)) if c.expires_ms.is_none() => (Change::Skip, false, Answer::Outcome),
-        (WriteOp::Expire(deadline), Some(c)) => (keep(&c.data, deadline.map(|d| d.at(now_ms))), true, Answer::Outcome),
+        (WriteOp::Expire(deadline), Some(c)) => {
+            (keep(c.kind, &c.data, deadline.map(|d| d.at(now_ms))), true, Answer::Outcome)
+        }
         (WriteOp::IncrBy(by), current) => {
-            let now = current.map_or(Ok(0), |c| integer(&c.data))?;
+            let now = string_of(current.as_ref())?.map_or(Ok(0), integer)?;
             let next = now.checked_add(by).ok_or(Refusal::Overflow)?;
-            (keep(next.to_string().as_bytes(), expires), true, Answer::Integer(next))
+            (keep(Kind::String, next.to_string().as_bytes(), expires), true, Answer::Integer(next))
         }
         (WriteOp::Append(tail), current) => {
-            let mut data = current.map(|c| c.data.to_vec()).unwrap_or_default();
+            let mut data = string_of(current.as_ref())?.map(<[u8]>::to_vec).unwrap_or_default();
             if data.len() + tail.len() > max_value {
                 return Err(Refusal::TooLong { limit: max_value as u64 });
             }
             data.extend_from_slice(&tail);
             let len = i64::try_from(data.len()).expect("bounded by the value limit");
-            (keep(&data, expires), true, Answer::Integer(len))
+            (keep(Kind::String, &data, expires), true, Answer::Integer(len))
+        }
+        (WriteOp::HashSet(set), current) => {
+            let mut fields = fields_of(current.as_ref())?;
+            let new = set.into_iter().filter(|(f, v)| fields.insert(f.clone(), v.clone()).is_none()).count();
+            let data = hash::encode(&fields);
+            if data.len() > max_value {
+                return Err(Refusal::TooLong { limit: max_value as u64 });
+            }
+            (keep(Kind::Hash, &data, expires), true, Answer::Integer(new as i64))
+        }
+        (WriteOp::HashDel(gone), current) => {
+            let mut fields = fields_of(current.as_ref())?;
+            let removed = gone.iter().filter(|f| fields.remove(*f).is_some()).count();
+            let change = match (removed, fields.is_empty()) {
+                (0, _) => Change::Skip,
+                (_, true) => Change::Delete,
+                (_, false) => keep(Kind::Hash, &hash::encode(&fields), expires),
+            };
+            (change, removed > 0, Answer::Integer(removed as i64))
         }
     })
 }
 
+/// A string key's bytes (None if absent); a hash is the wrong type.
+fn string_of(current: Option<&Stored>) -> Result<Option<&[u8]>, Refusal> {
+    match current {
+        Some(Stored { kind: Kind::Hash, .. }) => Err(Refusal::WrongType),
+        other => Ok(other.map(|c| c.data.as_ref())),
+    }
+}
+
+/// A hash key's fields (none if absent); a string is the wrong type.
+pub(super) fn fields_of(current: Option<&Stored>) -> Result<hash::Fields, Refusal> {
+    match current {
+        None => Ok(hash::Fields::new()),
+        Some(Stored { kind: Kind::String, .. }) => Err(Refusal::WrongType),
+        Some(c) => hash::decode(&c.data).map_err(|_| Refusal::Damaged),
+    }
+}
+
 /// A value as INCR reads it: the decimal form of a signed 64-bit integer exactly as Redis writes one (an
 /// optional minus, no plus, no leading zeros, no spaces), so that what INCR accepts it also writes back.
-pub(super) fn integer(data: &[u8]) -> Result<i64, Refusal> {
+fn integer(data: &[u8]) -> Result<i64, Refusal> {
     let text = std::str::from_utf8(data).map_err(|_| Refusal::NotAnInteger)?;
     let digits = text.strip_prefix('-').unwrap_or(text);
     let canonical = !digits.is_empty()
@@ -95,7 +131,7 @@ mod tests {
     }
 
     fn stored(data: &str, expires_ms: Option<u64>) -> Option<Stored> {
-        Some(Stored { data: Bytes::from(data.to_string()), expires_ms })
+        Some(Stored { data: Bytes::from(data.to_string()), expires_ms, kind: Kind::String })
     }
 
     #[test]
@@ -126,6 +162,37 @@ mod tests {
         assert_eq!((d.change, d.outcome.answer), (Change::Put(Stored::wrap(b"abcd", None)), Answer::Integer(4)));
         let d = decide(write(WriteOp::Append(Bytes::from_static(b"cde"))), stored("ab", None), 0, 4);
         assert_eq!((d.change, d.outcome.answer), (Change::Skip, Answer::Refused(Refusal::TooLong { limit: 4 })));
+    }
+
+    #[test]
+    fn hash_writes_count_fields_refuse_strings_and_drop_an_emptied_key() {
+        let pairs = |kv: &[(&'static str, &'static str)]| kv.iter().map(|&(f, v)| (f.into(), v.into())).collect();
+        let d = decide(write(WriteOp::HashSet(pairs(&[("a", "1"), ("b", "2")]))), None, 0, 100);
+        assert_eq!(d.outcome.answer, Answer::Integer(2));
+        let Change::Put(raw) = d.change else { panic!("a put") };
+        let hash = Stored::unwrap(&raw).unwrap();
+        assert_eq!(hash.kind, Kind::Hash);
+        let d = decide(write(WriteOp::HashSet(pairs(&[("b", "3"), ("c", "4")]))), Some(hash.clone()), 0, 100);
+        assert_eq!(d.outcome.answer, Answer::Integer(1));
+        let d = decide(write(WriteOp::HashSet(pairs(&[("c", "a long value")]))), Some(hash.clone()), 0, 20);
+        assert_eq!(d.outcome.answer, Answer::Refused(Refusal::TooLong { limit: 20 }));
+        let d = decide(write(WriteOp::HashDel(vec!["a".into(), "zz".into()])), Some(hash.clone()), 0, 100);
+        assert!(matches!((d.change, d.outcome.answer), (Change::Put(_), Answer::Integer(1))));
+        let d = decide(write(WriteOp::HashDel(vec!["a".into(), "b".into()])), Some(hash.clone()), 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Delete, Answer::Integer(2)));
+        let d = decide(write(WriteOp::HashDel(vec!["a".into()])), None, 0, 100);
+        assert_eq!((d.change, d.outcome.applied, d.outcome.answer), (Change::Skip, false, Answer::Integer(0)));
+        let d = decide(write(WriteOp::HashSet(pairs(&[("f", "v")]))), stored("s", None), 0, 100);
+        assert_eq!((d.change, d.outcome.answer), (Change::Skip, Answer::Refused(Refusal::WrongType)));
+        for op in [WriteOp::IncrBy(1), WriteOp::Append("x".into())] {
+            let d = decide(write(op), Some(hash.clone()), 0, 100);
+            assert_eq!((d.change, d.outcome.answer), (Change::Skip, Answer::Refused(Refusal::WrongType)));
+        }
+        let getdel = Write { get_old: true, ..write(WriteOp::Delete) };
+        assert_eq!(decide(getdel, Some(hash.clone()), 0, 100).outcome.answer, Answer::Refused(Refusal::WrongType));
+        let d = decide(write(WriteOp::Expire(Some(meridian_core::Deadline::At(50)))), Some(hash), 0, 100);
+        let Change::Put(raw) = d.change else { panic!("a put") };
+        assert_eq!(Stored::unwrap(&raw).unwrap().kind, Kind::Hash, "EXPIRE keeps the kind");
     }
 
     #[test]

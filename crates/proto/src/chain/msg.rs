@@ -58,10 +58,24 @@ pub enum Answer {
 pub enum Refusal {
     NotAnInteger,
     Overflow,
-    /// APPEND would make the value longer than the node's value limit.
+    /// APPEND or HSET would make the value longer than the node's value limit.
     TooLong {
         limit: u64,
     },
+    /// A string command on a hash, or a hash command on a string.
+    WrongType,
+    /// The key's stored hash cannot be decoded.
+    Damaged,
+}
+
+impl Refusal {
+    pub fn kind(self) -> ErrorKind {
+        match self {
+            Refusal::WrongType => ErrorKind::WrongType,
+            Refusal::Damaged => ErrorKind::Storage,
+            Refusal::NotAnInteger | Refusal::Overflow | Refusal::TooLong { .. } => ErrorKind::Invalid,
+        }
+    }
 }
 
 impl Outcome {
@@ -71,7 +85,7 @@ impl Outcome {
             Answer::Outcome => Reply::Written { applied: self.applied, existed: self.existed },
             Answer::Old(value) => Reply::Value(value.clone()),
             Answer::Integer(n) => Reply::Integer(*n),
-            Answer::Refused(why) => Reply::Error(ErrorKind::Invalid, why.to_string()),
+            Answer::Refused(why) => Reply::Error(why.kind(), why.to_string()),
         }
     }
 }
@@ -83,6 +97,8 @@ impl std::fmt::Display for Refusal {
             Refusal::NotAnInteger => f.write_str("value is not an integer or out of range"),
             Refusal::Overflow => f.write_str("increment or decrement would overflow"),
             Refusal::TooLong { limit } => write!(f, "string exceeds maximum allowed size ({limit} bytes)"),
+            Refusal::WrongType => f.write_str("Operation against a key holding the wrong kind of value"),
+            Refusal::Damaged => f.write_str("the key's stored hash is damaged"),
         }
     }
 }

@@ -1,13 +1,14 @@
 //! The data path of a chain member: ordering writes at the head, passing updates down, acknowledging them
 //! back up, answering at the tail (seed 003 §2.3, Listing 1), and catching up lost messages by Sync.
 
-use super::decide::{decide, Decision};
+use super::decide::{decide, fields_of, Decision};
 use super::lease::{hold, Held};
+use super::msg::Refusal;
 use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::Replica;
 use super::{ChainNode, Fx};
 use bytes::Bytes;
-use meridian_core::{ChainId, ErrorKind, KeyExpiry, NodeId, Read, Reply, Stored, Time, UpdateMode, Write};
+use meridian_core::{ChainId, ErrorKind, KeyExpiry, Kind, NodeId, Read, Reply, Stored, Time, UpdateMode, Write};
 use meridian_store::{Body, Record, StoreError};
 use meridian_store::{Durability, Entry};
 
@@ -29,8 +30,14 @@ pub(super) fn record_of(u: &Update) -> Record {
 
 /// The answer to a read of a key whose value is `stored`, on a wall clock reading `now_ms`.
 fn reply_for(read: Read, stored: Option<Stored>, now_ms: u64) -> Reply {
+    let wrong_type = || Reply::Error(Refusal::WrongType.kind(), Refusal::WrongType.to_string());
     match (read, stored) {
+        (Read::Value, Some(Stored { kind: Kind::Hash, .. })) => wrong_type(),
         (Read::Value, stored) => Reply::Value(stored.map(|s| s.data)),
+        (Read::Hash, stored) => match fields_of(stored.as_ref()) {
+            Ok(fields) => Reply::Fields(fields.into_iter().collect()),
+            Err(why) => Reply::Error(why.kind(), why.to_string()),
+        },
         (Read::Expiry, None) => Reply::Expiry(KeyExpiry::Absent),
         (Read::Expiry, Some(Stored { expires_ms: None, .. })) => Reply::Expiry(KeyExpiry::Never),
         (Read::Expiry, Some(Stored { expires_ms: Some(at), .. })) => {

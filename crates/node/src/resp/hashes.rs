@@ -1,0 +1,100 @@
+//! Redis' hash commands: HSET, HMSET, HDEL (writes the chain's head decides against the hash it holds, like
+//! INCR), and HGET, HMGET, HGETALL, HLEN, HEXISTS (one read of the whole hash at the key's query node, picked
+//! apart here). A hash is one value, so each command is atomic on its key; a hash command on a string key, or a
+//! string command on a hash, gets Redis' WRONGTYPE error.
+
+use super::commands::{wrong_arity, Action, Session};
+use super::frame::Frame;
+use super::frontend::Frontend;
+use super::kv::{failure, read_of, submit_one, write};
+use super::pending::Pending;
+use bytes::Bytes;
+use meridian_core::{Condition, Read, Reply, WriteOp};
+
+pub(super) fn hset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    match pairs(args, "hset") {
+        Ok(op) => submit_one(frontend, write(session, &args[1], op, Condition::Always), integer),
+        Err(frame) => frame.into(),
+    }
+}
+
+pub(super) fn hmset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    match pairs(args, "hmset") {
+        Ok(op) => submit_one(frontend, write(session, &args[1], op, Condition::Always), |reply| match reply {
+            Reply::Integer(_) => Frame::ok(),
+            other => failure(other),
+        }),
+        Err(frame) => frame.into(),
+    }
+}
+
+/// The field-value pairs after the key, as one write.
+fn pairs(args: &[Bytes], command: &str) -> Result<WriteOp, Frame> {
+    if !args.len().is_multiple_of(2) {
+        return Err(wrong_arity(command));
+    }
+    Ok(WriteOp::HashSet(args[2..].chunks_exact(2).map(|fv| (fv[0].clone(), fv[1].clone())).collect()))
+}
+
+pub(super) fn hdel(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let op = WriteOp::HashDel(args[2..].to_vec());
+    submit_one(frontend, write(session, &args[1], op, Condition::Always), integer)
+}
+
+pub(super) fn hget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let field = args[2].clone();
+    read_fields(session, frontend, &args[1], move |fields| field_value(&fields, &field))
+}
+
+pub(super) fn hmget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let wanted = args[2..].to_vec();
+    read_fields(session, frontend, &args[1], move |fields| {
+        Frame::Array(wanted.iter().map(|f| field_value(&fields, f)).collect())
+    })
+}
+
+pub(super) fn hgetall(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    read_fields(session, frontend, &args[1], |fields| {
+        Frame::Map(fields.into_iter().map(|(f, v)| (Frame::Bulk(f), Frame::Bulk(v))).collect())
+    })
+}
+
+pub(super) fn hlen(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    read_fields(session, frontend, &args[1], |fields| Frame::Integer(fields.len() as i64))
+}
+
+pub(super) fn hexists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let field = args[2].clone();
+    read_fields(session, frontend, &args[1], move |fields| {
+        Frame::Integer(i64::from(fields.iter().any(|(f, _)| *f == field)))
+    })
+}
+
+/// Reads the hash at `key` and answers with `shape` of its fields (none when the key is absent).
+fn read_fields(
+    session: &Session,
+    frontend: &Frontend,
+    key: &Bytes,
+    shape: impl FnOnce(Vec<(Bytes, Bytes)>) -> Frame + Send + 'static,
+) -> Action {
+    let req = read_of(session, key, Read::Hash);
+    if let Err(why) = frontend.limits.check(&req) {
+        return Frame::error(format!("ERR {why}")).into();
+    }
+    let pick = Box::new(move |reply| match reply {
+        Reply::Fields(fields) => shape(fields),
+        other => failure(other),
+    });
+    Pending::Picked { rx: frontend.core.submit(req), pick }.into()
+}
+
+fn field_value(fields: &[(Bytes, Bytes)], field: &Bytes) -> Frame {
+    fields.iter().find(|(f, _)| f == field).map_or(Frame::Null, |(_, v)| Frame::Bulk(v.clone()))
+}
+
+fn integer(reply: Reply) -> Frame {
+    match reply {
+        Reply::Integer(n) => Frame::Integer(n),
+        other => failure(other),
+    }
+}

@@ -1,0 +1,59 @@
+//! Redis' hash commands on a real three-node chain: each answers as Redis does, through any node; a hash and
+//! a string refuse each other's commands with WRONGTYPE; a hash keeps its expiry and goes with its last field.
+
+mod support;
+
+use std::time::Duration;
+use support::resp::{Conn, Resp};
+use support::Cluster;
+
+fn bulk(v: &str) -> Resp {
+    Resp::Bulk(Some(v.as_bytes().to_vec()))
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+#[test]
+fn hash_commands_answer_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let mut c = Conn::connect(cluster.servers[0].resp, Duration::from_secs(5)).unwrap();
+    let mut other = Conn::connect(cluster.servers[2].resp, Duration::from_secs(5)).unwrap();
+    let mut cmd = |args: &[&str]| c.cmd(args).unwrap();
+
+    assert_eq!(cmd(&["HSET", "h", "a", "1", "b", "2"]), Resp::Int(2));
+    assert_eq!(cmd(&["HSET", "h", "b", "3", "c", "4"]), Resp::Int(1), "only c is new");
+    assert_eq!(cmd(&["HMSET", "h", "d", "5"]), Resp::Simple("OK".into()));
+    assert_eq!(other.cmd(&["HGET", "h", "b"]).unwrap(), bulk("3"));
+    assert_eq!(cmd(&["HGET", "h", "zz"]), Resp::Bulk(None));
+    assert_eq!(cmd(&["HMGET", "h", "a", "zz", "d"]), Resp::Array(Some(vec![bulk("1"), Resp::Bulk(None), bulk("5")])));
+    let all = ["a", "1", "b", "3", "c", "4", "d", "5"].map(bulk).to_vec();
+    assert_eq!(other.cmd(&["HGETALL", "h"]).unwrap(), Resp::Array(Some(all)));
+    assert_eq!(cmd(&["HLEN", "h"]), Resp::Int(4));
+    assert_eq!(cmd(&["HEXISTS", "h", "c"]), Resp::Int(1));
+    assert_eq!(cmd(&["HEXISTS", "h", "zz"]), Resp::Int(0));
+    assert_eq!(cmd(&["HDEL", "h", "a", "zz"]), Resp::Int(1));
+    assert_eq!(cmd(&["HLEN", "missing"]), Resp::Int(0));
+    assert_eq!(cmd(&["HGETALL", "missing"]), Resp::Array(Some(vec![])));
+    assert_eq!(cmd(&["HSET", "h", "odd"]), Resp::Error("ERR wrong number of arguments for 'hset' command".into()));
+
+    // A hash and a string refuse each other's commands; EXISTS, EXPIRE, TTL and DEL take both; SET replaces.
+    assert_eq!(cmd(&["SET", "s", "v"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["HSET", "s", "f", "v"]), Resp::Error(WRONGTYPE.into()));
+    assert_eq!(cmd(&["HGET", "s", "f"]), Resp::Error(WRONGTYPE.into()));
+    assert_eq!(cmd(&["GET", "h"]), Resp::Error(WRONGTYPE.into()));
+    assert_eq!(cmd(&["INCR", "h"]), Resp::Error(WRONGTYPE.into()));
+    assert_eq!(cmd(&["GETDEL", "h"]), Resp::Error(WRONGTYPE.into()));
+    assert_eq!(cmd(&["HLEN", "h"]), Resp::Int(3), "refusals changed nothing");
+    assert_eq!(cmd(&["MGET", "s", "h"]), Resp::Array(Some(vec![bulk("v"), Resp::Bulk(None)])));
+    assert_eq!(cmd(&["EXISTS", "h", "s", "missing"]), Resp::Int(2));
+    assert_eq!(cmd(&["EXPIRE", "h", "100"]), Resp::Int(1));
+    assert_eq!(cmd(&["HSET", "h", "e", "6"]), Resp::Int(1));
+    assert!(matches!(cmd(&["TTL", "h"]), Resp::Int(t) if (90..=100).contains(&t)), "HSET keeps the expiry");
+    assert_eq!(cmd(&["HDEL", "h", "b", "c", "d", "e"]), Resp::Int(4));
+    assert_eq!(other.cmd(&["EXISTS", "h"]).unwrap(), Resp::Int(0), "the last field took the key with it");
+    assert_eq!(cmd(&["HSET", "s2", "f", "v"]), Resp::Int(1));
+    assert_eq!(cmd(&["SET", "s2", "plain"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["GET", "s2"]), bulk("plain"), "SET replaces a hash");
+    assert_eq!(cmd(&["DEL", "s2", "s"]), Resp::Int(2));
+}
