@@ -3,13 +3,8 @@
 
 mod support;
 
-use std::time::Duration;
-use support::resp::{Conn, Resp};
+use support::resp::{bulk, Resp};
 use support::Cluster;
-
-fn bulk(v: &str) -> Resp {
-    Resp::Bulk(Some(v.as_bytes().to_vec()))
-}
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -17,8 +12,7 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 fn hash_commands_answer_as_redis_does() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(3, dir.path());
-    let mut c = Conn::connect(cluster.servers[0].resp, Duration::from_secs(5)).unwrap();
-    let mut other = Conn::connect(cluster.servers[2].resp, Duration::from_secs(5)).unwrap();
+    let (mut c, mut other) = (cluster.conn(0), cluster.conn(2));
     let mut cmd = |args: &[&str]| c.cmd(args).unwrap();
 
     assert_eq!(cmd(&["HSET", "h", "a", "1", "b", "2"]), Resp::Int(2));

@@ -5,12 +5,8 @@
 mod support;
 
 use std::time::Duration;
-use support::resp::{Conn, Resp};
+use support::resp::{bulk, Conn, Resp};
 use support::Cluster;
-
-fn bulk(v: &str) -> Resp {
-    Resp::Bulk(Some(v.as_bytes().to_vec()))
-}
 
 fn error(e: &str) -> Resp {
     Resp::Error(e.to_string())
@@ -20,8 +16,7 @@ fn error(e: &str) -> Resp {
 fn read_modify_write_commands_answer_as_redis_does() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(3, dir.path());
-    let mut c = Conn::connect(cluster.servers[0].resp, Duration::from_secs(5)).unwrap();
-    let mut other = Conn::connect(cluster.servers[2].resp, Duration::from_secs(5)).unwrap();
+    let (mut c, mut other) = (cluster.conn(0), cluster.conn(2));
     let mut cmd = |args: &[&str]| c.cmd(args).unwrap();
 
     assert_eq!(cmd(&["INCR", "n"]), Resp::Int(1));
@@ -70,7 +65,7 @@ fn concurrent_increments_are_each_counted_once() {
         })
         .collect();
     workers.into_iter().for_each(|w| w.join().unwrap());
-    let mut c = Conn::connect(cluster.servers[1].resp, Duration::from_secs(5)).unwrap();
+    let mut c = cluster.conn(1);
     assert_eq!(c.cmd(&["GET", "counter"]).unwrap(), bulk(&(clients * each).to_string()));
 }
 
@@ -80,7 +75,7 @@ fn concurrent_increments_are_each_counted_once() {
 fn a_pipeline_sees_its_own_writes_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(3, dir.path());
-    let mut c = Conn::connect(cluster.servers[1].resp, Duration::from_secs(5)).unwrap();
+    let mut c = cluster.conn(1);
     for i in 0..200 {
         c.send(&["SET", &format!("p{i}"), "first"]).unwrap();
         c.send(&["GET", &format!("p{i}")]).unwrap();

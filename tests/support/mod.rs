@@ -56,6 +56,11 @@ impl Cluster {
         cluster.servers.iter().for_each(|s| s.wait_ready(Duration::from_secs(20)));
         cluster
     }
+
+    /// A RESP connection to the `i`-th node (from 0).
+    pub fn conn(&self, i: usize) -> resp::Conn {
+        resp::Conn::connect(self.servers[i].resp, Duration::from_secs(5)).expect("connect to a test node")
+    }
 }
 
 impl Server {

@@ -81,3 +81,8 @@ fn read(r: &mut impl BufRead) -> io::Result<Resp> {
         _ => Err(bad()),
     }
 }
+
+/// A bulk string reply holding `v`.
+pub fn bulk(v: &str) -> Resp {
+    Resp::Bulk(Some(v.as_bytes().to_vec()))
+}
