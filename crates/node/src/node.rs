@@ -97,6 +97,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         peer_drops,
         persistence,
         client_ids: AtomicU64::new(0),
+        started: std::time::Instant::now(),
     };
     let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);

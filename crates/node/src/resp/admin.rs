@@ -90,10 +90,17 @@ pub(super) fn info(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Acti
 type Section = (&'static str, fn(&Frontend) -> String);
 const SECTIONS: [Section; 3] = [("server", server_info), ("persistence", persistence_info), ("stats", stats_info)];
 
+/// Who and what is answering: the build (version, profile, platform), the process and how long it has run.
 fn server_info(frontend: &Frontend) -> String {
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     format!(
-        "# Server\r\nmeridian_version:{}\r\nnode_id:{}\r\ntcp_port:{}\r\ncluster_nodes:{}\r\n",
+        "# Server\r\nmeridian_version:{}\r\nbuild_profile:{profile}\r\nos:{} {}\r\nprocess_id:{}\r\n\
+         uptime_in_seconds:{}\r\nnode_id:{}\r\ntcp_port:{}\r\ncluster_nodes:{}\r\n",
         env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        std::process::id(),
+        frontend.started.elapsed().as_secs(),
         frontend.node.0,
         frontend.resp_port,
         frontend.cluster_nodes

@@ -53,6 +53,8 @@ pub(crate) struct Frontend {
     pub(crate) persistence: Arc<Persistence>,
     /// The last CLIENT ID handed out on this node.
     pub(crate) client_ids: AtomicU64,
+    /// When the node started serving; INFO's uptime.
+    pub(crate) started: std::time::Instant,
 }
 
 impl Frontend {

@@ -76,6 +76,8 @@ async fn introspection_answers_honestly() {
     assert!(info.starts_with("# Server\r\nmeridian_version:"), "{info}");
     assert!(info.contains(&format!("tcp_port:{}\r\n", node.resp_addr().port())), "{info}");
     assert!(info.contains("node_id:1\r\n"), "{info}");
+    assert!(info.contains(&format!("process_id:{}\r\n", std::process::id())), "{info}");
+    assert!(info.contains("uptime_in_seconds:") && info.contains("build_profile:"), "{info}");
     assert_eq!(c.cmd(&["CLIENT", "GETNAME"]).await, Resp::null());
     assert_eq!(c.cmd(&["CLIENT", "SETNAME", "bench-1"]).await, Resp::ok());
     assert_eq!(c.cmd(&["client", "getname"]).await, Resp::bulk("bench-1"));
