@@ -180,13 +180,15 @@ fn truncated(bytes: &[u8], max: usize) -> Cow<'_, str> {
     String::from_utf8_lossy(&bytes[..bytes.len().min(max)])
 }
 
+/// A command's arguments as the parser hands them over, from words (for tests).
+#[cfg(test)]
+pub(crate) fn args(words: &[&str]) -> Vec<Bytes> {
+    words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(words: &[&str]) -> Vec<Bytes> {
-        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
-    }
 
     #[test]
     fn unknown_commands_are_worded_like_redis() {

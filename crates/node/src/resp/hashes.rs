@@ -6,8 +6,7 @@
 use super::commands::{wrong_arity, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
-use super::kv::{failure, read_of, submit_one, write};
-use super::pending::Pending;
+use super::kv::{failure, integer, read_of, submit_one, submit_picked, write};
 use bytes::Bytes;
 use meridian_core::{Condition, Read, Reply, WriteOp};
 
@@ -77,24 +76,12 @@ fn read_fields(
     key: &Bytes,
     shape: impl FnOnce(Vec<(Bytes, Bytes)>) -> Frame + Send + 'static,
 ) -> Action {
-    let req = read_of(session, key, Read::Hash);
-    if let Err(why) = frontend.limits.check(&req) {
-        return Frame::error(format!("ERR {why}")).into();
-    }
-    let pick = Box::new(move |reply| match reply {
+    submit_picked(frontend, read_of(session, key, Read::Hash), move |reply| match reply {
         Reply::Fields(fields) => shape(fields),
         other => failure(other),
-    });
-    Pending::Picked { rx: frontend.core.submit(req), pick }.into()
+    })
 }
 
 fn field_value(fields: &[(Bytes, Bytes)], field: &Bytes) -> Frame {
     fields.iter().find(|(f, _)| f == field).map_or(Frame::Null, |(_, v)| Frame::Bulk(v.clone()))
-}
-
-fn integer(reply: Reply) -> Frame {
-    match reply {
-        Reply::Integer(n) => Frame::Integer(n),
-        other => failure(other),
-    }
 }

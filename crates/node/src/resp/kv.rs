@@ -115,12 +115,32 @@ pub(super) fn submit_one(frontend: &Frontend, req: Request, shape: fn(Reply) -> 
     Pending::One { rx: frontend.core.submit(req), shape }.into()
 }
 
+/// [`submit_one`] for a reply shaped by what the command asked (HGET's field).
+pub(super) fn submit_picked(
+    frontend: &Frontend,
+    req: Request,
+    pick: impl FnOnce(Reply) -> Frame + Send + 'static,
+) -> Action {
+    if let Err(why) = frontend.limits.check(&req) {
+        return Frame::error(format!("ERR {why}")).into();
+    }
+    Pending::Picked { rx: frontend.core.submit(req), pick: Box::new(pick) }.into()
+}
+
 /// Submits every request, or none if any is over the limits.
 fn submit_many(frontend: &Frontend, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Action {
     if let Some(why) = reqs.iter().find_map(|req| frontend.limits.check(req).err()) {
         return Frame::error(format!("ERR {why}")).into();
     }
     Pending::Many { rxs: reqs.into_iter().map(|req| frontend.core.submit(req)).collect(), fold }.into()
+}
+
+/// INCR, APPEND and the hash writes: their numeric result.
+pub(super) fn integer(reply: Reply) -> Frame {
+    match reply {
+        Reply::Integer(n) => Frame::Integer(n),
+        other => failure(other),
+    }
 }
 
 pub(super) fn value(reply: Reply) -> Frame {
@@ -193,12 +213,8 @@ pub(super) fn failure(reply: Reply) -> Frame {
 
 #[cfg(test)]
 mod tests {
+    use super::super::commands::args as opts;
     use super::*;
-    use meridian_core::ErrorKind;
-
-    fn opts(words: &[&str]) -> Vec<Bytes> {
-        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
-    }
 
     #[test]
     fn set_options_follow_redis() {

@@ -76,11 +76,8 @@ fn keys_of(args: &[Bytes]) -> Vec<&Bytes> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::commands::args;
     use super::*;
-
-    fn args(words: &[&str]) -> Vec<Bytes> {
-        words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect()
-    }
 
     #[test]
     fn keys_follow_the_command_table() {

@@ -5,7 +5,7 @@
 use super::commands::{Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
-use super::kv::{failure, read_of, returning_old, submit_one, value, write};
+use super::kv::{failure, integer, read_of, returning_old, submit_one, value, write};
 use bytes::Bytes;
 use meridian_core::{Condition, Read, Reply, WriteOp};
 
@@ -58,11 +58,4 @@ fn integer_argument(arg: &[u8]) -> Result<i64, Frame> {
         .filter(|s| !s.starts_with('+'))
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| Frame::error("ERR value is not an integer or out of range"))
-}
-
-fn integer(reply: Reply) -> Frame {
-    match reply {
-        Reply::Integer(n) => Frame::Integer(n),
-        other => failure(other),
-    }
 }
