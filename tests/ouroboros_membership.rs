@@ -55,6 +55,11 @@ fn a_node_joins_another_fails_and_is_removed_under_load() {
     });
     let holds = joiner.cluster_status()["status"]["replicas"].as_array().map_or(0, Vec::len);
     assert!(holds > 0, "the joiner holds no chain");
+    let metrics = joiner.http_get("/metrics");
+    let counted =
+        |name: &str| metrics.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(counted("meridian_precopies_total ") >= Some(1), "/metrics shows no pre-copy:\n{metrics}");
+    assert!(counted("meridian_flushes_total ") >= Some(1), "/metrics shows no flush:\n{metrics}");
     load.add_node(joiner.resp);
     addrs.push(joiner.resp);
     std::thread::sleep(Duration::from_secs(2));

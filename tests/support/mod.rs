@@ -36,6 +36,17 @@ pub fn free_port(ip: &str) -> u16 {
         .expect("a free port below the ephemeral range")
 }
 
+/// A Python that can import `module`: Debian's packages (`package`, which `.ci/run` installs) go to the system
+/// Python, which a version manager's `python3` on the PATH may hide.
+pub fn python_with(module: &str, package: &str) -> &'static str {
+    ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|py| {
+            Command::new(py).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
+        })
+        .unwrap_or_else(|| panic!("a python3 with {module} (apt-get install {package})"))
+}
+
 pub struct Cluster {
     pub servers: Vec<Server>,
 }
@@ -141,12 +152,17 @@ impl Server {
 
     /// The node's `/v1/cluster`.
     pub fn cluster_status(&self) -> serde_json::Value {
+        serde_json::from_str(&self.http_get("/v1/cluster")).unwrap_or_default()
+    }
+
+    /// The body of a GET of `path` from the node's HTTP server.
+    pub fn http_get(&self, path: &str) -> String {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect_timeout(&self.http, Duration::from_secs(5)).expect("HTTP");
-        write!(stream, "GET /v1/cluster HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
-        serde_json::from_str(response.split_once("\r\n\r\n").map_or("", |(_, b)| b)).unwrap_or_default()
+        response.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string())
     }
 
     /// Runs `meridian ctl --addr <this node's HTTP> <args>` and returns what it printed.

@@ -28,6 +28,9 @@ pub enum Admin {
     RemoveNode { id: NodeId },
     /// The cluster as this node sees it, as JSON text.
     Status,
+    /// What the protocol core measures (its chains, replicas, copies, stores and requests by keyspace), in
+    /// the Prometheus text format ([`crate::exposition`]).
+    Metrics,
     /// A new keyspace with its own chains; answered once this node's map has it.
     CreateKeyspace { name: String, config: KeyspaceConfig },
     /// Removes a keyspace and all its data; answered once this node's map no longer has it.

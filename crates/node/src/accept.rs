@@ -8,7 +8,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,10 +28,12 @@ const REFUSAL_DRAIN_MAX: usize = 64 << 10;
 const LINGERING_MAX: usize = 64;
 
 /// The most connections a listener serves at once, and what it writes to one past them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Cap {
     pub(crate) max: usize,
     pub(crate) refusal: &'static [u8],
+    /// Connections refused so far.
+    pub(crate) refused: Arc<AtomicU64>,
 }
 
 /// Accepts connections forever, running `serve` for each on its own task; with a `cap`, refusing those
@@ -45,9 +47,10 @@ where
     let (live, lingering) = (Counter::default(), Counter::default());
     loop {
         match listener.accept().await {
-            Ok((stream, addr)) => match cap {
+            Ok((stream, addr)) => match &cap {
                 Some(cap) if live.get() >= cap.max => {
                     debug!(%addr, max = cap.max, "refusing a {what} connection: at the connection limit");
+                    cap.refused.fetch_add(1, Ordering::Relaxed);
                     refuse(&mut connections, &lingering, stream, cap.refusal);
                 }
                 _ => {

@@ -2,6 +2,7 @@
 //! the bounds of a group commit, and the persistence figures INFO reports. `docs/durability.md` says what
 //! each mode guarantees (seed 003 §6.2 leaves the fsync policy open; this is Meridian's answer).
 
+use crate::metrics::histogram::{Histogram, Snapshot};
 use meridian_core::DurabilityMode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -50,7 +51,8 @@ impl SyncPolicy {
 #[derive(Debug)]
 pub(crate) struct Persistence {
     pub(crate) policy: SyncPolicy,
-    fsyncs: AtomicU64,
+    /// Every fsync's duration; its count is the number of fsyncs.
+    latency: Histogram,
     last_fsync_nanos: AtomicU64,
     loss_window_max_nanos: AtomicU64,
 }
@@ -59,6 +61,7 @@ pub(crate) struct Persistence {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PersistenceReading {
     pub(crate) fsyncs: u64,
+    pub(crate) latency: Snapshot,
     pub(crate) last_fsync: Duration,
     /// The longest any write acknowledged in async mode waited for its fsync, i.e. the largest loss window a
     /// power loss could have hit so far. Zero while no async write was made: the other modes acknowledge
@@ -70,7 +73,7 @@ impl Persistence {
     pub(crate) fn new(policy: SyncPolicy) -> Persistence {
         Persistence {
             policy,
-            fsyncs: AtomicU64::new(0),
+            latency: Histogram::default(),
             last_fsync_nanos: AtomicU64::new(0),
             loss_window_max_nanos: AtomicU64::new(0),
         }
@@ -78,7 +81,7 @@ impl Persistence {
 
     /// Notes one completed fsync; `window` is how long the oldest acknowledged write it covered waited.
     pub(crate) fn record_fsync(&self, latency: Duration, window: Option<Duration>) {
-        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.latency.record(latency);
         self.last_fsync_nanos.store(nanos(latency), Ordering::Relaxed);
         if let Some(window) = window {
             self.loss_window_max_nanos.fetch_max(nanos(window), Ordering::Relaxed);
@@ -86,8 +89,10 @@ impl Persistence {
     }
 
     pub(crate) fn read(&self) -> PersistenceReading {
+        let latency = self.latency.snapshot();
         PersistenceReading {
-            fsyncs: self.fsyncs.load(Ordering::Relaxed),
+            fsyncs: latency.count,
+            latency,
             last_fsync: Duration::from_nanos(self.last_fsync_nanos.load(Ordering::Relaxed)),
             loss_window_max: Duration::from_nanos(self.loss_window_max_nanos.load(Ordering::Relaxed)),
         }

@@ -1,4 +1,5 @@
-//! The HTTP server (axum): `GET /health` for liveness probes, `GET /v1/cluster` for tools that need the
+//! The HTTP server (axum): `GET /health` for liveness probes, `GET /metrics` for Prometheus (`docs/metrics.md`),
+//! `GET /v1/cluster` for tools that need the
 //! cluster as this node sees it — its id, the configuration it started from (with its fingerprint), and
 //! what its protocol core reports (`Admin::Status`: for a Meridian node, the cluster map's nodes and
 //! chains, the manager, and this node's replicas with their copy progress) — and the administration that
@@ -13,10 +14,12 @@
 //! if the map did not show it in time, 503 if the node cannot ask yet.
 
 use crate::inbox::CoreInbox;
+use crate::metrics::NodeMetrics;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use meridian_core::exposition::{Exposition, MetricKind};
 use meridian_core::size::parse_size;
 use meridian_core::{Admin, ClusterConfig, ErrorKind, KeyspaceConfig, NodeId, ReplicaKind, Reply, Request};
 use serde::Deserialize;
@@ -35,6 +38,7 @@ struct View {
     node: NodeId,
     config: Value,
     core: Arc<dyn CoreInbox>,
+    metrics: Arc<NodeMetrics>,
 }
 
 /// A running HTTP server.
@@ -48,10 +52,12 @@ pub(crate) fn spawn(
     node: NodeId,
     cluster: &ClusterConfig,
     core: Arc<dyn CoreInbox>,
+    metrics: Arc<NodeMetrics>,
 ) -> HttpServer {
-    let view = Arc::new(View { node, config: config_json(cluster), core });
+    let view = Arc::new(View { node, config: config_json(cluster), core, metrics });
     let app = Router::new()
         .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
         .route("/v1/cluster", get(layout))
         .route("/v1/nodes", post(add_node))
         .route("/v1/nodes/{id}/remove", post(remove_node))
@@ -95,6 +101,28 @@ async fn layout(State(view): State<Arc<View>>) -> (StatusCode, Json<Value>) {
         Err(_) => return unavailable("the node is stopping".into()),
     };
     (StatusCode::OK, Json(json!({ "node": view.node.0, "config": view.config, "status": status })))
+}
+
+/// The Prometheus text format (`docs/metrics.md`): the core's families, if it answers, then the runner's.
+async fn metrics_text(State(view): State<Arc<View>>) -> (StatusCode, [(header::HeaderName, &'static str); 1], String) {
+    let core = match view.core.submit(Request::Admin(Admin::Metrics)).await {
+        Ok(Reply::Text(text)) => Some(text),
+        _ => None,
+    };
+    let runner = view.metrics.clone();
+    let rendered = tokio::task::spawn_blocking(move || {
+        let mut e = Exposition::new();
+        let help = "1 if the protocol core answered this scrape; its families are missing otherwise.";
+        e.single("meridian_core_up", MetricKind::Gauge, help, u8::from(core.is_some()));
+        runner.render(&mut e);
+        core.unwrap_or_default() + &e.into_text()
+    })
+    .await;
+    let content_type = [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")];
+    match rendered {
+        Ok(text) => (StatusCode::OK, content_type, text),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, content_type, format!("metrics failed: {e}\n")),
+    }
 }
 
 /// A node to add, as `POST /v1/nodes` takes it.

@@ -9,7 +9,8 @@
 //! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
 //!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake.
 //! - `resp`: a RESP2 server for Redis clients, pipelining-aware.
-//! - `http`: a small axum server with `/health` and `/v1/cluster`.
+//! - `http`: a small axum server with `/health`, `/metrics` (`metrics`: what the runner measures, and how the
+//!   page is put together), `/v1/cluster` and the administration API.
 //!
 //! Reading order: `node` (how the parts are wired), then `driver`, `transport`, `resp`.
 
@@ -20,6 +21,7 @@ mod durability;
 mod error;
 mod http;
 mod inbox;
+mod metrics;
 mod node;
 mod resp;
 mod timers;

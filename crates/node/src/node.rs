@@ -12,6 +12,7 @@ use crate::durability::{Persistence, SyncPolicy};
 use crate::error::NodeError;
 use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
+use crate::metrics::NodeMetrics;
 use crate::resp::{self, Frontend, RespLimits};
 use crate::transport::{self, Gate, PeerQueues};
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
@@ -87,6 +88,8 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let peers = vec![tokio::spawn(transport::accept_peers(peer_listener, gate, inbox_tx.clone()))];
 
     let core: Arc<dyn CoreInbox> = Arc::new(inbox_tx);
+    let data_path = opts.data_dir.as_ref().map(|d| d.path().to_path_buf());
+    let metrics = Arc::new(NodeMetrics::new(peer_drops, persistence, data_path));
     let frontend = Frontend {
         core: core.clone(),
         limits: opts.limits,
@@ -94,14 +97,12 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         node: me,
         resp_port: resp_addr.port(),
         cluster_nodes: opts.cluster.nodes.len(),
-        peer_drops,
-        persistence,
+        metrics: metrics.clone(),
         client_ids: AtomicU64::new(0),
-        started: std::time::Instant::now(),
     };
     let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
-    let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster, core.clone()));
+    let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster, core.clone(), metrics));
     let _data_dir = opts.data_dir.clone();
     Ok(NodeHandle { resp_addr, peer_addr, http_addr, core, core_thread, resp, http, peers, _data_dir })
 }

@@ -74,21 +74,36 @@ pub(super) fn config(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Ac
     }
 }
 
+/// INFO [section …]: as in Redis, no argument (or `default`) means the default sections, `all` and
+/// `everything` mean every section, and `commandstats` is not a default one.
 pub(super) fn info(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
-    let wanted = |section: &str| {
-        args.len() == 1
-            || args[1..].iter().any(|a| {
-                let a = a.to_ascii_lowercase();
-                a == section.as_bytes() || a == b"all" || a == b"default" || a == b"everything"
-            })
+    let asked: Vec<Vec<u8>> = args[1..].iter().map(|a| a.to_ascii_lowercase()).collect();
+    let wanted = |s: &Section| {
+        let named = |word: &[u8]| asked.iter().any(|a| a == word);
+        (s.default && (asked.is_empty() || named(b"default")))
+            || named(b"all")
+            || named(b"everything")
+            || named(s.name.as_bytes())
     };
-    let text: Vec<String> = SECTIONS.iter().filter(|(name, _)| wanted(name)).map(|(_, info)| info(frontend)).collect();
+    let text: Vec<String> = SECTIONS.iter().filter(|s| wanted(s)).map(|s| (s.text)(frontend)).collect();
     Frame::bulk(text.join("\r\n")).into()
 }
 
-/// INFO's sections in Redis' order: a name and what it reports.
-type Section = (&'static str, fn(&Frontend) -> String);
-const SECTIONS: [Section; 3] = [("server", server_info), ("persistence", persistence_info), ("stats", stats_info)];
+/// One of INFO's sections: its name, whether plain INFO shows it, and what it reports.
+struct Section {
+    name: &'static str,
+    default: bool,
+    text: fn(&Frontend) -> String,
+}
+
+/// In Redis' order.
+const SECTIONS: [Section; 5] = [
+    Section { name: "server", default: true, text: server_info },
+    Section { name: "clients", default: true, text: clients_info },
+    Section { name: "persistence", default: true, text: persistence_info },
+    Section { name: "stats", default: true, text: stats_info },
+    Section { name: "commandstats", default: false, text: commandstats_info },
+];
 
 /// Who and what is answering: the build (version, profile, platform), the process and how long it has run.
 fn server_info(frontend: &Frontend) -> String {
@@ -100,7 +115,7 @@ fn server_info(frontend: &Frontend) -> String {
         std::env::consts::OS,
         std::env::consts::ARCH,
         std::process::id(),
-        frontend.started.elapsed().as_secs(),
+        frontend.metrics.started.elapsed().as_secs(),
         frontend.node.0,
         frontend.resp_port,
         frontend.cluster_nodes
@@ -111,8 +126,8 @@ fn server_info(frontend: &Frontend) -> String {
 /// `loss_window_max_us` is the longest a write acknowledged in async mode has waited for its fsync (zero
 /// while there were none): what a power loss could have taken back at worst so far.
 fn persistence_info(frontend: &Frontend) -> String {
-    let policy = frontend.persistence.policy;
-    let r = frontend.persistence.read();
+    let policy = frontend.metrics.persistence.policy;
+    let r = frontend.metrics.persistence.read();
     format!(
         "# Persistence\r\ndurability:{}\r\ngroup_max_wait_us:{}\r\nasync_interval_ms:{}\r\n\
          fsyncs:{}\r\nlast_fsync_us:{}\r\nloss_window_max_us:{}\r\n",
@@ -125,9 +140,39 @@ fn persistence_info(frontend: &Frontend) -> String {
     )
 }
 
+fn clients_info(frontend: &Frontend) -> String {
+    let c = frontend.metrics.clients.read();
+    format!("# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n", c.connected, frontend.resp.connections_max)
+}
+
+/// The same counters `/metrics` exports (`meridian_connections_*`, `meridian_commands_total`,
+/// `meridian_peer_messages_dropped_total`).
 fn stats_info(frontend: &Frontend) -> String {
-    let drops = frontend.peer_drops.load(Ordering::Relaxed);
-    format!("# Stats\r\npeer_messages_dropped:{drops}\r\n")
+    let m = &frontend.metrics;
+    let c = m.clients.read();
+    let commands: u64 = m.commands.called().iter().map(|c| c.latency.count).sum();
+    format!(
+        "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{commands}\r\n\
+         rejected_connections:{}\r\npeer_messages_dropped:{}\r\n",
+        c.received,
+        c.rejected,
+        m.peer_drops.load(Ordering::Relaxed)
+    )
+}
+
+/// Redis' `cmdstat_<name>:calls=…,usec=…,usec_per_call=…,failed_calls=…`, from the figures behind
+/// `meridian_commands_total`, `meridian_command_duration_seconds` and `meridian_command_errors_total`.
+fn commandstats_info(frontend: &Frontend) -> String {
+    let mut text = String::from("# Commandstats\r\n");
+    for c in frontend.metrics.commands.called() {
+        let (calls, usec) = (c.latency.count, c.latency.sum_us);
+        let per_call = usec as f64 / calls as f64;
+        text += &format!(
+            "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},failed_calls={}\r\n",
+            c.name, c.failed
+        );
+    }
+    text
 }
 
 pub(super) fn client(args: &[Bytes], session: &mut Session, _: &Frontend) -> Action {

@@ -37,6 +37,8 @@ impl Session {
 pub(crate) struct Action {
     pub(crate) reply: Pending,
     pub(crate) close: bool,
+    /// The command's place in [`COMMANDS`], for its statistics; None for what is not a known command.
+    pub(crate) command: Option<usize>,
     /// SELECT and KEYSPACE: the core's answer naming the keyspace to switch to. The connection waits for
     /// it before it runs its next command, which must already see the new keyspace; the reply comes from it.
     pub(crate) switch: Option<oneshot::Receiver<Reply>>,
@@ -44,23 +46,23 @@ pub(crate) struct Action {
 
 impl Action {
     pub(crate) fn close_after(frame: Frame) -> Action {
-        Action { reply: Pending::Ready(frame), close: true, switch: None }
+        Action { reply: Pending::Ready(frame), close: true, command: None, switch: None }
     }
 
     pub(crate) fn switch(rx: oneshot::Receiver<Reply>) -> Action {
-        Action { reply: Pending::Ready(Frame::ok()), close: false, switch: Some(rx) }
+        Action { reply: Pending::Ready(Frame::ok()), close: false, command: None, switch: Some(rx) }
     }
 }
 
 impl From<Frame> for Action {
     fn from(frame: Frame) -> Action {
-        Action { reply: Pending::Ready(frame), close: false, switch: None }
+        Action { reply: Pending::Ready(frame), close: false, command: None, switch: None }
     }
 }
 
 impl From<Pending> for Action {
     fn from(reply: Pending) -> Action {
-        Action { reply, close: false, switch: None }
+        Action { reply, close: false, command: None, switch: None }
     }
 }
 
@@ -133,20 +135,24 @@ pub(crate) const COMMANDS: &[Command] = &[
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
-    COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+    position(name).map(|i| &COMMANDS[i])
+}
+
+fn position(name: &[u8]) -> Option<usize> {
+    COMMANDS.iter().position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Runs one parsed command (`args[0]` is its name; the parser never yields an empty command).
 pub(crate) fn dispatch(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    let Some(command) = lookup(&args[0]) else {
+    let Some(index) = position(&args[0]) else {
         return unknown_command(args).into();
     };
+    let command = &COMMANDS[index];
     let argc = args.len() as i64;
     let arity_ok = if command.arity >= 0 { argc == command.arity } else { argc >= -command.arity };
-    if !arity_ok {
-        return wrong_arity(command.name).into();
-    }
-    (command.run)(args, session, frontend)
+    let mut action = if arity_ok { (command.run)(args, session, frontend) } else { wrong_arity(command.name).into() };
+    action.command = Some(index);
+    action
 }
 
 pub(crate) fn wrong_arity(name: &str) -> Frame {

@@ -19,11 +19,13 @@ use super::kv::failure;
 use super::order::{key_order, Answered, KeyOrder};
 use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
+use super::stats::CommandStats;
 use crate::accept::{accept_loop, Cap};
 use bytes::BytesMut;
 use meridian_core::Reply;
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -40,7 +42,8 @@ const WRITE_CHUNK: usize = 64 << 10;
 
 /// Serves RESP clients until the task is aborted.
 pub(crate) async fn serve(listener: TcpListener, frontend: Arc<Frontend>) {
-    let cap = Cap { max: frontend.resp.connections_max, refusal: TOO_MANY_CLIENTS };
+    let refused = frontend.metrics.clients.rejected.clone();
+    let cap = Cap { max: frontend.resp.connections_max, refusal: TOO_MANY_CLIENTS, refused };
     accept_loop(listener, "RESP", Some(cap), |stream, _| serve_client(stream, frontend.clone())).await
 }
 
@@ -49,16 +52,25 @@ async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
     if let Err(e) = stream.set_nodelay(true) {
         debug!("cannot set TCP_NODELAY on a client connection: {e}");
     }
+    let _connected = frontend.metrics.clients.connect();
     let (reader, writer) = stream.into_split();
     let (tx, rx) = mpsc::channel(frontend.resp.pipeline_max);
     let (order, answered) = key_order();
-    tokio::join!(read_commands(reader, tx, order, &frontend), write_replies(writer, rx, answered));
+    tokio::join!(read_commands(reader, tx, order, &frontend), write_replies(writer, rx, answered, &frontend));
 }
 
 /// Parses and dispatches commands until the client closes, sends QUIT or breaks the protocol.
-/// A reply on its way to the writer, with the protocol it is to be encoded in: the one the connection spoke
-/// when its command ran (HELLO's own reply already comes in the protocol it chose).
-type Queued = (Pending, Protocol);
+/// A reply on its way to the writer.
+struct Queued {
+    reply: Pending,
+    /// The protocol the connection spoke when the command ran (HELLO's own reply already comes in the
+    /// protocol it chose).
+    protocol: Protocol,
+    /// The command's place in the table, if it is one, for its statistics.
+    command: Option<usize>,
+    /// When the command was parsed.
+    parsed: Instant,
+}
 
 async fn read_commands(
     mut reader: OwnedReadHalf,
@@ -71,6 +83,7 @@ async fn read_commands(
     let mut session = Session::new(frontend.next_client_id());
     loop {
         loop {
+            let parsed = Instant::now();
             let mut action = match parser.next(&mut buf) {
                 Ok(Some(Command::Args(args))) => {
                     order.admit(&args).await;
@@ -89,8 +102,9 @@ async fn read_commands(
             if let Some(rx) = action.switch.take() {
                 action.reply = Pending::Ready(switch_keyspace(rx, &mut session).await);
             }
+            let queued = Queued { reply: action.reply, protocol: session.protocol, command: action.command, parsed };
             // A closed queue means the writer failed: the client is gone.
-            if replies.send((action.reply, session.protocol)).await.is_err() || action.close {
+            if replies.send(queued).await.is_err() || action.close {
                 return;
             }
         }
@@ -123,8 +137,13 @@ async fn switch_keyspace(rx: oneshot::Receiver<Reply>, session: &mut Session) ->
     }
 }
 
-async fn write_replies(mut writer: OwnedWriteHalf, mut replies: mpsc::Receiver<Queued>, answered: Answered) {
-    if let Err(e) = pump_replies(&mut writer, &mut replies, &answered).await {
+async fn write_replies(
+    mut writer: OwnedWriteHalf,
+    mut replies: mpsc::Receiver<Queued>,
+    answered: Answered,
+    frontend: &Frontend,
+) {
+    if let Err(e) = pump_replies(&mut writer, &mut replies, &answered, &frontend.metrics.commands).await {
         debug!("client connection write failed: {e}");
     }
 }
@@ -134,10 +153,11 @@ async fn pump_replies(
     writer: &mut OwnedWriteHalf,
     replies: &mut mpsc::Receiver<Queued>,
     answered: &Answered,
+    stats: &CommandStats,
 ) -> io::Result<()> {
     let mut out = Vec::with_capacity(WRITE_CHUNK);
     loop {
-        let (pending, protocol) = match replies.try_recv() {
+        let queued = match replies.try_recv() {
             Ok(pending) => pending,
             Err(TryRecvError::Empty) => {
                 flush(writer, &mut out).await?;
@@ -148,10 +168,14 @@ async fn pump_replies(
             }
             Err(TryRecvError::Disconnected) => break,
         };
-        if !pending.is_ready() {
+        if !queued.reply.is_ready() {
             flush(writer, &mut out).await?;
         }
-        pending.resolve().await.encode(protocol, &mut out);
+        let frame = queued.reply.resolve().await;
+        if let Some(command) = queued.command {
+            stats.record(command, queued.parsed.elapsed(), matches!(frame, Frame::Error(_)));
+        }
+        frame.encode(queued.protocol, &mut out);
         answered.one_more();
         if out.len() >= WRITE_CHUNK {
             flush(writer, &mut out).await?;

@@ -1,8 +1,8 @@
 //! What every client connection of a node shares: the way into the core and the facts the
 //! introspection commands (INFO, CONFIG GET) report.
 
-use crate::durability::Persistence;
 use crate::inbox::CoreInbox;
+use crate::metrics::NodeMetrics;
 use meridian_core::{Limits, NodeId};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -47,14 +47,10 @@ pub(crate) struct Frontend {
     pub(crate) node: NodeId,
     pub(crate) resp_port: u16,
     pub(crate) cluster_nodes: usize,
-    /// Peer messages dropped by the transport (full queues); reported by INFO.
-    pub(crate) peer_drops: Arc<AtomicU64>,
-    /// The durability mode and the core thread's fsync figures; reported by INFO.
-    pub(crate) persistence: Arc<Persistence>,
+    /// What INFO and `/metrics` report: commands, clients, fsyncs, peer drops, uptime.
+    pub(crate) metrics: Arc<NodeMetrics>,
     /// The last CLIENT ID handed out on this node.
     pub(crate) client_ids: AtomicU64,
-    /// When the node started serving; INFO's uptime.
-    pub(crate) started: std::time::Instant,
 }
 
 impl Frontend {

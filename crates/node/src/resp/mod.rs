@@ -22,8 +22,10 @@ mod kv;
 pub(crate) mod order;
 mod parser;
 mod pending;
+mod stats;
 mod strings;
 
 pub(crate) use connection::serve;
 pub(crate) use frontend::Frontend;
 pub use frontend::{RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
+pub(crate) use stats::CommandStats;

@@ -312,6 +312,11 @@ impl ChainNode {
         self.stores.stats()
     }
 
+    /// The node's open datastores, one per keyspace and replica kind.
+    pub fn stores(&self) -> &Stores {
+        &self.stores
+    }
+
     /// The store `chain`'s replica lives in, which is open while this node holds the replica.
     fn store(&self, chain: ChainId) -> &dyn Datastore {
         let key = (chain.keyspace(), self.replicas[&chain].kind);

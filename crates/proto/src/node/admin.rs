@@ -42,6 +42,7 @@ impl ClusterNode {
     pub(super) fn admin(&mut self, now: Time, id: RequestId, admin: Admin, out: &mut NodeFx) {
         match admin {
             Admin::Status => out.reply(id, Reply::Text(self.status(now).to_string())),
+            Admin::Metrics => out.reply(id, Reply::Text(self.metrics(now))),
             Admin::RemoveNode { id: node } => {
                 let done = format!("asked the manager to drain and remove node {}", node.0);
                 self.forward_to_leader(now, id, MgrMsg::Leave { id: node }, done, out);

@@ -7,6 +7,7 @@
 //! belongs to, and recovery from what is durable is the safe way on.
 
 mod admin;
+mod metrics;
 mod status;
 
 use crate::chain::stores::{StoreSpec, Stores};
@@ -97,6 +98,8 @@ pub struct ClusterNode {
     addressed: BTreeMap<NodeId, String>,
     /// Keyspace commands waiting for the map to show them.
     pending_admin: Vec<admin::PendingAdmin>,
+    /// Client requests accepted per keyspace, for [`ClusterNode::metrics`].
+    requests: BTreeMap<KeyspaceId, metrics::KeyspaceRequests>,
 }
 
 impl ClusterNode {
@@ -129,7 +132,17 @@ impl ClusterNode {
             (None, MgrOut::default())
         };
         let addressed = setup.initial.nodes.iter().map(|n| (n.id, n.peer_addr.clone())).collect();
-        Ok(ClusterNode { me, cfg, agent, manager, chain, opened, addressed, pending_admin: Vec::new() })
+        Ok(ClusterNode {
+            me,
+            cfg,
+            agent,
+            manager,
+            chain,
+            opened,
+            addressed,
+            pending_admin: Vec::new(),
+            requests: BTreeMap::new(),
+        })
     }
 
     pub fn chain(&self) -> &ChainNode {
@@ -304,7 +317,10 @@ impl Process for ClusterNode {
     fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut NodeFx) {
         match req {
             Request::Admin(admin) => self.admin(now, id, admin, out),
-            req => self.chain_step(out, |c, fx| c.on_request(now, id, req, fx)),
+            req => {
+                metrics::count_request(&mut self.requests, &req);
+                self.chain_step(out, |c, fx| c.on_request(now, id, req, fx))
+            }
         }
     }
 

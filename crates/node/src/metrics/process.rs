@@ -1,0 +1,65 @@
+//! The process and its disk, read when `/metrics` is scraped: resident memory and file descriptors from
+//! Linux's `/proc` (omitted where there is none), and the bytes under the data directory.
+
+use meridian_core::exposition::{Exposition, MetricKind};
+use std::fs;
+use std::path::Path;
+
+/// Writes what can be read; a figure that cannot is left out rather than reported as zero.
+pub(super) fn families(e: &mut Exposition, data_dir: Option<&Path>) {
+    if let Some(kb) = status_field("VmRSS:") {
+        e.single("process_resident_memory_bytes", MetricKind::Gauge, "Resident memory size in bytes.", kb * 1024);
+    }
+    if let Ok(fds) = fs::read_dir("/proc/self/fd") {
+        e.single("process_open_fds", MetricKind::Gauge, "Open file descriptors.", fds.count());
+    }
+    if let Some(max) = max_open_files() {
+        e.single("process_max_fds", MetricKind::Gauge, "The soft limit on open file descriptors.", max);
+    }
+    if let Some(dir) = data_dir {
+        let help = "Bytes of the files under the node's data directory (stores, map, manager log).";
+        e.single("meridian_data_dir_bytes", MetricKind::Gauge, help, tree_bytes(dir));
+    }
+}
+
+/// A `kB` figure of `/proc/self/status`.
+fn status_field(field: &str) -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].split_whitespace().next()?.parse().ok()
+}
+
+fn max_open_files() -> Option<u64> {
+    let limits = fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The sizes of the regular files under `dir`; what vanishes while it is walked (compaction removing a
+/// segment) counts as nothing.
+fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(t) if t.is_dir() => tree_bytes(&entry.path()),
+            Ok(t) if t.is_file() => entry.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_directory_counts_its_files_at_every_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a"), [0u8; 10]).unwrap();
+        fs::create_dir_all(dir.path().join("x/y")).unwrap();
+        fs::write(dir.path().join("x/y/b"), [0u8; 32]).unwrap();
+        assert_eq!(tree_bytes(dir.path()), 42);
+        assert_eq!(tree_bytes(&dir.path().join("missing")), 0);
+    }
+}

@@ -1,0 +1,252 @@
+//! The core's part of a node's `/metrics` (`Admin::Metrics`): the cluster map as this node sees it, its
+//! replicas (role, replication lag, copies in progress), what its chains served, its stores' sizes, and the
+//! client requests it took per keyspace. The runner adds its own part (clients, commands, fsyncs, process).
+//!
+//! Chains and replicas are summed per keyspace rather than exported one series per chain: a keyspace has
+//! 64 partitions by default, and `/v1/cluster` already shows each chain. The one per-chain family is the
+//! copies in flight, of which there are few.
+
+use super::ClusterNode;
+use crate::chain::ReplicaStatus;
+use crate::manager::map::{ChainChange, ClusterMap};
+use meridian_core::exposition::{Exposition, MetricKind};
+use meridian_core::{ChainId, KeyspaceId, Request, Time};
+use std::collections::BTreeMap;
+
+/// Client requests this node's front-end accepted for one keyspace.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct KeyspaceRequests {
+    reads: u64,
+    writes: u64,
+}
+
+/// Counts a client request under its keyspace, before it is routed.
+pub(super) fn count_request(counts: &mut BTreeMap<KeyspaceId, KeyspaceRequests>, req: &Request) {
+    let (keyspace, write) = match req {
+        Request::Get { keyspace, .. } => (*keyspace, false),
+        Request::Write(w) => (w.keyspace, true),
+        Request::Admin(_) => return,
+    };
+    let c = counts.entry(keyspace).or_default();
+    if write {
+        c.writes += 1;
+    } else {
+        c.reads += 1;
+    }
+}
+
+impl ClusterNode {
+    /// The core's metric families, in the Prometheus text format.
+    pub fn metrics(&self, now: Time) -> String {
+        let mut e = Exposition::new();
+        let map = self.agent.map().map(|m| m.as_ref());
+        e.single(
+            "meridian_map_epoch",
+            MetricKind::Gauge,
+            "Epoch of the newest cluster map this node has.",
+            self.agent.epoch(),
+        );
+        let leader = self.manager.as_ref().is_some_and(|m| m.is_leader());
+        e.single(
+            "meridian_manager_leader",
+            MetricKind::Gauge,
+            "1 if this node leads the cluster manager.",
+            u8::from(leader),
+        );
+        if let Some(map) = map {
+            cluster_families(&mut e, map);
+        }
+        let name = |k: KeyspaceId| keyspace_name(map, k);
+        self.request_families(&mut e, &name);
+        replica_families(&mut e, &self.chain.status(now), &name);
+        self.served_families(&mut e);
+        self.store_families(&mut e, &name);
+        e.into_text()
+    }
+
+    fn request_families(&self, e: &mut Exposition, name: &dyn Fn(KeyspaceId) -> String) {
+        let help = "Client requests this node accepted, by keyspace and kind (read or write).";
+        e.family("meridian_keyspace_requests_total", MetricKind::Counter, help);
+        for (&k, c) in &self.requests {
+            let ks = name(k);
+            e.sample("meridian_keyspace_requests_total", &[("keyspace", &ks), ("kind", "read")], c.reads);
+            e.sample("meridian_keyspace_requests_total", &[("keyspace", &ks), ("kind", "write")], c.writes);
+        }
+    }
+
+    fn served_families(&self, e: &mut Exposition) {
+        let s = self.chain.stats();
+        let counters: [(&str, &str, u64); 6] = [
+            ("meridian_tail_reads_total", "Reads this node answered as a chain's tail.", s.reads),
+            ("meridian_tail_writes_total", "Writes this node committed as a chain's tail.", s.writes),
+            (
+                "meridian_expired_keys_total",
+                "Keys this node deleted as a head because their deadline passed.",
+                s.expired,
+            ),
+            (
+                "meridian_evicted_keys_total",
+                "Keys this node evicted as the head of a cache keyspace's chain.",
+                s.evicted,
+            ),
+            ("meridian_precopies_total", "Pre-copies to this node that settled (joins, phase 1).", s.precopies),
+            ("meridian_flushes_total", "Flushes to this node that completed (joins, phase 2).", s.flushes),
+        ];
+        for (metric, help, value) in counters {
+            e.single(metric, MetricKind::Counter, help, value);
+        }
+    }
+
+    fn store_families(&self, e: &mut Exposition, name: &dyn Fn(KeyspaceId) -> String) {
+        let stores: Vec<_> =
+            self.chain.stores().iter().map(|((k, kind), s)| (name(k), kind.name(), s.stats())).collect();
+        type Field = fn(&meridian_store::StoreStats) -> u64;
+        let families: [(&str, MetricKind, &str, Field); 5] = [
+            ("meridian_store_keys", MetricKind::Gauge, "Live keys in this node's store.", |s| s.live_keys),
+            ("meridian_store_log_bytes", MetricKind::Gauge, "Bytes of the store's log on disk.", |s| s.log_bytes),
+            (
+                "meridian_store_dead_bytes",
+                MetricKind::Gauge,
+                "Bytes of the log held by superseded records, which compaction reclaims.",
+                |s| s.dead_bytes,
+            ),
+            ("meridian_store_index_bytes", MetricKind::Gauge, "Memory held by the store's index.", |s| s.index_bytes),
+            (
+                "meridian_store_compactions_total",
+                MetricKind::Counter,
+                "Compaction passes since the store opened.",
+                |s| s.compactions,
+            ),
+        ];
+        for (metric, kind, help, field) in families {
+            e.family(metric, kind, help);
+            for (ks, replica, stats) in &stores {
+                e.sample(metric, &[("keyspace", ks), ("replica", replica)], field(stats));
+            }
+        }
+    }
+}
+
+/// Nodes by state, and chains by keyspace and whether a membership step is in flight.
+fn cluster_families(e: &mut Exposition, map: &ClusterMap) {
+    let mut states: BTreeMap<String, u64> = BTreeMap::new();
+    for n in map.nodes.values() {
+        *states.entry(n.state.to_string().to_lowercase()).or_default() += 1;
+    }
+    e.family("meridian_cluster_nodes", MetricKind::Gauge, "Nodes in the cluster map, by state.");
+    for (state, n) in &states {
+        e.sample("meridian_cluster_nodes", &[("state", state)], n);
+    }
+    let mut chains: BTreeMap<(KeyspaceId, &str), u64> = BTreeMap::new();
+    for c in map.chains.values() {
+        let state = match c.change {
+            None => "stable",
+            Some(ChainChange::Add { .. }) => "adding",
+            Some(ChainChange::Remove { .. }) => "removing",
+        };
+        *chains.entry((c.id.keyspace(), state)).or_default() += 1;
+    }
+    let help = "Chains in the cluster map, by keyspace and state (stable, or a member being added or removed).";
+    e.family("meridian_chains", MetricKind::Gauge, help);
+    for ((k, state), n) in &chains {
+        e.sample("meridian_chains", &[("keyspace", &keyspace_name(Some(map), *k)), ("state", state)], n);
+    }
+}
+
+/// This node's replicas by role, their replication lag, and the copies it is receiving.
+fn replica_families(e: &mut Exposition, replicas: &[ReplicaStatus], name: &dyn Fn(KeyspaceId) -> String) {
+    let keyspace = |r: &ReplicaStatus| name(ChainId(r.chain).keyspace());
+    let mut roles: BTreeMap<(String, &str), u64> = BTreeMap::new();
+    let mut lag: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for r in replicas {
+        *roles.entry((keyspace(r), r.role)).or_default() += 1;
+        let l = lag.entry(keyspace(r)).or_default();
+        l.0 += r.lu - r.la;
+        l.1 = l.1.max(r.lu - r.la);
+    }
+    e.family("meridian_replicas", MetricKind::Gauge, "This node's replicas, by keyspace and role in their chain.");
+    for ((ks, role), n) in &roles {
+        e.sample("meridian_replicas", &[("keyspace", ks), ("role", role)], n);
+    }
+    let help = "Updates this node's replicas hold that the chain's tail has not yet acknowledged (LU - LA), summed.";
+    e.family("meridian_replication_lag_updates", MetricKind::Gauge, help);
+    for (ks, (sum, _)) in &lag {
+        e.sample("meridian_replication_lag_updates", &[("keyspace", ks)], sum);
+    }
+    let help = "The largest LU - LA of one of this node's replicas: how far the chain furthest behind is.";
+    e.family("meridian_replication_lag_updates_max", MetricKind::Gauge, help);
+    for (ks, (_, max)) in &lag {
+        e.sample("meridian_replication_lag_updates_max", &[("keyspace", ks)], max);
+    }
+    copy_families(e, replicas, &keyspace);
+}
+
+/// Pre-copies and flushes to this node in progress: bytes and rounds so far, per chain.
+fn copy_families(e: &mut Exposition, replicas: &[ReplicaStatus], keyspace: &dyn Fn(&ReplicaStatus) -> String) {
+    let copies: Vec<_> = replicas
+        .iter()
+        .filter_map(|r| r.copy.as_ref().map(|c| (keyspace(r), r.chain.to_string(), c.kind, c.source.to_string(), c)))
+        .collect();
+    let help = "Bytes of keys and values copied so far by a pre-copy or flush to this node in progress.";
+    e.family("meridian_copy_bytes", MetricKind::Gauge, help);
+    for (ks, chain, kind, source, c) in &copies {
+        let labels = [("keyspace", ks.as_str()), ("chain", chain), ("kind", kind), ("source", source)];
+        e.sample("meridian_copy_bytes", &labels, c.bytes);
+    }
+    e.family(
+        "meridian_copy_rounds",
+        MetricKind::Gauge,
+        "Pre-copy rounds completed by a copy to this node in progress.",
+    );
+    for (ks, chain, kind, source, c) in &copies {
+        let labels = [("keyspace", ks.as_str()), ("chain", chain), ("kind", kind), ("source", source)];
+        e.sample("meridian_copy_rounds", &labels, c.rounds);
+    }
+}
+
+/// A keyspace's name from the map; its number when the map does not have it (not yet, or dropped).
+fn keyspace_name(map: Option<&ClusterMap>, k: KeyspaceId) -> String {
+    map.and_then(|m| m.keyspaces.get(&k)).map_or_else(|| k.0.to_string(), |ks| ks.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::CopyStatus;
+
+    fn replica(chain: ChainId, role: &'static str, lu: u64, la: u64, copy: Option<CopyStatus>) -> ReplicaStatus {
+        ReplicaStatus {
+            chain: chain.0,
+            role,
+            view: Some(1),
+            lu,
+            la,
+            active: true,
+            lease: false,
+            memory: None,
+            held: 0,
+            copy,
+        }
+    }
+
+    #[test]
+    fn replicas_are_summed_per_keyspace_and_copies_shown_per_chain() {
+        let (a, b) = (ChainId::new(KeyspaceId::DEFAULT, 3), ChainId::new(KeyspaceId(1), 7));
+        let copy = CopyStatus { kind: "pre-copy", source: 2, rounds: 1, bytes: 4096 };
+        let replicas =
+            [replica(a, "head", 10, 4, None), replica(a, "tail", 5, 5, None), replica(b, "joiner", 0, 0, Some(copy))];
+        let mut e = Exposition::new();
+        replica_families(&mut e, &replicas, &|k| if k == KeyspaceId::DEFAULT { "default".into() } else { "s".into() });
+        let text = e.into_text();
+        for line in [
+            "meridian_replicas{keyspace=\"default\",role=\"head\"} 1",
+            "meridian_replicas{keyspace=\"s\",role=\"joiner\"} 1",
+            "meridian_replication_lag_updates{keyspace=\"default\"} 6",
+            "meridian_replication_lag_updates_max{keyspace=\"default\"} 6",
+            &format!("meridian_copy_bytes{{keyspace=\"s\",chain=\"{}\",kind=\"pre-copy\",source=\"2\"}} 4096", b.0),
+            &format!("meridian_copy_rounds{{keyspace=\"s\",chain=\"{}\",kind=\"pre-copy\",source=\"2\"}} 1", b.0),
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
+    }
+}
