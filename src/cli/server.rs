@@ -80,8 +80,9 @@ pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
         let handle = start(setup).await?;
         tracing::info!(node = args.node_id, resp = %handle.resp_addr(), durability = %args.durability.policy().default, "serving");
         stop_signal().await;
-        tracing::info!("shutting down");
+        tracing::info!("shutting down: draining clients");
         handle.shutdown().await;
+        tracing::info!("stopped: clients drained, writes synced, data directory released");
         Ok(ExitCode::SUCCESS)
     })
 }

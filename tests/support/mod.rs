@@ -130,6 +130,25 @@ impl Server {
         }
     }
 
+    /// SIGTERM: the graceful shutdown path.
+    pub fn terminate(&self) {
+        let pid = self.child.as_ref().expect("a running node").id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success(), "kill -TERM {pid}");
+    }
+
+    /// Waits up to `limit` for the node's process to exit on its own; its exit status if it did.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some(status) = self.child.as_mut()?.try_wait().unwrap() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Waits until the node answers a read: it has the cluster map and the key's tail its lease (the
     /// manager needs an election and a heartbeat round after a cluster starts).
     pub fn wait_ready(&self, limit: Duration) {

@@ -5,27 +5,58 @@
 //!
 //! A listener may cap the connections it serves at once ([`Cap`]): one accepted beyond the cap is sent
 //! the cap's refusal and closed, as Redis does past `maxclients`, and the others are not disturbed.
+//!
+//! A listener given a [`Drain`] stops at its signal without cutting anyone off: it closes the listening
+//! socket, then waits up to [`DRAIN_MAX`] for its connections to finish (each watches the same signal and
+//! winds itself down), and only then aborts the ones left.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// A failed accept is usually resource exhaustion (too many open files); pausing lets connections
 /// close instead of spinning on the error.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
-/// How long a refused connection is given to take its refusal before it is dropped.
-const REFUSAL_LINGER: Duration = Duration::from_secs(1);
-/// Bytes a refused client may send while its refusal lingers; past them it is dropped at once.
-const REFUSAL_DRAIN_MAX: usize = 64 << 10;
+/// How long a closing connection (refused, or drained) is given to read what it was sent before it is
+/// dropped.
+const LINGER: Duration = Duration::from_secs(1);
+/// Bytes a closing client may send while it lingers; past them it is dropped at once.
+const LINGER_BYTES: usize = 64 << 10;
+/// A lingering client that sends nothing for this long is taken to have stopped sending: an idle client
+/// (a pooled connection) does not hold a shutdown up for the whole [`LINGER`].
+const LINGER_IDLE: Duration = Duration::from_millis(100);
 /// Refused connections lingering at once; past them a refusal is written without waiting and the
 /// connection dropped, so a flood of connections cannot hold many sockets open through refusals.
 const LINGERING_MAX: usize = 64;
+/// How long a draining listener waits for its connections to finish before it aborts them.
+pub(crate) const DRAIN_MAX: Duration = Duration::from_secs(5);
+
+/// The signal that a node is shutting down gracefully, watched by listeners and connections.
+#[derive(Clone, Debug)]
+pub(crate) struct Drain(watch::Receiver<bool>);
+
+impl Drain {
+    /// A switch and the signal it gives.
+    pub(crate) fn switch() -> (watch::Sender<bool>, Drain) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Drain(rx))
+    }
+
+    /// Returns once draining has begun. A switch dropped unthrown never starts a drain: a node whose
+    /// handle was dropped runs until its runtime stops.
+    pub(crate) async fn started(&mut self) {
+        if self.0.wait_for(|draining| *draining).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 /// The most connections a listener serves at once, and what it writes to one past them.
 #[derive(Clone, Debug)]
@@ -36,17 +67,26 @@ pub(crate) struct Cap {
     pub(crate) refused: Arc<AtomicU64>,
 }
 
-/// Accepts connections forever, running `serve` for each on its own task; with a `cap`, refusing those
-/// beyond it.
-pub(crate) async fn accept_loop<F, Fut>(listener: TcpListener, what: &'static str, cap: Option<Cap>, serve: F)
-where
+/// Accepts connections, running `serve` for each on its own task; with a `cap`, refusing those beyond it.
+/// Runs until aborted, or with a `drain`, until it drains.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    what: &'static str,
+    cap: Option<Cap>,
+    mut drain: Option<Drain>,
+    serve: F,
+) where
     F: Fn(TcpStream, SocketAddr) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let mut connections = JoinSet::new();
     let (live, lingering) = (Counter::default(), Counter::default());
     loop {
-        match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = draining(&mut drain) => break,
+        };
+        match accepted {
             Ok((stream, addr)) => match &cap {
                 Some(cap) if live.get() >= cap.max => {
                     debug!(%addr, max = cap.max, "refusing a {what} connection: at the connection limit");
@@ -65,6 +105,27 @@ where
         // Reap finished connections so the set only holds live ones.
         while connections.try_join_next().is_some() {}
     }
+    drop(listener);
+    finish(connections, what).await;
+}
+
+async fn draining(drain: &mut Option<Drain>) {
+    match drain {
+        Some(drain) => drain.started().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits up to [`DRAIN_MAX`] for the connections to end on their own, then aborts the rest.
+async fn finish(mut connections: JoinSet<()>, what: &'static str) {
+    let open = connections.len();
+    let all_ended = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(DRAIN_MAX, all_ended).await.is_ok() {
+        info!(open, "{what} connections drained");
+        return;
+    }
+    warn!(open, left = connections.len(), "{what} connections did not drain in {DRAIN_MAX:?}; closing them");
+    connections.shutdown().await;
 }
 
 /// How many tasks of a kind are running.
@@ -105,24 +166,35 @@ fn refuse(connections: &mut JoinSet<()>, lingering: &Counter, stream: TcpStream,
     }
 }
 
-/// Writes the refusal and closes. Closing a socket with unread input resets it, which can destroy the
-/// refusal before the client reads it, so what the client sends meanwhile is read and dropped until it
-/// closes, or briefly at most.
+/// Writes the refusal and closes, lingering ([`linger`]) so the client gets to read it.
 async fn refuse_and_linger(mut stream: TcpStream, refusal: &'static [u8]) {
-    let linger = async {
+    let refuse = async {
         stream.write_all(refusal).await?;
-        stream.shutdown().await?;
+        stream.shutdown().await
+    };
+    match refuse.await {
+        Ok(()) => linger(&mut stream).await,
+        Err(e) => debug!("refused connection: {e}"),
+    }
+}
+
+/// Reads and drops what a client still sends until it closes or goes quiet ([`LINGER_IDLE`]), for [`LINGER`]
+/// or [`LINGER_BYTES`] at most.
+/// Closing a socket with unread input resets it, and a reset can destroy what was written to the client
+/// but not yet read by it (a refusal, or the last replies of a drained connection).
+pub(crate) async fn linger(reader: &mut (impl AsyncRead + Unpin)) {
+    let discard = async {
         let mut sink = [0u8; 4096];
         let mut drained = 0;
-        while drained < REFUSAL_DRAIN_MAX {
-            match stream.read(&mut sink).await? {
-                0 => break,
-                n => drained += n,
+        while drained < LINGER_BYTES {
+            match tokio::time::timeout(LINGER_IDLE, reader.read(&mut sink)).await {
+                Ok(Ok(0)) | Err(_) => break,
+                Ok(read) => drained += read?,
             }
         }
         Ok::<(), std::io::Error>(())
     };
-    if let Ok(Err(e)) = tokio::time::timeout(REFUSAL_LINGER, linger).await {
-        debug!("refused connection: {e}");
+    if let Ok(Err(e)) = tokio::time::timeout(LINGER, discard).await {
+        debug!("lingering connection: {e}");
     }
 }

@@ -23,6 +23,7 @@ mod http;
 mod inbox;
 mod metrics;
 mod node;
+mod open_files;
 mod resp;
 mod timers;
 mod transport;

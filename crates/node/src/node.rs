@@ -3,9 +3,10 @@
 //! [`start_node`] binds every listener first, so a port in use is an error returned to the caller rather
 //! than a log line from a task that quietly died; then it starts the core thread, the peer transport,
 //! the RESP server and the optional HTTP server. [`NodeHandle::shutdown`] stops them in the order that
-//! loses the least: clients first, then the core (which finishes its batch and syncs), then the peer
-//! tasks.
+//! loses the least: clients first (drained: what they sent is answered), then the core (which finishes its
+//! batch and syncs), then the peer tasks.
 
+use crate::accept::Drain;
 use crate::data_dir::DataDir;
 use crate::driver::{self, Driver};
 use crate::durability::{Persistence, SyncPolicy};
@@ -13,6 +14,7 @@ use crate::error::NodeError;
 use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
 use crate::metrics::NodeMetrics;
+use crate::open_files;
 use crate::resp::{self, Frontend, RespLimits};
 use crate::transport::{self, Gate, PeerQueues};
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
@@ -21,6 +23,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// Everything a node needs besides its protocol core.
@@ -57,6 +60,8 @@ pub struct NodeHandle {
     core: Arc<dyn CoreInbox>,
     core_thread: std::thread::JoinHandle<()>,
     resp: JoinHandle<()>,
+    /// Starts the RESP server's drain.
+    drain: watch::Sender<bool>,
     http: Option<HttpServer>,
     peers: Vec<JoinHandle<()>>,
     /// Released only when the handle goes, after [`NodeHandle::shutdown`] has stopped the core.
@@ -68,6 +73,8 @@ pub struct NodeHandle {
 pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process: P) -> Result<NodeHandle, NodeError> {
     let me = opts.node_id;
     opts.resp.check().map_err(NodeError::Options)?;
+    let connections_max = open_files::fit_connections(opts.resp.connections_max).map_err(NodeError::Options)?;
+    let resp_limits = RespLimits { connections_max, ..opts.resp };
     let (resp_listener, resp_addr) = bind("RESP", opts.resp_listen).await?;
     let (peer_listener, peer_addr) = bind("peer", opts.peer_listen).await?;
     let http_listener = match opts.http_listen {
@@ -90,21 +97,34 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let core: Arc<dyn CoreInbox> = Arc::new(inbox_tx);
     let data_path = opts.data_dir.as_ref().map(|d| d.path().to_path_buf());
     let metrics = Arc::new(NodeMetrics::new(peer_drops, persistence, data_path));
+    let (drain_switch, drain) = Drain::switch();
     let frontend = Frontend {
         core: core.clone(),
         limits: opts.limits,
-        resp: opts.resp,
+        resp: resp_limits,
         node: me,
         resp_port: resp_addr.port(),
         cluster_nodes: opts.cluster.nodes.len(),
         metrics: metrics.clone(),
         client_ids: AtomicU64::new(0),
+        drain,
     };
     let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
     let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster, core.clone(), metrics));
     let _data_dir = opts.data_dir.clone();
-    Ok(NodeHandle { resp_addr, peer_addr, http_addr, core, core_thread, resp, http, peers, _data_dir })
+    Ok(NodeHandle {
+        resp_addr,
+        peer_addr,
+        http_addr,
+        core,
+        core_thread,
+        resp,
+        drain: drain_switch,
+        http,
+        peers,
+        _data_dir,
+    })
 }
 
 /// Binds one listener and reports the address it actually got (port 0 becomes a real port).
@@ -134,12 +154,14 @@ impl NodeHandle {
         self.core.submit(req).await.unwrap_or_else(|_| stopped())
     }
 
-    /// Graceful: stop accepting clients, let the core thread finish its batch and sync, stop tasks, join
-    /// the thread. Requests still in flight when the clients are cut off may or may not take effect;
-    /// peer messages still queued may be lost (the protocols tolerate loss).
+    /// Graceful: stop accepting clients and drain them (every command a client has sent by now is answered,
+    /// then its connection is closed; up to [`DRAIN_MAX`](crate::accept::DRAIN_MAX), after which the rest are
+    /// cut off and their requests may or may not take effect), let the core thread finish its batch and
+    /// sync, stop tasks, join the thread. Peer messages still queued may be lost (the protocols tolerate
+    /// loss).
     pub async fn shutdown(self) {
-        // Aborting the RESP task closes its listener and every client connection.
-        self.resp.abort();
+        // The RESP task closes its listener, waits for its connections to drain, and ends.
+        let _ = self.drain.send(true);
         let _ = self.resp.await;
         if let Some(http) = self.http {
             http.stop().await;

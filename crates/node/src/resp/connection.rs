@@ -20,7 +20,7 @@ use super::order::{key_order, Answered, KeyOrder};
 use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
 use super::stats::CommandStats;
-use crate::accept::{accept_loop, Cap};
+use crate::accept::{accept_loop, linger, Cap};
 use bytes::BytesMut;
 use meridian_core::Reply;
 use std::io;
@@ -40,11 +40,12 @@ const READ_CHUNK: usize = 64 << 10;
 /// Reply bytes gathered before a write even when more replies are ready.
 const WRITE_CHUNK: usize = 64 << 10;
 
-/// Serves RESP clients until the task is aborted.
+/// Serves RESP clients until the node drains ([`Frontend::drain`]) and every connection has finished.
 pub(crate) async fn serve(listener: TcpListener, frontend: Arc<Frontend>) {
     let refused = frontend.metrics.clients.rejected.clone();
     let cap = Cap { max: frontend.resp.connections_max, refusal: TOO_MANY_CLIENTS, refused };
-    accept_loop(listener, "RESP", Some(cap), |stream, _| serve_client(stream, frontend.clone())).await
+    let drain = Some(frontend.drain.clone());
+    accept_loop(listener, "RESP", Some(cap), drain, |stream, _| serve_client(stream, frontend.clone())).await
 }
 
 async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
@@ -81,6 +82,7 @@ async fn read_commands(
     let mut parser = Parser::new(frontend.bulk_max());
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut session = Session::new(frontend.next_client_id());
+    let mut drain = frontend.drain.clone();
     loop {
         loop {
             let parsed = Instant::now();
@@ -109,7 +111,16 @@ async fn read_commands(
             }
         }
         buf.reserve(READ_CHUNK);
-        match reader.read_buf(&mut buf).await {
+        // Draining: the commands read so far are answered (the writer finishes once this sender is dropped
+        // and half-closes), and what arrives later is dropped unread.
+        let read = tokio::select! {
+            read = reader.read_buf(&mut buf) => read,
+            () = drain.started() => {
+                drop(replies);
+                return linger(&mut reader).await;
+            }
+        };
+        match read {
             Ok(0) => return,
             Ok(_) => {}
             Err(e) => {

@@ -1,6 +1,7 @@
 //! What every client connection of a node shares: the way into the core and the facts the
 //! introspection commands (INFO, CONFIG GET) report.
 
+use crate::accept::Drain;
 use crate::inbox::CoreInbox;
 use crate::metrics::NodeMetrics;
 use meridian_core::{Limits, NodeId};
@@ -51,6 +52,8 @@ pub(crate) struct Frontend {
     pub(crate) metrics: Arc<NodeMetrics>,
     /// The last CLIENT ID handed out on this node.
     pub(crate) client_ids: AtomicU64,
+    /// Set when the node shuts down: connections stop reading and finish what they have read.
+    pub(crate) drain: Drain,
 }
 
 impl Frontend {

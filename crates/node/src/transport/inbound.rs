@@ -51,7 +51,8 @@ pub(crate) async fn accept_peers<M>(listener: TcpListener, gate: Gate, inbox: Sy
 where
     M: DeserializeOwned + Send + 'static,
 {
-    accept_loop(listener, "peer", None, |stream, addr| serve_peer(stream, addr, gate.clone(), inbox.clone())).await
+    accept_loop(listener, "peer", None, None, |stream, addr| serve_peer(stream, addr, gate.clone(), inbox.clone()))
+        .await
 }
 
 async fn serve_peer<M: DeserializeOwned>(
