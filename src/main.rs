@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "meridian", version, about = "An infrastructure-aware, geo-distributed storage system")]
+#[command(name = "meridian", version = meridian_node::build_info::VERSION, about = "An infrastructure-aware, geo-distributed storage system")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
