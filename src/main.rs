@@ -2,11 +2,12 @@
 
 mod cli;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "meridian", version, about = "An infrastructure-aware, geo-distributed storage system")]
+#[command(name = "meridian", version = meridian_node::build_info::VERSION, about = "An infrastructure-aware, geo-distributed storage system")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -31,22 +32,31 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if matches!(cli.command, Command::Demo(_) | Command::Server(_)) {
-        cli::node::init_logging(cli.log_format == "json");
-    }
-    let result = match cli.command {
-        Command::Demo(args) => cli::demo::run(args),
-        Command::Server(args) => cli::server::run(args),
-        Command::Ctl(args) => cli::ctl::run(args),
-        Command::Sim(args) => cli::sim::run(args),
-        Command::Bench(args) => cli::bench::run(args),
-    };
-    match result {
+    match cli::config::expand(&Cli::command(), std::env::args_os().collect()).and_then(run) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("meridian: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Parses the command line (a server's config file already added to it) and runs the command.
+fn run(argv: Vec<OsString>) -> Result<ExitCode, String> {
+    let mut command = Cli::command();
+    let matches = command.clone().get_matches_from(argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut command).exit());
+    if matches!(cli.command, Command::Demo(_) | Command::Server(_)) {
+        cli::node::init_logging(cli.log_format == "json");
+    }
+    match cli.command {
+        Command::Demo(args) => cli::demo::run(args),
+        Command::Server(args) => {
+            let given = matches.subcommand_matches("server").expect("the server subcommand's matches");
+            cli::server::run(args, &cli::config::resolved(&command, given))
+        }
+        Command::Ctl(args) => cli::ctl::run(args),
+        Command::Sim(args) => cli::sim::run(args),
+        Command::Bench(args) => cli::bench::run(args),
     }
 }

@@ -14,8 +14,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("cluster").required(true).args(["peers", "join"])))]
+// `multiple`, with the conflict declared on --join: --print-config and --config see alternatives as clap's
+// conflicts between two flags, as with --replication and --replicas.
+#[command(group(clap::ArgGroup::new("cluster").required(true).multiple(true).args(["peers", "join"])))]
 pub struct ServerArgs {
+    /// Read settings, the required ones too, from this TOML file: each flag is a field of the same name with `_`
+    /// for `-` (`max_value_bytes = "1mb"`; docs/configuration.md). Flags given here override the file's.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the resolved configuration (file, flags and defaults) as a --config file, and exit.
+    #[arg(long)]
+    print_config: bool,
     /// This node's id: in --peers, or (with --join) one no other node of the cluster uses.
     #[arg(long)]
     node_id: u32,
@@ -34,7 +43,7 @@ pub struct ServerArgs {
     peers: Option<String>,
     /// Join a running cluster through the HTTP address (HOST:PORT) of any of its nodes: this node is added
     /// and takes its share of the chains by copying from their tails.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "peers")]
     join: Option<String>,
     /// Where this node keeps its data.
     #[arg(long)]
@@ -57,7 +66,17 @@ pub struct ServerArgs {
     limits: LimitArgs,
 }
 
-pub fn run(args: ServerArgs) -> Result<ExitCode, String> {
+/// Runs the node; `resolved` is its configuration as `--print-config` prints it.
+pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
+    if args.print_config {
+        // What can be checked without the network: a joining node learns its cluster from a running one.
+        if let Some(peers) = &args.peers {
+            initial_cluster(&args, peers)?;
+        }
+        print!("{resolved}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    tracing::debug!(config = ?args.config, "resolved configuration:\n{resolved}");
     let node_id = NodeId(args.node_id);
     let (cluster, join) = match (&args.peers, &args.join) {
         (Some(peers), _) => (initial_cluster(&args, peers)?, None),

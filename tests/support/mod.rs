@@ -85,6 +85,12 @@ impl Server {
         args.extend(["--http".into(), http.to_string()]);
         args.extend(start.iter().cloned());
         args.extend(["--data-dir".into(), dir.join(format!("node{id}")).display().to_string()]);
+        Server::run(id, resp, http, args, dir)
+    }
+
+    /// Starts `meridian ARGS` as node `id`, which answers RESP on `resp` and HTTP on `http`, its output in
+    /// `dir`.
+    pub fn run(id: u32, resp: SocketAddr, http: SocketAddr, args: Vec<String>, dir: &Path) -> Server {
         let mut s = Server { id, resp, http, args, log: dir.join(format!("node{id}.log")), child: None };
         s.spawn();
         s

@@ -15,6 +15,7 @@
 //! Reading order: `node` (how the parts are wired), then `driver`, `transport`, `resp`.
 
 mod accept;
+pub mod build_info;
 mod data_dir;
 mod driver;
 mod durability;

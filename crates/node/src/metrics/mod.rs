@@ -9,6 +9,7 @@
 pub(crate) mod histogram;
 mod process;
 
+use crate::build_info;
 use crate::durability::Persistence;
 use crate::resp::CommandStats;
 use histogram::{Snapshot, BOUNDS_US};
@@ -91,12 +92,14 @@ impl NodeMetrics {
 
     /// The runner's families. Reads `/proc` and walks the data directory: call it off the async workers.
     pub(crate) fn render(&self, e: &mut Exposition) {
-        let labels = [("version", env!("CARGO_PKG_VERSION")), ("profile", build_profile())];
-        e.family("meridian_build_info", MetricKind::Gauge, "The build: version and profile (always 1).").sample(
-            "meridian_build_info",
-            &labels,
-            1,
-        );
+        let labels = [
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("git_sha1", build_info::GIT_SHA1),
+            ("git_dirty", build_info::GIT_DIRTY),
+            ("profile", build_info::PROFILE),
+        ];
+        e.family("meridian_build_info", MetricKind::Gauge, "The build: version, commit and profile (always 1).")
+            .sample("meridian_build_info", &labels, 1);
         e.single(
             "process_start_time_seconds",
             MetricKind::Gauge,
@@ -152,14 +155,6 @@ impl NodeMetrics {
         histogram(e, "meridian_fsync_duration_seconds", &[], &r.latency);
         let help = "The longest an async-mode write waited for its fsync: the worst loss window a power loss had.";
         e.single("meridian_async_loss_window_max_seconds", MetricKind::Gauge, help, r.loss_window_max.as_secs_f64());
-    }
-}
-
-fn build_profile() -> &'static str {
-    if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
     }
 }
 

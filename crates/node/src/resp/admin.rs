@@ -11,6 +11,7 @@ use super::commands::{unknown_subcommand, wrong_arity, Action, Command, Session,
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::glob::glob_match;
+use crate::build_info;
 use bytes::Bytes;
 use meridian_core::{Admin, KeyspaceId, KeyspaceRef, Request};
 use std::sync::atomic::Ordering;
@@ -105,13 +106,16 @@ const SECTIONS: [Section; 5] = [
     Section { name: "commandstats", default: false, text: commandstats_info },
 ];
 
-/// Who and what is answering: the build (version, profile, platform), the process and how long it has run.
+/// Who and what is answering: the build (version, commit, profile, platform), the process and how long it has
+/// run. The commit fields are named as Redis' `redis_git_sha1` and `redis_git_dirty`.
 fn server_info(frontend: &Frontend) -> String {
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let profile = build_info::PROFILE;
     format!(
-        "# Server\r\nmeridian_version:{}\r\nbuild_profile:{profile}\r\nos:{} {}\r\nprocess_id:{}\r\n\
-         uptime_in_seconds:{}\r\nnode_id:{}\r\ntcp_port:{}\r\ncluster_nodes:{}\r\n",
+        "# Server\r\nmeridian_version:{}\r\nmeridian_git_sha1:{}\r\nmeridian_git_dirty:{}\r\nbuild_profile:{profile}\r\n\
+         os:{} {}\r\nprocess_id:{}\r\nuptime_in_seconds:{}\r\nnode_id:{}\r\ntcp_port:{}\r\ncluster_nodes:{}\r\n",
         env!("CARGO_PKG_VERSION"),
+        build_info::GIT_SHA1,
+        build_info::GIT_DIRTY,
         std::env::consts::OS,
         std::env::consts::ARCH,
         std::process::id(),

@@ -2,6 +2,7 @@
 
 use crate::resp_client::{encode, Client, Resp};
 use crate::support::{single_kv, within, LIMITS};
+use meridian_node::build_info;
 
 #[tokio::test]
 async fn strings_commands_behave_like_redis() {
@@ -78,6 +79,9 @@ async fn introspection_answers_honestly() {
     assert!(info.contains("node_id:1\r\n"), "{info}");
     assert!(info.contains(&format!("process_id:{}\r\n", std::process::id())), "{info}");
     assert!(info.contains("uptime_in_seconds:") && info.contains("build_profile:"), "{info}");
+    let commit =
+        format!("meridian_git_sha1:{}\r\nmeridian_git_dirty:{}\r\n", build_info::GIT_SHA1, build_info::GIT_DIRTY);
+    assert!(info.contains(&commit), "{info}");
     assert_eq!(c.cmd(&["CLIENT", "GETNAME"]).await, Resp::null());
     assert_eq!(c.cmd(&["CLIENT", "SETNAME", "bench-1"]).await, Resp::ok());
     assert_eq!(c.cmd(&["client", "getname"]).await, Resp::bulk("bench-1"));
