@@ -3,6 +3,7 @@
 //! [`ClusterConfig`] and the peer [`wire`] codec.
 
 pub mod config;
+pub mod glob;
 pub mod hash;
 pub mod ids;
 pub mod keyspace;

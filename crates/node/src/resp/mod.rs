@@ -8,7 +8,7 @@
 //!   its kin, APPEND, GETDEL, STRLEN) and `expiry` (EXPIRE and its kin, PERSIST, TTL, PTTL) turn commands into
 //!   core requests, `admin` answers connection and introspection commands locally.
 //! - `pending`: replies still on their way from the core.
-//! - `frontend`: what all connections share; `glob`: the patterns of CONFIG GET.
+//! - `frontend`: what all connections share (CONFIG GET's patterns are `meridian_core::glob`).
 
 mod admin;
 mod commands;
@@ -16,7 +16,6 @@ mod connection;
 mod expiry;
 mod frame;
 mod frontend;
-mod glob;
 mod hashes;
 mod kv;
 pub(crate) mod order;
