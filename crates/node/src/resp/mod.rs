@@ -6,7 +6,8 @@
 //! - `connection`: one reader and one writer per client, pipelining with replies in order.
 //! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET), `strings` (INCR and
 //!   its kin, APPEND, GETDEL, STRLEN) and `expiry` (EXPIRE and its kin, PERSIST, TTL, PTTL) turn commands into
-//!   core requests, `admin` answers connection and introspection commands locally.
+//!   core requests, `hashes` the hash commands, `scan` (SCAN, DBSIZE) walks the keyspace's ring, `admin` answers
+//!   connection and introspection commands locally.
 //! - `pending`: replies still on their way from the core.
 //! - `frontend`: what all connections share (CONFIG GET's patterns are `meridian_core::glob`).
 
@@ -21,6 +22,7 @@ mod kv;
 pub(crate) mod order;
 mod parser;
 mod pending;
+mod scan;
 mod strings;
 
 pub(crate) use connection::serve;
