@@ -161,6 +161,15 @@ impl Server {
     }
 }
 
+/// A Python with redis-py: Debian's `python3-redis` (what `.ci/run` installs) is in the system Python, which a
+/// version manager's `python3` on the PATH may hide.
+pub fn python_with_redis() -> &'static str {
+    ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|py| Command::new(py).args(["-c", "import redis"]).output().is_ok_and(|o| o.status.success()))
+        .expect("a python3 with redis-py (apt-get install python3-redis)")
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
