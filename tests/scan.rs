@@ -87,6 +87,9 @@ fn scan_and_dbsize_cover_every_chain_of_the_keyspace() {
     assert_eq!(reader.cmd(&["SELECT", "1"]).unwrap(), Resp::Simple("OK".into()));
     assert_eq!(reader.cmd(&["DBSIZE"]).unwrap(), Resp::Int(50), "the expired key is not counted");
     assert_eq!(scan_all(&mut reader, &[]).0, expected("o:", 50, |_| true));
+    let Resp::Array(Some(one)) = reader.cmd(&["SCAN", "0", "COUNT", "1000"]).unwrap() else { panic!("not a page") };
+    assert_eq!(one[0], Resp::Bulk(Some(b"0".to_vec())), "one SCAN walks all 64 partitions of a small keyspace");
+    assert!(matches!(&one[1], Resp::Array(Some(keys)) if keys.len() == 50));
 
     // A client library walks the same cursors.
     let server = &cluster.servers[1];

@@ -20,8 +20,10 @@ use bytes::Bytes;
 use meridian_core::{KeyspaceId, Kind, Reply, Request, Scan, ScanWant, Scanned, SCAN_COUNT_MAX, SCAN_REPLY_BYTES};
 use std::sync::Arc;
 
-/// Requests one SCAN sends at most before answering with the cursor it reached.
-pub(crate) const SCAN_REQUESTS_MAX: usize = 16;
+/// Requests one SCAN sends at most before answering with the cursor it reached: a cluster's default partition
+/// count (meridian-proto's `DEFAULT_PARTITIONS`, a crate this one does not depend on), so that in such a cluster
+/// even an empty keyspace takes a single SCAN.
+const SCAN_REQUESTS_MAX: usize = 64;
 /// Redis' COUNT default.
 const COUNT_DEFAULT: usize = 10;
 
