@@ -17,10 +17,11 @@ pub enum Request {
         read: Read,
     },
     Write(Write),
-    /// SCAN, DBSIZE: keys of a keyspace from a ring position on.
-    Scan(Scan),
     /// Cluster administration (`meridian ctl`), carried out by the manager's leader.
     Admin(Admin),
+    /// SCAN, DBSIZE: keys of a keyspace from a ring position on. New variants go last, so the others keep
+    /// their encoding.
+    Scan(Scan),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -274,13 +275,13 @@ pub enum Reply {
     Fields(Vec<(Bytes, Bytes)>),
     /// An administration answer: what happens next, or (for a status) JSON.
     Text(String),
-    /// A [`Request::Scan`]'s keys and where the walk goes on.
-    Scanned(Scanned),
     /// The keyspace an [`Admin::Resolve`] names.
     Keyspace(KeyspaceId),
     /// When the key a [`Read::Expiry`] asked about expires.
     Expiry(KeyExpiry),
     Error(ErrorKind, String),
+    /// A [`Request::Scan`]'s keys and where the walk goes on.
+    Scanned(Scanned),
 }
 
 /// A key's expiry as its query node sees it.

@@ -181,14 +181,6 @@ pub enum ChainMsg {
         key: Bytes,
         read: Read,
     },
-    /// Front-end → query node: a scan of `chain`'s keys from `scan.from`, a token of its partition, on
-    /// (`scan.rs`). Answered like a read, or bounced.
-    Scan {
-        origin: Origin,
-        view: u64,
-        chain: ChainId,
-        scan: Scan,
-    },
     /// Front-end → head: a write to be ordered.
     Write {
         origin: Origin,
@@ -255,4 +247,13 @@ pub enum ChainMsg {
     /// Joiner or flushing member → its copy source.
     CopyReq(CopyReq),
     CopyData(Box<CopyData>),
+    /// Front-end → query node: a scan of `chain`'s keys from `scan.from`, a token of its partition, on
+    /// (`scan.rs`). Answered like a read, or bounced. Last, as every new variant, so the others keep their
+    /// encoding.
+    Scan {
+        origin: Origin,
+        view: u64,
+        chain: ChainId,
+        scan: Scan,
+    },
 }
