@@ -2,6 +2,8 @@
 
 use crate::ids::{KeyspaceId, NodeId};
 use crate::keyspace::KeyspaceConfig;
+use crate::ring::key_token;
+use crate::stored::Kind;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -17,6 +19,9 @@ pub enum Request {
     Write(Write),
     /// Cluster administration (`meridian ctl`), carried out by the manager's leader.
     Admin(Admin),
+    /// SCAN, DBSIZE: keys of a keyspace from a ring position on. New variants go last, so the others keep
+    /// their encoding.
+    Scan(Scan),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +62,53 @@ pub enum Read {
     Expiry,
     /// HGET, HMGET, HGETALL, HLEN, HEXISTS: a hash's fields ([`Reply::Fields`]).
     Hash,
+}
+
+/// Keys a [`Scan`] examines at most: COUNT is clamped to it, so one answer is bounded work for the chain that
+/// gives it.
+pub const SCAN_COUNT_MAX: usize = 4096;
+/// Bytes of keys one [`Scan`] answer carries at most (plus the rest of the last token's keys), whatever the
+/// key limit: with keys of up to 64 KiB the answer still fits in a peer frame (`wire::FRAME_MAX`, 16 MiB).
+pub const SCAN_REPLY_BYTES: usize = 1 << 20;
+
+/// A walk over a keyspace's keys in ring-token order (SCAN, DBSIZE; docs/resp.md, "SCAN and DBSIZE").
+///
+/// A key's place on the ring is its token ([`key_token`]), and a ring position outlives every membership
+/// change and rebalancing (partitions never move on the ring, only between nodes), so a position is a cursor
+/// that needs no state anywhere: the front-end sends the walk to the chain owning `from`, whose query node
+/// answers from its own store with the keys of a token range starting at `from` and the position after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scan {
+    pub keyspace: KeyspaceId,
+    /// The first ring token to look at (a SCAN cursor).
+    pub from: u64,
+    pub want: ScanWant,
+    /// MATCH: only keys this glob ([`crate::glob::glob_match`]) matches.
+    pub pattern: Option<Bytes>,
+    /// TYPE: only keys holding this kind of value.
+    pub kind: Option<Kind>,
+}
+
+/// What a [`Scan`] answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScanWant {
+    /// SCAN: the keys, examining about this many (COUNT; at most [`SCAN_COUNT_MAX`]).
+    Keys(usize),
+    /// DBSIZE: only how many keys there are, over as wide a range as one answer can cheaply cover.
+    Count,
+}
+
+/// A [`Scan`]'s answer ([`Reply::Scanned`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scanned {
+    /// The keys that passed the filters, in token order (none for [`ScanWant::Count`]).
+    pub keys: Vec<Bytes>,
+    /// How many keys passed the filters.
+    pub matched: u64,
+    /// How many present keys were looked at, filters aside: what COUNT bounds.
+    pub examined: u64,
+    /// The first token not covered, where the walk goes on; None once it passed the end of the ring.
+    pub next: Option<u64>,
 }
 
 /// A single-key update, ordered by the head of the key's chain against the key's current state.
@@ -187,7 +239,7 @@ impl Request {
         match self {
             Request::Get { key, .. } => Some(key),
             Request::Write(w) => Some(&w.key),
-            Request::Admin(_) => None,
+            Request::Scan(_) | Request::Admin(_) => None,
         }
     }
 
@@ -196,7 +248,16 @@ impl Request {
         match self {
             Request::Get { keyspace, .. } => Some(*keyspace),
             Request::Write(w) => Some(w.keyspace),
+            Request::Scan(s) => Some(s.keyspace),
             Request::Admin(_) => None,
+        }
+    }
+
+    /// The ring position whose chain serves a data request: its key's token, or where a scan starts.
+    pub fn token(&self) -> Option<u64> {
+        match self {
+            Request::Scan(s) => Some(s.from),
+            other => other.key().map(|k| key_token(k)),
         }
     }
 }
@@ -222,6 +283,8 @@ pub enum Reply {
     /// When the key a [`Read::Expiry`] asked about expires.
     Expiry(KeyExpiry),
     Error(ErrorKind, String),
+    /// A [`Request::Scan`]'s keys and where the walk goes on.
+    Scanned(Scanned),
 }
 
 /// A key's expiry as its query node sees it.
@@ -295,6 +358,13 @@ impl Default for Limits {
 impl Limits {
     /// Checks a request against the limits; `Err` carries a client-facing message.
     pub fn check(&self, req: &Request) -> Result<(), String> {
+        if let Request::Scan(Scan { pattern: Some(p), .. }) = req {
+            // A pattern is matched against every key examined; one longer than any key is no use, and bounding
+            // it bounds a match's cost (at most pattern × key bytes).
+            if p.len() > self.max_key_bytes {
+                return Err(format!("pattern is {} bytes; the limit is {}", p.len(), self.max_key_bytes));
+            }
+        }
         let Some(key) = req.key() else { return Ok(()) };
         if key.is_empty() {
             return Err("empty keys are not allowed".into());
@@ -334,6 +404,12 @@ mod tests {
         let put =
             Request::Write(Write::put(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), Bytes::from_static(b"12345")));
         assert!(l.check(&put).unwrap_err().contains("limit is 4"));
+        let scan = |p: &'static str| {
+            let pattern = Some(Bytes::from_static(p.as_bytes()));
+            Request::Scan(Scan { keyspace: KeyspaceId::DEFAULT, from: 0, want: ScanWant::Count, pattern, kind: None })
+        };
+        assert!(l.check(&scan("a*c")).is_ok());
+        assert!(l.check(&scan("a**c")).unwrap_err().contains("pattern is 4 bytes"));
     }
 
     #[test]

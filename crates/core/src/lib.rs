@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod exposition;
+pub mod glob;
 pub mod hash;
 pub mod ids;
 pub mod keyspace;
@@ -20,7 +21,8 @@ pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
 pub use keyspace::{DurabilityMode, KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
 pub use kv::{
-    Admin, Condition, Deadline, ErrorKind, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Ttl, Write, WriteOp,
+    Admin, Condition, Deadline, ErrorKind, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Scan, ScanWant,
+    Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
 };
 pub use process::{Dirt, Effect, Effects, Process};
 pub use stored::{Kind, Stored};

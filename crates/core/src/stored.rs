@@ -13,13 +13,14 @@
 //! write.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
 
 const EXPIRES: u8 = 0x80;
 const TYPE_MASK: u8 = 0x0f;
 const RESERVED: u8 = 0x70;
 
 /// What kind of value a key holds, as Redis' TYPE names them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kind {
     #[default]
     String = 0,

@@ -10,9 +10,9 @@
 use super::commands::{unknown_subcommand, wrong_arity, Action, Command, Session, COMMANDS};
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
-use super::glob::glob_match;
 use crate::build_info;
 use bytes::Bytes;
+use meridian_core::glob::glob_match_nocase;
 use meridian_core::{Admin, KeyspaceId, KeyspaceRef, Request};
 use std::sync::atomic::Ordering;
 
@@ -263,7 +263,7 @@ fn parameters(frontend: &Frontend) -> [(&'static str, String); 5] {
 }
 
 fn config_get(patterns: &[Bytes], frontend: &Frontend) -> Frame {
-    let matches = |name: &str| patterns.iter().any(|p| glob_match(p, name.as_bytes()));
+    let matches = |name: &str| patterns.iter().any(|p| glob_match_nocase(p, name.as_bytes()));
     let pairs = parameters(frontend).into_iter().filter(|(name, _)| matches(name));
     Frame::Map(pairs.map(|(name, value)| (Frame::bulk(name), Frame::bulk(value))).collect())
 }

@@ -9,6 +9,7 @@ use super::frontend::Frontend;
 use super::hashes;
 use super::kv;
 use super::pending::Pending;
+use super::scan;
 use super::strings;
 use bytes::Bytes;
 use meridian_core::{KeyspaceId, Reply};
@@ -122,6 +123,8 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("persist", 2, &["write", "fast"], (1, 1, 1), expiry::persist),
     keyed("ttl", 2, &["readonly", "fast"], (1, 1, 1), expiry::ttl),
     keyed("pttl", 2, &["readonly", "fast"], (1, 1, 1), expiry::pttl),
+    command("scan", -2, &["readonly"], scan::scan),
+    command("dbsize", 1, &["readonly", "fast"], scan::dbsize),
     command("ping", -1, &["fast"], admin::ping),
     command("echo", 2, &["fast"], admin::echo),
     command("select", 2, &["loading", "stale", "fast"], admin::select),

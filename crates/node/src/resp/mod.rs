@@ -6,9 +6,10 @@
 //! - `connection`: one reader and one writer per client, pipelining with replies in order.
 //! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET), `strings` (INCR and
 //!   its kin, APPEND, GETDEL, STRLEN) and `expiry` (EXPIRE and its kin, PERSIST, TTL, PTTL) turn commands into
-//!   core requests, `admin` answers connection and introspection commands locally.
+//!   core requests, `hashes` the hash commands, `scan` (SCAN, DBSIZE) walks the keyspace's ring, `admin` answers
+//!   connection and introspection commands locally.
 //! - `pending`: replies still on their way from the core.
-//! - `frontend`: what all connections share; `glob`: the patterns of CONFIG GET.
+//! - `frontend`: what all connections share (CONFIG GET's patterns are `meridian_core::glob`).
 
 mod admin;
 mod commands;
@@ -16,12 +17,12 @@ mod connection;
 mod expiry;
 mod frame;
 mod frontend;
-mod glob;
 mod hashes;
 mod kv;
 pub(crate) mod order;
 mod parser;
 mod pending;
+mod scan;
 mod stats;
 mod strings;
 

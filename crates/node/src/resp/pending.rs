@@ -1,11 +1,15 @@
 //! A reply that may still be on its way from the core.
 //!
 //! A connection's writer takes these in request order, which is what keeps pipelined replies in order
-//! while many requests of the connection are in the core at once. The shape of the final RESP reply is a
-//! plain function of the core's [`Reply`]s, so nothing here needs boxing or a task of its own.
+//! while many requests of the connection are in the core at once. The shape of the final RESP reply is
+//! mostly a plain function of the core's [`Reply`]s, which needs neither boxing nor a task of its own; only a
+//! walk (SCAN, DBSIZE), whose next request depends on the last answer, is a boxed future. The writer polls
+//! it only in its turn, so a walk starts once every earlier command of the connection has been answered.
 
 use super::frame::Frame;
 use meridian_core::{ErrorKind, Reply};
+use std::future::Future;
+use std::pin::Pin;
 use tokio::sync::oneshot;
 
 pub(crate) enum Pending {
@@ -24,6 +28,9 @@ pub(crate) enum Pending {
         rxs: Vec<oneshot::Receiver<Reply>>,
         fold: fn(Vec<Reply>) -> Frame,
     },
+    /// A command whose requests depend on earlier answers (SCAN, DBSIZE follow the ring from answer to answer):
+    /// the walk itself, run by the writer in its turn.
+    Walk(Pin<Box<dyn Future<Output = Frame> + Send>>),
 }
 
 impl Pending {
@@ -33,6 +40,7 @@ impl Pending {
             Pending::Ready(_) => true,
             Pending::One { rx, .. } | Pending::Picked { rx, .. } => !rx.is_empty(),
             Pending::Many { rxs, .. } => rxs.iter().all(|rx| !rx.is_empty()),
+            Pending::Walk(_) => false,
         }
     }
 
@@ -50,6 +58,7 @@ impl Pending {
                 }
                 fold(replies)
             }
+            Pending::Walk(walk) => walk.await,
         }
     }
 }

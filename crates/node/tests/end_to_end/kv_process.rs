@@ -60,6 +60,7 @@ impl KvNode {
                 };
                 (Reply::Written { applied: true, existed }, true)
             }
+            Request::Scan(_) => (Reply::Error(ErrorKind::Invalid, "not in this test process".into()), false),
             Request::Admin(Admin::Status) => (Reply::Text(format!("{{\"keys\":{}}}", self.data.len())), false),
             Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId::DEFAULT))) => {
                 (Reply::Keyspace(KeyspaceId::DEFAULT), false)

@@ -41,6 +41,7 @@ mod membership;
 pub mod msg;
 mod recovery;
 mod replica;
+mod scan;
 mod serve;
 pub mod stores;
 
@@ -49,7 +50,6 @@ use crate::manager::placement::chain_for_token;
 use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
-use meridian_core::ring::key_token;
 use meridian_core::{
     ChainId, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, Time,
     UpdateMode,
@@ -439,6 +439,7 @@ impl ChainNode {
     pub fn on_message(&mut self, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
         match msg {
             ChainMsg::Get { origin, chain, key, read, .. } => self.on_get(now, origin, chain, key, read, out),
+            ChainMsg::Scan { origin, chain, scan, .. } => self.on_scan(now, origin, chain, scan, out),
             ChainMsg::Write { origin, chain, write, .. } => self.on_write(now, origin, chain, write, out),
             ChainMsg::Update { view, update } => self.on_update(now, from, view, update, out),
             ChainMsg::Ack { chain, view, seq } => self.on_ack(from, chain, view, seq, out),
@@ -490,11 +491,12 @@ impl ChainNode {
         self.route(now, origin, req, out);
     }
 
-    /// Sends a request to the head (writes) or tail (reads) of its key's chain in this node's map.
+    /// Sends a request to the head (writes) or query node (reads, scans) of the chain its key or scan position
+    /// falls in, in this node's map.
     fn route(&mut self, now: Time, origin: Origin, req: Request, out: &mut Fx) {
         let map = self.map.clone().expect("requests are tracked only once a map is known");
-        let (Some(key), Some(keyspace)) = (req.key(), req.keyspace()) else { return };
-        let Some(chain) = map.chains.get(&chain_for_token(keyspace, key_token(key), map.partitions)) else {
+        let (Some(token), Some(keyspace)) = (req.token(), req.keyspace()) else { return };
+        let Some(chain) = map.chains.get(&chain_for_token(keyspace, token, map.partitions)) else {
             return self.refuse_unknown(origin, keyspace, out);
         };
         let (id, view) = (chain.id, chain.view);
@@ -502,6 +504,7 @@ impl ChainNode {
             Request::Get { key, read, .. } => {
                 (map.query_node(chain), ChainMsg::Get { origin, view, chain: id, key, read })
             }
+            Request::Scan(scan) => (map.query_node(chain), ChainMsg::Scan { origin, view, chain: id, scan }),
             Request::Write(write) => {
                 (chain.members.first().copied(), ChainMsg::Write { origin, view, chain: id, write })
             }

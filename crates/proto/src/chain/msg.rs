@@ -7,7 +7,7 @@
 //! its own current view and bounced otherwise.
 
 use bytes::Bytes;
-use meridian_core::{ChainId, ErrorKind, NodeId, Read, Reply, RequestId, Write};
+use meridian_core::{ChainId, ErrorKind, NodeId, Read, Reply, RequestId, Scan, Write};
 use serde::{Deserialize, Serialize};
 
 /// Who is waiting for the answer: the front-end node, its incarnation (the seed's fe-view-id: answers meant
@@ -247,4 +247,13 @@ pub enum ChainMsg {
     /// Joiner or flushing member → its copy source.
     CopyReq(CopyReq),
     CopyData(Box<CopyData>),
+    /// Front-end → query node: a scan of `chain`'s keys from `scan.from`, a token of its partition, on
+    /// (`scan.rs`). Answered like a read, or bounced. Last, as every new variant, so the others keep their
+    /// encoding.
+    Scan {
+        origin: Origin,
+        view: u64,
+        chain: ChainId,
+        scan: Scan,
+    },
 }

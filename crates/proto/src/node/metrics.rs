@@ -25,6 +25,7 @@ pub(super) fn count_request(counts: &mut BTreeMap<KeyspaceId, KeyspaceRequests>,
     let (keyspace, write) = match req {
         Request::Get { keyspace, .. } => (*keyspace, false),
         Request::Write(w) => (w.keyspace, true),
+        Request::Scan(scan) => (scan.keyspace, false),
         Request::Admin(_) => return,
     };
     let c = counts.entry(keyspace).or_default();

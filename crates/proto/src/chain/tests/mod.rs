@@ -12,6 +12,7 @@ use stores::StoreSpec;
 
 mod cache;
 mod expiry;
+mod scan;
 
 const LEASE: Duration = Duration::from_secs(3600);
 
