@@ -1,5 +1,5 @@
 //! Redis' hash commands on a real three-node chain: each answers as Redis does, through any node; a hash and
-//! a string refuse each other's commands with WRONGTYPE; a hash keeps its expiry and goes with its last field.
+//! a string refuse each other's commands with WRONGTYPE (and TYPE tells them apart); a hash keeps its expiry and goes with its last field.
 
 mod support;
 
@@ -36,6 +36,9 @@ fn hash_commands_answer_as_redis_does() {
     assert_eq!(cmd(&["HSET", "s", "f", "v"]), Resp::Error(WRONGTYPE.into()));
     assert_eq!(cmd(&["HGET", "s", "f"]), Resp::Error(WRONGTYPE.into()));
     assert_eq!(cmd(&["GET", "h"]), Resp::Error(WRONGTYPE.into()));
+    assert_eq!(cmd(&["TYPE", "h"]), Resp::Simple("hash".into()));
+    assert_eq!(cmd(&["TYPE", "s"]), Resp::Simple("string".into()));
+    assert_eq!(cmd(&["TYPE", "nothing-here"]), Resp::Simple("none".into()));
     assert_eq!(cmd(&["INCR", "h"]), Resp::Error(WRONGTYPE.into()));
     assert_eq!(cmd(&["GETDEL", "h"]), Resp::Error(WRONGTYPE.into()));
     assert_eq!(cmd(&["HLEN", "h"]), Resp::Int(3), "refusals changed nothing");

@@ -62,6 +62,8 @@ pub enum Read {
     Expiry,
     /// HGET, HMGET, HGETALL, HLEN, HEXISTS: a hash's fields ([`Reply::Fields`]).
     Hash,
+    /// TYPE: what kind of value the key holds ([`Reply::Kind`]).
+    Kind,
 }
 
 /// Keys a [`Scan`] examines at most: COUNT is clamped to it, so one answer is bounded work for the chain that
@@ -285,6 +287,8 @@ pub enum Reply {
     Error(ErrorKind, String),
     /// A [`Request::Scan`]'s keys and where the walk goes on.
     Scanned(Scanned),
+    /// A [`Read::Kind`]: the key's kind of value, None when it is absent.
+    Kind(Option<Kind>),
 }
 
 /// A key's expiry as its query node sees it.

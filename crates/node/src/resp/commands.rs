@@ -108,6 +108,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("append", 3, &["write", "denyoom"], (1, 1, 1), strings::append),
     keyed("getdel", 2, &["write", "fast"], (1, 1, 1), strings::getdel),
     keyed("strlen", 2, &["readonly", "fast"], (1, 1, 1), strings::strlen),
+    keyed("type", 2, &["readonly", "fast"], (1, 1, 1), kv::key_type),
     keyed("hset", -4, &["write", "denyoom", "fast"], (1, 1, 1), hashes::hset),
     keyed("hmset", -4, &["write", "denyoom", "fast"], (1, 1, 1), hashes::hmset),
     keyed("hdel", -3, &["write", "fast"], (1, 1, 1), hashes::hdel),

@@ -12,7 +12,7 @@ use super::frame::Frame;
 use super::frontend::Frontend;
 use super::pending::Pending;
 use bytes::Bytes;
-use meridian_core::{Condition, ErrorKind, KeyExpiry, Read, Reply, Request, Ttl, Write, WriteOp};
+use meridian_core::{Condition, ErrorKind, KeyExpiry, Kind, Read, Reply, Request, Ttl, Write, WriteOp};
 
 pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     submit_one(frontend, read(session, &args[1]), value)
@@ -42,6 +42,16 @@ pub(super) fn del(args: &[Bytes], session: &mut Session, frontend: &Frontend) ->
 pub(super) fn exists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let reads = args[1..].iter().map(|key| read_of(session, key, Read::Expiry)).collect();
     submit_many(frontend, reads, count_present)
+}
+
+/// TYPE: `string`, `hash`, or `none` for an absent key, as Redis names them.
+pub(super) fn key_type(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read_of(session, &args[1], Read::Kind), |reply| match reply {
+        Reply::Kind(None) => Frame::Simple("none"),
+        Reply::Kind(Some(Kind::String)) => Frame::Simple("string"),
+        Reply::Kind(Some(Kind::Hash)) => Frame::Simple("hash"),
+        other => failure(other),
+    })
 }
 
 pub(super) fn mget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {

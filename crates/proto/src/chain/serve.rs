@@ -38,6 +38,7 @@ fn reply_for(read: Read, stored: Option<Stored>, now_ms: u64) -> Reply {
             Ok(fields) => Reply::Fields(fields.into_iter().collect()),
             Err(why) => Reply::Error(why.kind(), why.to_string()),
         },
+        (Read::Kind, stored) => Reply::Kind(stored.map(|s| s.kind)),
         (Read::Expiry, None) => Reply::Expiry(KeyExpiry::Absent),
         (Read::Expiry, Some(Stored { expires_ms: None, .. })) => Reply::Expiry(KeyExpiry::Never),
         (Read::Expiry, Some(Stored { expires_ms: Some(at), .. })) => {
