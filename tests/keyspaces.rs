@@ -209,3 +209,17 @@ fn memory_replicas_lost_to_a_restart_are_copied_back_from_the_log() {
     let lost = cluster.servers[1].cluster_status()["status"]["chains"].clone();
     assert!(lost.as_array().unwrap().iter().all(|c| c["restored_from"].is_null()), "nothing was restored: {lost}");
 }
+
+/// `--store` sets the `default` keyspace's replica type when the cluster is created: here `mem`, which keeps
+/// no store files.
+#[test]
+fn store_flag_gives_the_default_keyspace_its_replica_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::single(dir.path(), &["--store", "mem"]);
+    let list = server.ctl(&["keyspace", "list"]);
+    assert!(list.contains("0       default              mem "), "{list}");
+    let mut c = conn(&server);
+    assert_eq!(cmd(&mut c, &["SET", "k", "v"]), ok());
+    assert_eq!(cmd(&mut c, &["GET", "k"]), bulk("v"));
+    assert_eq!(files_of(dir.path(), 1, 0), 0, "a mem keyspace writes no store files");
+}

@@ -3,7 +3,7 @@
 use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Read, Reply, Request};
+use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Read, ReplicaKind, Reply, Request};
 use meridian_node::NodeHandle;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -22,9 +22,12 @@ pub struct DemoArgs {
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// The replica type of each chain position of the `default` keyspace, head first (`mem`, `log` or
-    /// `buffered`); their number is R. Default: `log,log,log`.
+    /// `buffered`); their number is R. Default: three of type --store.
     #[arg(long)]
     replicas: Option<String>,
+    /// The replica type of every chain position of `default` (`mem`, `log` or `buffered`; docs/keyspaces.md).
+    #[arg(long, default_value = "log", conflicts_with = "replicas")]
+    store: ReplicaKind,
     #[command(flatten)]
     durability: DurabilityArgs,
     #[command(flatten)]
@@ -46,7 +49,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let specs: Vec<NodeSpec> = (0..args.nodes)
         .map(|i| NodeSpec { id: NodeId(u32::from(i) + 1), peer_addr: addr(args.port + 1000 + i).to_string() })
         .collect();
-    let replicas = default_replicas(args.replicas.as_deref(), DEFAULT_REPLICATION)?;
+    let replicas = default_replicas(args.replicas.as_deref(), DEFAULT_REPLICATION, args.store)?;
     let cluster = ClusterConfig::new(specs, replicas.len(), DEFAULT_VNODES)
         .and_then(|c| c.with_default(KeyspaceConfig::with_replicas(replicas)))
         .map_err(|e| e.to_string())?;

@@ -188,11 +188,16 @@ pub async fn stop_signal() {
     }
 }
 
-/// The `default` keyspace's replica types, head first: `--replicas` if given, else `replication` `log` ones.
-pub fn default_replicas(list: Option<&str>, replication: usize) -> Result<Vec<ReplicaKind>, String> {
+/// The `default` keyspace's replica types, head first: `--replicas` if given, else `replication` replicas of
+/// type `store`.
+pub fn default_replicas(
+    list: Option<&str>,
+    replication: usize,
+    store: ReplicaKind,
+) -> Result<Vec<ReplicaKind>, String> {
     match list {
         Some(list) => KeyspaceConfig::parse_replicas(list).map_err(|e| format!("--replicas: {e}")),
-        None => Ok(vec![ReplicaKind::Log; replication]),
+        None => Ok(vec![store; replication]),
     }
 }
 

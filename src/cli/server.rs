@@ -5,7 +5,7 @@ use super::http;
 use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec};
+use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec, ReplicaKind};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::map::NodeAddrs;
 use serde_json::Value;
@@ -48,9 +48,13 @@ pub struct ServerArgs {
     /// Where this node keeps its data.
     #[arg(long)]
     data_dir: PathBuf,
-    /// Replicas per key (chain length) of the `default` keyspace, all of type `log`.
+    /// Replicas per key (chain length) of the `default` keyspace, all of type --store.
     #[arg(long, default_value_t = DEFAULT_REPLICATION, conflicts_with = "replicas")]
     replication: usize,
+    /// The replica type of every chain position of `default` (`mem`, `log` or `buffered`; docs/keyspaces.md).
+    /// Used when the cluster is first created.
+    #[arg(long, default_value = "log", conflicts_with = "replicas")]
+    store: ReplicaKind,
     /// Instead of --replication: the replica type of each chain position of `default`, head first (`mem`,
     /// `log` or `buffered`; e.g. `mem,log`); their number is R. Used when the cluster is first created.
     #[arg(long)]
@@ -109,7 +113,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
 fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, String> {
     let peers = ClusterConfig::parse_peers(peers).map_err(|e| e.to_string())?;
     let vnodes = args.vnodes.unwrap_or(DEFAULT_VNODES);
-    let replicas = default_replicas(args.replicas.as_deref(), args.replication)?;
+    let replicas = default_replicas(args.replicas.as_deref(), args.replication, args.store)?;
     let cluster = ClusterConfig::new(peers, replicas.len(), vnodes)
         .and_then(|c| c.with_default(KeyspaceConfig::with_replicas(replicas)))
         .map_err(|e| e.to_string())?;

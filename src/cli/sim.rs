@@ -4,7 +4,7 @@
 use clap::Args;
 use meridian_check::Staleness;
 use meridian_core::size::parse_size;
-use meridian_core::{DurabilityMode, KeyspaceConfig};
+use meridian_core::{DurabilityMode, KeyspaceConfig, ReplicaKind};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
@@ -84,7 +84,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     if args.experiment.is_some() {
         return join_experiment(&args);
     }
-    let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication)?;
+    let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication, ReplicaKind::Log)?;
     let default = KeyspaceConfig {
         update: args.update.parse()?,
         read_from: args.read_from.parse()?,
