@@ -75,15 +75,16 @@ impl FrontEnd {
             .collect()
     }
 
-    /// Removes and returns the requests accepted at or before `tick - timeout_ticks`.
-    pub fn expire(&mut self, tick: u64, timeout_ticks: u64) -> Vec<RequestId> {
-        let expired: Vec<RequestId> = self
+    /// Removes and returns the requests accepted at or before `tick - timeout_ticks`, each with whether it
+    /// was a write (whose outcome is then unknown; a read's or scan's changed nothing).
+    pub fn expire(&mut self, tick: u64, timeout_ticks: u64) -> Vec<(RequestId, bool)> {
+        let expired: Vec<(RequestId, bool)> = self
             .pending
             .iter()
             .filter(|(_, p)| tick.saturating_sub(p.accepted) >= timeout_ticks)
-            .map(|(&id, _)| id)
+            .map(|(&id, p)| (id, matches!(p.req, Request::Write(_))))
             .collect();
-        for id in &expired {
+        for (id, _) in &expired {
             self.pending.remove(id);
         }
         expired
@@ -118,7 +119,7 @@ mod tests {
         let mut fe = FrontEnd::new(NodeId(1), 0);
         let first = fe.track(RequestId(1), get(), 0);
         let second = fe.track(RequestId(2), get(), 3);
-        assert_eq!(fe.expire(4, 4), vec![RequestId(1)]);
+        assert_eq!(fe.expire(4, 4), vec![(RequestId(1), false)]);
         assert_eq!(fe.complete(&first), None, "an expired request takes no answer");
         assert_eq!(fe.complete(&second), Some(RequestId(2)));
     }

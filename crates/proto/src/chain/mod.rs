@@ -560,9 +560,9 @@ impl ChainNode {
         self.tick += 1;
         out.set_timer(ChainTimer::Tick, self.cfg.tick);
         let timeout = self.timeout_ticks();
-        for id in self.fe.expire(self.tick, timeout) {
-            let msg =
-                format!("no answer within {:?}; the write may or may not have been applied", self.cfg.request_timeout);
+        for (id, write) in self.fe.expire(self.tick, timeout) {
+            let outcome = if write { "the write may or may not have been applied" } else { "nothing was changed" };
+            let msg = format!("no answer within {:?}; {outcome}", self.cfg.request_timeout);
             out.reply(id, Reply::Error(ErrorKind::Timeout, msg));
         }
         for (origin, req) in self.fe.take_retries() {
