@@ -111,6 +111,7 @@ impl Shared {
             self.keys.ack(pending.record);
         }
         tally.record(pending.op, outcome, now.saturating_duration_since(pending.intended));
+        tally.sent_late(pending.sent.saturating_duration_since(pending.intended));
     }
 }
 
@@ -174,6 +175,8 @@ struct Pending {
     stage: Stage,
     record: u64,
     intended: Instant,
+    /// When its first command was put out.
+    sent: Instant,
 }
 
 struct Connection {
@@ -255,13 +258,14 @@ impl Connection {
         while self.pending.len() < self.shared.depth {
             let Some(due) = next.take().or_else(|| self.shared.schedule.take()) else { return true };
             // Compared with the time after taking it: a closed loop's operation is due the moment it is taken.
-            if due > Instant::now() {
+            let now = Instant::now();
+            if due > now {
                 *next = Some(due);
                 break;
             }
             let (op, record) = self.ops.next(&mut self.output);
             let stage = if op == OpKind::Insert || op == OpKind::Update { Stage::Write } else { Stage::Read };
-            self.pending.push_back(Pending { op, stage, record, intended: due });
+            self.pending.push_back(Pending { op, stage, record, intended: due, sent: now });
         }
         false
     }
@@ -360,6 +364,7 @@ mod tests {
         assert_eq!(figures.pacing, "open");
         assert!(update.max_us >= 290_000.0, "the stalled operation: {update:?}");
         assert!(update.p90_us >= 150_000.0, "the operations queued behind it: {update:?}");
+        assert!(figures.send_lag_max_us >= 250_000.0, "they waited before being sent: {figures:?}");
         assert!(figures.seconds >= 0.99, "the schedule is fixed: {}", figures.seconds);
     }
 
@@ -372,6 +377,7 @@ mod tests {
         assert_eq!((figures.operations, figures.errors), (1000, 0));
         assert!(update.max_us >= 290_000.0, "{update:?}");
         assert!(update.p99_us < 50_000.0, "only the stalled operation is slow: {update:?}");
+        assert!(figures.send_lag_max_us < 1000.0, "a closed loop's operation starts when it is sent: {figures:?}");
     }
 
     #[test]

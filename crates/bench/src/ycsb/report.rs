@@ -13,6 +13,9 @@ use std::time::Duration;
 /// A phase's operations as they complete, shared by its connections.
 pub(super) struct Tally {
     ops: BTreeMap<OpKind, OpTally>,
+    /// How long after its intended start each operation was sent: in an open loop, the wait for a free slot
+    /// (behind a slow server) and the timer's lateness, which its latency includes.
+    send_lag: Latency,
 }
 
 struct OpTally {
@@ -25,7 +28,11 @@ struct OpTally {
 
 impl Tally {
     pub(super) fn new() -> Tally {
-        Tally { ops: BTreeMap::new() }
+        Tally { ops: BTreeMap::new(), send_lag: Latency::new() }
+    }
+
+    pub(super) fn sent_late(&mut self, lag: Duration) {
+        self.send_lag.record(lag);
     }
 
     pub(super) fn record(&mut self, op: OpKind, outcome: Outcome, took: Duration) {
@@ -79,6 +86,11 @@ pub struct PhaseFigures {
     /// more than the server could take).
     pub unsent: u64,
     pub ops_per_s: f64,
+    /// How long after their intended start operations were sent (zero in a closed loop, where an operation
+    /// starts when it is sent): the part of an open loop's latencies spent before the server saw the operation.
+    pub send_lag_p50_us: f64,
+    pub send_lag_p99_us: f64,
+    pub send_lag_max_us: f64,
     pub ops: Vec<OpFigures>,
 }
 
@@ -113,13 +125,13 @@ impl PhaseFigures {
         let per_s = |n: u64| crate::per_second(n, run.took);
         let ops: Vec<OpFigures> = tally
             .ops
-            .into_iter()
+            .iter()
             .map(|(op, t)| OpFigures {
                 op: op.name(),
                 count: t.latency.count(),
                 missing: t.missing,
                 errors: t.errors,
-                first_error: t.first_error,
+                first_error: t.first_error.clone(),
                 ops_per_s: per_s(t.latency.count()),
                 p50_us: t.latency.micros(50.0),
                 p90_us: t.latency.micros(90.0),
@@ -139,6 +151,9 @@ impl PhaseFigures {
             errors: ops.iter().map(|o| o.errors).sum(),
             unsent: run.unsent,
             ops_per_s: per_s(operations),
+            send_lag_p50_us: tally.send_lag.micros(50.0),
+            send_lag_p99_us: tally.send_lag.micros(99.0),
+            send_lag_max_us: tally.send_lag.micros(100.0),
             ops,
         }
     }
@@ -217,6 +232,13 @@ impl fmt::Display for YcsbReport {
                 phase.errors,
                 if phase.unsent > 0 { format!(", {} scheduled but never sent", phase.unsent) } else { String::new() },
             )?;
+            if phase.pacing == "open" {
+                writeln!(
+                    f,
+                    "  sent after their intended start by p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs (in the latencies)",
+                    phase.send_lag_p50_us, phase.send_lag_p99_us, phase.send_lag_max_us
+                )?;
+            }
             writeln!(
                 f,
                 "  {:<18} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
