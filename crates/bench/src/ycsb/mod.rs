@@ -119,13 +119,20 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
         let load = Arc::new(w.for_load());
         let chooser = KeyChooser::new(&load, 0);
         let plan = plan("load", Pacing::Closed, w.record_count, LOAD_MAX, 1);
-        phases.push(driver::run(&runtime, &plan, &load, &Arc::new(KeySpace::new(0)), &chooser)?);
+        let loaded = driver::run(&runtime, &plan, &load, &Arc::new(KeySpace::new(0)), &chooser)?;
+        if loaded.operations + loaded.errors < w.record_count {
+            progress(format!(
+                "load: only {} of {} records sent within {LOAD_MAX:?}",
+                loaded.operations, w.record_count
+            ));
+        }
+        phases.push(loaded);
     }
     if bench.run {
         let operations = w.operation_count.unwrap_or(u64::MAX);
         let duration = w.max_execution_time.unwrap_or(DURATION_MAX);
         let pacing = w.target.map_or(Pacing::Closed, |per_second| Pacing::Open { per_second });
-        progress(format!("run: workload {} through {} connections ({pacing:?})", w.preset, w.thread_count));
+        progress(format!("run: workload {} through {} connections, {pacing}", w.preset, w.thread_count));
         let chooser = KeyChooser::new(&w, inserts_expected(&w));
         let keys = Arc::new(KeySpace::new(w.record_count));
         phases.push(driver::run(&runtime, &plan("run", pacing, operations, duration, 2), &w, &keys, &chooser)?);
