@@ -27,7 +27,8 @@ enum Command {
     Ctl(cli::ctl::CtlArgs),
     /// Deterministic simulation of a protocol under faults, with its histories checked.
     Sim(cli::sim::SimArgs),
-    /// Measurements on this machine (bench store: the datastores under each durability mode).
+    /// Measurements on this machine: the datastores (store), real node processes (join, keyspaces), and YCSB's
+    /// workloads against any RESP server (ycsb).
     Bench(cli::bench::BenchArgs),
 }
 

@@ -1,11 +1,13 @@
 //! `meridian bench`: measurements on the machine at hand (crate `meridian-bench`). `bench store` measures
 //! the datastores under each durability mode beside the disk's own bandwidth and fsync latency; `bench join`
 //! measures real node processes' read throughput while a node joins (seed 003 §4.2); `bench keyspaces`
-//! measures put latency, memory and M-D recovery of keyspace configurations on real processes (seed 003 §5.3).
+//! measures put latency, memory and M-D recovery of keyspace configurations on real processes (seed 003 §5.3);
+//! `bench ycsb` drives any RESP server (Meridian, redis-server) with YCSB's core workloads.
 
 use clap::{Args, Subcommand};
 use meridian_bench::join::JoinBench;
 use meridian_bench::keyspaces::KeyspacesBench;
+use meridian_bench::ycsb::{Workload, YcsbBench};
 use meridian_bench::{Limits, StoreBench, DEFAULT_WRITERS, VALUE_SIZES};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
@@ -33,6 +35,73 @@ enum BenchCommand {
     /// beside M-D holding the same data; and M-D recovery time against data size, on local `meridian server`
     /// processes (seed 003 §5.3, issue 5).
     Keyspaces(KeyspacesArgs),
+    /// YCSB's core workloads (a-f) over RESP against any server on this machine (redis-server, `meridian
+    /// demo`, a `meridian server`): a load phase and a run phase, closed loop or open loop at a fixed rate,
+    /// with each operation type's latency percentiles (docs/load-testing.md).
+    Ycsb(YcsbArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct YcsbArgs {
+    /// The RESP server to measure, HOST:PORT on a loopback address (redis-server's default port is 6379,
+    /// `meridian demo`'s first node 6380).
+    #[arg(long, default_value = "127.0.0.1:6380")]
+    addr: String,
+    /// YCSB's core workload: a (50% read, 50% update, zipfian), b (95% read, 5% update), c (reads only), d (95%
+    /// read, 5% insert, latest records first), e (scans: refused, see docs/load-testing.md), f (50% read, 50%
+    /// read-modify-write).
+    #[arg(long, default_value = "a", value_parser = ["a", "b", "c", "d", "e", "f"])]
+    workload: String,
+    /// A YCSB properties file (`name=value` lines, as YCSB's `workloads/workloada`), applied over the workload;
+    /// repeatable.
+    #[arg(short = 'P', long = "properties", value_name = "FILE")]
+    properties: Vec<PathBuf>,
+    /// One YCSB property, `name=value` (recordcount, operationcount, fieldcount, readproportion, ...), applied
+    /// over the files; repeatable.
+    #[arg(short = 'p', long = "property", value_name = "NAME=VALUE")]
+    property: Vec<String>,
+    /// Which phases run: `load` (insert the records), `run` (the workload's operations on loaded records) or
+    /// `both`.
+    #[arg(long, default_value = "both", value_parser = ["load", "run", "both"])]
+    phase: String,
+    /// Records loaded, and chosen among by the run (recordcount; default 1000).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Operations of the run phase at most (operationcount). The run needs this, --duration or both.
+    #[arg(long)]
+    operations: Option<u64>,
+    /// Seconds of the run phase at most (maxexecutiontime).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Connections, each a tokio task (threadcount; default 16).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Commands each connection keeps in flight.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// Open loop: the run phase sends this many operations per second on a schedule fixed in advance, and
+    /// times each from when it was due (target). Without it, the loop is closed.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Fields per record (fieldcount; default 1): one field is a string (SET, GET), more a hash (HSET,
+    /// HGETALL, HMGET).
+    #[arg(long)]
+    field_count: Option<usize>,
+    /// Bytes per field (fieldlength; default 100).
+    #[arg(long)]
+    field_length: Option<usize>,
+    /// Which records reads and updates choose (requestdistribution): uniform, zipfian or latest.
+    #[arg(long, value_parser = ["uniform", "zipfian", "latest"])]
+    distribution: Option<String>,
+    /// Threads of the load generator's runtime.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Also write the figures to this file as CSV, a line per phase and operation type.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Also write every figure to this file as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -137,6 +206,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, String> {
         BenchCommand::Store(store) => run_store(store),
         BenchCommand::Join(join) => run_join(join),
         BenchCommand::Keyspaces(keyspaces) => run_keyspaces(keyspaces),
+        BenchCommand::Ycsb(ycsb) => run_ycsb(ycsb),
     }
 }
 
@@ -215,6 +285,69 @@ fn run_keyspaces(args: KeyspacesArgs) -> Result<ExitCode, String> {
         };
         meridian_bench::keyspaces::run(&bench, &mut |line| eprintln!("{line}"), stop)
     })
+}
+
+fn run_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
+    let bench = YcsbBench {
+        addr: resolve(&args.addr)?,
+        workload: ycsb_workload(&args)?,
+        load: args.phase != "run",
+        run: args.phase != "load",
+        pipeline: args.pipeline,
+        threads: args.threads,
+    };
+    let report = meridian_bench::ycsb::run(&bench, &mut |line| eprintln!("{line}"))?;
+    if let Some(path) = &args.csv {
+        std::fs::write(path, report.csv()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let (errors, first) = report.errors();
+    if errors > 0 {
+        eprintln!("{errors} operations failed; the first: {}", first.unwrap_or("?"));
+    }
+    print_report(&report, &args.json)
+}
+
+/// The workload: the preset, then the properties files, then single properties, then the flags.
+fn ycsb_workload(args: &YcsbArgs) -> Result<Workload, String> {
+    let mut w = Workload::preset(args.workload.chars().next().unwrap_or('a'))?;
+    for file in &args.properties {
+        w.apply_file(file)?;
+    }
+    for property in &args.property {
+        w.apply(property).map_err(|e| format!("-p {e}"))?;
+    }
+    let flags = [
+        args.records.map(|n| format!("recordcount={n}")),
+        args.operations.map(|n| format!("operationcount={n}")),
+        args.clients.map(|n| format!("threadcount={n}")),
+        args.field_count.map(|n| format!("fieldcount={n}")),
+        args.field_length.map(|n| format!("fieldlength={n}")),
+        args.distribution.as_ref().map(|d| format!("requestdistribution={d}")),
+    ];
+    for property in flags.into_iter().flatten() {
+        w.apply(&property)?;
+    }
+    // Fractions of a second and of an operation per second are kept, which YCSB's whole-number properties
+    // would not.
+    if let Some(seconds) = args.duration {
+        if !(seconds > 0.0 && seconds.is_finite()) {
+            return Err("--duration must be a positive number of seconds".into());
+        }
+        w.max_execution_time = Some(Duration::from_secs_f64(seconds.min(1e9)));
+    }
+    if let Some(rate) = args.rate {
+        w.target = Some(rate);
+    }
+    Ok(w)
+}
+
+/// `HOST:PORT` as an address, the first the name resolves to.
+fn resolve(addr: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    addr.to_socket_addrs()
+        .map_err(|e| format!("--addr {addr}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--addr {addr}: resolves to no address"))
 }
 
 /// Runs a bench of node processes and prints its report: `run` gets the binary the nodes run (this one), the

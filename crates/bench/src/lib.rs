@@ -15,6 +15,9 @@
 //! The other measurements run real node processes (module `local`): `meridian bench join` (module `join`), each
 //! node under its own CPU quota, serving reads while a node joins; and `meridian bench keyspaces` (module
 //! `keyspaces`), put latency, memory and recovery of the keyspace configurations of seed 003 §5.3.
+//!
+//! `meridian bench ycsb` (module `ycsb`) drives any RESP server, Meridian or redis-server, with YCSB's core
+//! workloads, closed or open loop.
 
 mod committer;
 mod compaction;
@@ -29,6 +32,7 @@ mod report;
 mod sequential;
 mod stores;
 mod suite;
+pub mod ycsb;
 
 pub use disk::DiskFigures;
 pub use report::{CompactionFigures, GetFigures, PutFigures, Ratio, Report, SequentialFigures};

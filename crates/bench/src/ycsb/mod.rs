@@ -1,0 +1,167 @@
+//! `meridian bench ycsb`: a YCSB-style load generator that speaks RESP, so the same load and the same keys
+//! drive redis-server, `meridian demo` or a `meridian server` alike.
+//!
+//! A run has a load phase (every record inserted once, closed loop) and a run phase (the workload's mix of
+//! reads, updates, inserts and read-modify-writes over records chosen by its request distribution), either or
+//! both. Each phase runs `threadcount` connections on a tokio runtime, a task each, with up to `pipeline`
+//! commands in flight per connection: closed loop, or open loop at a target rate with latency measured from each
+//! operation's intended start (`driver`). Every operation type gets an HDR histogram (`report`).
+//!
+//! Reading order: `workload` (the presets and properties), `keys`, `distribution`, `ops` (operations as Redis
+//! commands), `resp`, `driver`, `report`.
+
+mod distribution;
+mod driver;
+mod keys;
+mod ops;
+mod report;
+mod resp;
+mod workload;
+
+pub use distribution::OpKind;
+pub use report::{OpFigures, PhaseFigures, YcsbReport};
+pub use workload::{Distribution, Proportions, Workload, DEFAULT_CLIENTS, SCAN_REFUSED};
+
+use distribution::KeyChooser;
+use driver::{Pacing, Plan};
+use keys::KeySpace;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Connections at most: each is a socket on both ends, and a server's client limit is near.
+pub const CLIENTS_MAX: usize = 1024;
+/// Commands in flight per connection at most (Meridian's default `--max-pipeline`).
+pub const PIPELINE_MAX: usize = 1024;
+/// Runtime threads at most.
+pub const THREADS_MAX: usize = 64;
+/// The run phase's length at most.
+pub const DURATION_MAX: Duration = Duration::from_secs(3600);
+/// The open loop's rate at most, in operations per second.
+pub const RATE_MAX: f64 = 10_000_000.0;
+/// How long the load phase may take.
+const LOAD_MAX: Duration = Duration::from_secs(600);
+
+#[derive(Clone, Debug)]
+pub struct YcsbBench {
+    /// The RESP server measured; a loopback address.
+    pub addr: SocketAddr,
+    /// The workload with every property and flag applied.
+    pub workload: Workload,
+    /// Which phases run.
+    pub load: bool,
+    pub run: bool,
+    /// Commands each connection keeps in flight at most.
+    pub pipeline: usize,
+    /// Threads of the tokio runtime the connections run on.
+    pub threads: usize,
+}
+
+impl YcsbBench {
+    /// Refuses a run that is not bounded, not on this machine, or not runnable at all, saying why.
+    pub fn validate(&self) -> Result<(), String> {
+        let w = &self.workload;
+        w.validate()?;
+        if !self.addr.ip().is_loopback() {
+            return Err(format!(
+                "{}: only loopback addresses are measured, so that a load cannot be aimed at another machine by mistake",
+                self.addr
+            ));
+        }
+        if !self.load && !self.run {
+            return Err("no phase to run".into());
+        }
+        if self.run && w.operation_count.is_none() && w.max_execution_time.is_none() {
+            return Err(
+                "the run phase needs a bound: --operations (operationcount), --duration (maxexecutiontime) or both"
+                    .into(),
+            );
+        }
+        let checks = [
+            (w.operation_count == Some(0), "--operations must be at least 1".to_string()),
+            (
+                w.max_execution_time.is_some_and(|d| d.is_zero() || d > DURATION_MAX),
+                format!("--duration must be more than 0 and at most {} seconds", DURATION_MAX.as_secs()),
+            ),
+            (!(1..=CLIENTS_MAX).contains(&w.thread_count), format!("--clients must be from 1 to {CLIENTS_MAX}")),
+            (!(1..=PIPELINE_MAX).contains(&self.pipeline), format!("--pipeline must be from 1 to {PIPELINE_MAX}")),
+            (!(1..=THREADS_MAX).contains(&self.threads), format!("--threads must be from 1 to {THREADS_MAX}")),
+            (
+                w.target.is_some_and(|r| !(1.0..=RATE_MAX).contains(&r)),
+                format!("--rate must be from 1 to {RATE_MAX} operations per second"),
+            ),
+        ];
+        match checks.into_iter().find(|(bad, _)| *bad) {
+            Some((_, why)) => Err(why),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Runs `bench`'s phases against its server; `progress` hears what is starting.
+pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbReport, String> {
+    bench.validate()?;
+    let runtime = runtime(bench.threads)?;
+    let w = Arc::new(bench.workload.clone());
+    let plan = |phase, pacing, operations, duration, seed| Plan {
+        phase,
+        addr: bench.addr,
+        clients: w.thread_count,
+        depth: bench.pipeline,
+        pacing,
+        operations,
+        duration,
+        seed,
+    };
+    let mut phases = Vec::new();
+    if bench.load {
+        progress(format!("load: inserting {} records through {} connections", w.record_count, w.thread_count));
+        let load = Arc::new(w.for_load());
+        let chooser = KeyChooser::new(&load, 0);
+        let plan = plan("load", Pacing::Closed, w.record_count, LOAD_MAX, 1);
+        let loaded = driver::run(&runtime, &plan, &load, &Arc::new(KeySpace::new(0)), &chooser)?;
+        if loaded.operations + loaded.errors < w.record_count {
+            progress(format!(
+                "load: only {} of {} records sent within {LOAD_MAX:?}",
+                loaded.operations, w.record_count
+            ));
+        }
+        phases.push(loaded);
+    }
+    if bench.run {
+        let operations = w.operation_count.unwrap_or(u64::MAX);
+        let duration = w.max_execution_time.unwrap_or(DURATION_MAX);
+        let pacing = w.target.map_or(Pacing::Closed, |per_second| Pacing::Open { per_second });
+        progress(format!("run: workload {} through {} connections, {pacing}", w.preset, w.thread_count));
+        let chooser = KeyChooser::new(&w, inserts_expected(&w));
+        let keys = Arc::new(KeySpace::new(w.record_count));
+        phases.push(driver::run(&runtime, &plan("run", pacing, operations, duration, 2), &w, &keys, &chooser)?);
+    }
+    Ok(YcsbReport {
+        addr: bench.addr.to_string(),
+        workload: bench.workload.clone(),
+        pipeline: bench.pipeline,
+        threads: bench.threads,
+        phases,
+    })
+}
+
+/// Inserts the run phase should make room for in the zipfian's range, as YCSB reckons them: the operation count
+/// times the insert proportion (none when only a duration bounds the run, as YCSB would have no count either).
+fn inserts_expected(w: &Workload) -> u64 {
+    let p = &w.proportions;
+    let share = p.insert / (p.read + p.update + p.insert + p.read_modify_write);
+    (w.operation_count.unwrap_or(0) as f64 * share) as u64
+}
+
+/// One thread runs every connection's task on the thread that waits for them; more spread them over workers.
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().build().map_err(|e| format!("cannot start tokio: {e}"))
+}

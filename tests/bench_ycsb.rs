@@ -1,0 +1,140 @@
+//! `meridian bench ycsb` end to end against real servers: a one-node `meridian server`, and redis-server when
+//! it is installed (`.ci/run` installs it). Each target gets a tiny bounded load and run of three workloads:
+//! strings closed loop with pipelining (A), hashes open loop with inserts (D), read-modify-writes (F); every
+//! count adds up, nothing fails, every read finds its record, and the JSON and CSV parse. About 15 s.
+
+mod support;
+
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::Server;
+
+const RECORDS: u64 = 1000;
+const REDIS_SERVER: &str = "/usr/bin/redis-server";
+
+/// Runs `meridian bench ycsb --addr ADDR ARGS` and returns its JSON report, after checking its CSV has a
+/// line per phase and operation type.
+fn ycsb(addr: SocketAddr, args: &[&str], dir: &Path) -> Value {
+    let (json, csv) = (dir.join("ycsb.json"), dir.join("ycsb.csv"));
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["bench", "ycsb", "--addr", &addr.to_string()])
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .output()
+        .expect("run meridian bench ycsb");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "bench ycsb {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("meridian bench ycsb:"), "{stdout}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let lines = report["phases"].as_array().unwrap().iter().map(|p| p["ops"].as_array().unwrap().len()).sum::<usize>();
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv.lines().count(), 1 + lines, "{csv}");
+    report
+}
+
+/// The phase named `name`, checked: no errors, no read of a missing record, and its operation counts sum to
+/// its total; returns its operations by name.
+fn phase<'a>(report: &'a Value, name: &str) -> (&'a Value, Vec<(String, u64)>) {
+    let phase = report["phases"].as_array().unwrap().iter().find(|p| p["phase"] == name).expect(name);
+    assert_eq!(phase["errors"], 0, "{phase:#}");
+    let ops: Vec<(String, u64)> = phase["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["op"].as_str().unwrap().into(), o["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(ops.iter().map(|(_, n)| n).sum::<u64>(), phase["operations"].as_u64().unwrap(), "{phase:#}");
+    for op in phase["ops"].as_array().unwrap() {
+        assert_eq!(op["missing"], 0, "{op:#}");
+        assert!(op["p50_us"].as_f64().unwrap() > 0.0 && op["max_us"].as_f64() >= op["p99_us"].as_f64(), "{op:#}");
+    }
+    (phase, ops)
+}
+
+fn names(ops: &[(String, u64)]) -> Vec<&str> {
+    ops.iter().map(|(n, _)| n.as_str()).collect()
+}
+
+/// The three workloads against `addr`, which holds none of their keys yet.
+fn workloads_against(addr: SocketAddr, dir: &Path) {
+    let records = RECORDS.to_string();
+    // A: load the records as strings, then read and update them, closed loop, two in flight per connection.
+    let a = ycsb(
+        addr,
+        &["--workload", "a", "--records", &records, "--duration", "2", "--clients", "4", "--pipeline", "2"],
+        dir,
+    );
+    let (load, inserts) = phase(&a, "load");
+    assert_eq!(inserts, [("INSERT".to_string(), RECORDS)], "{load:#}");
+    let (run, ops) = phase(&a, "run");
+    assert_eq!(names(&ops), ["READ", "UPDATE"]);
+    assert!(ops.iter().all(|(_, n)| *n > 100), "{run:#}");
+    assert_eq!(run["pacing"], "closed");
+
+    // F on the same records: every read-modify-write is a GET and then a SET, timed as one.
+    let f = ycsb(addr, &["--workload", "f", "--phase", "run", "--records", &records, "--operations", "2000"], dir);
+    let (_, ops) = phase(&f, "run");
+    assert_eq!(names(&ops), ["READ", "READ-MODIFY-WRITE"]);
+    assert_eq!(ops.iter().map(|(_, n)| n).sum::<u64>(), 2000);
+
+    // D as hashes of three fields under their own keys (user0, user1, …), open loop: 500 operations a second
+    // for 2 s is exactly 1000 on the schedule, reads of the latest records and inserts of new ones.
+    let hashes = ["--field-count", "3", "-p", "insertorder=ordered"];
+    let open = ["--records", &records, "--rate", "500", "--duration", "2", "--clients", "2"];
+    let d = ycsb(addr, &[&["--workload", "d"], &hashes[..], &open[..]].concat(), dir);
+    let (run, ops) = phase(&d, "run");
+    assert_eq!(names(&ops), ["INSERT", "READ"]);
+    assert_eq!(
+        (run["pacing"].as_str(), run["unsent"].as_u64(), run["operations"].as_u64()),
+        (Some("open"), Some(0), Some(1000))
+    );
+}
+
+#[test]
+fn bench_ycsb_drives_a_meridian_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::single(dir.path(), &[]);
+    workloads_against(server.resp, dir.path());
+}
+
+/// redis-server on a free loopback port, without persistence, killed when dropped.
+struct Redis(Child);
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn bench_ycsb_drives_redis_server() {
+    if !Path::new(REDIS_SERVER).exists() {
+        eprintln!("skipped: no {REDIS_SERVER} (apt-get install redis-server)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = support::free_port("127.0.0.1");
+    let child = Command::new(REDIS_SERVER)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let _redis = Redis(child);
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let start = Instant::now();
+    while support::resp::Conn::connect(addr, Duration::from_millis(200)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(10), "redis-server did not start on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    workloads_against(addr, dir.path());
+}
