@@ -43,7 +43,7 @@ enum BenchCommand {
 
 #[derive(Args, Debug)]
 pub struct YcsbArgs {
-    /// The RESP server to measure, HOST:PORT on a loopback address (redis-server's default port is 6379,
+    /// The RESP server to measure, HOST:PORT (redis-server's default port is 6379,
     /// `meridian demo`'s first node 6380).
     #[arg(long, default_value = "127.0.0.1:6380")]
     addr: String,
