@@ -60,7 +60,7 @@ pub(crate) struct Persistence {
 /// A reading of [`Persistence`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PersistenceReading {
-    pub(crate) fsyncs: u64,
+    /// Every fsync's duration.
     pub(crate) latency: Snapshot,
     pub(crate) last_fsync: Duration,
     /// The longest any write acknowledged in async mode waited for its fsync, i.e. the largest loss window a
@@ -91,11 +91,17 @@ impl Persistence {
     pub(crate) fn read(&self) -> PersistenceReading {
         let latency = self.latency.snapshot();
         PersistenceReading {
-            fsyncs: latency.count,
             latency,
             last_fsync: Duration::from_nanos(self.last_fsync_nanos.load(Ordering::Relaxed)),
             loss_window_max: Duration::from_nanos(self.loss_window_max_nanos.load(Ordering::Relaxed)),
         }
+    }
+}
+
+impl PersistenceReading {
+    /// The fsyncs completed: the latency histogram's count.
+    pub(crate) fn fsyncs(&self) -> u64 {
+        self.latency.count
     }
 }
 
@@ -115,7 +121,7 @@ mod tests {
         p.record_fsync(Duration::from_micros(9), None);
         let r = p.read();
         assert_eq!(
-            (r.fsyncs, r.last_fsync, r.loss_window_max),
+            (r.fsyncs(), r.last_fsync, r.loss_window_max),
             (3, Duration::from_micros(9), Duration::from_millis(120))
         );
     }

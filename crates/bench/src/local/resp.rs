@@ -9,6 +9,17 @@ use std::time::Duration;
 /// within about a second; the node's own request timeout is 2 s.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Writes one command as RESP2 sends it: an array of bulk strings.
+pub(crate) fn write_command(out: &mut impl Write, args: &[&[u8]]) -> io::Result<()> {
+    write!(out, "*{}\r\n", args.len())?;
+    for a in args {
+        write!(out, "${}\r\n", a.len())?;
+        out.write_all(a)?;
+        out.write_all(b"\r\n")?;
+    }
+    Ok(())
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Reply {
     Ok,
@@ -33,13 +44,7 @@ impl Conn {
 
     /// Buffers one command; [`Conn::flush`] sends what is buffered.
     pub(crate) fn queue(&mut self, args: &[&[u8]]) -> io::Result<()> {
-        write!(self.writer, "*{}\r\n", args.len())?;
-        for a in args {
-            write!(self.writer, "${}\r\n", a.len())?;
-            self.writer.write_all(a)?;
-            self.writer.write_all(b"\r\n")?;
-        }
-        Ok(())
+        write_command(&mut self.writer, args)
     }
 
     pub(crate) fn flush(&mut self) -> io::Result<()> {

@@ -2,6 +2,8 @@
 //! arrived. The parser never consumes a partial reply, so a connection can wait for bytes and for its next send
 //! time at once and lose nothing when the timer wins.
 
+use crate::local::resp::write_command;
+
 /// What a reply was, with its payload counted rather than kept: the load generator only checks replies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Reply {
@@ -16,12 +18,7 @@ pub(super) enum Reply {
 
 /// Appends one command, an array of bulk strings.
 pub(super) fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
+    write_command(out, args).expect("writing to a Vec cannot fail");
 }
 
 /// Nesting a reply may have: replies to the commands sent here are flat or one level deep.

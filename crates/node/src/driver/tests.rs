@@ -146,7 +146,7 @@ fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
     let sent = sent_to_n2();
     assert_eq!(sent, vec![100, 101, 102, 103, 104, 0, 1, 2, 3, 4], "immediate sends first, then after the sync");
     let reading = persistence.read();
-    assert_eq!((reading.fsyncs, reading.loss_window_max), (1, Duration::ZERO), "nothing acknowledged unsynced");
+    assert_eq!((reading.fsyncs(), reading.loss_window_max), (1, Duration::ZERO), "nothing acknowledged unsynced");
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
     for rx in &mut replies {
         assert_eq!(rx.try_recv().unwrap(), WRITTEN);
     }
-    assert_eq!(persistence.read().fsyncs, 3);
+    assert_eq!(persistence.read().fsyncs(), 3);
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
     thread.join().unwrap();
     assert_eq!(logged(&log).last().map(String::as_str), Some("sync"), "a clean shutdown syncs");
     let reading = persistence.read();
-    assert_eq!(reading.fsyncs, 1);
+    assert_eq!(reading.fsyncs(), 1);
     assert!(reading.loss_window_max > Duration::ZERO, "the acknowledged write waited for the shutdown's fsync");
 }
 
@@ -267,11 +267,11 @@ fn async_mode_syncs_one_interval_after_the_oldest_unsynced_write() {
     assert_eq!(await_reply(&mut reply), WRITTEN);
     wait_for_log(&log, "sync");
     let reading = persistence.read();
-    assert_eq!(reading.fsyncs, 1);
+    assert_eq!(reading.fsyncs(), 1);
     assert!(reading.loss_window_max >= interval, "synced before the interval: {:?}", reading.loss_window_max);
     inbox_tx.request_shutdown();
     thread.join().unwrap();
-    assert_eq!(persistence.read().fsyncs, 1, "nothing written since, so nothing to sync at shutdown");
+    assert_eq!(persistence.read().fsyncs(), 1, "nothing written since, so nothing to sync at shutdown");
 }
 
 #[test]
@@ -290,7 +290,7 @@ fn a_keyspaces_own_mode_overrides_the_nodes() {
     assert!(log_has(&log, "sync"), "a sync keyspace's write waits for an fsync");
     inbox_tx.request_shutdown();
     thread.join().unwrap();
-    assert_eq!(persistence.read().fsyncs, 1, "the sync write's fsync covered the async one");
+    assert_eq!(persistence.read().fsyncs(), 1, "the sync write's fsync covered the async one");
 }
 
 #[test]

@@ -7,13 +7,13 @@ use std::path::Path;
 
 /// Writes what can be read; a figure that cannot is left out rather than reported as zero.
 pub(super) fn families(e: &mut Exposition, data_dir: Option<&Path>) {
-    if let Some(kb) = status_field("VmRSS:") {
+    if let Some(kb) = proc_figure("/proc/self/status", "VmRSS:") {
         e.single("process_resident_memory_bytes", MetricKind::Gauge, "Resident memory size in bytes.", kb * 1024);
     }
     if let Ok(fds) = fs::read_dir("/proc/self/fd") {
         e.single("process_open_fds", MetricKind::Gauge, "Open file descriptors.", fds.count());
     }
-    if let Some(max) = max_open_files() {
+    if let Some(max) = proc_figure("/proc/self/limits", "Max open files") {
         e.single("process_max_fds", MetricKind::Gauge, "The soft limit on open file descriptors.", max);
     }
     if let Some(dir) = data_dir {
@@ -22,17 +22,12 @@ pub(super) fn families(e: &mut Exposition, data_dir: Option<&Path>) {
     }
 }
 
-/// A `kB` figure of `/proc/self/status`.
-fn status_field(field: &str) -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line[field.len()..].split_whitespace().next()?.parse().ok()
-}
-
-fn max_open_files() -> Option<u64> {
-    let limits = fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
+/// The number after `label` on its line of the `/proc` file `path` (VmRSS in kB in `status`, the soft limit in
+/// `limits`).
+fn proc_figure(path: &str, label: &str) -> Option<u64> {
+    let text = fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|l| l.starts_with(label))?;
+    line[label.len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// The sizes of the regular files under `dir`; what vanishes while it is walked (compaction removing a

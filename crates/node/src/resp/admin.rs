@@ -7,7 +7,7 @@
 //! parameters Meridian actually has, and INFO names Meridian's version rather than posing as a Redis
 //! version.
 
-use super::commands::{unknown_subcommand, wrong_arity, Action, Command, Session, COMMANDS};
+use super::commands::{integer_argument, unknown_subcommand, wrong_arity, Action, Command, Session, COMMANDS};
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use crate::build_info;
@@ -31,14 +31,12 @@ pub(super) fn echo(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
 /// SELECT n chooses keyspace number n (docs/keyspaces.md): 0 is `default`, the others are numbered in the
 /// order they were created, as `meridian ctl keyspace list` shows.
 pub(super) fn select(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
-    match std::str::from_utf8(&args[1]).ok().and_then(|s| s.parse::<i64>().ok()) {
-        Some(n) => match u32::try_from(n) {
-            Ok(n) => {
-                Action::switch(frontend.core.submit(Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId(n))))))
-            }
-            Err(_) => Frame::error("ERR DB index is out of range").into(),
-        },
-        None => Frame::error("ERR value is not an integer or out of range").into(),
+    match integer_argument(&args[1]).map(u32::try_from) {
+        Ok(Ok(n)) => {
+            Action::switch(frontend.core.submit(Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId(n))))))
+        }
+        Ok(Err(_)) => Frame::error("ERR DB index is out of range").into(),
+        Err(not_an_integer) => not_an_integer.into(),
     }
 }
 
@@ -138,7 +136,7 @@ fn persistence_info(frontend: &Frontend) -> String {
         policy.default,
         policy.group_max_wait.as_micros(),
         policy.async_interval.as_millis(),
-        r.fsyncs,
+        r.fsyncs(),
         r.last_fsync.as_micros(),
         r.loss_window_max.as_micros()
     )

@@ -167,6 +167,15 @@ pub(crate) fn syntax_error() -> Frame {
     Frame::error("ERR syntax error")
 }
 
+/// A whole-number argument (a TTL, a COUNT, a database number), or Redis' error for anything else.
+pub(crate) fn integer_argument(arg: &[u8]) -> Result<i64, Frame> {
+    std::str::from_utf8(arg).ok().and_then(|s| s.parse().ok()).ok_or_else(not_an_integer)
+}
+
+pub(crate) fn not_an_integer() -> Frame {
+    Frame::error("ERR value is not an integer or out of range")
+}
+
 /// Redis' wording for a subcommand a container command (COMMAND, CONFIG, CLIENT) does not have.
 pub(crate) fn unknown_subcommand(command: &str, sub: &[u8]) -> Frame {
     Frame::error(format!("ERR unknown subcommand '{}'. Try {command} HELP.", truncated(sub, 128)))

@@ -2,7 +2,7 @@
 //! SET's EX, PX, EXAT and PXAT. A key's deadline is fixed by the front-end's wall clock and judged by its
 //! chain's head, which deletes the key through the chain once it passes (docs/keyspaces.md, "Expiry").
 
-use super::commands::{Action, Session};
+use super::commands::{integer_argument, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv::{failure, read_of, submit_one, write};
@@ -40,10 +40,7 @@ pub(super) fn deadline(unit: &str, amount: &[u8], command: &str, past_ok: bool) 
     let unit = unit.to_ascii_uppercase();
     let ms_per_unit = if unit.starts_with('P') { 1 } else { 1_000 };
     let absolute = unit.ends_with("AT");
-    let amount: i64 = std::str::from_utf8(amount)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Frame::error("ERR value is not an integer or out of range"))?;
+    let amount = integer_argument(amount)?;
     let invalid = || Frame::error(format!("ERR invalid expire time in '{command}' command"));
     if amount <= 0 && !past_ok {
         return Err(invalid());

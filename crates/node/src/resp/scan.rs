@@ -10,7 +10,7 @@
 //! DBSIZE walks the ring the same way with count-only requests, about one per chain, and adds up the counts:
 //! each chain is counted at a different moment, so it is not a snapshot of the keyspace.
 
-use super::commands::{syntax_error, Action, Session};
+use super::commands::{integer_argument, syntax_error, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv::failure;
@@ -92,11 +92,7 @@ fn scan_args(args: &[Bytes]) -> Result<ScanArgs, Frame> {
 /// COUNT: an integer, and at least 1 (Redis answers a syntax error for less); above [`SCAN_COUNT_MAX`] it is
 /// taken as that.
 fn count(value: &[u8]) -> Result<usize, Frame> {
-    let n: i64 = std::str::from_utf8(value)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Frame::error("ERR value is not an integer or out of range"))?;
-    match usize::try_from(n) {
+    match usize::try_from(integer_argument(value)?) {
         Ok(n) if n >= 1 => Ok(n.min(SCAN_COUNT_MAX)),
         _ => Err(syntax_error()),
     }

@@ -2,7 +2,7 @@
 //! head of the key's chain evaluates each against the key's value as it orders it (`chain/decide.rs` in
 //! meridian-proto), so each is atomic per key, as in Redis.
 
-use super::commands::{Action, Session};
+use super::commands::{integer_argument, not_an_integer, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv::{failure, integer, read_of, returning_old, submit_one, value, write};
@@ -18,14 +18,14 @@ pub(super) fn decr(args: &[Bytes], session: &mut Session, frontend: &Frontend) -
 }
 
 pub(super) fn incrby(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    match integer_argument(&args[2]) {
+    match amount(&args[2]) {
         Ok(by) => incr_by(session, frontend, &args[1], by),
         Err(frame) => frame.into(),
     }
 }
 
 pub(super) fn decrby(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    match integer_argument(&args[2]).map(i64::checked_neg) {
+    match amount(&args[2]).map(i64::checked_neg) {
         Ok(Some(by)) => incr_by(session, frontend, &args[1], by),
         Ok(None) => Frame::error("ERR decrement would overflow").into(),
         Err(frame) => frame.into(),
@@ -51,11 +51,10 @@ pub(super) fn strlen(args: &[Bytes], session: &mut Session, frontend: &Frontend)
     })
 }
 
-/// INCRBY's and DECRBY's amount, as Redis parses it.
-fn integer_argument(arg: &[u8]) -> Result<i64, Frame> {
-    std::str::from_utf8(arg)
-        .ok()
-        .filter(|s| !s.starts_with('+'))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Frame::error("ERR value is not an integer or out of range"))
+/// INCRBY's and DECRBY's amount, as Redis parses it: no leading `+`.
+fn amount(arg: &[u8]) -> Result<i64, Frame> {
+    match arg.first() {
+        Some(b'+') => Err(not_an_integer()),
+        _ => integer_argument(arg),
+    }
 }

@@ -22,14 +22,13 @@
 //! saves within that error.
 
 use super::msg::Origin;
+use super::serve::decoded;
 use super::{ChainNode, Fx};
 use crate::manager::placement::partition_range;
 use bytes::Bytes;
 use meridian_core::glob::glob_match;
 use meridian_core::ring::key_token;
-use meridian_core::{
-    ChainId, ErrorKind, Reply, Scan, ScanWant, Scanned, Stored, Time, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
-};
+use meridian_core::{ChainId, ErrorKind, Reply, Scan, ScanWant, Scanned, Time, SCAN_COUNT_MAX, SCAN_REPLY_BYTES};
 use meridian_store::{Datastore, StoreError};
 
 /// Keys a [`ScanWant::Count`] answer is sized to examine: a whole partition in one answer for keyspaces of up
@@ -114,7 +113,7 @@ pub fn answer(
 /// Whether a present key with stored value `raw` is one `scan` asks for: not past its deadline, of the kind
 /// TYPE names, matching MATCH.
 fn passes(scan: &Scan, key: &[u8], raw: &Bytes, now_ms: u64) -> Result<bool, StoreError> {
-    let stored = Stored::unwrap(raw).map_err(|reason| StoreError::Corrupt { offset: 0, reason })?;
+    let stored = decoded(raw)?;
     Ok(stored.expires_ms.is_none_or(|at| at > now_ms)
         && scan.kind.is_none_or(|kind| kind == stored.kind)
         && scan.pattern.as_ref().is_none_or(|p| glob_match(p, key)))
@@ -153,7 +152,7 @@ fn cut(found: Vec<Found>, want: ScanWant, last: u64) -> Scanned {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_core::{KeyspaceId, Kind};
+    use meridian_core::{KeyspaceId, Kind, Stored};
     use meridian_store::{Body, MemStore, Record};
 
     fn scan(from: u64, want: ScanWant) -> Scan {

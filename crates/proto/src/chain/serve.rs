@@ -28,6 +28,11 @@ pub(super) fn record_of(u: &Update) -> Record {
     Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body }
 }
 
+/// A value as the store holds it, taken apart; one that does not parse is a corrupt store.
+pub(super) fn decoded(raw: &Bytes) -> Result<Stored, StoreError> {
+    Stored::unwrap(raw).map_err(|reason| StoreError::Corrupt { offset: 0, reason })
+}
+
 /// The answer to a read of a key whose value is `stored`, on a wall clock reading `now_ms`.
 fn reply_for(read: Read, stored: Option<Stored>, now_ms: u64) -> Reply {
     let wrong_type = || Reply::Error(Refusal::WrongType.kind(), Refusal::WrongType.to_string());
@@ -126,7 +131,7 @@ impl ChainNode {
     /// The value this member holds for `key`, taken apart; None if absent or deleted.
     fn stored(&self, chain: ChainId, key: &[u8]) -> Result<Option<Stored>, StoreError> {
         let value = self.store(chain).get(key)?.and_then(|e: Entry| e.value);
-        value.map(|raw| Stored::unwrap(&raw).map_err(|reason| StoreError::Corrupt { offset: 0, reason })).transpose()
+        value.map(|raw| decoded(&raw)).transpose()
     }
 
     fn hold_or_bounce(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
