@@ -1,4 +1,4 @@
-//! The committer thread: the node's core thread reduced to what a store sees. Writers hand it puts; it
+//! The committer thread: the node's core reduced to what a store sees. Writers hand it puts; it
 //! appends each to the store as it takes it and acknowledges it at the durability point of the mode,
 //! with the node's batch bounds ([`BATCH_MAX`] puts, [`GROUP_BYTES_MAX`] value bytes):
 //!

@@ -1,4 +1,4 @@
-//! Gets from a filled store on one thread, as the node's core thread serves them: each a lookup in the
+//! Gets from a filled store on one thread, as the node's core serves them: each a lookup in the
 //! in-memory index and, for the log store, one read of the record from the log. The data was just
 //! written, so the log's pages are in the page cache: this measures the store's read path, not the disk.
 

@@ -1,10 +1,14 @@
-//! The core thread: runs one [`Process`] for real.
+//! The core task: runs one [`Process`] for real.
 //!
-//! The core gets its own OS thread rather than a tokio task so that a blocking fsync in
-//! [`Process::sync`] never stalls networking, and so that everything that arrives during one fsync is
-//! waiting in the inbox when it returns and forms the next group commit.
+//! The core is a task on the node's tokio runtime, beside the connections that feed it, rather than an OS
+//! thread of its own: a request then reaches it, and its reply reaches the connection, as a queue push and a
+//! task wake-up on the same runtime instead of a sleeping thread woken through the kernel, which on a small
+//! machine cost more than the request itself. The price is that an fsync in [`Process::sync`] holds the
+//! worker it runs on; the runtime's other workers go on with the connections (on a single-threaded runtime
+//! nothing else runs meanwhile, and what arrives queues in the sockets and the inbox). Either way, everything
+//! that arrives during one fsync is waiting when it returns and forms the next group commit.
 //!
-//! The loop: block until the first input, the next timer deadline or (async mode) the next fsync
+//! The loop: wait until the first input, the next timer deadline or (async mode) the next fsync
 //! deadline; take whatever else is waiting, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
 //! client write values (in group mode with a `max_wait`, waiting that long for more); fire the timers
 //! that are due; feed each to the process with `now` read from the monotonic clock (nanoseconds since the
@@ -41,12 +45,13 @@ use crate::timers::Timers;
 use crate::transport::PeerQueues;
 use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
 use std::collections::{HashMap, VecDeque};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::mpsc::Receiver;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::timeout_at;
 use tracing::error;
 
 /// The exit code of a fail-stop (failed sync or core panic).
@@ -89,10 +94,26 @@ enum Flow {
     Stop,
 }
 
-/// Starts the core thread. It stops after a shutdown input, or when every sender of the inbox is gone.
-pub(crate) fn spawn<P: Process + Send + 'static>(driver: Driver<P>) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(format!("meridian-core-{}", driver.me.0)).spawn(move || {
-        if catch_unwind(AssertUnwindSafe(|| driver.run())).is_err() {
+/// What the next input of a batch turned out to be.
+enum Next<M> {
+    Input(Input<M>),
+    /// Nothing more came in time: the batch is complete.
+    None,
+    /// Every sender is gone.
+    Closed,
+}
+
+/// Starts the core task on the current runtime. It stops after a shutdown input, or when every sender of the
+/// inbox is gone; the handle resolves then.
+pub(crate) fn spawn<P>(driver: Driver<P>) -> JoinHandle<()>
+where
+    P: Process + Send + 'static,
+    P::Msg: Send,
+    P::Timer: Send,
+{
+    let core = tokio::spawn(driver.run());
+    tokio::spawn(async move {
+        if core.await.is_err_and(|e| e.is_panic()) {
             error!("the protocol core panicked; stopping the node (fail-stop)");
             std::process::exit(FAIL_STOP_EXIT_CODE);
         }
@@ -143,12 +164,12 @@ impl<P: Process> Driver<P> {
         Time::from_nanos(self.started.elapsed().as_nanos() as u64)
     }
 
-    pub(crate) fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         let now = self.now();
         self.process.start(now, &mut self.fx);
         self.absorb();
         self.commit();
-        while self.batch() == Flow::Continue {}
+        while self.batch().await == Flow::Continue {}
         // Only async writes can be unsynced here; a clean shutdown loses none of them.
         if self.lazy_since.is_some() {
             self.sync();
@@ -156,16 +177,16 @@ impl<P: Process> Driver<P> {
     }
 
     /// One batch: wait, take the inputs that are waiting and the due timers, then commit.
-    fn batch(&mut self) -> Flow {
+    async fn batch(&mut self) -> Flow {
         self.batch_bytes = 0;
-        let mut flow = self.wait_for_input();
+        let mut flow = self.wait_for_input().await;
         let close = self.batch_close();
         let mut taken = 1;
         while flow == Flow::Continue && taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
-            flow = match self.next_in_batch(close) {
-                Ok(input) => self.handle(input),
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => Flow::Stop,
+            flow = match self.next_in_batch(close).await {
+                Next::Input(input) => self.handle(input),
+                Next::None => break,
+                Next::Closed => Flow::Stop,
             };
             taken += 1;
         }
@@ -187,31 +208,38 @@ impl<P: Process> Driver<P> {
     }
 
     /// The next input of a batch: one already waiting, or one arriving before `close`.
-    fn next_in_batch(&self, close: Option<Instant>) -> Result<Input<P::Msg>, RecvTimeoutError> {
+    async fn next_in_batch(&mut self, close: Option<Instant>) -> Next<P::Msg> {
         match close {
-            Some(close) => self.inbox.recv_timeout(close.saturating_duration_since(Instant::now())),
-            None => self.inbox.try_recv().map_err(|e| match e {
-                TryRecvError::Empty => RecvTimeoutError::Timeout,
-                TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-            }),
+            Some(close) => match timeout_at(close.into(), self.inbox.recv()).await {
+                Ok(Some(input)) => Next::Input(input),
+                Ok(None) => Next::Closed,
+                Err(_) => Next::None,
+            },
+            None => match self.inbox.try_recv() {
+                Ok(input) => Next::Input(input),
+                Err(TryRecvError::Empty) => Next::None,
+                Err(TryRecvError::Disconnected) => Next::Closed,
+            },
         }
     }
 
-    /// Blocks until an input arrives (and handles it), the next timer is due or an async fsync is due.
-    /// Does not block when self-sent messages are waiting.
-    fn wait_for_input(&mut self) -> Flow {
+    /// Waits until an input arrives (and handles it), the next timer is due or an async fsync is due.
+    /// Does not wait when self-sent messages are waiting, but lets the runtime's other tasks run first, since
+    /// a core that keeps messaging itself must not starve them.
+    async fn wait_for_input(&mut self) -> Flow {
         if !self.loopback.is_empty() {
+            tokio::task::yield_now().await;
             return Flow::Continue;
         }
         let received = match self.next_deadline() {
-            Some(deadline) => match self.inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(input) => Some(input),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return Flow::Stop,
+            Some(deadline) => match timeout_at(deadline.into(), self.inbox.recv()).await {
+                Ok(Some(input)) => Some(input),
+                Ok(None) => return Flow::Stop,
+                Err(_) => None,
             },
-            None => match self.inbox.recv() {
-                Ok(input) => Some(input),
-                Err(_) => return Flow::Stop,
+            None => match self.inbox.recv().await {
+                Some(input) => Some(input),
+                None => return Flow::Stop,
             },
         };
         received.map_or(Flow::Continue, |input| self.handle(input))

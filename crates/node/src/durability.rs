@@ -16,7 +16,7 @@ pub const GROUP_BYTES_MAX: usize = 4 << 20;
 /// How soon after the oldest unsynced `async` write a node fsyncs, unless told otherwise.
 pub const DEFAULT_ASYNC_INTERVAL: Duration = Duration::from_millis(100);
 
-/// How the core thread orders fsyncs and acknowledgements (`NodeOptions::durability`): the mode of the writes
+/// How the core orders fsyncs and acknowledgements (`NodeOptions::durability`): the mode of the writes
 /// left to the node (those of keyspaces without a durability mode of their own), and the knobs of the modes.
 ///
 /// - `sync`: a write is acknowledged after an fsync right after its step; no fsync is shared between steps.
@@ -47,7 +47,7 @@ impl SyncPolicy {
     }
 }
 
-/// What the core thread reports about its fsyncs, shared with the client front-end for INFO.
+/// What the core reports about its fsyncs, shared with the client front-end for INFO.
 #[derive(Debug)]
 pub(crate) struct Persistence {
     pub(crate) policy: SyncPolicy,

@@ -12,8 +12,6 @@ pub enum NodeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot start the core thread: {0}")]
-    CoreThread(std::io::Error),
     #[error("invalid node options: {0}")]
     Options(String),
 }

@@ -1,7 +1,7 @@
 //! Starting and stopping a node: how the parts are wired.
 //!
 //! [`start_node`] binds every listener first, so a port in use is an error returned to the caller rather
-//! than a log line from a task that quietly died; then it starts the core thread, the peer transport,
+//! than a log line from a task that quietly died; then it starts the core task, the peer transport,
 //! the RESP server and the optional HTTP server. [`NodeHandle::shutdown`] stops them in the order that
 //! loses the least: clients first (drained: what they sent is answered), then the core (which finishes its
 //! batch and syncs), then the peer tasks.
@@ -51,14 +51,13 @@ pub struct NodeOptions {
 }
 
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
-/// the node running until the tokio runtime stops, whereupon the core thread sees its inbox close and
-/// exits.
+/// the node running until the tokio runtime stops, which stops its core task with it.
 pub struct NodeHandle {
     resp_addr: SocketAddr,
     peer_addr: SocketAddr,
     http_addr: Option<SocketAddr>,
     core: Arc<dyn CoreInbox>,
-    core_thread: std::thread::JoinHandle<()>,
+    core_task: JoinHandle<()>,
     resp: JoinHandle<()>,
     /// Starts the RESP server's drain.
     drain: watch::Sender<bool>,
@@ -68,8 +67,8 @@ pub struct NodeHandle {
     _data_dir: Option<Arc<DataDir>>,
 }
 
-/// Binds every listener first (so bind errors are returned, not logged), then starts the core thread
-/// and the tasks. Must be called within a tokio runtime.
+/// Binds every listener first (so bind errors are returned, not logged), then starts the core task
+/// and the others. Must be called within a tokio runtime.
 pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process: P) -> Result<NodeHandle, NodeError> {
     let me = opts.node_id;
     opts.resp.check().map_err(NodeError::Options)?;
@@ -90,7 +89,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     opts.cluster.nodes.iter().filter(|n| n.id != me).for_each(|n| queues.route(n.id, n.peer_addr.clone()));
     let persistence = Arc::new(Persistence::new(opts.durability));
     let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone());
-    let core_thread = driver::spawn(driver).map_err(NodeError::CoreThread)?;
+    let core_task = driver::spawn(driver);
 
     let peers = vec![tokio::spawn(transport::accept_peers(peer_listener, gate, inbox_tx.clone()))];
 
@@ -118,7 +117,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         peer_addr,
         http_addr,
         core,
-        core_thread,
+        core_task,
         resp,
         drain: drain_switch,
         http,
@@ -156,8 +155,8 @@ impl NodeHandle {
 
     /// Graceful: stop accepting clients and drain them (every command a client has sent by now is answered,
     /// then its connection is closed; up to [`DRAIN_MAX`](crate::accept::DRAIN_MAX), after which the rest are
-    /// cut off and their requests may or may not take effect), let the core thread finish its batch and
-    /// sync, stop tasks, join the thread. Peer messages still queued may be lost (the protocols tolerate
+    /// cut off and their requests may or may not take effect), let the core task finish its batch and
+    /// sync, stop tasks, wait for the core to end. Peer messages still queued may be lost (the protocols tolerate
     /// loss).
     pub async fn shutdown(self) {
         // The RESP task closes its listener, waits for its connections to drain, and ends.
@@ -166,13 +165,10 @@ impl NodeHandle {
         if let Some(http) = self.http {
             http.stop().await;
         }
-        let (core, thread) = (self.core, self.core_thread);
-        // Both calls block (the inbox may be full, the core may be syncing), so they run off the runtime.
-        let _ = tokio::task::spawn_blocking(move || {
-            core.request_shutdown();
-            thread.join()
-        })
-        .await;
+        let core = self.core;
+        // Waits for room while the inbox is full, so it runs off the runtime.
+        let _ = tokio::task::spawn_blocking(move || core.request_shutdown()).await;
+        let _ = self.core_task.await;
         for task in &self.peers {
             task.abort();
         }

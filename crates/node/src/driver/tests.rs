@@ -7,7 +7,6 @@ use crate::transport::PeerQueues;
 use bytes::Bytes;
 use meridian_core::{KeyspaceId, Request, Write};
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::SyncSender;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -76,7 +75,7 @@ fn put_as(mode: DurabilityMode) -> Request {
 
 const WRITTEN: Reply = Reply::Written { applied: true, existed: false };
 
-type Inbox = SyncSender<Input<u32>>;
+type Inbox = tokio::sync::mpsc::Sender<Input<u32>>;
 
 /// A driver over a fresh probe in `mode`, not yet running; with it come its inbox, a function that
 /// takes what the probe has sent to node 2 so far, in order, and the fsync figures.
@@ -98,26 +97,25 @@ fn async_node(async_interval: Duration) -> SyncPolicy {
     SyncPolicy { async_interval, ..SyncPolicy::with_default(DurabilityMode::Async) }
 }
 
-/// Waits (boundedly) for a reply from a driver running on another thread.
-fn await_reply(rx: &mut oneshot::Receiver<Reply>) -> Reply {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match rx.try_recv() {
-            Ok(reply) => return reply,
-            Err(oneshot::error::TryRecvError::Empty) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1))
-            }
-            Err(e) => panic!("no reply: {e:?}"),
-        }
+/// Waits (boundedly) for a reply from a driver running as a task.
+async fn await_reply(rx: &mut oneshot::Receiver<Reply>) -> Reply {
+    match tokio::time::timeout(Duration::from_secs(10), rx).await {
+        Ok(Ok(reply)) => reply,
+        other => panic!("no reply: {other:?}"),
     }
 }
 
-fn wait_for_log(log: &Log, entry: &str) {
+async fn wait_for_log(log: &Log, entry: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !log_has(log, entry) {
         assert!(Instant::now() < deadline, "{entry:?} never logged: {:?}", log.lock().unwrap());
-        std::thread::sleep(Duration::from_millis(1));
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// Asks the driver to stop, from inside the runtime.
+async fn shut_down(inbox: &Inbox) {
+    inbox.send(Input::Shutdown).await.map_err(|_| "the driver is gone").unwrap();
 }
 
 fn logged(log: &Log) -> Vec<String> {
@@ -128,13 +126,13 @@ fn log_has(log: &Log, entry: &str) -> bool {
     log.lock().unwrap().iter().any(|e| e == entry)
 }
 
-#[test]
-fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
+#[tokio::test]
+async fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
     let log = Log::default();
     let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(SyncPolicy::default(), &log);
     let mut replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put())).collect();
-    inbox_tx.request_shutdown();
-    driver.run();
+    shut_down(&inbox_tx).await;
+    driver.run().await;
 
     let requests: Vec<String> = (0..5).map(|i| format!("request {i}")).collect();
     let log = log.lock().unwrap();
@@ -149,39 +147,39 @@ fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
     assert_eq!((reading.fsyncs(), reading.loss_window_max), (1, Duration::ZERO), "nothing acknowledged unsynced");
 }
 
-#[test]
-fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
+#[tokio::test]
+async fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
     let log = Log::default();
     let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
-    let thread = std::thread::spawn(move || driver.run());
+    let task = tokio::spawn(driver.run());
     let deadline = Instant::now() + Duration::from_secs(10);
     while !log_has(&log, "message 7 from n1") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    inbox_tx.request_shutdown();
-    thread.join().unwrap();
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
     assert_eq!(*log.lock().unwrap(), ["timer tick", "message 7 from n1"]);
 }
 
-#[test]
-fn a_client_that_left_does_not_disturb_the_core() {
+#[tokio::test]
+async fn a_client_that_left_does_not_disturb_the_core() {
     let log = Log::default();
     let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
     drop(inbox_tx.submit(put()));
     let mut kept = inbox_tx.submit(put());
-    inbox_tx.request_shutdown();
-    driver.run();
+    shut_down(&inbox_tx).await;
+    driver.run().await;
     assert_eq!(kept.try_recv().unwrap(), WRITTEN);
 }
 
-#[test]
-fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
+#[tokio::test]
+async fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
     let log = Log::default();
     let (driver, inbox_tx, mut sent_to_n2, persistence) =
         probe_driver(SyncPolicy::with_default(DurabilityMode::Sync), &log);
     let mut replies: Vec<_> = (0..3).map(|_| inbox_tx.submit(put())).collect();
-    inbox_tx.request_shutdown();
-    driver.run();
+    shut_down(&inbox_tx).await;
+    driver.run().await;
 
     assert_eq!(logged(&log), ["request 0", "sync", "request 1", "sync", "request 2", "sync"], "no shared fsync");
     assert_eq!(sent_to_n2(), vec![100, 0, 101, 1, 102, 2], "each write's after-sync send follows it");
@@ -191,115 +189,115 @@ fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
     assert_eq!(persistence.read().fsyncs(), 3);
 }
 
-#[test]
-fn a_group_commit_closes_at_its_byte_bound() {
+#[tokio::test]
+async fn a_group_commit_closes_at_its_byte_bound() {
     let log = Log::default();
     let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
     let half = Bytes::from(vec![b'x'; GROUP_BYTES_MAX / 2]);
     let _replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put_value(half.clone()))).collect();
-    inbox_tx.request_shutdown();
-    driver.run();
+    shut_down(&inbox_tx).await;
+    driver.run().await;
     let expected = ["request 0", "request 1", "sync", "request 2", "request 3", "sync", "request 4", "sync"];
     assert_eq!(logged(&log), expected, "two half-bound writes fill a batch");
 }
 
-#[test]
-fn a_group_commit_with_a_max_wait_gathers_inputs_that_arrive_during_it() {
+#[tokio::test]
+async fn a_group_commit_with_a_max_wait_gathers_inputs_that_arrive_during_it() {
     let log = Log::default();
     let policy = SyncPolicy { group_max_wait: Duration::from_secs(1), ..SyncPolicy::default() };
     let (driver, inbox_tx, _sent, _) = probe_driver(policy, &log);
     // Let the start-up timer fire first, so the only batch in question is the writes'.
-    let thread = std::thread::spawn(move || driver.run());
-    wait_for_log(&log, "message 7 from n1");
+    let task = tokio::spawn(driver.run());
+    wait_for_log(&log, "message 7 from n1").await;
     let mut first = inbox_tx.submit(put());
-    std::thread::sleep(Duration::from_millis(20));
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let mut second = inbox_tx.submit(put());
-    assert_eq!(await_reply(&mut first), WRITTEN);
-    assert_eq!(await_reply(&mut second), WRITTEN);
-    inbox_tx.request_shutdown();
-    thread.join().unwrap();
+    assert_eq!(await_reply(&mut first).await, WRITTEN);
+    assert_eq!(await_reply(&mut second).await, WRITTEN);
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
     assert_eq!(logged(&log)[2..], ["request 0", "request 1", "sync"], "one fsync for both writes");
 }
 
-#[test]
-fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
+#[tokio::test]
+async fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
     let log = Log::default();
     let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(async_node(Duration::from_secs(3600)), &log);
-    let thread = std::thread::spawn(move || driver.run());
+    let task = tokio::spawn(driver.run());
     let mut reply = inbox_tx.submit(put());
-    assert_eq!(await_reply(&mut reply), WRITTEN);
+    assert_eq!(await_reply(&mut reply).await, WRITTEN);
     assert!(!log_has(&log, "sync"), "acknowledged without waiting for an fsync");
     assert_eq!(sent_to_n2(), vec![0, 100], "after-sync effects keep their order among the others");
 
-    inbox_tx.request_shutdown();
-    thread.join().unwrap();
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
     assert_eq!(logged(&log).last().map(String::as_str), Some("sync"), "a clean shutdown syncs");
     let reading = persistence.read();
     assert_eq!(reading.fsyncs(), 1);
     assert!(reading.loss_window_max > Duration::ZERO, "the acknowledged write waited for the shutdown's fsync");
 }
 
-#[test]
-fn async_mode_flushes_before_releasing_after_sync_effects() {
+#[tokio::test]
+async fn async_mode_flushes_before_releasing_after_sync_effects() {
     let log = Log::default();
     let (driver, inbox_tx, mut sent_to_n2, _persistence) = probe_driver(async_node(Duration::from_secs(3600)), &log);
-    let thread = std::thread::spawn(move || driver.run());
+    let task = tokio::spawn(driver.run());
     for n in 0..2 {
         let mut reply = inbox_tx.submit(put());
-        assert_eq!(await_reply(&mut reply), WRITTEN);
+        assert_eq!(await_reply(&mut reply).await, WRITTEN);
         // Timers may log too, so look for a flush anywhere after this write.
         let entries = logged(&log);
         let request = entries.iter().position(|e| *e == format!("request {n}")).unwrap();
         assert!(entries[request..].contains(&"flush".to_owned()), "write {n} acknowledged unflushed: {entries:?}");
     }
     assert_eq!(sent_to_n2(), vec![0, 100, 1, 101]);
-    inbox_tx.request_shutdown();
-    thread.join().unwrap();
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
 }
 
-#[test]
-fn async_mode_syncs_one_interval_after_the_oldest_unsynced_write() {
+#[tokio::test]
+async fn async_mode_syncs_one_interval_after_the_oldest_unsynced_write() {
     let log = Log::default();
     let interval = Duration::from_millis(20);
     let (driver, inbox_tx, _sent, persistence) = probe_driver(async_node(interval), &log);
-    let thread = std::thread::spawn(move || driver.run());
+    let task = tokio::spawn(driver.run());
     let mut reply = inbox_tx.submit(put());
-    assert_eq!(await_reply(&mut reply), WRITTEN);
-    wait_for_log(&log, "sync");
+    assert_eq!(await_reply(&mut reply).await, WRITTEN);
+    wait_for_log(&log, "sync").await;
     let reading = persistence.read();
     assert_eq!(reading.fsyncs(), 1);
     assert!(reading.loss_window_max >= interval, "synced before the interval: {:?}", reading.loss_window_max);
-    inbox_tx.request_shutdown();
-    thread.join().unwrap();
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
     assert_eq!(persistence.read().fsyncs(), 1, "nothing written since, so nothing to sync at shutdown");
 }
 
-#[test]
-fn a_keyspaces_own_mode_overrides_the_nodes() {
+#[tokio::test]
+async fn a_keyspaces_own_mode_overrides_the_nodes() {
     let log = Log::default();
     let policy = SyncPolicy { async_interval: Duration::from_secs(3600), ..SyncPolicy::default() };
     let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(policy, &log);
-    let thread = std::thread::spawn(move || driver.run());
+    let task = tokio::spawn(driver.run());
     let mut reply = inbox_tx.submit(put_as(DurabilityMode::Async));
-    assert_eq!(await_reply(&mut reply), WRITTEN);
+    assert_eq!(await_reply(&mut reply).await, WRITTEN);
     assert!(!log_has(&log, "sync"), "an async keyspace's write on a group node waits for no fsync");
     assert!(log_has(&log, "flush"), "but for a flush");
     assert_eq!(sent_to_n2(), vec![0, 100]);
     let mut reply = inbox_tx.submit(put_as(DurabilityMode::Sync));
-    assert_eq!(await_reply(&mut reply), WRITTEN);
+    assert_eq!(await_reply(&mut reply).await, WRITTEN);
     assert!(log_has(&log, "sync"), "a sync keyspace's write waits for an fsync");
-    inbox_tx.request_shutdown();
-    thread.join().unwrap();
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
     assert_eq!(persistence.read().fsyncs(), 1, "the sync write's fsync covered the async one");
 }
 
-#[test]
-fn an_async_write_after_an_unsynced_group_write_waits_for_its_sync() {
+#[tokio::test]
+async fn an_async_write_after_an_unsynced_group_write_waits_for_its_sync() {
     let log = Log::default();
     let (driver, inbox_tx, mut sent_to_n2, _) = probe_driver(SyncPolicy::default(), &log);
     let _replies: Vec<_> = [put(), put_as(DurabilityMode::Async)].map(|r| inbox_tx.submit(r)).into();
-    inbox_tx.request_shutdown();
-    driver.run();
+    shut_down(&inbox_tx).await;
+    driver.run().await;
     assert_eq!(logged(&log), ["request 0", "request 1", "sync"]);
     assert_eq!(sent_to_n2(), vec![100, 101, 0, 1], "after-sync effects never overtake each other");
 }

@@ -26,7 +26,7 @@ pub(crate) struct NodeMetrics {
     pub(crate) clients: Clients,
     /// Peer messages dropped by the transport (full queues).
     pub(crate) peer_drops: Arc<AtomicU64>,
-    /// The durability mode and the core thread's fsyncs.
+    /// The durability mode and the core's fsyncs.
     pub(crate) persistence: Arc<Persistence>,
     /// When the node started serving.
     pub(crate) started: Instant,
@@ -151,7 +151,7 @@ impl NodeMetrics {
 
     fn persistence_families(&self, e: &mut Exposition) {
         let r = self.persistence.read();
-        e.family("meridian_fsync_duration_seconds", MetricKind::Histogram, "The core thread's fsyncs, by duration.");
+        e.family("meridian_fsync_duration_seconds", MetricKind::Histogram, "The core's fsyncs, by duration.");
         histogram(e, "meridian_fsync_duration_seconds", &[], &r.latency);
         let help = "The longest an async-mode write waited for its fsync: the worst loss window a power loss had.";
         e.single("meridian_async_loss_window_max_seconds", MetricKind::Gauge, help, r.loss_window_max.as_secs_f64());

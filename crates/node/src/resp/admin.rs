@@ -124,7 +124,7 @@ fn server_info(frontend: &Frontend) -> String {
     )
 }
 
-/// The node's default durability mode with the modes' knobs, and the core thread's fsyncs.
+/// The node's default durability mode with the modes' knobs, and the core's fsyncs.
 /// `loss_window_max_us` is the longest a write acknowledged in async mode has waited for its fsync (zero
 /// while there were none): what a power loss could have taken back at worst so far.
 fn persistence_info(frontend: &Frontend) -> String {

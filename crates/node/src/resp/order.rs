@@ -12,21 +12,48 @@
 //! waits for their answer, so it cannot change what they report (a write running ahead of a SCAN could
 //! delete a key the SCAN was about to return, which Redis' one-thread order never allows).
 
-use super::commands::lookup;
+use super::commands::{lookup, Command};
 use bytes::Bytes;
-use std::collections::HashMap;
+use meridian_core::ring::key_token;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use tokio::sync::watch;
 
-/// Entries kept before those already answered are dropped.
-const TRACKED_MAX: usize = 4096;
-
-/// The reader's side: which reply, by its position in the connection's queue, last touched each key.
+/// The reader's side: which unanswered reply, by its position in the connection's queue, last touched each key.
+///
+/// Keys are tracked by their 64-bit ring token rather than their bytes: two keys that share a token only make one
+/// command wait for the other, which costs time, never order. Only commands still unanswered are kept, so the
+/// tables stay as small as the pipeline is deep.
 pub(crate) struct KeyOrder {
-    last: HashMap<Bytes, u64>,
+    /// The last unanswered position that touched each key token.
+    last: HashMap<u64, u64, BuildHasherDefault<TokenHasher>>,
+    /// The same entries in the order they were queued, so answered ones can be dropped from the front.
+    unanswered: VecDeque<(u64, u64)>,
     queued: u64,
     /// The position of the last command that reads the whole keyspace; every later keyed command waits for it.
     whole: u64,
     answered: watch::Receiver<u64>,
+}
+
+/// Ring tokens are already xxh3 hashes, so the table uses them as they are.
+#[derive(Default)]
+struct TokenHasher(u64);
+
+impl Hasher for TokenHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64 tokens are hashed here; fold anything else in rather than lose it.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, token: u64) {
+        self.0 = token;
+    }
 }
 
 /// The writer's side: counts the replies it has resolved, in order.
@@ -40,35 +67,49 @@ impl Answered {
 
 pub(crate) fn key_order() -> (KeyOrder, Answered) {
     let (tx, rx) = watch::channel(0);
-    (KeyOrder { last: HashMap::new(), queued: 0, whole: 0, answered: rx }, Answered(tx))
+    let order = KeyOrder { last: HashMap::default(), unanswered: VecDeque::new(), queued: 0, whole: 0, answered: rx };
+    (order, Answered(tx))
 }
 
 impl KeyOrder {
     /// Waits until the earlier commands on `args`' keys are answered, then counts `args` as queued next.
     pub(crate) async fn admit(&mut self, args: &[Bytes]) {
-        let keys = keys_of(args);
-        let wait_for = keys.iter().filter_map(|k| self.last.get(*k)).copied().chain(self.whole_before(&keys)).max();
+        let command = lookup(&args[0]);
+        self.forget_answered();
+        let mut wait_for = None;
+        let mut keyed = false;
+        for key in keys_of(command, args) {
+            keyed = true;
+            wait_for = wait_for.max(self.last.get(&key_token(key)).copied());
+        }
+        if keyed && self.whole > 0 {
+            wait_for = wait_for.max(Some(self.whole));
+        }
         if let Some(position) = wait_for {
             // The writer outlives the reader's wait (it drains the queue), so an error means it failed, and the
             // connection is going anyway.
             let _ = self.answered.wait_for(|&n| n >= position).await;
         }
         self.queued += 1;
-        if reads_whole_keyspace(args) {
+        if command.is_some_and(reads_whole_keyspace) {
             self.whole = self.queued;
         }
-        for key in keys {
-            self.last.insert(key.clone(), self.queued);
-        }
-        if self.last.len() > TRACKED_MAX {
-            let answered = *self.answered.borrow();
-            self.last.retain(|_, &mut position| position > answered);
+        for key in keys_of(command, args) {
+            let token = key_token(key);
+            self.last.insert(token, self.queued);
+            self.unanswered.push_back((self.queued, token));
         }
     }
 
-    /// The whole-keyspace read a command on `keys` must wait for, if it has keys and there was one.
-    fn whole_before(&self, keys: &[&Bytes]) -> Option<u64> {
-        (!keys.is_empty() && self.whole > 0).then_some(self.whole)
+    /// Drops the entries of commands already answered: nothing needs to wait for them.
+    fn forget_answered(&mut self) {
+        let answered = *self.answered.borrow();
+        while let Some(&(position, token)) = self.unanswered.front().filter(|(position, _)| *position <= answered) {
+            self.unanswered.pop_front();
+            if self.last.get(&token) == Some(&position) {
+                self.last.remove(&token);
+            }
+        }
     }
 
     /// Counts a reply queued without a command to admit (a protocol error, an oversized argument).
@@ -78,20 +119,20 @@ impl KeyOrder {
 }
 
 /// Whether a command reads the whole keyspace: a read that names no key (SCAN, DBSIZE), by the command table.
-fn reads_whole_keyspace(args: &[Bytes]) -> bool {
-    lookup(&args[0]).is_some_and(|c| c.first_key == 0 && c.flags.contains(&"readonly"))
+fn reads_whole_keyspace(command: &Command) -> bool {
+    command.first_key == 0 && command.flags.contains(&"readonly")
 }
 
 /// The keys a command names, by the positions COMMAND reports for it; none for an unknown command or one of
 /// the wrong arity (it gets an error without touching a key).
-fn keys_of(args: &[Bytes]) -> Vec<&Bytes> {
-    let Some(command) = lookup(&args[0]) else { return Vec::new() };
-    if command.first_key <= 0 || command.step <= 0 {
-        return Vec::new();
-    }
-    let last = if command.last_key < 0 { args.len() as i64 + command.last_key } else { command.last_key };
-    let positions = (command.first_key..=last.min(args.len() as i64 - 1)).step_by(command.step as usize);
-    positions.map(|i| &args[i as usize]).collect()
+fn keys_of<'a>(command: Option<&Command>, args: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> {
+    let (first, last, step) = match command {
+        Some(c) if c.first_key > 0 && c.step > 0 => {
+            (c.first_key, if c.last_key < 0 { args.len() as i64 + c.last_key } else { c.last_key }, c.step)
+        }
+        _ => (1, 0, 1),
+    };
+    (first..=last.min(args.len() as i64 - 1)).step_by(step as usize).map(|i| &args[i as usize])
 }
 
 #[cfg(test)]
@@ -101,7 +142,10 @@ mod tests {
 
     #[test]
     fn keys_follow_the_command_table() {
-        let keys = |w: &[&str]| keys_of(&args(w)).into_iter().map(|k| k.to_vec()).collect::<Vec<_>>();
+        let keys = |w: &[&str]| {
+            let args = args(w);
+            keys_of(lookup(&args[0]), &args).map(|k| k.to_vec()).collect::<Vec<_>>()
+        };
         assert_eq!(keys(&["GET", "a"]), vec![b"a".to_vec()]);
         assert_eq!(keys(&["MSET", "a", "1", "b", "2"]), vec![b"a".to_vec(), b"b".to_vec()]);
         assert_eq!(keys(&["DEL", "a", "b", "c"]).len(), 3);
@@ -131,5 +175,17 @@ mod tests {
         assert!(waiting.await.is_err(), "SET waits while SCAN is unanswered");
         answered.one_more();
         order.admit(&set).await;
+    }
+
+    #[tokio::test]
+    async fn only_unanswered_commands_are_remembered() {
+        let (mut order, answered) = key_order();
+        for i in 0..10_000 {
+            order.admit(&args(&["SET", &format!("k{i}"), "v"])).await;
+            answered.one_more();
+        }
+        order.admit(&args(&["GET", "k0"])).await;
+        assert_eq!(order.last.len(), 1, "only the GET just queued is unanswered");
+        assert_eq!(order.unanswered.len(), 1);
     }
 }

@@ -13,10 +13,10 @@ use meridian_core::NodeId;
 use serde::de::DeserializeOwned;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::Sender;
 use tracing::{debug, warn};
 
 /// A caller that has not introduced itself by then is not a Meridian peer.
@@ -47,7 +47,7 @@ impl From<CoreStopped> for InboundError {
 }
 
 /// Accepts peer connections until the task is aborted.
-pub(crate) async fn accept_peers<M>(listener: TcpListener, gate: Gate, inbox: SyncSender<Input<M>>)
+pub(crate) async fn accept_peers<M>(listener: TcpListener, gate: Gate, inbox: Sender<Input<M>>)
 where
     M: DeserializeOwned + Send + 'static,
 {
@@ -55,12 +55,7 @@ where
         .await
 }
 
-async fn serve_peer<M: DeserializeOwned>(
-    mut stream: TcpStream,
-    addr: SocketAddr,
-    gate: Gate,
-    inbox: SyncSender<Input<M>>,
-) {
+async fn serve_peer<M: DeserializeOwned>(mut stream: TcpStream, addr: SocketAddr, gate: Gate, inbox: Sender<Input<M>>) {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let from = match handshake(&mut stream, &mut buf, &gate).await {
         Ok(from) => from,
@@ -89,7 +84,7 @@ async fn receive<M: DeserializeOwned>(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
     from: NodeId,
-    inbox: &SyncSender<Input<M>>,
+    inbox: &Sender<Input<M>>,
 ) -> Result<(), InboundError> {
     while let Some(msg) = read_frame(stream, buf).await? {
         deliver(inbox, from, msg).await?;

@@ -31,7 +31,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Starts the sender task of a new peer queue.
 type Start<M> = Box<dyn FnMut(OutboundQueue<M>) + Send>;
 
-/// The core thread's side of the outbound queues: non-blocking, so the core never waits on the network. Peers
+/// The core's side of the outbound queues: non-blocking, so the core never waits on the network. Peers
 /// are added (and moved) at run time as the core learns their addresses.
 pub(crate) struct PeerQueues<M> {
     queues: BTreeMap<NodeId, (String, mpsc::Sender<M>)>,
