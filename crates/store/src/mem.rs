@@ -7,19 +7,34 @@
 //! every superseded record compacted away, so a reader applying it ends in M's current state. Range drops are
 //! kept in that order for good, like a log store's markers, so a reader that applied a dropped key before the
 //! drop still learns that it is gone.
+//!
+//! Memory per key is what this store is judged on, so its index holds no key twice: each key, with its entry,
+//! lives in one slot of a vector, and both the hash table and the stamp order refer to slots by number (4 bytes)
+//! instead of holding the 88-byte key-and-entry pairs a `HashMap<Bytes, _>` would, in a table kept up to half
+//! empty.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::hash_map::RandomState;
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use std::mem::size_of;
 
 use bytes::Bytes;
+use hashbrown::HashTable;
 use meridian_core::ring::key_token;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::datastore::{ring_range_contains, Datastore, Durability, LogPos, StoreError, StoreStats};
 use crate::record::{Body, Entry, Record};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemStore {
-    keys: HashMap<Bytes, Stamped>,
+    /// Slot numbers, found by key.
+    index: HashTable<u32>,
+    /// Each key with its latest entry; a slot whose key was dropped is on `free` until reused.
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Seeds the index's hash, so that clients cannot choose keys that all land in one bucket.
+    seed: u64,
     /// Latest ack watermark per chain.
     acks: BTreeMap<u32, Stamped>,
     /// Every key and chain above by the stamp of its latest update, and every range drop by its stamp.
@@ -32,6 +47,13 @@ pub struct MemStore {
 }
 
 #[derive(Debug)]
+struct Slot {
+    key: Box<[u8]>,
+    entry: Entry,
+    stamp: u64,
+}
+
+#[derive(Debug)]
 struct Stamped {
     entry: Entry,
     stamp: u64,
@@ -39,9 +61,34 @@ struct Stamped {
 
 #[derive(Debug)]
 enum Latest {
-    Key(Bytes),
+    Key(u32),
     Ack(u32),
-    Drop { chain: u32, seq: u64, start_exclusive: u64, end_inclusive: u64 },
+    /// Rare, so kept out of line: the stamp order holds one of these per key.
+    Drop(Box<DropMark>),
+}
+
+#[derive(Debug)]
+struct DropMark {
+    chain: u32,
+    seq: u64,
+    start_exclusive: u64,
+    end_inclusive: u64,
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        MemStore {
+            index: HashTable::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            seed: RandomState::new().hash_one(0u8),
+            acks: BTreeMap::new(),
+            by_stamp: BTreeMap::new(),
+            live_keys: 0,
+            records: 0,
+            payload_bytes: 0,
+        }
+    }
 }
 
 impl MemStore {
@@ -49,15 +96,50 @@ impl MemStore {
         MemStore::default()
     }
 
+    fn hash(&self, key: &[u8]) -> u64 {
+        xxh3_64_with_seed(key, self.seed)
+    }
+
+    fn slot_of(&self, key: &[u8]) -> Option<u32> {
+        let slots = &self.slots;
+        self.index.find(self.hash(key), |&i| *slots[i as usize].key == *key).copied()
+    }
+
     fn set_key(&mut self, key: &Bytes, entry: Entry) {
         self.live_keys += u64::from(entry.value.is_some());
         self.payload_bytes += payload(key, &entry);
-        if let Some(old) = self.keys.insert(key.clone(), Stamped { entry, stamp: self.records }) {
-            self.by_stamp.remove(&old.stamp);
-            self.live_keys -= u64::from(old.entry.value.is_some());
-            self.payload_bytes -= payload(key, &old.entry);
-        }
-        self.by_stamp.insert(self.records, Latest::Key(key.clone()));
+        let stamp = self.records;
+        let slot = match self.slot_of(key) {
+            Some(i) => {
+                let slot = &mut self.slots[i as usize];
+                let (old, old_stamp) =
+                    (std::mem::replace(&mut slot.entry, entry), std::mem::replace(&mut slot.stamp, stamp));
+                self.by_stamp.remove(&old_stamp);
+                self.live_keys -= u64::from(old.value.is_some());
+                self.payload_bytes -= payload(key, &old);
+                i
+            }
+            None => self.new_slot(Slot { key: Box::from(&key[..]), entry, stamp }),
+        };
+        self.by_stamp.insert(stamp, Latest::Key(slot));
+    }
+
+    /// Places a key not yet in the store, reusing a dropped key's slot if there is one.
+    fn new_slot(&mut self, slot: Slot) -> u32 {
+        let hash = self.hash(&slot.key);
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).expect("a memory store holds fewer than 2^32 keys")
+            }
+        };
+        let (slots, seed) = (&self.slots, self.seed);
+        self.index.insert_unique(hash, i, |&j| xxh3_64_with_seed(&slots[j as usize].key, seed));
+        i
     }
 
     fn set_ack(&mut self, chain: u32, seq: u64) {
@@ -70,34 +152,42 @@ impl MemStore {
 
     /// Forgets every key in the ring range and the chain's watermark, and keeps the drop for streaming.
     fn drop_range(&mut self, chain: u32, seq: u64, start_exclusive: u64, end_inclusive: u64) {
+        let (slots, free) = (&mut self.slots, &mut self.free);
         let (by_stamp, live_keys, payload_bytes) = (&mut self.by_stamp, &mut self.live_keys, &mut self.payload_bytes);
-        self.keys.retain(|key, stamped| {
-            let keep = !ring_range_contains(start_exclusive, end_inclusive, key_token(key));
-            if !keep {
-                by_stamp.remove(&stamped.stamp);
-                *live_keys -= u64::from(stamped.entry.value.is_some());
-                *payload_bytes -= payload(key, &stamped.entry);
+        self.index.retain(|&mut i| {
+            let slot = &mut slots[i as usize];
+            if !ring_range_contains(start_exclusive, end_inclusive, key_token(&slot.key)) {
+                return true;
             }
-            keep
+            by_stamp.remove(&slot.stamp);
+            *live_keys -= u64::from(slot.entry.value.is_some());
+            *payload_bytes -= payload(&slot.key, &slot.entry);
+            // The key and value are freed now; the slot itself waits on the free list.
+            slot.key = Box::default();
+            slot.entry.value = None;
+            free.push(i);
+            false
         });
         if let Some(old) = self.acks.remove(&chain) {
             self.by_stamp.remove(&old.stamp);
         }
-        self.by_stamp.insert(self.records, Latest::Drop { chain, seq, start_exclusive, end_inclusive });
+        let mark = DropMark { chain, seq, start_exclusive, end_inclusive };
+        self.by_stamp.insert(self.records, Latest::Drop(Box::new(mark)));
     }
 
     fn record_at(&self, latest: &Latest) -> Record {
         match latest {
-            Latest::Key(key) => {
-                let entry = &self.keys[key].entry;
-                let body = entry.value.clone().map_or(Body::Tombstone, Body::Value);
-                Record { chain: entry.chain, seq: entry.seq, key: key.clone(), body }
+            Latest::Key(i) => {
+                let slot = &self.slots[*i as usize];
+                let body = slot.entry.value.clone().map_or(Body::Tombstone, Body::Value);
+                Record { chain: slot.entry.chain, seq: slot.entry.seq, key: Bytes::copy_from_slice(&slot.key), body }
             }
             Latest::Ack(chain) => {
                 let seq = self.acks[chain].entry.seq;
                 Record { chain: *chain, seq, key: Bytes::new(), body: Body::AckMark }
             }
-            &Latest::Drop { chain, seq, start_exclusive, end_inclusive } => {
+            Latest::Drop(mark) => {
+                let DropMark { chain, seq, start_exclusive, end_inclusive } = **mark;
                 Record { chain, seq, key: Bytes::new(), body: Body::DropRange { start_exclusive, end_inclusive } }
             }
         }
@@ -131,7 +221,7 @@ impl Datastore for MemStore {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
-        Ok(self.keys.get(key).map(|s| s.entry.clone()))
+        Ok(self.slot_of(key).map(|i| self.slots[i as usize].entry.clone()))
     }
 
     fn sync(&mut self) -> Result<(), StoreError> {
@@ -142,9 +232,9 @@ impl Datastore for MemStore {
         Ok(())
     }
 
-    /// `index_bytes` approximates the memory held: hash table slots, the stamp order, and key and value bytes.
+    /// `index_bytes` approximates the memory held: hash table, slots, the stamp order, and key and value bytes.
     fn stats(&self) -> StoreStats {
-        let slots = self.keys.capacity() * size_of::<(Bytes, Stamped)>();
+        let slots = self.index.allocation_size() + self.slots.capacity() * size_of::<Slot>();
         let order = self.by_stamp.len() * size_of::<(u64, Latest)>();
         StoreStats {
             live_keys: self.live_keys,
@@ -159,9 +249,10 @@ impl Datastore for MemStore {
     }
 
     fn scan_range(&self, start: u64, end: u64, f: &mut dyn FnMut(Bytes, Entry)) -> Result<(), StoreError> {
-        for (key, stamped) in &self.keys {
-            if ring_range_contains(start, end, key_token(key)) {
-                f(key.clone(), stamped.entry.clone());
+        for &i in &self.index {
+            let slot = &self.slots[i as usize];
+            if ring_range_contains(start, end, key_token(&slot.key)) {
+                f(Bytes::copy_from_slice(&slot.key), slot.entry.clone());
             }
         }
         Ok(())
