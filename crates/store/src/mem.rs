@@ -46,11 +46,86 @@ pub struct MemStore {
     payload_bytes: u64,
 }
 
+/// Values up to this long are kept in the key's allocation and copied out on reads; longer ones are shared with
+/// readers, since copying them would cost more than the allocation saved.
+const INLINE_VALUE_MAX: usize = 512;
+
 #[derive(Debug)]
 struct Slot {
-    key: Box<[u8]>,
-    entry: Entry,
+    /// The key, followed by the value when it is inline: one allocation for both.
+    bytes: Box<[u8]>,
+    key_len: u32,
+    chain: u32,
+    seq: u64,
     stamp: u64,
+    value: Value,
+}
+
+#[derive(Debug)]
+enum Value {
+    Tombstone,
+    Inline,
+    Shared(Bytes),
+}
+
+impl Slot {
+    fn new(key: &[u8], entry: Entry, stamp: u64) -> Slot {
+        let mut slot = Slot {
+            bytes: Box::default(),
+            key_len: u32::try_from(key.len()).expect("keys are bounded by KEY_MAX"),
+            chain: entry.chain,
+            seq: entry.seq,
+            stamp,
+            value: Value::Tombstone,
+        };
+        slot.set(key, entry, stamp);
+        slot
+    }
+
+    /// Makes `entry` the key's latest, stamped `stamp`.
+    fn set(&mut self, key: &[u8], entry: Entry, stamp: u64) {
+        (self.chain, self.seq, self.stamp) = (entry.chain, entry.seq, stamp);
+        let inline = entry.value.as_ref().filter(|v| v.len() <= INLINE_VALUE_MAX);
+        self.bytes = [key, inline.map_or(&[][..], |v| &v[..])].concat().into_boxed_slice();
+        self.value = match entry.value {
+            None => Value::Tombstone,
+            Some(_) if inline.is_some() => Value::Inline,
+            Some(value) => Value::Shared(value),
+        };
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.bytes[..self.key_len as usize]
+    }
+
+    fn value(&self) -> Option<Bytes> {
+        match &self.value {
+            Value::Tombstone => None,
+            Value::Inline => Some(Bytes::copy_from_slice(&self.bytes[self.key_len as usize..])),
+            Value::Shared(value) => Some(value.clone()),
+        }
+    }
+
+    fn entry(&self) -> Entry {
+        Entry { chain: self.chain, seq: self.seq, value: self.value() }
+    }
+
+    fn has_value(&self) -> bool {
+        !matches!(self.value, Value::Tombstone)
+    }
+
+    /// Bytes the key's entry holds: the key and its value.
+    fn payload(&self) -> u64 {
+        match &self.value {
+            Value::Shared(value) => (self.bytes.len() + value.len()) as u64,
+            Value::Tombstone | Value::Inline => self.bytes.len() as u64,
+        }
+    }
+
+    /// Frees the key and value; the slot itself waits on the free list.
+    fn clear(&mut self) {
+        (self.bytes, self.value, self.key_len) = (Box::default(), Value::Tombstone, 0);
+    }
 }
 
 #[derive(Debug)]
@@ -102,31 +177,31 @@ impl MemStore {
 
     fn slot_of(&self, key: &[u8]) -> Option<u32> {
         let slots = &self.slots;
-        self.index.find(self.hash(key), |&i| *slots[i as usize].key == *key).copied()
+        self.index.find(self.hash(key), |&i| slots[i as usize].key() == key).copied()
     }
 
     fn set_key(&mut self, key: &Bytes, entry: Entry) {
-        self.live_keys += u64::from(entry.value.is_some());
-        self.payload_bytes += payload(key, &entry);
         let stamp = self.records;
-        let slot = match self.slot_of(key) {
+        let i = match self.slot_of(key) {
             Some(i) => {
                 let slot = &mut self.slots[i as usize];
-                let (old, old_stamp) =
-                    (std::mem::replace(&mut slot.entry, entry), std::mem::replace(&mut slot.stamp, stamp));
-                self.by_stamp.remove(&old_stamp);
-                self.live_keys -= u64::from(old.value.is_some());
-                self.payload_bytes -= payload(key, &old);
+                self.by_stamp.remove(&slot.stamp);
+                self.live_keys -= u64::from(slot.has_value());
+                self.payload_bytes -= slot.payload();
+                slot.set(key, entry, stamp);
                 i
             }
-            None => self.new_slot(Slot { key: Box::from(&key[..]), entry, stamp }),
+            None => self.new_slot(Slot::new(key, entry, stamp)),
         };
-        self.by_stamp.insert(stamp, Latest::Key(slot));
+        let slot = &self.slots[i as usize];
+        self.live_keys += u64::from(slot.has_value());
+        self.payload_bytes += slot.payload();
+        self.by_stamp.insert(stamp, Latest::Key(i));
     }
 
     /// Places a key not yet in the store, reusing a dropped key's slot if there is one.
     fn new_slot(&mut self, slot: Slot) -> u32 {
-        let hash = self.hash(&slot.key);
+        let hash = self.hash(slot.key());
         let i = match self.free.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -138,7 +213,7 @@ impl MemStore {
             }
         };
         let (slots, seed) = (&self.slots, self.seed);
-        self.index.insert_unique(hash, i, |&j| xxh3_64_with_seed(&slots[j as usize].key, seed));
+        self.index.insert_unique(hash, i, |&j| xxh3_64_with_seed(slots[j as usize].key(), seed));
         i
     }
 
@@ -156,15 +231,13 @@ impl MemStore {
         let (by_stamp, live_keys, payload_bytes) = (&mut self.by_stamp, &mut self.live_keys, &mut self.payload_bytes);
         self.index.retain(|&mut i| {
             let slot = &mut slots[i as usize];
-            if !ring_range_contains(start_exclusive, end_inclusive, key_token(&slot.key)) {
+            if !ring_range_contains(start_exclusive, end_inclusive, key_token(slot.key())) {
                 return true;
             }
             by_stamp.remove(&slot.stamp);
-            *live_keys -= u64::from(slot.entry.value.is_some());
-            *payload_bytes -= payload(&slot.key, &slot.entry);
-            // The key and value are freed now; the slot itself waits on the free list.
-            slot.key = Box::default();
-            slot.entry.value = None;
+            *live_keys -= u64::from(slot.has_value());
+            *payload_bytes -= slot.payload();
+            slot.clear();
             free.push(i);
             false
         });
@@ -179,8 +252,8 @@ impl MemStore {
         match latest {
             Latest::Key(i) => {
                 let slot = &self.slots[*i as usize];
-                let body = slot.entry.value.clone().map_or(Body::Tombstone, Body::Value);
-                Record { chain: slot.entry.chain, seq: slot.entry.seq, key: Bytes::copy_from_slice(&slot.key), body }
+                let body = slot.value().map_or(Body::Tombstone, Body::Value);
+                Record { chain: slot.chain, seq: slot.seq, key: Bytes::copy_from_slice(slot.key()), body }
             }
             Latest::Ack(chain) => {
                 let seq = self.acks[chain].entry.seq;
@@ -196,11 +269,6 @@ impl MemStore {
     fn pos(stamp: u64) -> LogPos {
         LogPos { offset: stamp, ..LogPos::START }
     }
-}
-
-/// Bytes a key's entry holds: the key and its value.
-fn payload(key: &[u8], entry: &Entry) -> u64 {
-    (key.len() + entry.value.as_ref().map_or(0, Bytes::len)) as u64
 }
 
 impl Datastore for MemStore {
@@ -221,7 +289,7 @@ impl Datastore for MemStore {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
-        Ok(self.slot_of(key).map(|i| self.slots[i as usize].entry.clone()))
+        Ok(self.slot_of(key).map(|i| self.slots[i as usize].entry()))
     }
 
     fn sync(&mut self) -> Result<(), StoreError> {
@@ -251,8 +319,8 @@ impl Datastore for MemStore {
     fn scan_range(&self, start: u64, end: u64, f: &mut dyn FnMut(Bytes, Entry)) -> Result<(), StoreError> {
         for &i in &self.index {
             let slot = &self.slots[i as usize];
-            if ring_range_contains(start, end, key_token(&slot.key)) {
-                f(Bytes::copy_from_slice(&slot.key), slot.entry.clone());
+            if ring_range_contains(start, end, key_token(slot.key())) {
+                f(Bytes::copy_from_slice(slot.key()), slot.entry());
             }
         }
         Ok(())
@@ -411,6 +479,23 @@ mod tests {
         let (since, _) = s.read_log(mid, usize::MAX).unwrap();
         assert_eq!(since, [drop_all(2), rec(2, "b", val("y"))]);
         assert_eq!((s.get(b"a").unwrap(), s.stats().live_keys), (None, 1));
+    }
+
+    #[test]
+    fn small_values_live_with_their_key_and_large_ones_are_shared() {
+        let mut s = MemStore::new();
+        let small = Bytes::from(vec![b's'; INLINE_VALUE_MAX]);
+        let large = Bytes::from(vec![b'l'; INLINE_VALUE_MAX + 1]);
+        s.append(&Record { chain: 1, seq: 1, key: "k".into(), body: Body::Value(small.clone()) }).unwrap();
+        assert_eq!(s.get(b"k").unwrap().and_then(|e| e.value), Some(small.clone()));
+        s.append(&Record { chain: 1, seq: 2, key: "k".into(), body: Body::Value(large.clone()) }).unwrap();
+        let read = s.get(b"k").unwrap().and_then(|e| e.value).unwrap();
+        assert_eq!((read.as_ptr(), read.len()), (large.as_ptr(), large.len()), "a large value is not copied");
+        s.append(&Record { chain: 1, seq: 3, key: "k".into(), body: Body::Tombstone }).unwrap();
+        assert_eq!(s.get(b"k").unwrap(), Some(Entry { chain: 1, seq: 3, value: None }));
+        assert_eq!((s.stats().live_keys, s.payload_bytes), (0, 1), "the tombstone holds only its key");
+        let (log, _) = s.read_log(LogPos::START, usize::MAX).unwrap();
+        assert_eq!(log, [rec(3, "k", Body::Tombstone)]);
     }
 
     #[test]
