@@ -11,7 +11,9 @@
 //! Memory per key is what this store is judged on, so its index holds no key twice: each key, with its entry,
 //! lives in one slot of a vector, and both the hash table and the stamp order refer to slots by number (4 bytes)
 //! instead of holding the 88-byte key-and-entry pairs a `HashMap<Bytes, _>` would, in a table kept up to half
-//! empty.
+//! empty. The stamp order is a vector in stamp order too, appended to as updates happen: an entry a later update
+//! of the same key or watermark superseded is skipped by readers, and squeezed out once such entries are half
+//! of it, which costs no more per update than a tree would and a third of the memory.
 
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeMap;
@@ -37,8 +39,12 @@ pub struct MemStore {
     seed: u64,
     /// Latest ack watermark per chain.
     acks: BTreeMap<u32, Stamped>,
-    /// Every key and chain above by the stamp of its latest update, and every range drop by its stamp.
-    by_stamp: BTreeMap<u64, Latest>,
+    /// Every key and chain above by the stamp of its latest update, and every range drop by its stamp, in stamp
+    /// order; among them `stale` entries since superseded.
+    by_stamp: Vec<(u64, Latest)>,
+    stale: usize,
+    /// Every range drop, for good (`Latest::Drop` holds a place here).
+    drops: Vec<DropMark>,
     live_keys: u64,
     /// Records appended; the last one's stamp.
     records: u64,
@@ -49,6 +55,8 @@ pub struct MemStore {
 /// Values up to this long are kept in the key's allocation and copied out on reads; longer ones are shared with
 /// readers, since copying them would cost more than the allocation saved.
 const INLINE_VALUE_MAX: usize = 512;
+/// Superseded entries the stamp order may always hold, so a small store is not squeezed at every update.
+const SQUEEZE_MIN: usize = 1024;
 
 #[derive(Debug)]
 struct Slot {
@@ -122,9 +130,10 @@ impl Slot {
         }
     }
 
-    /// Frees the key and value; the slot itself waits on the free list.
+    /// Frees the key and value; the slot itself waits on the free list, with a stamp no update has, so the
+    /// stamp order's entry for it reads as superseded.
     fn clear(&mut self) {
-        (self.bytes, self.value, self.key_len) = (Box::default(), Value::Tombstone, 0);
+        (self.bytes, self.value, self.key_len, self.stamp) = (Box::default(), Value::Tombstone, 0, u64::MAX);
     }
 }
 
@@ -135,11 +144,11 @@ struct Stamped {
 }
 
 #[derive(Debug)]
+#[derive(Clone, Copy)]
 enum Latest {
     Key(u32),
     Ack(u32),
-    /// Rare, so kept out of line: the stamp order holds one of these per key.
-    Drop(Box<DropMark>),
+    Drop(u32),
 }
 
 #[derive(Debug)]
@@ -158,7 +167,9 @@ impl Default for MemStore {
             free: Vec::new(),
             seed: RandomState::new().hash_one(0u8),
             acks: BTreeMap::new(),
-            by_stamp: BTreeMap::new(),
+            by_stamp: Vec::new(),
+            stale: 0,
+            drops: Vec::new(),
             live_keys: 0,
             records: 0,
             payload_bytes: 0,
@@ -185,10 +196,10 @@ impl MemStore {
         let i = match self.slot_of(key) {
             Some(i) => {
                 let slot = &mut self.slots[i as usize];
-                self.by_stamp.remove(&slot.stamp);
                 self.live_keys -= u64::from(slot.has_value());
                 self.payload_bytes -= slot.payload();
                 slot.set(key, entry, stamp);
+                self.stale += 1;
                 i
             }
             None => self.new_slot(Slot::new(key, entry, stamp)),
@@ -196,7 +207,8 @@ impl MemStore {
         let slot = &self.slots[i as usize];
         self.live_keys += u64::from(slot.has_value());
         self.payload_bytes += slot.payload();
-        self.by_stamp.insert(stamp, Latest::Key(i));
+        self.by_stamp.push((stamp, Latest::Key(i)));
+        self.squeeze_if_stale();
     }
 
     /// Places a key not yet in the store, reusing a dropped key's slot if there is one.
@@ -219,48 +231,69 @@ impl MemStore {
 
     fn set_ack(&mut self, chain: u32, seq: u64) {
         let stamped = Stamped { entry: Entry { chain, seq, value: None }, stamp: self.records };
-        if let Some(old) = self.acks.insert(chain, stamped) {
-            self.by_stamp.remove(&old.stamp);
-        }
-        self.by_stamp.insert(self.records, Latest::Ack(chain));
+        self.stale += usize::from(self.acks.insert(chain, stamped).is_some());
+        self.by_stamp.push((self.records, Latest::Ack(chain)));
+        self.squeeze_if_stale();
     }
 
     /// Forgets every key in the ring range and the chain's watermark, and keeps the drop for streaming.
     fn drop_range(&mut self, chain: u32, seq: u64, start_exclusive: u64, end_inclusive: u64) {
         let (slots, free) = (&mut self.slots, &mut self.free);
-        let (by_stamp, live_keys, payload_bytes) = (&mut self.by_stamp, &mut self.live_keys, &mut self.payload_bytes);
+        let (stale, live_keys, payload_bytes) = (&mut self.stale, &mut self.live_keys, &mut self.payload_bytes);
         self.index.retain(|&mut i| {
             let slot = &mut slots[i as usize];
             if !ring_range_contains(start_exclusive, end_inclusive, key_token(slot.key())) {
                 return true;
             }
-            by_stamp.remove(&slot.stamp);
+            *stale += 1;
             *live_keys -= u64::from(slot.has_value());
             *payload_bytes -= slot.payload();
             slot.clear();
             free.push(i);
             false
         });
-        if let Some(old) = self.acks.remove(&chain) {
-            self.by_stamp.remove(&old.stamp);
-        }
-        let mark = DropMark { chain, seq, start_exclusive, end_inclusive };
-        self.by_stamp.insert(self.records, Latest::Drop(Box::new(mark)));
+        self.stale += usize::from(self.acks.remove(&chain).is_some());
+        let drop = u32::try_from(self.drops.len()).expect("fewer than 2^32 range drops");
+        self.drops.push(DropMark { chain, seq, start_exclusive, end_inclusive });
+        self.by_stamp.push((self.records, Latest::Drop(drop)));
+        self.squeeze_if_stale();
     }
 
-    fn record_at(&self, latest: &Latest) -> Record {
+    /// Whether the stamp order's entry is still its key's or watermark's latest update.
+    fn is_latest(&self, stamp: u64, latest: Latest) -> bool {
+        match latest {
+            Latest::Key(i) => self.slots[i as usize].stamp == stamp,
+            Latest::Ack(chain) => self.acks.get(&chain).is_some_and(|a| a.stamp == stamp),
+            Latest::Drop(_) => true,
+        }
+    }
+
+    /// Drops the superseded entries from the stamp order once they are half of it, so it stays within twice the
+    /// live entries at a constant cost per update.
+    fn squeeze_if_stale(&mut self) {
+        if self.stale < SQUEEZE_MIN || self.stale * 2 < self.by_stamp.len() {
+            return;
+        }
+        let mut order = std::mem::take(&mut self.by_stamp);
+        order.retain(|&(stamp, latest)| self.is_latest(stamp, latest));
+        order.shrink_to(order.len() * 2);
+        self.by_stamp = order;
+        self.stale = 0;
+    }
+
+    fn record_at(&self, latest: Latest) -> Record {
         match latest {
             Latest::Key(i) => {
-                let slot = &self.slots[*i as usize];
+                let slot = &self.slots[i as usize];
                 let body = slot.value().map_or(Body::Tombstone, Body::Value);
                 Record { chain: slot.chain, seq: slot.seq, key: Bytes::copy_from_slice(slot.key()), body }
             }
             Latest::Ack(chain) => {
-                let seq = self.acks[chain].entry.seq;
-                Record { chain: *chain, seq, key: Bytes::new(), body: Body::AckMark }
+                let seq = self.acks[&chain].entry.seq;
+                Record { chain, seq, key: Bytes::new(), body: Body::AckMark }
             }
-            Latest::Drop(mark) => {
-                let DropMark { chain, seq, start_exclusive, end_inclusive } = **mark;
+            Latest::Drop(i) => {
+                let DropMark { chain, seq, start_exclusive, end_inclusive } = self.drops[i as usize];
                 Record { chain, seq, key: Bytes::new(), body: Body::DropRange { start_exclusive, end_inclusive } }
             }
         }
@@ -303,7 +336,7 @@ impl Datastore for MemStore {
     /// `index_bytes` approximates the memory held: hash table, slots, the stamp order, and key and value bytes.
     fn stats(&self) -> StoreStats {
         let slots = self.index.allocation_size() + self.slots.capacity() * size_of::<Slot>();
-        let order = self.by_stamp.len() * size_of::<(u64, Latest)>();
+        let order = self.by_stamp.capacity() * size_of::<(u64, Latest)>();
         StoreStats {
             live_keys: self.live_keys,
             records: self.records,
@@ -335,7 +368,11 @@ impl Datastore for MemStore {
             return Err(StoreError::Compacted(from));
         }
         let (mut out, mut bytes) = (Vec::new(), 0);
-        for (&stamp, latest) in self.by_stamp.range(from.offset + 1..) {
+        let first = self.by_stamp.partition_point(|&(stamp, _)| stamp <= from.offset);
+        for &(stamp, latest) in &self.by_stamp[first..] {
+            if !self.is_latest(stamp, latest) {
+                continue;
+            }
             let rec = self.record_at(latest);
             bytes += rec.encoded_len();
             out.push(rec);
@@ -496,6 +533,19 @@ mod tests {
         assert_eq!((s.stats().live_keys, s.payload_bytes), (0, 1), "the tombstone holds only its key");
         let (log, _) = s.read_log(LogPos::START, usize::MAX).unwrap();
         assert_eq!(log, [rec(3, "k", Body::Tombstone)]);
+    }
+
+    #[test]
+    fn superseded_updates_are_squeezed_out_of_the_stamp_order() {
+        let mut s = MemStore::new();
+        s.append(&rec(1, "first", val("1"))).unwrap();
+        for seq in 2..10_000 {
+            s.append(&rec(seq, "hot", val("v"))).unwrap();
+            s.append(&rec(seq, "", Body::AckMark)).unwrap();
+        }
+        assert!(s.by_stamp.len() <= 2 * SQUEEZE_MIN + 3, "{} entries for 3 live ones", s.by_stamp.len());
+        let (all, _) = s.read_log(LogPos::START, usize::MAX).unwrap();
+        assert_eq!(all, [rec(1, "first", val("1")), rec(9_999, "hot", val("v")), rec(9_999, "", Body::AckMark)]);
     }
 
     #[test]
