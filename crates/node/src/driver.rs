@@ -3,10 +3,11 @@
 //! The core is a task on the node's tokio runtime, beside the connections that feed it, rather than an OS
 //! thread of its own: a request then reaches it, and its reply reaches the connection, as a queue push and a
 //! task wake-up on the same runtime instead of a sleeping thread woken through the kernel, which on a small
-//! machine cost more than the request itself. The price is that an fsync in [`Process::sync`] holds the
-//! worker it runs on; the runtime's other workers go on with the connections (on a single-threaded runtime
-//! nothing else runs meanwhile, and what arrives queues in the sockets and the inbox). Either way, everything
-//! that arrives during one fsync is waiting when it returns and forms the next group commit.
+//! machine cost more than the request itself. An fsync in [`Process::sync`] blocks, so on a multi-threaded
+//! runtime it runs in `block_in_place`: the worker's other tasks move to another thread and the connections go
+//! on being served meanwhile, as they were when the core had a thread of its own (on a single-threaded runtime,
+//! as in tests, nothing else runs during it). Either way, everything that arrives during one fsync is waiting
+//! when it returns and forms the next group commit.
 //!
 //! The loop: wait until the first input, the next timer deadline or (async mode) the next fsync
 //! deadline; take whatever else is waiting, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
@@ -47,6 +48,7 @@ use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Req
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::Receiver;
 use tokio::sync::oneshot;
@@ -347,7 +349,7 @@ impl<P: Process> Driver<P> {
     /// Makes every write so far durable, or stops the node.
     fn sync(&mut self) {
         let started = Instant::now();
-        if let Err(e) = self.process.sync() {
+        if let Err(e) = blocking(|| self.process.sync()) {
             error!("sync failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
             std::process::exit(FAIL_STOP_EXIT_CODE);
         }
@@ -374,6 +376,15 @@ impl<P: Process> Driver<P> {
             Effect::Address { node, addr } if node != self.me => self.peers.route(node, addr),
             Effect::Address { .. } => {}
         }
+    }
+}
+
+/// Runs a call that blocks the thread (an fsync). On a multi-threaded runtime the worker hands its other tasks
+/// to another thread first, so they are not held up behind the disk.
+fn blocking<T>(call: impl FnOnce() -> T) -> T {
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(call),
+        _ => call(),
     }
 }
 
