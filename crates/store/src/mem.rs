@@ -143,8 +143,7 @@ struct Stamped {
     stamp: u64,
 }
 
-#[derive(Debug)]
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 enum Latest {
     Key(u32),
     Ack(u32),
