@@ -38,7 +38,8 @@ enum BenchCommand {
     /// YCSB's core workloads (a-f) over RESP against any server (redis-server, `meridian demo`, `meridian
     /// server` nodes) or over memcached's text protocol: a load phase and a run phase, closed loop or open loop
     /// at a fixed rate, with each operation type's latency percentiles (docs/load-testing.md).
-    Ycsb(YcsbArgs),
+    // Boxed: its many flags would make every variant as large.
+    Ycsb(Box<YcsbArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -211,7 +212,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, String> {
         BenchCommand::Store(store) => run_store(store),
         BenchCommand::Join(join) => run_join(join),
         BenchCommand::Keyspaces(keyspaces) => run_keyspaces(keyspaces),
-        BenchCommand::Ycsb(ycsb) => run_ycsb(ycsb),
+        BenchCommand::Ycsb(ycsb) => run_ycsb(*ycsb),
     }
 }
 

@@ -62,6 +62,7 @@ fn value(buf: &[u8], header: &str, body: usize) -> Result<Option<(Reply, usize)>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ycsb::protocol::tests::parses_whole_or_not_at_all;
     use crate::ycsb::{run, Protocol, Workload, YcsbBench};
     use std::collections::HashMap;
     use std::io::{BufRead, BufReader, BufWriter, Read};
@@ -91,15 +92,7 @@ mod tests {
             Reply::Error("SERVER_ERROR out of memory storing object".into()),
             Reply::Error("ERROR".into()),
         ];
-        let mut at = 0;
-        for want in expected {
-            // Every strict prefix of the reply is incomplete, never an error or a shorter reply.
-            let (reply, len) = parse(&stream[at..]).unwrap().unwrap();
-            assert_eq!(reply, want);
-            (0..len).for_each(|cut| assert_eq!(parse(&stream[at..at + cut]).unwrap(), None, "{want:?} cut at {cut}"));
-            at += len;
-        }
-        assert_eq!(at, stream.len());
+        parses_whole_or_not_at_all(Protocol::Memcache, stream, &expected);
         assert!(parse(b"HUH\r\n").is_err());
         assert!(parse(b"VALUE k 0 x\r\n").is_err());
         assert!(parse(b"VALUE k 0 2\r\nabcd\r\nEND\r\n").is_err());

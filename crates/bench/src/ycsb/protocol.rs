@@ -66,3 +66,23 @@ impl Protocol {
         }
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// Checks that `stream` parses as the replies `expected`, one after another, and that every strict prefix of
+    /// each is incomplete, never an error or a shorter reply.
+    pub(in crate::ycsb) fn parses_whole_or_not_at_all(protocol: Protocol, stream: &[u8], expected: &[Reply]) {
+        let mut at = 0;
+        for want in expected {
+            let (reply, len) = protocol.parse(&stream[at..]).unwrap().unwrap();
+            assert_eq!(&reply, want);
+            for cut in 0..len {
+                assert_eq!(protocol.parse(&stream[at..at + cut]).unwrap(), None, "{want:?} cut at {cut}");
+            }
+            at += len;
+        }
+        assert_eq!(at, stream.len());
+    }
+}

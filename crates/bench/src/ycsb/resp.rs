@@ -58,6 +58,8 @@ pub(super) fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ycsb::protocol::tests::parses_whole_or_not_at_all;
+    use crate::ycsb::protocol::Protocol;
 
     #[test]
     fn replies_parse_whole_or_not_at_all() {
@@ -71,15 +73,7 @@ mod tests {
             Reply::Array(Some((0, 0))),
             Reply::Error("ERR no".into()),
         ];
-        let mut at = 0;
-        for want in expected {
-            // Every strict prefix of the reply is incomplete, never an error or a shorter reply.
-            let (reply, len) = parse(&stream[at..]).unwrap().unwrap();
-            assert_eq!(reply, want);
-            (0..len).for_each(|cut| assert_eq!(parse(&stream[at..at + cut]).unwrap(), None, "{want:?} cut at {cut}"));
-            at += len;
-        }
-        assert_eq!(at, stream.len());
+        parses_whole_or_not_at_all(Protocol::Resp, stream, &expected);
         assert!(parse(b"?what\r\n").is_err());
         assert!(parse(b"$2\r\nabcd\r\n").is_err());
     }
