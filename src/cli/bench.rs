@@ -2,12 +2,12 @@
 //! the datastores under each durability mode beside the disk's own bandwidth and fsync latency; `bench join`
 //! measures real node processes' read throughput while a node joins (seed 003 §4.2); `bench keyspaces`
 //! measures put latency, memory and M-D recovery of keyspace configurations on real processes (seed 003 §5.3);
-//! `bench ycsb` drives any RESP server (Meridian, redis-server) with YCSB's core workloads.
+//! `bench ycsb` drives any RESP server (Meridian, redis-server) or memcached with YCSB's core workloads.
 
 use clap::{Args, Subcommand};
 use meridian_bench::join::JoinBench;
 use meridian_bench::keyspaces::KeyspacesBench;
-use meridian_bench::ycsb::{Workload, YcsbBench};
+use meridian_bench::ycsb::{Protocol, Workload, YcsbBench};
 use meridian_bench::{Limits, StoreBench, DEFAULT_WRITERS, VALUE_SIZES};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
@@ -35,18 +35,24 @@ enum BenchCommand {
     /// beside M-D holding the same data; and M-D recovery time against data size, on local `meridian server`
     /// processes (seed 003 §5.3, issue 5).
     Keyspaces(KeyspacesArgs),
-    /// YCSB's core workloads (a-f) over RESP against any server on this machine (redis-server, `meridian
-    /// demo`, a `meridian server`): a load phase and a run phase, closed loop or open loop at a fixed rate,
-    /// with each operation type's latency percentiles (docs/load-testing.md).
-    Ycsb(YcsbArgs),
+    /// YCSB's core workloads (a-f) over RESP against any server (redis-server, `meridian demo`, `meridian
+    /// server` nodes) or over memcached's text protocol: a load phase and a run phase, closed loop or open loop
+    /// at a fixed rate, with each operation type's latency percentiles (docs/load-testing.md).
+    // Boxed: its many flags would make every variant as large.
+    Ycsb(Box<YcsbArgs>),
 }
 
 #[derive(Args, Debug)]
 pub struct YcsbArgs {
-    /// The RESP server to measure, HOST:PORT (redis-server's default port is 6379,
-    /// `meridian demo`'s first node 6380).
-    #[arg(long, default_value = "127.0.0.1:6380")]
-    addr: String,
+    /// The server to measure, HOST:PORT (redis-server's default port is 6379, `meridian demo`'s first node
+    /// 6380, memcached's 11211). Repeatable or comma-separated: connections are spread evenly over the servers,
+    /// as over a cluster's nodes.
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:6380")]
+    addr: Vec<String>,
+    /// What the servers speak: `resp` (Redis, Meridian) or `memcache` (memcached's text protocol; records of
+    /// one field only, set and get).
+    #[arg(long, default_value = "resp", value_parser = ["resp", "memcache"])]
+    protocol: String,
     /// YCSB's core workload: a (50% read, 50% update, zipfian), b (95% read, 5% update), c (reads only), d (95%
     /// read, 5% insert, latest records first), e (scans: refused, see docs/load-testing.md), f (50% read, 50%
     /// read-modify-write).
@@ -206,7 +212,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, String> {
         BenchCommand::Store(store) => run_store(store),
         BenchCommand::Join(join) => run_join(join),
         BenchCommand::Keyspaces(keyspaces) => run_keyspaces(keyspaces),
-        BenchCommand::Ycsb(ycsb) => run_ycsb(ycsb),
+        BenchCommand::Ycsb(ycsb) => run_ycsb(*ycsb),
     }
 }
 
@@ -289,7 +295,8 @@ fn run_keyspaces(args: KeyspacesArgs) -> Result<ExitCode, String> {
 
 fn run_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
     let bench = YcsbBench {
-        addr: resolve(&args.addr)?,
+        addrs: args.addr.iter().map(|a| resolve(a)).collect::<Result<_, _>>()?,
+        protocol: Protocol::parse_name(&args.protocol)?,
         workload: ycsb_workload(&args)?,
         load: args.phase != "run",
         run: args.phase != "load",

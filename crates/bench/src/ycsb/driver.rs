@@ -11,8 +11,8 @@
 use super::distribution::{KeyChooser, OpKind};
 use super::keys::KeySpace;
 use super::ops::{Ops, Outcome, Stage};
+use super::protocol::Protocol;
 use super::report::{PhaseFigures, PhaseRun, Tally};
-use super::resp::parse;
 use super::workload::Workload;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -49,9 +49,11 @@ impl std::fmt::Display for Pacing {
 }
 
 /// One phase to run: where, how, and its bounds.
-pub(super) struct Plan {
+pub(super) struct Plan<'a> {
     pub phase: &'static str,
-    pub addr: SocketAddr,
+    /// Connection `i` goes to `addrs[i % addrs.len()]`.
+    pub addrs: &'a [SocketAddr],
+    pub protocol: Protocol,
     pub clients: usize,
     pub depth: usize,
     pub pacing: Pacing,
@@ -113,6 +115,7 @@ struct Shared {
     tally: Mutex<Tally>,
     keys: Arc<KeySpace>,
     depth: usize,
+    protocol: Protocol,
 }
 
 impl Shared {
@@ -137,19 +140,21 @@ pub(super) fn run(
 ) -> Result<PhaseFigures, String> {
     runtime.block_on(async {
         let mut streams = Vec::with_capacity(plan.clients);
-        for _ in 0..plan.clients {
-            streams.push(connect(plan.addr).await?);
+        for addr in plan.addrs.iter().cycle().take(plan.clients) {
+            streams.push(connect(*addr).await?);
         }
         let shared = Arc::new(Shared {
             schedule: Schedule::new(plan.pacing, plan.operations, plan.duration),
             tally: Mutex::new(Tally::new()),
             keys: keys.clone(),
             depth: plan.depth,
+            protocol: plan.protocol,
         });
         let tasks: Vec<_> = (0..)
             .zip(streams)
             .map(|(i, stream)| {
-                let ops = Ops::new(workload.clone(), keys.clone(), chooser.clone(), plan.seed ^ (i << 32) ^ i);
+                let seed = plan.seed ^ (i << 32) ^ i;
+                let ops = Ops::new(workload.clone(), plan.protocol, keys.clone(), chooser.clone(), seed);
                 tokio::spawn(Connection::new(shared.clone(), ops).drive(stream))
             })
             .collect();
@@ -287,7 +292,7 @@ impl Connection {
         let now = Instant::now();
         let mut used = 0;
         let mut tally = self.shared.tally.lock().expect("no panics while counting");
-        while let Some((reply, len)) = parse(&self.input[used..])? {
+        while let Some((reply, len)) = self.shared.protocol.parse(&self.input[used..])? {
             used += len;
             let pending = self.pending.pop_front().ok_or("a reply to no command")?;
             let outcome = self.ops.outcome(pending.stage, &reply);
@@ -307,6 +312,7 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ycsb::resp::parse;
     use tokio::net::TcpListener;
 
     /// A RESP server on loopback for one connection at a time: GET gets a value, anything else `+OK`; the
@@ -347,7 +353,7 @@ mod tests {
         let addr = runtime.block_on(fake_server(stall_at, stall));
         let keys = Arc::new(KeySpace::new(workload.record_count));
         let chooser = KeyChooser::new(&workload, 0);
-        run(&runtime, &Plan { addr, ..plan }, &Arc::new(workload), &keys, &chooser).unwrap()
+        run(&runtime, &Plan { addrs: &[addr], ..plan }, &Arc::new(workload), &keys, &chooser).unwrap()
     }
 
     fn updates_only() -> Workload {
@@ -357,9 +363,10 @@ mod tests {
         w
     }
 
-    fn plan(pacing: Pacing, clients: usize, depth: usize, operations: u64) -> Plan {
-        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-        Plan { phase: "run", addr, clients, depth, pacing, operations, duration: Duration::from_secs(20), seed: 7 }
+    /// Against no server yet: `against_fake` gives it its fake's address.
+    fn plan(pacing: Pacing, clients: usize, depth: usize, operations: u64) -> Plan<'static> {
+        let (addrs, protocol, duration) = (&[][..], Protocol::Resp, Duration::from_secs(20));
+        Plan { phase: "run", addrs, protocol, clients, depth, pacing, operations, duration, seed: 7 }
     }
 
     const STALL: Duration = Duration::from_millis(300);

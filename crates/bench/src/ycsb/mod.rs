@@ -1,5 +1,6 @@
 //! `meridian bench ycsb`: a YCSB-style load generator that speaks RESP, so the same load and the same keys
-//! drive redis-server, `meridian demo` or a `meridian server` alike.
+//! drive redis-server, `meridian demo` or a `meridian server` alike; and memcached's text protocol, for records
+//! of one field. Its connections may be spread over several servers, as over a cluster's nodes.
 //!
 //! A run has a load phase (every record inserted once, closed loop) and a run phase (the workload's mix of
 //! reads, updates, inserts and read-modify-writes over records chosen by its request distribution), either or
@@ -8,17 +9,20 @@
 //! operation's intended start (`driver`). Every operation type gets an HDR histogram (`report`).
 //!
 //! Reading order: `workload` (the presets and properties), `keys`, `distribution`, `ops` (operations as Redis
-//! commands), `resp`, `driver`, `report`.
+//! commands), `protocol` with `resp` and `memcache`, `driver`, `report`.
 
 mod distribution;
 mod driver;
 mod keys;
+mod memcache;
 mod ops;
+mod protocol;
 mod report;
 mod resp;
 mod workload;
 
 pub use distribution::OpKind;
+pub use protocol::Protocol;
 pub use report::{OpFigures, PhaseFigures, YcsbReport};
 pub use workload::{Distribution, Proportions, Workload, DEFAULT_CLIENTS, SCAN_REFUSED};
 
@@ -44,8 +48,10 @@ const LOAD_MAX: Duration = Duration::from_secs(600);
 
 #[derive(Clone, Debug)]
 pub struct YcsbBench {
-    /// The RESP server measured.
-    pub addr: SocketAddr,
+    /// The servers measured: connection `i` goes to `addrs[i % addrs.len()]`.
+    pub addrs: Vec<SocketAddr>,
+    /// What the servers speak.
+    pub protocol: Protocol,
     /// The workload with every property and flag applied.
     pub workload: Workload,
     /// Which phases run.
@@ -65,6 +71,13 @@ impl YcsbBench {
         if !self.load && !self.run {
             return Err("no phase to run".into());
         }
+        if self.protocol == Protocol::Memcache && w.field_count != 1 {
+            return Err(format!(
+                "the memcache protocol stores a record as one item, so it needs records of one field \
+                 (fieldcount=1, --field-count 1), not {}",
+                w.field_count
+            ));
+        }
         if self.run && w.operation_count.is_none() && w.max_execution_time.is_none() {
             return Err(
                 "the run phase needs a bound: --operations (operationcount), --duration (maxexecutiontime) or both"
@@ -77,7 +90,16 @@ impl YcsbBench {
                 w.max_execution_time.is_some_and(|d| d.is_zero() || d > DURATION_MAX),
                 format!("--duration must be more than 0 and at most {} seconds", DURATION_MAX.as_secs()),
             ),
+            (self.addrs.is_empty(), "no server to measure: give --addr".to_string()),
             (!(1..=CLIENTS_MAX).contains(&w.thread_count), format!("--clients must be from 1 to {CLIENTS_MAX}")),
+            (
+                w.thread_count < self.addrs.len(),
+                format!(
+                    "--clients ({}) must be at least the number of --addr servers ({}), so that each gets a connection",
+                    w.thread_count,
+                    self.addrs.len()
+                ),
+            ),
             (!(1..=PIPELINE_MAX).contains(&self.pipeline), format!("--pipeline must be from 1 to {PIPELINE_MAX}")),
             (!(1..=THREADS_MAX).contains(&self.threads), format!("--threads must be from 1 to {THREADS_MAX}")),
             (
@@ -99,7 +121,8 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
     let w = Arc::new(bench.workload.clone());
     let plan = |phase, pacing, operations, duration, seed| Plan {
         phase,
-        addr: bench.addr,
+        addrs: &bench.addrs,
+        protocol: bench.protocol,
         clients: w.thread_count,
         depth: bench.pipeline,
         pacing,
@@ -132,7 +155,8 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
         phases.push(driver::run(&runtime, &plan("run", pacing, operations, duration, 2), &w, &keys, &chooser)?);
     }
     Ok(YcsbReport {
-        addr: bench.addr.to_string(),
+        addrs: bench.addrs.iter().map(SocketAddr::to_string).collect(),
+        protocol: bench.protocol,
         workload: bench.workload.clone(),
         pipeline: bench.pipeline,
         threads: bench.threads,

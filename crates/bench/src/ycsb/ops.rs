@@ -8,7 +8,8 @@
 
 use super::distribution::{KeyChooser, Mix, OpKind, Rng};
 use super::keys::{key_name, KeySpace};
-use super::resp::{encode, Reply};
+use super::protocol::{Protocol, Reply};
+use super::resp::encode;
 use super::workload::Workload;
 use std::sync::Arc;
 
@@ -40,6 +41,8 @@ pub(super) enum Outcome {
 /// One connection's source of operations and the commands that carry them.
 pub(super) struct Ops {
     workload: Arc<Workload>,
+    /// How string records are read and written; hashes are RESP's only.
+    protocol: Protocol,
     keys: Arc<KeySpace>,
     mix: Mix,
     chooser: KeyChooser,
@@ -49,11 +52,17 @@ pub(super) struct Ops {
 
 impl Ops {
     /// `chooser` is cloned from one built per phase, as building the latest distribution sums its zeta.
-    pub(super) fn new(workload: Arc<Workload>, keys: Arc<KeySpace>, chooser: KeyChooser, seed: u64) -> Ops {
+    pub(super) fn new(
+        workload: Arc<Workload>,
+        protocol: Protocol,
+        keys: Arc<KeySpace>,
+        chooser: KeyChooser,
+        seed: u64,
+    ) -> Ops {
         let mut rng = Rng::new(seed);
         let len = POOL_BYTES.max(2 * workload.field_length);
         let pool = (0..len).map(|_| b' ' + 1 + rng.below(94) as u8).collect();
-        Ops { mix: Mix::new(&workload), workload, keys, chooser, rng, pool }
+        Ops { mix: Mix::new(&workload), workload, protocol, keys, chooser, rng, pool }
     }
 
     /// Draws the next operation, appends its first command to `out`, and returns it with its record.
@@ -79,7 +88,7 @@ impl Ops {
     fn read(&mut self, out: &mut Vec<u8>, record: u64) {
         let key = key_name(record, self.workload.ordered_inserts);
         if !self.workload.is_hash() {
-            encode(out, &[b"GET", key.as_bytes()]);
+            self.protocol.get(out, key.as_bytes());
         } else if self.workload.read_all_fields {
             encode(out, &[b"HGETALL", key.as_bytes()]);
         } else {
@@ -92,7 +101,7 @@ impl Ops {
         let key = key_name(record, self.workload.ordered_inserts);
         if !self.workload.is_hash() {
             let value = self.value();
-            encode(out, &[b"SET", key.as_bytes(), &self.pool[value]]);
+            self.protocol.set(out, key.as_bytes(), &self.pool[value]);
             return;
         }
         let fields: Vec<usize> = if all_fields {
@@ -168,7 +177,7 @@ mod tests {
 
     fn ops_for(workload: &Workload, keys: &Arc<KeySpace>) -> Vec<Vec<String>> {
         let chooser = KeyChooser::new(workload, 0);
-        let mut ops = Ops::new(Arc::new(workload.clone()), keys.clone(), chooser, 1);
+        let mut ops = Ops::new(Arc::new(workload.clone()), Protocol::Resp, keys.clone(), chooser, 1);
         let mut out = Vec::new();
         let (op, record) = ops.next(&mut out);
         assert_eq!(parse(&out).unwrap().unwrap().1, out.len(), "one whole command");
@@ -208,7 +217,7 @@ mod tests {
         let keys = Arc::new(KeySpace::new(1));
         let string = Workload::preset('a').unwrap();
         let hash = Workload { field_count: 2, ..string.clone() };
-        let ops = |w: &Workload| Ops::new(Arc::new(w.clone()), keys.clone(), KeyChooser::new(w, 0), 1);
+        let ops = |w: &Workload| Ops::new(Arc::new(w.clone()), Protocol::Resp, keys.clone(), KeyChooser::new(w, 0), 1);
         let (s, h) = (ops(&string), ops(&hash));
         assert_eq!(s.outcome(Stage::Read, &Reply::Bulk(Some(100))), Outcome::Done);
         assert_eq!(s.outcome(Stage::Read, &Reply::Bulk(None)), Outcome::Missing);

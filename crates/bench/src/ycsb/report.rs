@@ -3,6 +3,7 @@
 
 use super::distribution::OpKind;
 use super::ops::Outcome;
+use super::protocol::Protocol;
 use super::workload::Workload;
 use crate::latency::Latency;
 use serde::Serialize;
@@ -59,8 +60,9 @@ impl Tally {
 /// The figures of a whole run.
 #[derive(Clone, Debug, Serialize)]
 pub struct YcsbReport {
-    /// The server measured.
-    pub addr: String,
+    /// The servers measured, connections spread evenly over them.
+    pub addrs: Vec<String>,
+    pub protocol: Protocol,
     pub workload: Workload,
     /// Commands each connection keeps in flight at most.
     pub pipeline: usize,
@@ -201,14 +203,15 @@ impl fmt::Display for YcsbReport {
         let p = &w.proportions;
         writeln!(
             f,
-            "meridian bench ycsb: {addr}, workload {preset} (read {:.2} update {:.2} insert {:.2} \
+            "meridian bench ycsb: {addrs} ({protocol}), workload {preset} (read {:.2} update {:.2} insert {:.2} \
              read-modify-write {:.2}, {dist}), {records} records of {fields} × {len} B ({kind}), pipeline {pipe}, \
              {threads} runtime thread(s)",
             p.read,
             p.update,
             p.insert,
             p.read_modify_write,
-            addr = self.addr,
+            addrs = self.addrs.join(", "),
+            protocol = self.protocol.name(),
             preset = w.preset,
             dist = w.distribution.name(),
             records = w.record_count,
@@ -277,7 +280,8 @@ mod tests {
         assert_eq!((phase.ops[1].op, phase.ops[1].first_error.as_deref()), ("UPDATE", Some("ERR x")));
 
         let report = YcsbReport {
-            addr: "127.0.0.1:6379".into(),
+            addrs: vec!["127.0.0.1:6379".into()],
+            protocol: Protocol::Resp,
             workload: Workload::preset('a').unwrap(),
             pipeline: 1,
             threads: 1,

@@ -2,19 +2,8 @@
 //! arrived. The parser never consumes a partial reply, so a connection can wait for bytes and for its next send
 //! time at once and lose nothing when the timer wins.
 
+use super::protocol::Reply;
 use crate::local::resp::write_command;
-
-/// What a reply was, with its payload counted rather than kept: the load generator only checks replies.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Reply {
-    Simple,
-    Error(String),
-    Integer,
-    /// A bulk string's length; `None` for nil.
-    Bulk(Option<usize>),
-    /// An array's length and how many of its elements are nil; `None` for a nil array.
-    Array(Option<(usize, usize)>),
-}
 
 /// Appends one command, an array of bulk strings.
 pub(super) fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -60,8 +49,8 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply, usize)
     }
 }
 
-/// The line starting at `at` without its CRLF, and where the next begins.
-fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
+/// The line starting at `at` without its CRLF, and where the next begins (memcached's replies are lines too).
+pub(super) fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
     let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
     Some((&buf[at..end], end + 2))
 }
@@ -69,6 +58,8 @@ fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ycsb::protocol::tests::parses_whole_or_not_at_all;
+    use crate::ycsb::protocol::Protocol;
 
     #[test]
     fn replies_parse_whole_or_not_at_all() {
@@ -82,15 +73,7 @@ mod tests {
             Reply::Array(Some((0, 0))),
             Reply::Error("ERR no".into()),
         ];
-        let mut at = 0;
-        for want in expected {
-            // Every strict prefix of the reply is incomplete, never an error or a shorter reply.
-            let (reply, len) = parse(&stream[at..]).unwrap().unwrap();
-            assert_eq!(reply, want);
-            (0..len).for_each(|cut| assert_eq!(parse(&stream[at..at + cut]).unwrap(), None, "{want:?} cut at {cut}"));
-            at += len;
-        }
-        assert_eq!(at, stream.len());
+        parses_whole_or_not_at_all(Protocol::Resp, stream, &expected);
         assert!(parse(b"?what\r\n").is_err());
         assert!(parse(b"$2\r\nabcd\r\n").is_err());
     }
