@@ -25,6 +25,13 @@ fn read_modify_write_commands_answer_as_redis_does() {
     assert_eq!(cmd(&["DECRBY", "n", "-9"]), Resp::Int(50));
     assert_eq!(other.cmd(&["GET", "n"]).unwrap(), bulk("50"));
     assert_eq!(cmd(&["INCRBY", "n", "+1"]), error("ERR value is not an integer or out of range"));
+    // Every integer argument is read as Redis reads one: no sign but `-`, no leading zero.
+    for refused in
+        [&["EXPIRE", "n", "+5"][..], &["EXPIRE", "n", "05"], &["SCAN", "0", "COUNT", "+10"], &["SELECT", "01"]]
+    {
+        assert_eq!(cmd(refused), error("ERR value is not an integer or out of range"), "{refused:?}");
+    }
+    assert_eq!(cmd(&["TTL", "n"]), Resp::Int(-1), "the refused EXPIREs changed nothing");
     assert_eq!(cmd(&["DECRBY", "n", "-9223372036854775808"]), error("ERR decrement would overflow"));
     assert_eq!(cmd(&["SET", "big", "9223372036854775807"]), Resp::Simple("OK".into()));
     assert_eq!(cmd(&["INCR", "big"]), error("ERR increment or decrement would overflow"));

@@ -167,9 +167,13 @@ pub(crate) fn syntax_error() -> Frame {
     Frame::error("ERR syntax error")
 }
 
-/// A whole-number argument (a TTL, a COUNT, a database number), or Redis' error for anything else.
+/// A whole-number argument (a TTL, a COUNT, a database number, INCRBY's amount), or Redis' error for anything
+/// else. Redis' `string2ll` is stricter than Rust's parse: no leading `+`, no leading zero, and no `-0`.
 pub(crate) fn integer_argument(arg: &[u8]) -> Result<i64, Frame> {
-    std::str::from_utf8(arg).ok().and_then(|s| s.parse().ok()).ok_or_else(not_an_integer)
+    let digits = arg.strip_prefix(b"-").unwrap_or(arg);
+    let canonical = arg == b"0" || matches!(digits.first(), Some(b'1'..=b'9'));
+    let parsed = canonical.then(|| std::str::from_utf8(arg).ok()?.parse().ok()).flatten();
+    parsed.ok_or_else(not_an_integer)
 }
 
 pub(crate) fn not_an_integer() -> Frame {
@@ -222,6 +226,17 @@ mod tests {
         let long = "x".repeat(300);
         let Frame::Error(line) = unknown_command(&args(&["foo", &long, "next"])) else { panic!("not an error") };
         assert!(line.ends_with(&format!("'{}' ", "x".repeat(128))), "{line}");
+    }
+
+    #[test]
+    fn integers_are_parsed_as_redis_parses_them() {
+        for (arg, want) in [("0", Some(0)), ("7", Some(7)), ("-12", Some(-12)), ("9223372036854775807", Some(i64::MAX))]
+        {
+            assert_eq!(integer_argument(arg.as_bytes()).ok(), want, "{arg}");
+        }
+        for arg in ["+5", "05", "-0", "-", "", " 1", "1 ", "1.0", "9223372036854775808", "0x10"] {
+            assert!(integer_argument(arg.as_bytes()).is_err(), "{arg:?} is refused");
+        }
     }
 
     #[test]

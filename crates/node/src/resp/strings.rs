@@ -2,7 +2,7 @@
 //! head of the key's chain evaluates each against the key's value as it orders it (`chain/decide.rs` in
 //! meridian-proto), so each is atomic per key, as in Redis.
 
-use super::commands::{integer_argument, not_an_integer, Action, Session};
+use super::commands::{integer_argument, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv::{failure, integer, read_of, returning_old, submit_one, value, write};
@@ -18,14 +18,14 @@ pub(super) fn decr(args: &[Bytes], session: &mut Session, frontend: &Frontend) -
 }
 
 pub(super) fn incrby(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    match amount(&args[2]) {
+    match integer_argument(&args[2]) {
         Ok(by) => incr_by(session, frontend, &args[1], by),
         Err(frame) => frame.into(),
     }
 }
 
 pub(super) fn decrby(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    match amount(&args[2]).map(i64::checked_neg) {
+    match integer_argument(&args[2]).map(i64::checked_neg) {
         Ok(Some(by)) => incr_by(session, frontend, &args[1], by),
         Ok(None) => Frame::error("ERR decrement would overflow").into(),
         Err(frame) => frame.into(),
@@ -49,12 +49,4 @@ pub(super) fn strlen(args: &[Bytes], session: &mut Session, frontend: &Frontend)
         Reply::Value(v) => Frame::Integer(v.map_or(0, |v| v.len() as i64)),
         other => failure(other),
     })
-}
-
-/// INCRBY's and DECRBY's amount, as Redis parses it: no leading `+`.
-fn amount(arg: &[u8]) -> Result<i64, Frame> {
-    match arg.first() {
-        Some(b'+') => Err(not_an_integer()),
-        _ => integer_argument(arg),
-    }
 }
