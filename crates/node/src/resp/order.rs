@@ -76,11 +76,16 @@ impl KeyOrder {
     pub(crate) async fn admit(&mut self, args: &[Bytes]) {
         let command = lookup(&args[0]);
         self.forget_answered();
+        // The command is recorded before it waits: nothing else is admitted meanwhile, and each key's token is
+        // hashed once. A key named twice by the command must not make it wait for itself.
+        let position = self.queued + 1;
         let mut wait_for = None;
         let mut keyed = false;
         for key in keys_of(command, args) {
             keyed = true;
-            wait_for = wait_for.max(self.last.get(&key_token(key)).copied());
+            let token = key_token(key);
+            wait_for = wait_for.max(self.last.insert(token, position).filter(|&p| p != position));
+            self.unanswered.push_back((position, token));
         }
         if keyed && self.whole > 0 {
             wait_for = wait_for.max(Some(self.whole));
@@ -90,14 +95,9 @@ impl KeyOrder {
             // connection is going anyway.
             let _ = self.answered.wait_for(|&n| n >= position).await;
         }
-        self.queued += 1;
+        self.queued = position;
         if command.is_some_and(reads_whole_keyspace) {
-            self.whole = self.queued;
-        }
-        for key in keys_of(command, args) {
-            let token = key_token(key);
-            self.last.insert(token, self.queued);
-            self.unanswered.push_back((self.queued, token));
+            self.whole = position;
         }
     }
 
@@ -175,6 +175,14 @@ mod tests {
         assert!(waiting.await.is_err(), "SET waits while SCAN is unanswered");
         answered.one_more();
         order.admit(&set).await;
+    }
+
+    #[tokio::test]
+    async fn a_command_naming_a_key_twice_does_not_wait_for_itself() {
+        let (mut order, _answered) = key_order();
+        let mset = args(&["MSET", "k", "1", "k", "2"]);
+        let admitted = tokio::time::timeout(std::time::Duration::from_secs(5), order.admit(&mset));
+        assert!(admitted.await.is_ok(), "MSET k 1 k 2 is admitted at once");
     }
 
     #[tokio::test]
