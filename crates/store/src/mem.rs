@@ -38,7 +38,7 @@ pub struct MemStore {
     /// Seeds the index's hash, so that clients cannot choose keys that all land in one bucket.
     seed: u64,
     /// Latest ack watermark per chain.
-    acks: BTreeMap<u32, Stamped>,
+    acks: BTreeMap<u32, Ack>,
     /// Every key and chain above by the stamp of its latest update, and every range drop by its stamp, in stamp
     /// order; among them `stale` entries since superseded.
     by_stamp: Vec<(u64, Latest)>,
@@ -78,28 +78,15 @@ enum Value {
 
 impl Slot {
     fn new(key: &[u8], entry: Entry, stamp: u64) -> Slot {
-        let mut slot = Slot {
-            bytes: Box::default(),
-            key_len: u32::try_from(key.len()).expect("keys are bounded by KEY_MAX"),
-            chain: entry.chain,
-            seq: entry.seq,
-            stamp,
-            value: Value::Tombstone,
-        };
-        slot.set(key, entry, stamp);
-        slot
+        let key_len = u32::try_from(key.len()).expect("keys are bounded by KEY_MAX");
+        let (bytes, value) = pack(key, entry.value);
+        Slot { bytes, key_len, chain: entry.chain, seq: entry.seq, stamp, value }
     }
 
     /// Makes `entry` the key's latest, stamped `stamp`.
     fn set(&mut self, key: &[u8], entry: Entry, stamp: u64) {
         (self.chain, self.seq, self.stamp) = (entry.chain, entry.seq, stamp);
-        let inline = entry.value.as_ref().filter(|v| v.len() <= INLINE_VALUE_MAX);
-        self.bytes = [key, inline.map_or(&[][..], |v| &v[..])].concat().into_boxed_slice();
-        self.value = match entry.value {
-            None => Value::Tombstone,
-            Some(_) if inline.is_some() => Value::Inline,
-            Some(value) => Value::Shared(value),
-        };
+        (self.bytes, self.value) = pack(key, entry.value);
     }
 
     fn key(&self) -> &[u8] {
@@ -137,9 +124,19 @@ impl Slot {
     }
 }
 
+/// The key's allocation (the key, then the value if it is small enough to live there) and where the value is.
+fn pack(key: &[u8], value: Option<Bytes>) -> (Box<[u8]>, Value) {
+    match value {
+        None => (Box::from(key), Value::Tombstone),
+        Some(v) if v.len() <= INLINE_VALUE_MAX => ([key, &v[..]].concat().into_boxed_slice(), Value::Inline),
+        Some(v) => (Box::from(key), Value::Shared(v)),
+    }
+}
+
+/// A chain's latest ack watermark, and the stamp of the update that set it.
 #[derive(Debug)]
-struct Stamped {
-    entry: Entry,
+struct Ack {
+    seq: u64,
     stamp: u64,
 }
 
@@ -229,8 +226,7 @@ impl MemStore {
     }
 
     fn set_ack(&mut self, chain: u32, seq: u64) {
-        let stamped = Stamped { entry: Entry { chain, seq, value: None }, stamp: self.records };
-        self.stale += usize::from(self.acks.insert(chain, stamped).is_some());
+        self.stale += usize::from(self.acks.insert(chain, Ack { seq, stamp: self.records }).is_some());
         self.by_stamp.push((self.records, Latest::Ack(chain)));
         self.squeeze_if_stale();
     }
@@ -288,7 +284,7 @@ impl MemStore {
                 Record { chain: slot.chain, seq: slot.seq, key: Bytes::copy_from_slice(slot.key()), body }
             }
             Latest::Ack(chain) => {
-                let seq = self.acks[&chain].entry.seq;
+                let seq = self.acks[&chain].seq;
                 Record { chain, seq, key: Bytes::new(), body: Body::AckMark }
             }
             Latest::Drop(i) => {
