@@ -183,10 +183,17 @@ impl<P: Process> Driver<P> {
         self.batch_bytes = 0;
         let mut flow = self.wait_for_input().await;
         let close = self.batch_close();
-        let mut taken = 1;
+        let (mut taken, mut yielded) = (1, false);
         while flow == Flow::Continue && taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
             flow = match self.next_in_batch(close).await {
                 Next::Input(input) => self.handle(input),
+                // Once per batch, the inputs that this worker's other tasks (connections, peers) are about to
+                // queue get a turn to join it: one batch, one commit and one round of wake-ups for all of them.
+                Next::None if close.is_none() && !yielded => {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
                 Next::None => break,
                 Next::Closed => Flow::Stop,
             };
@@ -199,10 +206,12 @@ impl<P: Process> Driver<P> {
     }
 
     /// Until when a batch that has begun may wait for more inputs: only a node whose default is group commit
-    /// waits, up to its `group_max_wait`, and never past the next timer.
+    /// with a non-zero `group_max_wait` waits, up to that wait, and never past the next timer. A zero wait
+    /// takes only what is queued, without a timer: tokio's timers fire on whole milliseconds, so even a
+    /// deadline of "now" would hold every batch up to a millisecond.
     fn batch_close(&self) -> Option<Instant> {
         let policy = self.persistence.policy;
-        if policy.default != DurabilityMode::Group {
+        if policy.default != DurabilityMode::Group || policy.group_max_wait.is_zero() {
             return None;
         }
         let close = Instant::now().checked_add(policy.group_max_wait)?;

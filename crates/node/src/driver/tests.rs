@@ -219,6 +219,19 @@ async fn a_group_commit_with_a_max_wait_gathers_inputs_that_arrive_during_it() {
     assert_eq!(logged(&log)[2..], ["request 0", "request 1", "sync"], "one fsync for both writes");
 }
 
+/// A batch closes on an empty inbox unless the node's group commit has a wait: a zero wait must not become a
+/// timer, which tokio would fire only at its next whole millisecond (holding every batch up to 1 ms).
+#[tokio::test]
+async fn only_a_group_commit_with_a_max_wait_keeps_a_batch_open() {
+    let log = Log::default();
+    let waits = SyncPolicy { group_max_wait: Duration::from_secs(1), ..SyncPolicy::default() };
+    let policies = [(SyncPolicy::default(), false), (waits, true), (async_node(Duration::from_secs(1)), false)];
+    for (policy, open) in policies {
+        let (driver, _inbox, _sent, _) = probe_driver(policy, &log);
+        assert_eq!(driver.batch_close().is_some(), open, "{policy:?}");
+    }
+}
+
 #[tokio::test]
 async fn async_mode_acknowledges_before_the_sync_and_syncs_at_shutdown() {
     let log = Log::default();
