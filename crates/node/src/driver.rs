@@ -4,10 +4,12 @@
 //! thread of its own: a request then reaches it, and its reply reaches the connection, as a queue push and a
 //! task wake-up on the same runtime instead of a sleeping thread woken through the kernel, which on a small
 //! machine cost more than the request itself. An fsync in [`Process::sync`] blocks, so on a multi-threaded
-//! runtime it runs in `block_in_place`: the worker's other tasks move to another thread and the connections go
-//! on being served meanwhile, as they were when the core had a thread of its own (on a single-threaded runtime,
-//! as in tests, nothing else runs during it). Either way, everything that arrives during one fsync is waiting
-//! when it returns and forms the next group commit.
+//! runtime the process moves to a thread of tokio's blocking pool for it and back (`spawn_blocking`), while the
+//! core task waits: the workers go on serving the connections meanwhile, as they did when the core had a thread
+//! of its own. (`block_in_place` would do the same by handing the worker's queue to another thread, but on a
+//! small VM that hand-off cost more CPU per fsync than the fsync itself.) On a single-threaded runtime, as in
+//! tests, the fsync runs in place and nothing else runs during it. Either way, everything that arrives during
+//! one fsync is waiting when it returns and forms the next group commit.
 //!
 //! The loop: wait until the first input, the next timer deadline or (async mode) the next fsync
 //! deadline; take whatever else is waiting, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
@@ -64,7 +66,8 @@ type FxItem<P> = Effect<<P as Process>::Msg, <P as Process>::Timer>;
 
 pub(crate) struct Driver<P: Process> {
     me: NodeId,
-    process: P,
+    /// Away only while an fsync runs on the blocking pool, when the core task waits for it.
+    process: Option<P>,
     inbox: Receiver<Input<P::Msg>>,
     peers: PeerQueues<P::Msg>,
     timers: Timers<P::Timer>,
@@ -130,7 +133,7 @@ fn write_bytes<M>(input: &Input<M>) -> usize {
     }
 }
 
-impl<P: Process> Driver<P> {
+impl<P: Process + Send + 'static> Driver<P> {
     pub(crate) fn new(
         me: NodeId,
         process: P,
@@ -140,7 +143,7 @@ impl<P: Process> Driver<P> {
     ) -> Self {
         Driver {
             me,
-            process,
+            process: Some(process),
             inbox,
             peers,
             timers: Timers::new(),
@@ -162,20 +165,25 @@ impl<P: Process> Driver<P> {
     /// driver started) is returned, the wall clock handed to the core.
     fn now(&mut self) -> Time {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        self.process.set_wall_clock(wall);
+        self.process().set_wall_clock(wall);
         Time::from_nanos(self.started.elapsed().as_nanos() as u64)
     }
 
     pub(crate) async fn run(mut self) {
         let now = self.now();
-        self.process.start(now, &mut self.fx);
+        let (process, fx) = (self.process.as_mut().expect("the core holds its process"), &mut self.fx);
+        process.start(now, fx);
         self.absorb();
-        self.commit();
+        self.commit().await;
         while self.batch().await == Flow::Continue {}
         // Only async writes can be unsynced here; a clean shutdown loses none of them.
         if self.lazy_since.is_some() {
-            self.sync();
+            self.sync().await;
         }
+    }
+
+    fn process(&mut self) -> &mut P {
+        self.process.as_mut().expect("the core holds its process between fsyncs")
     }
 
     /// One batch: wait, take the inputs that are waiting and the due timers, then commit.
@@ -186,7 +194,7 @@ impl<P: Process> Driver<P> {
         let (mut taken, mut yielded) = (1, false);
         while flow == Flow::Continue && taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
             flow = match self.next_in_batch(close).await {
-                Next::Input(input) => self.handle(input),
+                Next::Input(input) => self.handle(input).await,
                 // Once per batch, the inputs that this worker's other tasks (connections, peers) are about to
                 // queue get a turn to join it: one batch, one commit and one round of wake-ups for all of them.
                 Next::None if close.is_none() && !yielded => {
@@ -199,9 +207,9 @@ impl<P: Process> Driver<P> {
             };
             taken += 1;
         }
-        self.fire_due_timers();
-        self.deliver_loopback();
-        self.commit();
+        self.fire_due_timers().await;
+        self.deliver_loopback().await;
+        self.commit().await;
         flow
     }
 
@@ -253,7 +261,10 @@ impl<P: Process> Driver<P> {
                 None => return Flow::Stop,
             },
         };
-        received.map_or(Flow::Continue, |input| self.handle(input))
+        match received {
+            Some(input) => self.handle(input).await,
+            None => Flow::Continue,
+        }
     }
 
     /// The earlier of the next timer and the next async fsync.
@@ -262,46 +273,54 @@ impl<P: Process> Driver<P> {
         [self.timers.next_deadline(), fsync].into_iter().flatten().min()
     }
 
-    fn handle(&mut self, input: Input<P::Msg>) -> Flow {
+    async fn handle(&mut self, input: Input<P::Msg>) -> Flow {
         self.batch_bytes += write_bytes(&input);
+        let now = self.now();
+        let (process, fx) = (self.process.as_mut().expect("the core holds its process"), &mut self.fx);
         match input {
-            Input::Peer { from, msg } => {
-                let now = self.now();
-                self.process.on_message(now, from, msg, &mut self.fx)
-            }
+            Input::Peer { from, msg } => process.on_message(now, from, msg, fx),
             Input::Client { req, reply } => {
                 let id = RequestId(self.next_request);
                 self.next_request += 1;
                 self.clients.insert(id, reply);
-                let now = self.now();
-                self.process.on_request(now, id, req, &mut self.fx);
+                process.on_request(now, id, req, fx);
             }
             Input::Shutdown => return Flow::Stop,
         }
-        self.absorb();
+        self.step_done().await;
         Flow::Continue
     }
 
-    fn fire_due_timers(&mut self) {
+    async fn fire_due_timers(&mut self) {
         for timer in self.timers.take_due(Instant::now()) {
             let now = self.now();
-            self.process.on_timer(now, timer, &mut self.fx);
-            self.absorb();
+            let (process, fx) = (self.process.as_mut().expect("the core holds its process"), &mut self.fx);
+            process.on_timer(now, timer, fx);
+            self.step_done().await;
         }
     }
 
     /// Delivers the self-sent messages queued so far; any they cause wait for the next batch.
-    fn deliver_loopback(&mut self) {
+    async fn deliver_loopback(&mut self) {
         for msg in std::mem::take(&mut self.loopback) {
             let now = self.now();
-            self.process.on_message(now, self.me, msg, &mut self.fx);
-            self.absorb();
+            let (me, fx) = (self.me, &mut self.fx);
+            self.process.as_mut().expect("the core holds its process").on_message(now, me, msg, fx);
+            self.step_done().await;
+        }
+    }
+
+    /// Ends a step: takes its effects, and commits at once if it made a `sync` write.
+    async fn step_done(&mut self) {
+        if self.absorb() == Some(DurabilityMode::Sync) {
+            self.commit().await;
         }
     }
 
     /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones after a flush if
-    /// nothing before them waits for a sync, otherwise at the next commit. A `sync` write commits at once.
-    fn absorb(&mut self) {
+    /// nothing before them waits for a sync, otherwise at the next commit. Returns the durability the step's
+    /// writes owe, if any: a `sync` write is for the caller to commit at once.
+    fn absorb(&mut self) -> Option<DurabilityMode> {
         let (items, dirt) = self.fx.drain();
         let owed = dirt.owed(self.persistence.policy.default);
         match owed {
@@ -320,16 +339,14 @@ impl<P: Process> Driver<P> {
                 self.deferred.push(effect);
             }
         }
-        if owed == Some(DurabilityMode::Sync) {
-            self.commit();
-        }
+        owed
     }
 
     /// Ends a batch (or a step that made a `sync` write): syncs if one is owed now, then releases the
     /// `after_sync` effects in order.
-    fn commit(&mut self) {
+    async fn commit(&mut self) {
         if self.sync_owed(Instant::now()) {
-            self.sync();
+            self.sync().await;
         }
         for effect in std::mem::take(&mut self.deferred) {
             self.carry_out(effect);
@@ -348,7 +365,7 @@ impl<P: Process> Driver<P> {
         if !self.unflushed {
             return;
         }
-        if let Err(e) = self.process.flush() {
+        if let Err(e) = self.process().flush() {
             error!("flush failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
             std::process::exit(FAIL_STOP_EXIT_CODE);
         }
@@ -356,9 +373,9 @@ impl<P: Process> Driver<P> {
     }
 
     /// Makes every write so far durable, or stops the node.
-    fn sync(&mut self) {
+    async fn sync(&mut self) {
         let started = Instant::now();
-        if let Err(e) = blocking(|| self.process.sync()) {
+        if let Err(e) = self.sync_process().await {
             error!("sync failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
             std::process::exit(FAIL_STOP_EXIT_CODE);
         }
@@ -388,12 +405,30 @@ impl<P: Process> Driver<P> {
     }
 }
 
-/// Runs a call that blocks the thread (an fsync). On a multi-threaded runtime the worker hands its other tasks
-/// to another thread first, so they are not held up behind the disk.
-fn blocking<T>(call: impl FnOnce() -> T) -> T {
-    match Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(call),
-        _ => call(),
+impl<P: Process + Send + 'static> Driver<P> {
+    /// Runs [`Process::sync`], which blocks on the disk: on a multi-threaded runtime on the blocking pool, with
+    /// the process moved there and back, so no worker is held up behind the disk; otherwise in place.
+    async fn sync_process(&mut self) -> std::io::Result<()> {
+        if Handle::try_current().map(|h| h.runtime_flavor()).ok() != Some(RuntimeFlavor::MultiThread) {
+            return self.process().sync();
+        }
+        let mut process = self.process.take().expect("the core holds its process");
+        let done = tokio::task::spawn_blocking(move || {
+            let result = process.sync();
+            (process, result)
+        });
+        match done.await {
+            Ok((process, result)) => {
+                self.process = Some(process);
+                result
+            }
+            // A panic in the fsync is the core's panic: it goes on to the core's watcher (fail-stop).
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // Only a runtime shutting down cancels a blocking task: the fsync never ran.
+                Err(_) => Err(std::io::Error::other("the fsync was cancelled by the runtime's shutdown")),
+            },
+        }
     }
 }
 

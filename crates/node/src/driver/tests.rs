@@ -128,6 +128,18 @@ fn log_has(log: &Log, entry: &str) -> bool {
 
 #[tokio::test]
 async fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it() {
+    one_sync_per_batch().await;
+}
+
+/// On worker threads the process goes to the blocking pool for each fsync and comes back: the same order, the
+/// same effects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_worker_threads_the_fsync_runs_off_them_in_the_same_order() {
+    one_sync_per_batch().await;
+    one_sync_per_write().await;
+}
+
+async fn one_sync_per_batch() {
     let log = Log::default();
     let (driver, inbox_tx, mut sent_to_n2, persistence) = probe_driver(SyncPolicy::default(), &log);
     let mut replies: Vec<_> = (0..5).map(|_| inbox_tx.submit(put())).collect();
@@ -174,6 +186,10 @@ async fn a_client_that_left_does_not_disturb_the_core() {
 
 #[tokio::test]
 async fn sync_mode_syncs_each_write_before_its_after_sync_effects() {
+    one_sync_per_write().await;
+}
+
+async fn one_sync_per_write() {
     let log = Log::default();
     let (driver, inbox_tx, mut sent_to_n2, persistence) =
         probe_driver(SyncPolicy::with_default(DurabilityMode::Sync), &log);
