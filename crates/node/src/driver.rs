@@ -171,7 +171,7 @@ impl<P: Process + Send + 'static> Driver<P> {
 
     pub(crate) async fn run(mut self) {
         let now = self.now();
-        let (process, fx) = (self.process.as_mut().expect("the core holds its process"), &mut self.fx);
+        let (process, fx) = self.stepping();
         process.start(now, fx);
         self.absorb();
         self.commit().await;
@@ -183,7 +183,12 @@ impl<P: Process + Send + 'static> Driver<P> {
     }
 
     fn process(&mut self) -> &mut P {
-        self.process.as_mut().expect("the core holds its process between fsyncs")
+        self.stepping().0
+    }
+
+    /// The process and the effects its steps emit, borrowed together.
+    fn stepping(&mut self) -> (&mut P, &mut Fx<P>) {
+        (self.process.as_mut().expect("the core holds its process between fsyncs"), &mut self.fx)
     }
 
     /// One batch: wait, take the inputs that are waiting and the due timers, then commit.
@@ -276,13 +281,16 @@ impl<P: Process + Send + 'static> Driver<P> {
     async fn handle(&mut self, input: Input<P::Msg>) -> Flow {
         self.batch_bytes += write_bytes(&input);
         let now = self.now();
-        let (process, fx) = (self.process.as_mut().expect("the core holds its process"), &mut self.fx);
         match input {
-            Input::Peer { from, msg } => process.on_message(now, from, msg, fx),
+            Input::Peer { from, msg } => {
+                let (process, fx) = self.stepping();
+                process.on_message(now, from, msg, fx);
+            }
             Input::Client { req, reply } => {
                 let id = RequestId(self.next_request);
                 self.next_request += 1;
                 self.clients.insert(id, reply);
+                let (process, fx) = self.stepping();
                 process.on_request(now, id, req, fx);
             }
             Input::Shutdown => return Flow::Stop,
@@ -294,7 +302,7 @@ impl<P: Process + Send + 'static> Driver<P> {
     async fn fire_due_timers(&mut self) {
         for timer in self.timers.take_due(Instant::now()) {
             let now = self.now();
-            let (process, fx) = (self.process.as_mut().expect("the core holds its process"), &mut self.fx);
+            let (process, fx) = self.stepping();
             process.on_timer(now, timer, fx);
             self.step_done().await;
         }
@@ -303,9 +311,9 @@ impl<P: Process + Send + 'static> Driver<P> {
     /// Delivers the self-sent messages queued so far; any they cause wait for the next batch.
     async fn deliver_loopback(&mut self) {
         for msg in std::mem::take(&mut self.loopback) {
-            let now = self.now();
-            let (me, fx) = (self.me, &mut self.fx);
-            self.process.as_mut().expect("the core holds its process").on_message(now, me, msg, fx);
+            let (now, me) = (self.now(), self.me);
+            let (process, fx) = self.stepping();
+            process.on_message(now, me, msg, fx);
             self.step_done().await;
         }
     }
@@ -387,25 +395,6 @@ impl<P: Process + Send + 'static> Driver<P> {
         self.persistence.record_fsync(done - started, window);
     }
 
-    fn carry_out(&mut self, effect: FxItem<P>) {
-        match effect {
-            Effect::Send { to, msg, .. } if to == self.me => self.loopback.push_back(msg),
-            Effect::Send { to, msg, .. } => self.peers.send(to, msg),
-            Effect::Reply { id, reply, .. } => {
-                // A missing id or a closed receiver means the client left; the reply has no one to go to.
-                if let Some(client) = self.clients.remove(&id) {
-                    let _ = client.send(reply);
-                }
-            }
-            Effect::SetTimer { timer, after } => self.timers.set(timer, Instant::now() + after),
-            Effect::CancelTimer { timer } => self.timers.cancel(&timer),
-            Effect::Address { node, addr } if node != self.me => self.peers.route(node, addr),
-            Effect::Address { .. } => {}
-        }
-    }
-}
-
-impl<P: Process + Send + 'static> Driver<P> {
     /// Runs [`Process::sync`], which blocks on the disk: on a multi-threaded runtime on the blocking pool, with
     /// the process moved there and back, so no worker is held up behind the disk; otherwise in place.
     async fn sync_process(&mut self) -> std::io::Result<()> {
@@ -428,6 +417,23 @@ impl<P: Process + Send + 'static> Driver<P> {
                 // Only a runtime shutting down cancels a blocking task: the fsync never ran.
                 Err(_) => Err(std::io::Error::other("the fsync was cancelled by the runtime's shutdown")),
             },
+        }
+    }
+
+    fn carry_out(&mut self, effect: FxItem<P>) {
+        match effect {
+            Effect::Send { to, msg, .. } if to == self.me => self.loopback.push_back(msg),
+            Effect::Send { to, msg, .. } => self.peers.send(to, msg),
+            Effect::Reply { id, reply, .. } => {
+                // A missing id or a closed receiver means the client left; the reply has no one to go to.
+                if let Some(client) = self.clients.remove(&id) {
+                    let _ = client.send(reply);
+                }
+            }
+            Effect::SetTimer { timer, after } => self.timers.set(timer, Instant::now() + after),
+            Effect::CancelTimer { timer } => self.timers.cancel(&timer),
+            Effect::Address { node, addr } if node != self.me => self.peers.route(node, addr),
+            Effect::Address { .. } => {}
         }
     }
 }
