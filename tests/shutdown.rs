@@ -7,7 +7,7 @@ mod support;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
-use support::resp::{bulk, Conn};
+use support::resp::{bulk, Conn, Resp};
 use support::Server;
 
 /// Few enough that their fsyncs, one per write in `sync` mode, fit in the node's drain time (5 s) even on a
@@ -25,6 +25,13 @@ fn sigterm_drains_clients_syncs_and_exits_cleanly() {
     let mut first = [0u8; 5];
     stream.read_exact(&mut first).unwrap();
     assert_eq!(&first, b"+OK\r\n");
+    // Connections that came and went are not counted as open when the node drains; this one, still open, is.
+    for _ in 0..3 {
+        let mut gone = Conn::connect(server.resp, Duration::from_secs(5)).unwrap();
+        assert_eq!(gone.cmd(&["PING"]).unwrap(), Resp::Simple("PONG".into()));
+    }
+    let mut watcher = Conn::connect(server.resp, Duration::from_secs(5)).unwrap();
+    wait_for_clients(&mut watcher, 2);
     server.terminate();
 
     let mut rest = Vec::new();
@@ -40,7 +47,8 @@ fn sigterm_drains_clients_syncs_and_exits_cleanly() {
     let status = server.wait_exit(Duration::from_secs(15)).expect("the node exits after SIGTERM");
     assert!(status.success(), "exit status {status}; log:\n{}", server.log());
     let log = server.log();
-    assert!(log.contains("RESP connections drained"), "{log}");
+    let drained = log.lines().find(|l| l.contains("RESP connections drained")).unwrap_or_else(|| panic!("{log}"));
+    assert!(without_ansi(drained).contains("open=2"), "only the pipelining client and the watcher: {drained}");
     assert!(log.contains("stopped: clients drained"), "{log}");
 
     // The data directory is free again, and every acknowledged write is there.
@@ -50,4 +58,30 @@ fn sigterm_drains_clients_syncs_and_exits_cleanly() {
     for i in 0..WRITES {
         assert_eq!(c.cmd(&["GET", &format!("k{i:03}")]).unwrap(), bulk("v"), "k{i:03}");
     }
+}
+
+/// Waits until the node counts `n` connected clients (the ones that left have ended on its side too).
+fn wait_for_clients(conn: &mut Conn, n: usize) {
+    let want = format!("connected_clients:{n}\r\n");
+    for _ in 0..500 {
+        match conn.cmd(&["INFO", "clients"]).unwrap() {
+            Resp::Bulk(Some(info)) if String::from_utf8_lossy(&info).contains(&want) => return,
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    panic!("the node never counted {n} clients");
+}
+
+/// A log line without the terminal colour codes the node's text format adds.
+fn without_ansi(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -118,6 +118,8 @@ async fn draining(drain: &mut Option<Drain>) {
 
 /// Waits up to [`DRAIN_MAX`] for the connections to end on their own, then aborts the rest.
 async fn finish(mut connections: JoinSet<()>, what: &'static str) {
+    // Connections that ended since the last accept are still in the set until reaped; they are not open.
+    while connections.try_join_next().is_some() {}
     let open = connections.len();
     let all_ended = async { while connections.join_next().await.is_some() {} };
     if tokio::time::timeout(DRAIN_MAX, all_ended).await.is_ok() {
