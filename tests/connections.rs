@@ -6,18 +6,10 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use support::resp::{Conn, Resp};
+use support::resp::Conn;
 use support::Server;
 
 const CLIENTS: usize = 4_000;
-
-/// `connected_clients` as INFO reports it.
-fn connected(c: &mut Conn) -> usize {
-    let Resp::Bulk(Some(info)) = c.cmd(&["INFO", "clients"]).unwrap() else { panic!("INFO is a bulk string") };
-    let info = String::from_utf8(info).unwrap();
-    let line = info.lines().find_map(|l| l.strip_prefix("connected_clients:")).expect("connected_clients");
-    line.parse().unwrap()
-}
 
 fn line(reader: &mut BufReader<TcpStream>) -> String {
     let mut line = String::new();
@@ -54,13 +46,13 @@ fn thousands_of_concurrent_clients_are_each_served() {
     }
 
     let mut observer = Conn::connect(server.resp, Duration::from_secs(5)).unwrap();
-    assert_eq!(connected(&mut observer), CLIENTS + 1);
+    assert_eq!(observer.connected_clients(), CLIENTS + 1);
     let metrics = server.http_get("/metrics");
     assert!(metrics.lines().any(|l| l == format!("meridian_connected_clients {}", CLIENTS + 1)), "{metrics}");
 
     drop(clients);
     let start = Instant::now();
-    while connected(&mut observer) > 1 {
+    while observer.connected_clients() > 1 {
         assert!(start.elapsed() < Duration::from_secs(10), "closed clients still counted");
         std::thread::sleep(Duration::from_millis(50));
     }

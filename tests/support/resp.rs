@@ -32,6 +32,14 @@ impl Conn {
         read(&mut self.reader)
     }
 
+    /// `connected_clients` as the server's INFO reports it.
+    pub fn connected_clients(&mut self) -> usize {
+        let Resp::Bulk(Some(info)) = self.cmd(&["INFO", "clients"]).unwrap() else { panic!("INFO is a bulk string") };
+        let info = String::from_utf8(info).unwrap();
+        let line = info.lines().find_map(|l| l.strip_prefix("connected_clients:")).expect("connected_clients");
+        line.parse().unwrap()
+    }
+
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) -> io::Result<()> {
         let mut buf = format!("*{}\r\n", args.len()).into_bytes();
         for a in args {
