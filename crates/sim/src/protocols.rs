@@ -36,6 +36,8 @@ pub fn log_options(rng: &mut SimRng) -> LogOptions {
             slice_bytes: rng.range(256, 16 << 10),
             min_segments: rng.range(1, 4) as usize,
         },
+        // Drawn last, so the draws above stay what they were for each seed.
+        preallocate_bytes: rng.range(0, 2 << 10),
     }
 }
 

@@ -44,7 +44,8 @@ pub enum ClientEvent {
 /// The client that creates the run's extra keyspaces (the nemesis's admin client is `usize::MAX`).
 pub const SETUP_CLIENT: usize = usize::MAX - 1;
 /// History processes of the expiry deletes a put with a time to live stands for: this plus the put's index.
-const EXPIRY_PROCESS: u64 = 1 << 32;
+/// Every process below it is a client.
+pub const EXPIRY_PROCESS: u64 = 1 << 32;
 /// History processes of the evictions a put to a cache keyspace stands for: this plus the put's index.
 const EVICTION_PROCESS: u64 = 2 << 32;
 /// The longest time to live a put gets.

@@ -14,7 +14,10 @@
 //! - **Write buffer** (`write_buffer.rs`): appends to the active segment collect in a user-space buffer of
 //!   `LogOptions::write_buffer_bytes` and reach the OS in one write when it fills, on [`Datastore::flush`] and
 //!   on `sync`. The buffer sits under the segment's file handle and serves reads of the unflushed tail, so
-//!   every reader sees buffered records as if written.
+//!   every reader sees buffered records as if written. It also reserves the active segment's space ahead of
+//!   the data, `LogOptions::preallocate_bytes` (1 MiB) at a time, as zeros, so a sync's fdatasync finds the
+//!   file's size unchanged and writes no metadata; sealing cuts the zeros off, and recovery takes zeros after
+//!   the active segment's last record for the end of the log, not for damage.
 //! - **Compaction** (`compaction.rs`): FAWN's Rewrite, done a slice at a time after each `sync`, under the
 //!   retention contract of `docs/protocols/chain.md`.
 //! - **Range drops** (`dropping.rs`): a [`crate::Body::DropRange`] marker takes its ring range out of the index

@@ -1,11 +1,12 @@
 //! `LogStore` over the real file system: durability across reopen and torn-tail recovery on an actual file.
 
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use meridian_store::{Body, Datastore, Entry, LogStore, RealVfs, Record, Vfs};
+use meridian_store::{Body, Datastore, Entry, LogOptions, LogStore, RealVfs, Record, Vfs};
 
 fn put(seq: u64, key: &'static str, value: &'static str) -> Record {
     Record {
@@ -29,10 +30,9 @@ fn synced_records_survive_reopen_and_a_torn_tail_is_cut() {
     let log_bytes = store.stats().log_bytes;
     drop(store);
 
-    let segments = RealVfs.list_files(&dir).unwrap();
-    let [segment] = &segments[..] else { panic!("one segment expected, found {segments:?}") };
-    let mut file = OpenOptions::new().append(true).open(dir.join(segment)).unwrap();
-    file.write_all(&[0, 0, 0, 40, 1, 2, 3]).unwrap();
+    // A torn record where the next append would have gone, in the space reserved ahead of the data.
+    let file = OpenOptions::new().write(true).open(only_segment(&dir)).unwrap();
+    file.write_all_at(&[0, 0, 0, 40, 1, 2, 3], log_bytes).unwrap();
     drop(file);
 
     let (mut store, report) = LogStore::open(Arc::new(RealVfs), &dir).unwrap();
@@ -48,4 +48,47 @@ fn synced_records_survive_reopen_and_a_torn_tail_is_cut() {
     let mut seqs = Vec::new();
     store.replay(&mut |r| seqs.push(r.seq)).unwrap();
     assert_eq!(seqs, [1, 2, 3, 4]);
+}
+
+fn only_segment(dir: &Path) -> PathBuf {
+    let segments = RealVfs.list_files(dir).unwrap();
+    let [segment] = &segments[..] else { panic!("one segment expected, found {segments:?}") };
+    dir.join(segment)
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn space_reserved_ahead_of_the_data_is_no_damage_and_sealing_cuts_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let opts = LogOptions { segment_bytes: 4096, preallocate_bytes: 1024, ..LogOptions::default() };
+    let (mut store, _) = LogStore::open_with(Arc::new(RealVfs), &dir, opts).unwrap();
+    store.append(&put(1, "a", "one")).unwrap();
+    store.sync().unwrap();
+    let log_bytes = store.stats().log_bytes;
+    assert_eq!(file_len(&only_segment(&dir)), 1024, "a step of space is reserved");
+    drop(store);
+
+    let (mut store, report) = LogStore::open_with(Arc::new(RealVfs), &dir, opts).unwrap();
+    assert_eq!((report.records, report.kept_bytes, report.dropped_bytes, report.reason), (1, log_bytes, 0, None));
+    assert_eq!(file_len(&only_segment(&dir)), log_bytes, "recovery cut the zeros off");
+    let value = Bytes::from(vec![b'x'; 1500]);
+    for seq in 2..6 {
+        let rec = Record { chain: 2, seq, key: Bytes::from(format!("k{seq}")), body: Body::Value(value.clone()) };
+        store.append(&rec).unwrap();
+    }
+    store.sync().unwrap();
+    let mut files = RealVfs.list_files(&dir).unwrap();
+    files.retain(|f| f.ends_with(".seg"));
+    let lens: Vec<u64> = files.iter().map(|f| file_len(&dir.join(f))).collect();
+    assert!(lens.len() >= 2, "{files:?}");
+    assert!(lens[..lens.len() - 1].iter().all(|&len| len % 1024 != 0), "sealed segments end with a record: {lens:?}");
+    assert_eq!(lens[lens.len() - 1] % 1024, 0, "the active one is reserved ahead: {lens:?}");
+    drop(store);
+    let (store, report) = LogStore::open_with(Arc::new(RealVfs), &dir, opts).unwrap();
+    assert_eq!((report.records, report.dropped_bytes), (5, 0));
+    assert_eq!(store.get(b"k5").unwrap().unwrap().value, Some(value));
 }

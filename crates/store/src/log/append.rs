@@ -3,7 +3,7 @@
 use std::io;
 
 use super::index::Loc;
-use super::segment::{SegName, Segment};
+use super::segment::SegName;
 use super::LogStore;
 use crate::datastore::StoreError;
 use crate::record::{encode, Record};
@@ -52,6 +52,8 @@ impl LogStore {
     /// is therefore complete and durable, which is what lets recovery treat damage in one as corruption.
     fn seal(&mut self) -> Result<(), StoreError> {
         self.sync_active()?;
+        let trimmed = self.segs.active_mut().file.trim();
+        self.note_failure(trimmed)?;
         self.write_hint(self.segs.active_slot());
         self.start_segment()
     }
@@ -64,7 +66,7 @@ impl LogStore {
         let name = SegName::fresh(self.next_id);
         let file = self.vfs.open(&self.path(&name.file()))?;
         self.next_id += 1;
-        let slot = self.segs.add(Segment::new(name, file, 0, self.opts.write_buffer_bytes))?;
+        let slot = self.segs.add(self.opts.segment(name, file, 0))?;
         self.segs.push_back(slot);
         Ok(())
     }

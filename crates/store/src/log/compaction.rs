@@ -219,7 +219,7 @@ impl LogStore {
     /// Puts the output in the inputs' place and moves the index there; returns the replaced segments.
     fn install(&mut self, pass: Pass) -> Vec<Segment> {
         let at = self.segs.order().iter().position(|&s| s == pass.inputs[0]).expect("inputs are in the log");
-        let output = Segment { records: pass.out_records, ..Segment::new(pass.output, pass.out, pass.out_len, 0) };
+        let output = Segment { records: pass.out_records, ..Segment::new(pass.output, pass.out, pass.out_len, 0, 0) };
         let slot = self.segs.add(output).expect("commit checked for a free slot");
         let replaced = self.segs.replace_run(at, pass.inputs.len(), slot);
         let mut live = 0;

@@ -2,7 +2,9 @@
 
 use std::io;
 
+use super::segment::{SegName, Segment};
 use crate::datastore::StoreError;
+use crate::vfs::VfsFile;
 
 /// Largest segment, so record offsets, and a compaction output built from two segments' worth of input, fit
 /// in the index's 32-bit offsets.
@@ -17,6 +19,10 @@ pub struct LogOptions {
     /// it fills (or on `flush`/`sync`), since one write(2) per small record costs more than the disk does; 0
     /// writes each append at once.
     pub write_buffer_bytes: usize,
+    /// The active segment's file is given space this many bytes at a time ahead of its data (zeros, cut off
+    /// when it is sealed), so a group commit's fdatasync writes data only and not the file's new size too; 0
+    /// turns it off. At most `segment_bytes` is reserved at once.
+    pub preallocate_bytes: u64,
     pub compaction: CompactionOptions,
 }
 
@@ -32,7 +38,12 @@ pub struct CompactionOptions {
 
 impl Default for LogOptions {
     fn default() -> LogOptions {
-        LogOptions { segment_bytes: 64 << 20, write_buffer_bytes: 256 << 10, compaction: CompactionOptions::default() }
+        LogOptions {
+            segment_bytes: 64 << 20,
+            write_buffer_bytes: 256 << 10,
+            preallocate_bytes: 1 << 20,
+            compaction: CompactionOptions::default(),
+        }
     }
 }
 
@@ -43,6 +54,12 @@ impl Default for CompactionOptions {
 }
 
 impl LogOptions {
+    /// A segment over `file`, which holds `len` bytes, buffered and preallocated as these options say.
+    pub(super) fn segment(&self, name: SegName, file: Box<dyn VfsFile>, len: u64) -> Segment {
+        let reserve_step = self.preallocate_bytes.min(self.segment_bytes);
+        Segment::new(name, file, len, self.write_buffer_bytes, reserve_step)
+    }
+
     pub(super) fn validate(&self) -> Result<(), StoreError> {
         let c = &self.compaction;
         let problem = if !(1..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes) {

@@ -19,7 +19,7 @@ use std::io;
 
 use super::index::{IndexEntry, Loc};
 use super::scan::CHUNK;
-use super::segment::{FileKind, ReadEnd, SegName, Segment};
+use super::segment::{FileKind, ReadEnd, SegName};
 use super::{AckLoc, DropMark, LogStore};
 use crate::datastore::StoreError;
 use crate::hint::{Hint, HintAck, HintEntry};
@@ -69,6 +69,21 @@ impl RecoveryReport {
             removed_files,
         }
     }
+}
+
+/// The end of the last non-zero byte of `file` in `from..to`, or `from` if there is none.
+fn nonzero_end(file: &dyn VfsFile, from: u64, to: u64) -> io::Result<u64> {
+    let mut buf = vec![0; CHUNK];
+    let (mut at, mut end) = (from, from);
+    while at < to {
+        let n = (to - at).min(CHUNK as u64) as usize;
+        file.read_exact_at(at, &mut buf[..n])?;
+        if let Some(last) = buf[..n].iter().rposition(|&b| b != 0) {
+            end = at + last as u64 + 1;
+        }
+        at += n as u64;
+    }
+    Ok(end)
 }
 
 /// What the directory listing says to do.
@@ -140,7 +155,7 @@ impl LogStore {
         for (i, &(name, has_hint)) in segments.iter().enumerate() {
             let file = self.vfs.open(&self.path(&name.file()))?;
             let len = file.len()?;
-            let slot = self.segs.add(Segment::new(name, file, len, self.opts.write_buffer_bytes))?;
+            let slot = self.segs.add(self.opts.segment(name, file, len))?;
             self.segs.push_back(slot);
             let sealed = i + 1 < segments.len();
             let report = if sealed { self.recover_sealed(slot, has_hint)? } else { self.recover_active(slot)? };
@@ -186,15 +201,18 @@ impl LogStore {
         Ok(self.segment_report(slot, false, 0, note))
     }
 
+    /// Cuts the active segment after its last good record. Zeros there are the space reserved ahead of the
+    /// data (`LogOptions::preallocate_bytes`), not damage: only what precedes them counts as dropped.
     fn recover_active(&mut self, slot: u16) -> Result<SegmentReport, StoreError> {
         let Some((kept, problem)) = self.scan_into_index(slot)? else {
             return Ok(self.segment_report(slot, false, 0, None));
         };
         let seg = self.segs.get_mut(slot);
-        let dropped = seg.len - kept;
+        let dropped = nonzero_end(&seg.file, kept, seg.len)? - kept;
         seg.file.truncate(kept)?;
         seg.len = kept;
-        Ok(self.segment_report(slot, false, dropped, Some(problem.to_string())))
+        let note = (dropped > 0).then(|| problem.to_string());
+        Ok(self.segment_report(slot, false, dropped, note))
     }
 
     fn segment_report(&self, slot: u16, from_hint: bool, dropped_bytes: u64, note: Option<String>) -> SegmentReport {

@@ -99,9 +99,16 @@ pub(super) struct Segment {
 }
 
 impl Segment {
-    /// A segment over `file`, which holds `len` bytes, buffering up to `buffer_bytes` of appends.
-    pub(super) fn new(name: SegName, file: Box<dyn VfsFile>, len: u64, buffer_bytes: usize) -> Segment {
-        Segment { name, file: WriteBuffer::new(file, len, buffer_bytes), len, live: 0, records: 0 }
+    /// A segment over `file`, which holds `len` bytes, buffering up to `buffer_bytes` of appends and reserving
+    /// space `reserve_step` bytes at a time (0: none).
+    pub(super) fn new(
+        name: SegName,
+        file: Box<dyn VfsFile>,
+        len: u64,
+        buffer_bytes: usize,
+        reserve_step: u64,
+    ) -> Segment {
+        Segment { name, file: WriteBuffer::new(file, len, buffer_bytes, reserve_step), len, live: 0, records: 0 }
     }
 
     pub(super) fn dead(&self) -> u64 {

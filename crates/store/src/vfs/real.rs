@@ -1,7 +1,7 @@
 //! The [`Vfs`] over `std::fs`.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -23,11 +23,14 @@ impl Vfs for RealVfs {
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
         let existed = path.exists();
-        let file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+        // Not O_APPEND: appends are positioned writes at the end of the data, which may lie before the end
+        // of the file when space is reserved.
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         if !existed {
             sync_parent(path)?;
         }
-        Ok(Box::new(RealFile { file }))
+        let len = file.metadata()?.len();
+        Ok(Box::new(RealFile { file, end: len, size: len }))
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -70,19 +73,30 @@ fn sync_parent(path: &Path) -> io::Result<()> {
 #[derive(Debug)]
 struct RealFile {
     file: File,
+    /// End of the data: where the next append goes.
+    end: u64,
+    /// The file's size, at least `end`; past `end` it holds reserved zeros.
+    size: u64,
 }
 
 impl VfsFile for RealFile {
     fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+        Ok(self.end)
     }
 
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > self.end) {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the data"));
+        }
         self.file.read_exact_at(buf, offset)
     }
 
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        self.file.write_all(data)
+        // On failure part of `data` may be in the file; `end` stays, so the next append overwrites it.
+        self.file.write_all_at(data, self.end)?;
+        self.end += data.len() as u64;
+        self.size = self.size.max(self.end);
+        Ok(())
     }
 
     fn sync(&mut self) -> io::Result<()> {
@@ -91,7 +105,21 @@ impl VfsFile for RealFile {
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.file.set_len(len)?;
-        self.file.sync_all()
+        self.file.sync_all()?;
+        (self.end, self.size) = (len, len);
+        Ok(())
+    }
+
+    fn reserve(&mut self, len: u64) -> io::Result<()> {
+        if len <= self.size {
+            return Ok(());
+        }
+        // Written zeros, not fallocate: ext4 marks fallocated blocks unwritten, and the first write to each
+        // changes the extent tree, so every fdatasync would write metadata again.
+        let zeros = vec![0; usize::try_from(len - self.size).map_err(io::Error::other)?];
+        self.file.write_all_at(&zeros, self.size)?;
+        self.size = len;
+        Ok(())
     }
 }
 
@@ -129,6 +157,28 @@ mod tests {
 
         RealVfs.remove_file(&path).unwrap();
         assert!(!RealVfs.exists(&path));
+    }
+
+    #[test]
+    fn reserved_space_is_zeros_that_only_a_reopened_file_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut f = RealVfs.open(&path).unwrap();
+        f.append(b"abc").unwrap();
+        f.reserve(8).unwrap();
+        f.append(b"de").unwrap();
+        f.sync().unwrap();
+        assert_eq!((f.len().unwrap(), fs::metadata(&path).unwrap().len()), (5, 8));
+        let err = f.read_exact_at(4, &mut [0; 2]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        drop(f);
+        let mut g = RealVfs.open(&path).unwrap();
+        let mut all = [1; 8];
+        g.read_exact_at(0, &mut all).unwrap();
+        assert_eq!(&all, b"abcde\0\0\0");
+        g.truncate(5).unwrap();
+        g.append(b"f").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"abcdef");
     }
 
     #[test]

@@ -20,6 +20,10 @@ const TORN_MAX: usize = 16;
 /// - directory entries, file creation, removal and renames are durable immediately; only file contents are lost;
 /// - each file keeps its synced bytes plus a prefix of its unsynced appends (later appends never survive
 ///   without earlier ones), and the last kept append may be cut short and end in garbage (a torn write);
+/// - reserved space ([`VfsFile::reserve`]) follows what was kept as zeros, up to the last synced reservation
+///   or, by a coin toss, the latest one; a file opened again with no other handle open also reads its
+///   reservation as zeros after its data, as a real file does (a second handle opened while one is open does
+///   not see them: the simulator serves one writer per file, which is all the stores use);
 /// - file handles opened before a crash are dead afterwards: every call on them returns an error.
 ///
 /// Everything a crash does is drawn from its `entropy` argument and files are visited in creation order, so a
@@ -57,6 +61,10 @@ struct Inode {
     linked: bool,
     /// Bytes returned by reads over the file's life: lets tests check which files an operation touched.
     read_bytes: u64,
+    /// The file's size on disk when space is reserved beyond `data`: zeros fill the gap.
+    reserved: usize,
+    /// `reserved` as of the last sync.
+    reserved_synced: usize,
 }
 
 impl SimVfs {
@@ -152,7 +160,11 @@ impl Vfs for SimVfs {
             Some(&ino) => ino,
             None => disk.create(path)?,
         };
-        disk.inodes.get_mut(&ino).expect("named inode exists").handles += 1;
+        let inode = disk.inodes.get_mut(&ino).expect("named inode exists");
+        if inode.handles == 0 {
+            inode.read_reservation();
+        }
+        inode.handles += 1;
         Ok(Box::new(SimFile { disk: Arc::clone(&self.disk), ino, epoch: disk.epoch }))
     }
 
@@ -225,7 +237,7 @@ impl Disk {
     }
 
     fn used(&self) -> u64 {
-        self.inodes.values().map(|i| i.data.len() as u64).sum()
+        self.inodes.values().map(|i| i.data.len().max(i.reserved) as u64).sum()
     }
 
     /// Frees an inode once nothing can reach it.
@@ -240,9 +252,27 @@ impl Inode {
     fn lose_power(&mut self, rng: &mut SplitMix64) {
         let cut = self.crash_point(rng);
         self.data.truncate(cut);
-        self.synced = cut;
+        if self.reserved != self.reserved_synced && rng.coin() {
+            self.reserved = self.reserved_synced;
+        }
         self.pending.clear();
+        self.read_reservation();
+        self.synced = self.data.len();
+        self.reserved_synced = self.reserved;
         self.handles = 0;
+    }
+
+    /// Reserved bytes not yet filled by appends.
+    fn spare(&self) -> usize {
+        self.reserved.saturating_sub(self.data.len())
+    }
+
+    /// What a new handle on a file with reserved space sees: the zeros after the data are part of it.
+    fn read_reservation(&mut self) {
+        if self.reserved > self.data.len() {
+            self.data.resize(self.reserved, 0);
+            self.pending.push(self.data.len());
+        }
     }
 
     /// Where power loss cuts the file: after a random number of whole unsynced appends, and maybe partway into
@@ -330,7 +360,9 @@ impl VfsFile for SimFile {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
         self.with(|disk| {
             disk.faults.charge()?;
-            let room = disk.faults.capacity().map(|cap| cap.saturating_sub(disk.used()));
+            // Reserved space the append fills is already counted as used.
+            let spare = disk.inode(self.ino).spare() as u64;
+            let room = disk.faults.capacity().map(|cap| cap.saturating_sub(disk.used()) + spare);
             let fits = room.map_or(data.len(), |room| data.len().min(usize::try_from(room).unwrap_or(usize::MAX)));
             let inode = disk.inode(self.ino);
             if fits > 0 {
@@ -350,6 +382,7 @@ impl VfsFile for SimFile {
             let inode = disk.inode(self.ino);
             inode.synced = inode.data.len();
             inode.pending.clear();
+            inode.reserved_synced = inode.reserved;
             Ok(())
         })
     }
@@ -362,6 +395,22 @@ impl VfsFile for SimFile {
             inode.data.resize(len, 0);
             inode.synced = len;
             inode.pending.clear();
+            (inode.reserved, inode.reserved_synced) = (0, 0);
+            Ok(())
+        })
+    }
+
+    fn reserve(&mut self, len: u64) -> io::Result<()> {
+        let len = usize::try_from(len).map_err(io::Error::other)?;
+        self.with(|disk| {
+            disk.faults.charge()?;
+            let inode = disk.inode(self.ino);
+            let grows = len.saturating_sub(inode.data.len() + inode.spare());
+            if disk.faults.capacity().is_some_and(|cap| disk.used() + grows as u64 > cap) {
+                return Err(io::Error::new(io::ErrorKind::StorageFull, "simulated disk is full"));
+            }
+            let inode = disk.inode(self.ino);
+            inode.reserved = inode.reserved.max(len);
             Ok(())
         })
     }
@@ -481,6 +530,57 @@ mod tests {
         vfs.set_read_flips(0.0, 0);
         assert_eq!(read_all(&vfs, Path::new("f")), [0; 64]);
         assert_eq!(vfs.read_bytes(Path::new("f")), 128);
+    }
+
+    #[test]
+    fn reserved_space_is_zeros_after_the_data_once_reopened_or_crashed() {
+        let path = Path::new("f");
+        let vfs = SimVfs::new();
+        let mut f = vfs.open(path).unwrap();
+        f.append(b"abc").unwrap();
+        f.reserve(8).unwrap();
+        f.append(b"de").unwrap();
+        assert_eq!(f.len().unwrap(), 5, "this handle sees only its data");
+        assert_eq!(f.read_exact_at(5, &mut [0; 1]).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(vfs.used_bytes(), 8);
+        f.sync().unwrap();
+        drop(f);
+        assert_eq!(read_all(&vfs, path), b"abcde\0\0\0", "a new handle reads the reservation");
+
+        let (mut kept_reservation, mut lost_reservation) = (false, false);
+        for entropy in 0..100 {
+            let vfs = SimVfs::new();
+            let mut f = vfs.open(path).unwrap();
+            f.append(b"abc").unwrap();
+            f.reserve(6).unwrap();
+            f.sync().unwrap();
+            f.reserve(10).unwrap();
+            f.append(b"defgh").unwrap();
+            vfs.crash(entropy);
+            let got = read_all(&vfs, path);
+            assert!(got.len() >= 6 && got[..3] == *b"abc", "{entropy}: the synced data and reservation stay");
+            kept_reservation |= got.len() == 10 && got[3..].iter().all(|&b| b == 0);
+            lost_reservation |= got == b"abc\0\0\0";
+        }
+        assert!(kept_reservation && lost_reservation);
+    }
+
+    #[test]
+    fn truncate_drops_the_reservation_and_a_reservation_needs_room() {
+        let vfs = SimVfs::new();
+        let mut f = vfs.open(Path::new("f")).unwrap();
+        f.append(b"abc").unwrap();
+        f.reserve(100).unwrap();
+        f.truncate(2).unwrap();
+        assert_eq!(vfs.used_bytes(), 2);
+        drop(f);
+        assert_eq!(read_all(&vfs, Path::new("f")), b"ab");
+        let mut f = vfs.open(Path::new("f")).unwrap();
+        vfs.set_capacity(Some(10));
+        assert_eq!(f.reserve(11).unwrap_err().kind(), io::ErrorKind::StorageFull);
+        f.reserve(10).unwrap();
+        f.append(b"12345678").unwrap();
+        assert_eq!(vfs.used_bytes(), 10, "appends fill the reservation");
     }
 
     #[test]

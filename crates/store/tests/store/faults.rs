@@ -9,8 +9,9 @@ use crate::common::*;
 
 /// Unbuffered, so every append reaches the (simulated) disk at once and faults and crashes can strike at any
 /// record; the write buffer's own crash and full-disk behaviour is tested beside it in the crate.
+/// No space reserved ahead of the data, so reopening changes no file's size (`recovery.rs` tests reservations).
 fn small() -> LogOptions {
-    LogOptions { write_buffer_bytes: 0, ..opts(500, no_compaction()) }
+    LogOptions { write_buffer_bytes: 0, preallocate_bytes: 0, ..opts(500, no_compaction()) }
 }
 
 /// Segment sizes: a restart may rewrite hints, but must never cut a segment it could not read.

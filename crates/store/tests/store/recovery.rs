@@ -3,16 +3,22 @@
 
 use std::path::{Path, PathBuf};
 
-use meridian_store::{encode, Body, Datastore, LogOptions, Record, SimVfs, StoreError, Vfs};
+use meridian_store::{decode, encode, Body, Datastore, LogOptions, Record, SimVfs, StoreError, Vfs};
 
 use crate::common::*;
 
 const SEGMENT: u64 = 400;
 
 /// Unbuffered, so every append reaches the (simulated) disk at once and faults and crashes can strike at any
-/// record; the write buffer's own crash and full-disk behaviour is tested beside it in the crate.
+/// record; the write buffer's own crash and full-disk behaviour is tested beside it in the crate. No space is
+/// reserved, so files hold exactly their records; [`reserving`] is the same with reservations.
 fn small() -> LogOptions {
-    LogOptions { write_buffer_bytes: 0, ..opts(SEGMENT, no_compaction()) }
+    LogOptions { write_buffer_bytes: 0, preallocate_bytes: 0, ..opts(SEGMENT, no_compaction()) }
+}
+
+/// [`small`], with space reserved ahead of the data in steps that a few records fill.
+fn reserving() -> LogOptions {
+    LogOptions { preallocate_bytes: 96, ..small() }
 }
 
 /// Checks that `store` holds exactly `recs[..n]` for some `n >= at_least`, and returns `n`.
@@ -32,10 +38,16 @@ fn assert_holds_prefix(store: &dyn Datastore, recs: &[Record], at_least: usize) 
 
 #[test]
 fn a_crash_keeps_a_prefix_that_covers_every_sync() {
+    for opts in [small(), reserving()] {
+        a_crash_keeps_a_prefix_that_covers_every_sync_with(opts);
+    }
+}
+
+fn a_crash_keeps_a_prefix_that_covers_every_sync_with(opts: LogOptions) {
     let (mut kept_unsynced, mut lost_unsynced, mut torn) = (false, false, false);
     for entropy in 0..300 {
         let vfs = SimVfs::new();
-        let (mut store, _) = open(&vfs, small());
+        let (mut store, _) = open(&vfs, opts);
         let recs = workload(entropy, 40, 6);
         let mut rng = Rng(entropy + 7);
         let mut synced = 0;
@@ -48,7 +60,7 @@ fn a_crash_keeps_a_prefix_that_covers_every_sync() {
         }
         vfs.crash(entropy);
         drop(store);
-        let (store, report) = open(&vfs, small());
+        let (store, report) = open(&vfs, opts);
         let n = assert_holds_prefix(&store, &recs, synced);
         assert_eq!(report.records, n as u64);
         assert_eq!(report.dropped_bytes == 0, report.reason.is_none());
@@ -61,22 +73,22 @@ fn a_crash_keeps_a_prefix_that_covers_every_sync() {
 
 #[test]
 fn appends_after_recovery_follow_the_kept_prefix() {
-    for entropy in 0..100 {
+    for (entropy, opts) in (0..200).map(|e| (e, if e % 2 == 0 { small() } else { reserving() })) {
         let vfs = SimVfs::new();
         let recs = workload(entropy, 30, 6);
-        let (mut store, _) = open(&vfs, small());
+        let (mut store, _) = open(&vfs, opts);
         append_all(&mut store, &recs[..20]);
         store.sync().unwrap();
         append_all(&mut store, &recs[20..]);
         vfs.crash(entropy);
         drop(store);
-        let (mut store, _) = open(&vfs, small());
+        let (mut store, _) = open(&vfs, opts);
         let n = replayed(&store).len();
         let extra = workload(entropy + 1000, 5, 6);
         append_all(&mut store, &extra);
         store.sync().unwrap();
         drop(store);
-        let (store, report) = open(&vfs, small());
+        let (store, report) = open(&vfs, opts);
         assert_eq!(report.dropped_bytes, 0);
         let expected: Vec<Record> = recs[..n].iter().chain(&extra).cloned().collect();
         assert_holds_prefix(&store, &expected, expected.len());
@@ -236,6 +248,34 @@ fn a_sealed_segment_shorter_than_its_hint_is_refused() {
     write_file(&vfs, &sealed, &bytes[..first]);
     let err = try_open(&vfs, small()).unwrap_err().to_string();
     assert!(err.contains(sealed.file_name().unwrap().to_str().unwrap()) && err.contains("hint"), "{err}");
+}
+
+#[test]
+fn reserved_space_is_cut_off_on_reopen_and_never_reported_as_damage() {
+    let vfs = SimVfs::new();
+    let recs = workload(5, 24, 6);
+    let (mut store, _) = open(&vfs, reserving());
+    append_all(&mut store, &recs);
+    store.sync().unwrap();
+    drop(store);
+    let active = files(&vfs, ".seg").pop().unwrap();
+    let with_zeros = read_file(&vfs, &active);
+    assert_eq!(with_zeros.len() % 96, 0, "the active segment ends in reserved space");
+    let (store, report) = open(&vfs, reserving());
+    assert_eq!((report.dropped_bytes, report.reason), (0, None));
+    assert_eq!(replayed(&store), recs);
+    drop(store);
+    let data = read_file(&vfs, &active);
+    assert!(data.len() < with_zeros.len() && with_zeros[data.len()..].iter().all(|&b| b == 0));
+    let segments = files(&vfs, ".seg");
+    assert!(segments.len() > 2);
+    for sealed in &segments[..segments.len() - 1] {
+        let mut bytes = &read_file(&vfs, sealed)[..];
+        while let Some((_, used)) = decode(bytes).unwrap() {
+            bytes = &bytes[used..];
+        }
+        assert!(bytes.is_empty(), "{sealed:?} ends with its last record");
+    }
 }
 
 #[test]
