@@ -21,6 +21,33 @@ use meridian_core::{ChainId, NodeId, Reply, Time};
 use super::PlantedBug;
 
 impl ChainNode {
+    /// Answers update `seq` of `chain`, just committed here at the tail. An answer to this node's own
+    /// front-end needs no confirmation, so when the lease allows it leaves at once without being recorded (the
+    /// common case of a single-node chain, and most of its cost per write otherwise); any other answer is
+    /// recorded and sent with those still owed.
+    pub(super) fn answer_committed(
+        &mut self,
+        now: Time,
+        chain: ChainId,
+        seq: u64,
+        origin: Origin,
+        reply: Reply,
+        out: &mut Fx,
+    ) {
+        let r = &self.replicas[&chain];
+        if origin.node != self.me || !self.lease_ok(chain, r, now) {
+            self.owe_answer(chain, seq, origin, reply);
+            return self.send_answers(now, chain, out);
+        }
+        let owed = !r.unconfirmed.is_empty();
+        if let Some(id) = self.fe.complete(&origin) {
+            out.reply_after_sync(id, reply);
+        }
+        if owed {
+            self.send_answers(now, chain, out);
+        }
+    }
+
     /// Records the answer owed for update `seq` of `chain`.
     pub(super) fn owe_answer(&mut self, chain: ChainId, seq: u64, origin: Origin, reply: Reply) {
         let since = self.tick;

@@ -264,11 +264,10 @@ impl ChainNode {
     /// acknowledged upstream (`answers.rs`), always only once it is durable.
     fn commit_at_tail(&mut self, now: Time, u: Update, out: &mut Fx) {
         self.stats.writes += 1;
-        if let Some(origin) = u.origin {
-            let written = u.outcome.reply();
-            self.owe_answer(u.chain, u.seq, origin, written);
+        match u.origin {
+            Some(origin) => self.answer_committed(now, u.chain, u.seq, origin, u.outcome.reply(), out),
+            None => self.send_answers(now, u.chain, out),
         }
-        self.send_answers(now, u.chain, out);
         self.ack_upstream(u.chain, out);
     }
 
