@@ -86,7 +86,14 @@ impl Slot {
     /// Makes `entry` the key's latest, stamped `stamp`.
     fn set(&mut self, key: &[u8], entry: Entry, stamp: u64) {
         (self.chain, self.seq, self.stamp) = (entry.chain, entry.seq, stamp);
-        (self.bytes, self.value) = pack(key, entry.value);
+        match entry.value {
+            // An inline value replacing one of the same length (the common overwrite) takes its place in the
+            // key's allocation: no allocation, no free, no copy of the key.
+            Some(v) if matches!(self.value, Value::Inline) && self.bytes.len() == key.len() + v.len() => {
+                self.bytes[key.len()..].copy_from_slice(&v);
+            }
+            value => (self.bytes, self.value) = pack(key, value),
+        }
     }
 
     fn key(&self) -> &[u8] {
@@ -412,6 +419,22 @@ mod tests {
         s.replay(&mut |_| replayed += 1).unwrap();
         assert_eq!(replayed, 0);
         assert_eq!(s.durability(), Durability::Volatile);
+    }
+
+    #[test]
+    fn overwrites_of_every_length_and_kind_read_back() {
+        let long: &'static str = Box::leak("L".repeat(INLINE_VALUE_MAX + 1).into_boxed_str());
+        let bodies = [val("abc"), val("xyz"), val("de"), Body::Tombstone, val(""), val("q"), val(long), val("rst")];
+        let mut s = MemStore::new();
+        for (seq, body) in (1..).zip(bodies) {
+            s.append(&rec(seq, "k", body.clone())).unwrap();
+            let value = match body {
+                Body::Value(v) => Some(v),
+                _ => None,
+            };
+            assert_eq!(s.get(b"k").unwrap(), Some(Entry { chain: 1, seq, value }), "after update {seq}");
+        }
+        assert_eq!(s.payload_bytes, 1 + 3, "the key and its last value are counted once");
     }
 
     #[test]
