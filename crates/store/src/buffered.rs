@@ -83,6 +83,10 @@ impl Datastore for BufferedStore {
         self.mem.get(key)
     }
 
+    fn has_value(&self, key: &[u8]) -> Result<bool, StoreError> {
+        self.mem.has_value(key)
+    }
+
     /// Fsyncs the log (and lets it compact) only when the unsynced batch is full; see the module docs.
     fn sync(&mut self) -> Result<(), StoreError> {
         if !self.batch_full() {

@@ -154,6 +154,11 @@ pub trait Datastore: Send {
     /// Adds a record. Not durable until sync() returns.
     fn append(&mut self, rec: &Record) -> Result<(), StoreError>;
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError>;
+    /// Whether `key` has a value (is neither absent nor deleted): what `get` would say, without handing the
+    /// value over, which a store holding values in memory need not copy.
+    fn has_value(&self, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.get(key)?.is_some_and(|e| e.value.is_some()))
+    }
     /// Makes every append so far durable (for a durable store), then does a bounded amount of maintenance.
     fn sync(&mut self) -> Result<(), StoreError>;
     /// Hands everything appended so far to the OS: not durable against power loss, durable against a process

@@ -327,6 +327,10 @@ impl Datastore for MemStore {
         Ok(self.slot_of(key).map(|i| self.slots[i as usize].entry()))
     }
 
+    fn has_value(&self, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.slot_of(key).is_some_and(|i| self.slots[i as usize].has_value()))
+    }
+
     fn sync(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
@@ -432,9 +436,11 @@ mod tests {
                 Body::Value(v) => Some(v),
                 _ => None,
             };
+            assert_eq!(s.has_value(b"k").unwrap(), value.is_some(), "after update {seq}");
             assert_eq!(s.get(b"k").unwrap(), Some(Entry { chain: 1, seq, value }), "after update {seq}");
         }
         assert_eq!(s.payload_bytes, 1 + 3, "the key and its last value are counted once");
+        assert!(!s.has_value(b"other").unwrap());
     }
 
     #[test]

@@ -12,10 +12,37 @@ pub(super) struct Decision {
     pub outcome: Outcome,
 }
 
-/// Decides `write` against the key's current value `current`, at wall-clock time `now_ms`; `max_value` bounds
-/// what an APPEND or HSET may grow a value to. A deadline already past deletes the key, as Redis does.
-pub(super) fn decide(write: Write, current: Option<Stored>, now_ms: u64, max_value: usize) -> Decision {
-    let existed = current.is_some();
+/// What the head knows of a key when it decides a write on it: its value, or, for a write that
+/// [`needs_value`] says depends only on whether the key exists, just that.
+#[derive(Debug)]
+pub(super) enum Current {
+    Absent,
+    Exists,
+    Value(Stored),
+}
+
+impl From<Option<Stored>> for Current {
+    fn from(stored: Option<Stored>) -> Current {
+        stored.map_or(Current::Absent, Current::Value)
+    }
+}
+
+/// Whether deciding `write` needs the key's value. A plain SET (no GET, no KEEPTTL) and a DEL need only to
+/// know whether the key exists; looking its value up for them would copy it out of the store for nothing.
+pub(super) fn needs_value(write: &Write) -> bool {
+    write.get_old || !matches!(write.op, WriteOp::Delete | WriteOp::Put { ttl: Ttl::Clear | Ttl::Expire(_), .. })
+}
+
+/// Decides `write` against the key's current state `current` (its value if [`needs_value`]), at wall-clock
+/// time `now_ms`; `max_value` bounds what an APPEND or HSET may grow a value to. A deadline already past
+/// deletes the key, as Redis does.
+pub(super) fn decide(write: Write, current: impl Into<Current>, now_ms: u64, max_value: usize) -> Decision {
+    let (existed, current) = match current.into() {
+        Current::Absent => (false, None),
+        Current::Exists => (true, None),
+        Current::Value(stored) => (true, Some(stored)),
+    };
+    debug_assert!(existed == current.is_some() || !needs_value(&write), "{write:?} was decided without its value");
     let old = write.get_old.then(|| current.as_ref().map(|c| (c.kind, c.data.clone())));
     let decided = match old {
         Some(Some((Kind::Hash, _))) => Err(Refusal::WrongType),
@@ -124,7 +151,7 @@ fn integer(data: &[u8]) -> Result<i64, Refusal> {
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use meridian_core::{Condition, KeyspaceId};
+    use meridian_core::{Condition, Deadline, KeyspaceId};
 
     fn write(op: WriteOp) -> Write {
         Write::new(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), op)
@@ -132,6 +159,39 @@ mod tests {
 
     fn stored(data: &str, expires_ms: Option<u64>) -> Option<Stored> {
         Some(Stored { data: Bytes::from(data.to_string()), expires_ms, kind: Kind::String })
+    }
+
+    /// A write decided from the key's existence alone must come out exactly as if its value were known.
+    #[test]
+    fn writes_that_need_no_value_decide_the_same_from_existence() {
+        let value = Bytes::from_static(b"v");
+        let hash = Stored { data: hash::encode(&hash::Fields::new()), expires_ms: None, kind: Kind::Hash };
+        let states = [None, stored("old", None), stored("old", Some(5)), stored("old", Some(50)), Some(hash)];
+        let ops = [
+            WriteOp::Put { value: value.clone(), ttl: Ttl::Clear },
+            WriteOp::Put { value: value.clone(), ttl: Ttl::Expire(Deadline::In(10)) },
+            WriteOp::Delete,
+        ];
+        let mut checked = 0;
+        for op in ops {
+            for cond in [Condition::Always, Condition::IfAbsent, Condition::IfPresent] {
+                let w = Write { cond, ..write(op.clone()) };
+                assert!(!needs_value(&w), "{w:?}");
+                for state in &states {
+                    let exists = if state.is_some() { Current::Exists } else { Current::Absent };
+                    let known = decide(w.clone(), state.clone(), 20, 100);
+                    let existence = decide(w.clone(), exists, 20, 100);
+                    assert_eq!(format!("{known:?}"), format!("{existence:?}"), "{w:?} on {state:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 45);
+        let keep = write(WriteOp::Put { value, ttl: Ttl::Keep });
+        let get = Write { get_old: true, ..write(WriteOp::Delete) };
+        for w in [keep, get, write(WriteOp::IncrBy(1)), write(WriteOp::Expire(None))] {
+            assert!(needs_value(&w), "{w:?}");
+        }
     }
 
     #[test]

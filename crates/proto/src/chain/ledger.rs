@@ -164,6 +164,10 @@ impl Datastore for Ledgered {
         self.store.get(key)
     }
 
+    fn has_value(&self, key: &[u8]) -> Result<bool, StoreError> {
+        self.store.has_value(key)
+    }
+
     fn sync(&mut self) -> Result<(), StoreError> {
         self.store.sync()
     }

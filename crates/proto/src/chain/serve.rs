@@ -1,7 +1,7 @@
 //! The data path of a chain member: ordering writes at the head, passing updates down, acknowledging them
 //! back up, answering at the tail (seed 003 §2.3, Listing 1), and catching up lost messages by Sync.
 
-use super::decide::{decide, fields_of, Decision};
+use super::decide::{decide, fields_of, needs_value, Current, Decision};
 use super::lease::{hold, Held};
 use super::msg::Refusal;
 use super::msg::{ChainMsg, Change, Origin, Update};
@@ -176,7 +176,11 @@ impl ChainNode {
 
     /// The head's decision: the next sequence number and the write's outcome against current state.
     fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<Update, StoreError> {
-        let current = self.stored(chain, &write.key)?;
+        let current = match (needs_value(&write), self.store(chain)) {
+            (true, _) => Current::from(self.stored(chain, &write.key)?),
+            (false, store) if store.has_value(&write.key)? => Current::Exists,
+            (false, _) => Current::Absent,
+        };
         let key = write.key.clone();
         let Decision { change, outcome } = decide(write, current, self.wall_ms, self.cfg.limits.max_value_bytes);
         let seq = self.replicas[&chain].lu + 1;
