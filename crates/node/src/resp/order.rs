@@ -17,7 +17,9 @@ use bytes::Bytes;
 use meridian_core::ring::key_token;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use tokio::sync::watch;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use tokio::sync::Notify;
 
 /// The reader's side: which unanswered reply, by its position in the connection's queue, last touched each key.
 ///
@@ -32,7 +34,18 @@ pub(crate) struct KeyOrder {
     queued: u64,
     /// The position of the last command that reads the whole keyspace; every later keyed command waits for it.
     whole: u64,
-    answered: watch::Receiver<u64>,
+    answered: Arc<Progress>,
+}
+
+/// How many replies the writer has resolved, shared with the reader. The reader rarely waits (only for a
+/// command on a key still busy), so the writer wakes it only when it does: most replies cost one atomic add.
+#[derive(Default)]
+struct Progress {
+    answered: AtomicU64,
+    /// Set while the reader waits; the writer checks it after each add (both sequentially consistent, so
+    /// one of them always sees the other's write and no wake-up is lost).
+    waiting: AtomicBool,
+    wake: Notify,
 }
 
 /// Ring tokens are already xxh3 hashes, so the table uses them as they are.
@@ -57,18 +70,35 @@ impl Hasher for TokenHasher {
 }
 
 /// The writer's side: counts the replies it has resolved, in order.
-pub(crate) struct Answered(watch::Sender<u64>);
+pub(crate) struct Answered(Arc<Progress>);
 
 impl Answered {
     pub(crate) fn one_more(&self) {
-        self.0.send_modify(|n| *n += 1);
+        self.0.answered.fetch_add(1, SeqCst);
+        if self.0.waiting.load(SeqCst) {
+            self.0.wake.notify_one();
+        }
+    }
+}
+
+/// A writer that stops (its client is gone) answers nothing more, so nothing waits for it any longer.
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.answered.store(u64::MAX, SeqCst);
+        self.0.wake.notify_one();
     }
 }
 
 pub(crate) fn key_order() -> (KeyOrder, Answered) {
-    let (tx, rx) = watch::channel(0);
-    let order = KeyOrder { last: HashMap::default(), unanswered: VecDeque::new(), queued: 0, whole: 0, answered: rx };
-    (order, Answered(tx))
+    let progress = Arc::new(Progress::default());
+    let order = KeyOrder {
+        last: HashMap::default(),
+        unanswered: VecDeque::new(),
+        queued: 0,
+        whole: 0,
+        answered: progress.clone(),
+    };
+    (order, Answered(progress))
 }
 
 impl KeyOrder {
@@ -91,9 +121,7 @@ impl KeyOrder {
             wait_for = wait_for.max(Some(self.whole));
         }
         if let Some(position) = wait_for {
-            // The writer outlives the reader's wait (it drains the queue), so an error means it failed, and the
-            // connection is going anyway.
-            let _ = self.answered.wait_for(|&n| n >= position).await;
+            self.answered_up_to(position).await;
         }
         self.queued = position;
         if command.is_some_and(reads_whole_keyspace) {
@@ -101,9 +129,22 @@ impl KeyOrder {
         }
     }
 
+    /// Waits until the writer has resolved `position` replies (or stopped).
+    async fn answered_up_to(&self, position: u64) {
+        let progress = &self.answered;
+        if progress.answered.load(SeqCst) >= position {
+            return;
+        }
+        progress.waiting.store(true, SeqCst);
+        while progress.answered.load(SeqCst) < position {
+            progress.wake.notified().await;
+        }
+        progress.waiting.store(false, SeqCst);
+    }
+
     /// Drops the entries of commands already answered: nothing needs to wait for them.
     fn forget_answered(&mut self) {
-        let answered = *self.answered.borrow();
+        let answered = self.answered.answered.load(SeqCst);
         while let Some(&(position, token)) = self.unanswered.front().filter(|(position, _)| *position <= answered) {
             self.unanswered.pop_front();
             if self.last.get(&token) == Some(&position) {
@@ -163,6 +204,18 @@ mod tests {
         assert!(waiting.await.is_err(), "GET k waits while SET k is unanswered");
         answered.one_more();
         order.admit(&args(&["GET", "k"])).await;
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_stops_releases_a_waiting_command() {
+        let (mut order, answered) = key_order();
+        order.admit(&args(&["SET", "k", "v"])).await;
+        let get = args(&["GET", "k"]);
+        let waiting = tokio::spawn(async move { order.admit(&get).await });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "GET k waits while SET k is unanswered");
+        drop(answered);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
     }
 
     #[tokio::test]
