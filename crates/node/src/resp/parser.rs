@@ -121,8 +121,7 @@ impl Parser {
     fn fill(&mut self, mut partial: Partial, buf: &mut BytesMut) -> Result<Option<Command>, ProtocolError> {
         if partial.oversized.is_none() && partial.discard == 0 {
             let room = COMMAND_BYTES_MAX - partial.bytes;
-            if let Some(args) = whole_rest(buf, partial.remaining, room, self.bulk_max) {
-                partial.args.extend(args);
+            if whole_rest(buf, &mut partial.args, partial.remaining, room, self.bulk_max) {
                 return Ok(Some(Command::Args(partial.args)));
             }
         }
@@ -230,30 +229,31 @@ fn bulk(buf: &mut BytesMut, bulk_max: usize) -> Result<Bulk, ProtocolError> {
 
 /// The rest of a short command, `remaining` bulk strings in at most [`ONE_PIECE_MAX`] bytes, taken out of
 /// `buf` in one piece when all of it has arrived, every argument is within `bulk_max` and they add up to at
-/// most `room` bytes: one copy of its bytes, the arguments slices of it, so a command costs one allocation
-/// (and one shared count, which handing an argument on then only increments) instead of one per argument.
-/// Otherwise `None`, with nothing consumed: the argument-by-argument path takes the command from there, and
-/// reports what is wrong with it.
-fn whole_rest(buf: &mut BytesMut, remaining: usize, room: usize, bulk_max: usize) -> Option<Vec<Bytes>> {
+/// most `room` bytes: one copy of its bytes, the arguments slices of it pushed onto `args`, so a command costs
+/// one allocation (and one shared count, which handing an argument on then only increments) instead of one
+/// per argument. Otherwise false, with nothing consumed: the argument-by-argument path takes the command from
+/// there, and reports what is wrong with it.
+fn whole_rest(buf: &mut BytesMut, args: &mut Vec<Bytes>, remaining: usize, room: usize, bulk_max: usize) -> bool {
     let (mut end, mut bytes) = (0, 0);
     for _ in 0..remaining {
-        let (body, next) = next_bulk(&buf[..buf.len().min(ONE_PIECE_MAX)], end, bulk_max)?;
+        let Some((body, next)) = next_bulk(&buf[..buf.len().min(ONE_PIECE_MAX)], end, bulk_max) else {
+            return false;
+        };
         bytes += body.len();
         end = next;
     }
     if bytes > room {
-        return None;
+        return false;
     }
     let copy = Bytes::copy_from_slice(&buf[..end]);
     buf.advance(end);
     let mut at = 0;
-    let mut args = Vec::with_capacity(remaining);
     while at < end {
         let (body, next) = next_bulk(&copy, at, bulk_max).expect("checked before the copy");
         args.push(copy.slice(body));
         at = next;
     }
-    Some(args)
+    true
 }
 
 /// The body of the complete, well-formed bulk string of at most `bulk_max` bytes at `at` in `bytes`, and where
