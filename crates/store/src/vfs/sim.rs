@@ -255,8 +255,9 @@ impl Inode {
         if self.reserved != self.reserved_synced && rng.coin() {
             self.reserved = self.reserved_synced;
         }
-        self.pending.clear();
+        // The zeros a crash leaves after the data are on disk already: durable, not a pending append.
         self.read_reservation();
+        self.pending.clear();
         self.synced = self.data.len();
         self.reserved_synced = self.reserved;
         self.handles = 0;
