@@ -73,7 +73,7 @@ impl RecoveryReport {
 
 /// The end of the last non-zero byte of `file` in `from..to`, or `from` if there is none.
 fn nonzero_end(file: &dyn VfsFile, from: u64, to: u64) -> io::Result<u64> {
-    let mut buf = vec![0; CHUNK];
+    let mut buf = vec![0; (to.saturating_sub(from)).min(CHUNK as u64) as usize];
     let (mut at, mut end) = (from, from);
     while at < to {
         let n = (to - at).min(CHUNK as u64) as usize;

@@ -72,13 +72,10 @@ impl WriteBuffer {
         if self.reserve_step == 0 || end <= self.reserved {
             return Ok(());
         }
-        let upto = end.next_multiple_of(self.reserve_step);
-        match self.file.reserve(upto) {
-            Ok(()) => self.reserved = upto,
-            Err(e) if e.kind() == io::ErrorKind::StorageFull => {}
-            Err(e) => return Err(e),
+        match self.reserve(end.next_multiple_of(self.reserve_step)) {
+            Err(e) if e.kind() != io::ErrorKind::StorageFull => Err(e),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Writes out the pending bytes and gives back the space reserved past them, durably, so the file ends
