@@ -4,10 +4,10 @@
 //! thread of its own: a request then reaches it, and its reply reaches the connection, as a queue push and a
 //! task wake-up on the same runtime instead of a sleeping thread woken through the kernel, which on a small
 //! machine cost more than the request itself. An fsync in [`Process::sync`] blocks, so on a multi-threaded
-//! runtime the process moves to a thread of tokio's blocking pool for it and back (`spawn_blocking`), while the
-//! core task waits: the workers go on serving the connections meanwhile, as they did when the core had a thread
-//! of its own. (`block_in_place` would do the same by handing the worker's queue to another thread, but on a
-//! small VM that hand-off cost more CPU per fsync than the fsync itself.) On a single-threaded runtime, as in
+//! runtime the process moves to the core's fsync thread for it and back (`driver/syncer.rs`), while the core
+//! task waits: the workers go on serving the connections meanwhile, as they did when the core had a thread of
+//! its own. (`block_in_place` would do the same by handing the worker's queue to another thread, but on a small
+//! VM that hand-off cost more CPU per fsync than the fsync itself.) On a single-threaded runtime, as in
 //! tests, the fsync runs in place and nothing else runs during it. Either way, everything that arrives during
 //! one fsync is waiting when it returns and forms the next group commit.
 //!
@@ -50,6 +50,7 @@ use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Req
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use syncer::Syncer;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::Receiver;
@@ -66,7 +67,7 @@ type FxItem<P> = Effect<<P as Process>::Msg, <P as Process>::Timer>;
 
 pub(crate) struct Driver<P: Process> {
     me: NodeId,
-    /// Away only while an fsync runs on the blocking pool, when the core task waits for it.
+    /// Away only while an fsync runs on the fsync thread, when the core task waits for it.
     process: Option<P>,
     inbox: Receiver<Input<P::Msg>>,
     peers: PeerQueues<P::Msg>,
@@ -91,6 +92,8 @@ pub(crate) struct Driver<P: Process> {
     persistence: Arc<Persistence>,
     /// Zero of the monotonic clock the core sees.
     started: Instant,
+    /// The thread that runs fsyncs, once the first one is due on a multi-threaded runtime.
+    syncer: Option<Syncer<P>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -158,6 +161,7 @@ impl<P: Process + Send + 'static> Driver<P> {
             batch_bytes: 0,
             persistence,
             started: Instant::now(),
+            syncer: None,
         }
     }
 
@@ -395,29 +399,21 @@ impl<P: Process + Send + 'static> Driver<P> {
         self.persistence.record_fsync(done - started, window);
     }
 
-    /// Runs [`Process::sync`], which blocks on the disk: on a multi-threaded runtime on the blocking pool, with
-    /// the process moved there and back, so no worker is held up behind the disk; otherwise in place.
+    /// Runs [`Process::sync`], which blocks on the disk: on a multi-threaded runtime on the core's fsync thread
+    /// (`syncer.rs`), with the process moved there and back, so no worker is held up behind the disk; otherwise
+    /// in place.
     async fn sync_process(&mut self) -> std::io::Result<()> {
         if Handle::try_current().map(|h| h.runtime_flavor()).ok() != Some(RuntimeFlavor::MultiThread) {
             return self.process().sync();
         }
-        let mut process = self.process.take().expect("the core holds its process");
-        let done = tokio::task::spawn_blocking(move || {
-            let result = process.sync();
-            (process, result)
-        });
-        match done.await {
-            Ok((process, result)) => {
-                self.process = Some(process);
-                result
-            }
-            // A panic in the fsync is the core's panic: it goes on to the core's watcher (fail-stop).
-            Err(e) => match e.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                // Only a runtime shutting down cancels a blocking task: the fsync never ran.
-                Err(_) => Err(std::io::Error::other("the fsync was cancelled by the runtime's shutdown")),
-            },
+        if self.syncer.is_none() {
+            self.syncer = Some(Syncer::start(format!("fsync-{}", self.me), P::sync)?);
         }
+        let process = self.process.take().expect("the core holds its process");
+        let (process, result) = self.syncer.as_ref().expect("started").sync(process).await?;
+        self.process = Some(process);
+        // A panic in the fsync is the core's panic: it goes on to the core's watcher (fail-stop).
+        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 
     fn carry_out(&mut self, effect: FxItem<P>) {
@@ -438,5 +434,6 @@ impl<P: Process + Send + 'static> Driver<P> {
     }
 }
 
+mod syncer;
 #[cfg(test)]
 mod tests;

@@ -131,7 +131,7 @@ async fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it
     one_sync_per_batch().await;
 }
 
-/// On worker threads the process goes to the blocking pool for each fsync and comes back: the same order, the
+/// On worker threads the process goes to the core's fsync thread for each fsync and comes back: the same order, the
 /// same effects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_worker_threads_the_fsync_runs_off_them_in_the_same_order() {
