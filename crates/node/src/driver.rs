@@ -12,7 +12,8 @@
 //! one fsync is waiting when it returns and forms the next group commit.
 //!
 //! The loop: wait until the first input, the next timer deadline or (async mode) the next fsync
-//! deadline; take whatever else is waiting, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
+//! deadline; take whatever else is waiting, letting the worker's other tasks run once (or a few times, when
+//! concurrent writes could share the batch's fsync: `Driver::yields_allowed`) to queue theirs, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
 //! client write values (in group mode with a `max_wait`, waiting that long for more); fire the timers
 //! that are due; feed each to the process with `now` read from the monotonic clock (nanoseconds since the
 //! driver started; see `meridian_core::time`). Immediate effects are carried out as each step emits them (sends go to the peer queues,
@@ -59,6 +60,10 @@ use tokio::task::JoinHandle;
 use tokio::time::timeout_at;
 use tracing::error;
 
+/// How many times a batch that owes a shared fsync yields to the worker's other tasks before it closes
+/// (`Driver::yields_allowed`).
+const LINGER_YIELDS: u32 = 16;
+
 /// The exit code of a fail-stop (failed sync or core panic).
 const FAIL_STOP_EXIT_CODE: i32 = 1;
 
@@ -94,6 +99,10 @@ pub(crate) struct Driver<P: Process> {
     started: Instant,
     /// The thread that runs fsyncs, once the first one is due on a multi-threaded runtime.
     syncer: Option<Syncer<P>>,
+    /// Steps of the current batch that wrote something owing an fsync.
+    batch_writes: usize,
+    /// Whether the last fsync covered more than one step's writes: writers are concurrent.
+    last_sync_shared: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -162,6 +171,8 @@ impl<P: Process + Send + 'static> Driver<P> {
             persistence,
             started: Instant::now(),
             syncer: None,
+            batch_writes: 0,
+            last_sync_shared: false,
         }
     }
 
@@ -197,17 +208,17 @@ impl<P: Process + Send + 'static> Driver<P> {
 
     /// One batch: wait, take the inputs that are waiting and the due timers, then commit.
     async fn batch(&mut self) -> Flow {
-        self.batch_bytes = 0;
+        (self.batch_bytes, self.batch_writes) = (0, 0);
         let mut flow = self.wait_for_input().await;
         let close = self.batch_close();
-        let (mut taken, mut yielded) = (1, false);
+        let (mut taken, mut yields) = (1, 0);
         while flow == Flow::Continue && taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
             flow = match self.next_in_batch(close).await {
                 Next::Input(input) => self.handle(input).await,
-                // Once per batch, the inputs that this worker's other tasks (connections, peers) are about to
-                // queue get a turn to join it: one batch, one commit and one round of wake-ups for all of them.
-                Next::None if close.is_none() && !yielded => {
-                    yielded = true;
+                // The inputs that this worker's other tasks (connections, peers) are about to queue get a turn
+                // to join the batch: one batch, one commit and one round of wake-ups for all of them.
+                Next::None if close.is_none() && yields < self.yields_allowed() => {
+                    yields += 1;
                     tokio::task::yield_now().await;
                     continue;
                 }
@@ -218,8 +229,24 @@ impl<P: Process + Send + 'static> Driver<P> {
         }
         self.fire_due_timers().await;
         self.deliver_loopback().await;
+        if self.owes_sync {
+            self.last_sync_shared = self.batch_writes > 1;
+        }
         self.commit().await;
         flow
+    }
+
+    /// How often a batch whose inbox ran dry lets the worker's other tasks run and looks again. Once, unless
+    /// the batch owes an fsync and the last fsync was shared: under concurrent writes the inputs a node needs
+    /// arrive over many polls of its worker (peers' messages, client requests), and an fsync costs this
+    /// machine's CPU as much as a dozen writes, so waiting a few polls for more of them to share it saves more
+    /// than it spends. A lone writer never lingers, so its latency is unchanged.
+    fn yields_allowed(&self) -> u32 {
+        if self.owes_sync && self.last_sync_shared {
+            LINGER_YIELDS
+        } else {
+            1
+        }
     }
 
     /// Until when a batch that has begun may wait for more inputs: only a node whose default is group commit
@@ -338,7 +365,10 @@ impl<P: Process + Send + 'static> Driver<P> {
         match owed {
             None => {}
             Some(DurabilityMode::Async) => _ = self.lazy_since.get_or_insert_with(Instant::now),
-            Some(DurabilityMode::Group | DurabilityMode::Sync) => self.owes_sync = true,
+            Some(DurabilityMode::Group | DurabilityMode::Sync) => {
+                self.owes_sync = true;
+                self.batch_writes += 1;
+            }
         }
         self.unflushed |= owed.is_some();
         for effect in items {

@@ -159,6 +159,44 @@ async fn one_sync_per_batch() {
     assert_eq!((reading.fsyncs(), reading.loss_window_max), (1, Duration::ZERO), "nothing acknowledged unsynced");
 }
 
+/// Writes that trickle in, one per turn of the runtime, share one fsync once an fsync has been shared: the
+/// batch lets the writer run again and again instead of closing after one turn.
+#[tokio::test]
+async fn after_a_shared_fsync_a_batch_lingers_for_trickling_writes() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
+    let task = tokio::spawn(driver.run());
+    let mut together: Vec<_> = (0..2).map(|_| inbox_tx.submit(put())).collect();
+    for rx in &mut together {
+        await_reply(rx).await;
+    }
+    let mut trickled = Vec::new();
+    for _ in 0..6 {
+        trickled.push(inbox_tx.submit(put()));
+        tokio::task::yield_now().await;
+    }
+    for rx in &mut trickled {
+        await_reply(rx).await;
+    }
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    let syncs = logged(&log).iter().filter(|e| *e == "sync").count();
+    assert_eq!(syncs, 2, "the two writes queued together, then the six that trickled in: {:?}", logged(&log));
+}
+
+/// Only a batch that owes an fsync lingers, and only once fsyncs are shared: a lone writer's batch closes
+/// as soon as its inbox is empty after one turn, so lingering never adds to its latency.
+#[test]
+fn only_a_batch_owing_a_shared_fsync_lingers() {
+    let (mut driver, _inbox, _sent, _) = probe_driver(SyncPolicy::default(), &Log::default());
+    for (owes_sync, shared, yields) in
+        [(false, false, 1), (true, false, 1), (false, true, 1), (true, true, LINGER_YIELDS)]
+    {
+        (driver.owes_sync, driver.last_sync_shared) = (owes_sync, shared);
+        assert_eq!(driver.yields_allowed(), yields, "owes a sync: {owes_sync}, last one shared: {shared}");
+    }
+}
+
 #[tokio::test]
 async fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
     let log = Log::default();
