@@ -1,6 +1,8 @@
 //! `meridian demo`: a local cluster in one process, for trying Meridian with redis-cli.
 
-use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup};
+use super::node::{
+    default_replicas, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup, ThreadArgs,
+};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Read, ReplicaKind, Reply, Request};
@@ -34,6 +36,8 @@ pub struct DemoArgs {
     cluster: ClusterArgs,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    threads: ThreadArgs,
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
@@ -53,7 +57,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let cluster = ClusterConfig::new(specs, replicas.len(), DEFAULT_VNODES)
         .and_then(|c| c.with_default(KeyspaceConfig::with_replicas(replicas)))
         .map_err(|e| e.to_string())?;
-    runtime()?.block_on(async {
+    args.threads.runtime()?.block_on(async {
         let mut handles = Vec::new();
         for i in 0..args.nodes {
             let setup = NodeSetup {

@@ -2,7 +2,9 @@
 //! a node added later starts with `--join`, naming the HTTP address of any node of the cluster.
 
 use super::http;
-use super::node::{default_replicas, runtime, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup};
+use super::node::{
+    default_replicas, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup, ThreadArgs,
+};
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec, ReplicaKind};
@@ -68,6 +70,8 @@ pub struct ServerArgs {
     cluster: ClusterArgs,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    threads: ThreadArgs,
 }
 
 /// Runs the node; `resolved` is its configuration as `--print-config` prints it.
@@ -99,7 +103,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         config: args.cluster.config_with(args.limits.limits()),
         resp_limits: args.limits.resp(),
     };
-    runtime()?.block_on(async {
+    args.threads.runtime()?.block_on(async {
         let handle = start(setup).await?;
         tracing::info!(node = args.node_id, resp = %handle.resp_addr(), durability = %args.durability.policy().default, "serving");
         stop_signal().await;
