@@ -489,6 +489,7 @@ impl ChainNode {
         };
         let origin = self.fe.track(id, req.clone(), self.tick);
         self.route(now, origin, req, out);
+        self.fe.settle();
     }
 
     /// Sends a request to the head (writes) or query node (reads, scans) of the chain its key or scan position
