@@ -211,24 +211,24 @@ pub fn init_logging(json: bool) {
     }
 }
 
-/// The threads a node process runs on (docs/performance.md, "One thread or two").
+/// The threads a node process runs on (docs/performance.md, section 10).
 #[derive(Args, Debug)]
 pub struct ThreadArgs {
-    /// Threads that run the node's core and its client and peer connections (fsyncs run on a thread of their
-    /// own). One is fastest for requests sent one at a time, since handing a request between threads costs
-    /// more than serving it; a second one helps deeply pipelined reads on a machine with cores to spare.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    threads: u16,
+    /// Threads that run the nodes' cores and their client and peer connections (default: one per CPU core;
+    /// fsyncs run on a thread of each core's own). One serves a request with less CPU, since handing it between
+    /// threads costs more than serving it, but leaves the work of every node of the process on one core.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
 }
 
 impl ThreadArgs {
     /// A multi-threaded runtime even with one worker: the core's fsync then runs off the worker, on the core's
     /// own thread (`meridian_node` driver), instead of in place.
     pub fn runtime(&self) -> Result<tokio::runtime::Runtime, String> {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(self.threads.into())
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start tokio: {e}"))
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        if let Some(threads) = self.threads {
+            builder.worker_threads(threads.into());
+        }
+        builder.enable_all().build().map_err(|e| format!("cannot start tokio: {e}"))
     }
 }
