@@ -13,9 +13,9 @@
 //!
 //! The loop: wait until the first input, the next timer deadline or (async mode) the next fsync
 //! deadline; take whatever else is waiting, letting the worker's other tasks run once (or a few times, when
-//! concurrent writes could share the batch's fsync: `Driver::yields_allowed`) to queue theirs, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of
-//! client write values (in group mode with a `max_wait`, waiting that long for more); fire the timers
-//! that are due; feed each to the process with `now` read from the monotonic clock (nanoseconds since the
+//! concurrent writes could share the batch's fsync: `Driver::yields_allowed`) to queue theirs, up to
+//! [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of client write values (in group mode with a `max_wait`,
+//! waiting that long for more); fire the timers that are due; feed each to the process with `now` read from the monotonic clock (nanoseconds since the
 //! driver started; see `meridian_core::time`). Immediate effects are carried out as each step emits them (sends go to the peer queues,
 //! replies to the waiting client). What happens to the `after_sync` effects depends on the
 //! durability mode the step's writes were made under (`meridian_core::Dirt`: a keyspace's own mode, or
@@ -436,11 +436,12 @@ impl<P: Process + Send + 'static> Driver<P> {
         if Handle::try_current().map(|h| h.runtime_flavor()).ok() != Some(RuntimeFlavor::MultiThread) {
             return self.process().sync();
         }
-        if self.syncer.is_none() {
-            self.syncer = Some(Syncer::start(format!("fsync-{}", self.me), P::sync)?);
-        }
+        let syncer = match &self.syncer {
+            Some(syncer) => syncer,
+            None => self.syncer.insert(Syncer::start(format!("fsync-{}", self.me), P::sync)?),
+        };
         let process = self.process.take().expect("the core holds its process");
-        let (process, result) = self.syncer.as_ref().expect("started").sync(process).await?;
+        let (process, result) = syncer.sync(process).await?;
         self.process = Some(process);
         // A panic in the fsync is the core's panic: it goes on to the core's watcher (fail-stop).
         result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
