@@ -24,6 +24,6 @@ pub use kv::{
     Admin, Condition, Deadline, ErrorKind, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Scan, ScanWant,
     Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
 };
-pub use process::{Dirt, Effect, Effects, Process};
+pub use process::{Dirt, Effect, Effects, Process, SyncJob};
 pub use stored::{Kind, Stored};
 pub use time::Time;

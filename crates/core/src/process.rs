@@ -44,7 +44,21 @@ pub trait Process {
     /// process crash (the kernel's page cache survives that). The runner calls it before acknowledging in
     /// async mode; a failure is fatal, as for `sync`. Required, so no core can forget a user-space buffer.
     fn flush(&mut self) -> std::io::Result<()>;
+    /// [`Process::sync`] in two halves, so that the core can go on taking inputs while the disk works: hands
+    /// every write so far to the OS and returns the fsync that makes them durable, for the runner to run on
+    /// another thread. Writes made after it returns are not covered; they wait for the next one. `None` means
+    /// nothing needs an fsync. The runner calls [`Process::end_sync`] on the core once the job has succeeded,
+    /// and treats a failed job as a failed `sync`. By default the sync runs in place and there is no job.
+    fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
+        self.sync().map(|()| None)
+    }
+    /// The core's part after a job of [`Process::begin_sync`] has succeeded (a store's compaction, say).
+    fn end_sync(&mut self) {}
 }
+
+/// An fsync taken off a core by [`Process::begin_sync`]: run anywhere, once, it makes durable every write the
+/// core had made when it was taken.
+pub type SyncJob = Box<dyn FnOnce() -> std::io::Result<()> + Send>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect<M, T> {

@@ -3,28 +3,29 @@
 //! The core is a task on the node's tokio runtime, beside the connections that feed it, rather than an OS
 //! thread of its own: a request then reaches it, and its reply reaches the connection, as a queue push and a
 //! task wake-up on the same runtime instead of a sleeping thread woken through the kernel, which on a small
-//! machine cost more than the request itself. An fsync in [`Process::sync`] blocks, so on a multi-threaded
-//! runtime the process moves to the core's fsync thread for it and back (`driver/syncer.rs`), while the core
-//! task waits: the workers go on serving the connections meanwhile, as they did when the core had a thread of
-//! its own. (`block_in_place` would do the same by handing the worker's queue to another thread, but on a small
-//! VM that hand-off cost more CPU per fsync than the fsync itself.) On a single-threaded runtime, as in
-//! tests, the fsync runs in place and nothing else runs during it. Either way, everything that arrives during
-//! one fsync is waiting when it returns and forms the next group commit.
+//! machine cost more than the request itself.
 //!
-//! The loop: wait until the first input, the next timer deadline or (async mode) the next fsync
-//! deadline; take whatever else is waiting, letting the worker's other tasks run once (or a few times, when
-//! concurrent writes could share the batch's fsync: `Driver::yields_allowed`) to queue theirs, up to
-//! [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of client write values (in group mode with a `max_wait`,
-//! waiting that long for more); fire the timers that are due; feed each to the process with `now` read from the monotonic clock (nanoseconds since the
-//! driver started; see `meridian_core::time`). Immediate effects are carried out as each step emits them (sends go to the peer queues,
-//! replies to the waiting client). What happens to the `after_sync` effects depends on the
-//! durability mode the step's writes were made under (`meridian_core::Dirt`: a keyspace's own mode, or
-//! the node's default, [`SyncPolicy`]):
+//! The loop: wait until the first input, the next timer deadline, (async mode) the next fsync deadline or
+//! the end of the fsync under way; take whatever else is waiting, letting the worker's other tasks run once
+//! (or a few times, when concurrent writes could share the next fsync: `Driver::yields_allowed`) to queue
+//! theirs, up to [`BATCH_MAX`] inputs and [`GROUP_BYTES_MAX`] bytes of client write values (in group mode
+//! with a `max_wait`, waiting that long for more); fire the timers that are due; feed each to the process
+//! with `now` read from the monotonic clock (nanoseconds since the driver started; see
+//! `meridian_core::time`). Immediate effects are carried out as each step emits them (sends go to the peer
+//! queues, replies to the waiting client). What happens to the `after_sync` effects depends on the
+//! durability mode the step's writes were made under (`meridian_core::Dirt`: a keyspace's own mode, or the
+//! node's default, [`SyncPolicy`]):
 //!
-//! - `group`: the batch ends with one [`Process::sync`]; only then are the batch's `after_sync` effects
-//!   carried out, in the order they were emitted. This is the group commit allowed by the contract in
-//!   `meridian_core::process`.
-//! - `sync`: the same, but at the end of the step instead of the batch, so no fsync is shared.
+//! - `group`: at the end of the batch the core begins a sync ([`Process::begin_sync`]): the process hands
+//!   its writes to the OS and gives back the fsync as a job, which runs on the core's fsync thread
+//!   (`driver/syncer.rs`) while the core goes on taking inputs. The batch's `after_sync` effects are carried
+//!   out, in the order they were emitted, when the job has succeeded. Only one fsync is under way at a
+//!   time: the writes made meanwhile wait for the next one, which begins as soon as a batch ends after it,
+//!   so every write waits for at most the rest of one fsync and the whole of the next, and each fsync
+//!   covers everything that arrived during the one before. This is the group commit allowed by the
+//!   contract in `meridian_core::process`.
+//! - `sync`: the step's writes are synced at the end of the step, and the core waits for it, so no fsync is
+//!   shared.
 //! - `async`: `after_sync` effects are carried out at once, like immediate ones, but only after
 //!   [`Process::flush`] has handed the writes before them to the OS, so a process crash cannot lose an
 //!   acknowledged write (a datastore may buffer appends in user space). The driver syncs
@@ -33,12 +34,13 @@
 //!
 //! `after_sync` effects never overtake each other: once one waits for a sync, every later one waits too,
 //! and while a `sync` or `group` write is unsynced, even those of steps that wrote nothing wait, since they
-//! may speak for it.
+//! may speak for it. On a single-threaded runtime, as in tests, a sync's job runs in place when it begins.
 //!
 //! A failed sync or flush stops the whole OS process (fail-stop): after a failed fsync the state of the
 //! file is unknown, so the node must not keep answering from it; it recovers from what is durable on
 //! restart.
-//! A panic in the core does the same, because a node whose core is gone could only refuse requests.
+//! A panic in the core or in its fsync does the same, because a node whose core is gone could only refuse
+//! requests.
 //!
 //! Messages a process sends to itself are delivered as inputs of the next step rather than through
 //! the network. Replies for request ids the driver does not know (the client left) are ignored.
@@ -49,9 +51,10 @@ use crate::timers::Timers;
 use crate::transport::PeerQueues;
 use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
 use std::collections::{HashMap, VecDeque};
+use std::fmt::Display;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use syncer::Syncer;
+use syncer::{Outcome, Syncer};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::Receiver;
@@ -72,8 +75,7 @@ type FxItem<P> = Effect<<P as Process>::Msg, <P as Process>::Timer>;
 
 pub(crate) struct Driver<P: Process> {
     me: NodeId,
-    /// Away only while an fsync runs on the fsync thread, when the core task waits for it.
-    process: Option<P>,
+    process: P,
     inbox: Receiver<Input<P::Msg>>,
     peers: PeerQueues<P::Msg>,
     timers: Timers<P::Timer>,
@@ -82,11 +84,13 @@ pub(crate) struct Driver<P: Process> {
     /// Messages the process sent to itself, delivered as the next inputs.
     loopback: VecDeque<P::Msg>,
     fx: Fx<P>,
-    /// The `after_sync` effects waiting for the next sync, in the order they were emitted.
+    /// The `after_sync` effects waiting for the next sync to begin, in the order they were emitted.
     deferred: Vec<FxItem<P>>,
-    /// When the oldest async write not yet synced was made: the start of the loss window.
+    /// The sync under way on the fsync thread.
+    in_flight: Option<InFlight<P>>,
+    /// When the oldest async write not yet covered by a sync was made: the start of the loss window.
     lazy_since: Option<Instant>,
-    /// Whether a `sync` or `group` write is not yet synced: the next commit owes a sync.
+    /// Whether a `sync` or `group` write is not yet covered by a sync: the next commit owes one.
     owes_sync: bool,
     /// Whether the process wrote since its last flush or sync. Only early releases read it: the others
     /// follow a sync, which flushes too.
@@ -98,11 +102,20 @@ pub(crate) struct Driver<P: Process> {
     /// Zero of the monotonic clock the core sees.
     started: Instant,
     /// The thread that runs fsyncs, once the first one is due on a multi-threaded runtime.
-    syncer: Option<Syncer<P>>,
-    /// Steps of the current batch that wrote something owing an fsync.
-    batch_writes: usize,
-    /// Whether the last fsync covered more than one step's writes: writers are concurrent.
+    syncer: Option<Syncer>,
+    /// Steps that wrote something owing an fsync since the last sync began.
+    unsynced_writes: usize,
+    /// Whether the last sync covered more than one step's writes: writers are concurrent.
     last_sync_shared: bool,
+}
+
+/// A sync whose job runs on the fsync thread.
+struct InFlight<P: Process> {
+    outcome: oneshot::Receiver<Outcome>,
+    /// The `after_sync` effects it releases, in order.
+    effects: Vec<FxItem<P>>,
+    /// When the oldest async write it covers was made.
+    lazy_since: Option<Instant>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -111,13 +124,20 @@ enum Flow {
     Stop,
 }
 
-/// What the next input of a batch turned out to be.
+/// What the next input turned out to be.
 enum Next<M> {
     Input(Input<M>),
-    /// Nothing more came in time: the batch is complete.
+    /// Nothing more came in time.
     None,
     /// Every sender is gone.
     Closed,
+}
+
+/// What woke an idle core.
+enum Woken<M> {
+    Next(Next<M>),
+    /// The sync under way ended (`None`: its thread is gone).
+    Synced(Option<Outcome>),
 }
 
 /// Starts the core task on the current runtime. It stops after a shutdown input, or when every sender of the
@@ -137,12 +157,30 @@ where
     })
 }
 
+/// Stops the OS process after a failed flush or sync: the state of the node's files is unknown.
+fn fail_stop(what: &str, e: impl Display) -> ! {
+    error!("{what} failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
+    std::process::exit(FAIL_STOP_EXIT_CODE);
+}
+
 /// The value bytes a client input asks to write; what [`GROUP_BYTES_MAX`] counts.
 fn write_bytes<M>(input: &Input<M>) -> usize {
     match input {
         Input::Client { req: Request::Write(write), .. } => write.value().map_or(0, |v| v.len()),
         _ => 0,
     }
+}
+
+/// The next input, waiting for one until `deadline` (without one, for as long as it takes).
+async fn receive<M>(inbox: &mut Receiver<Input<M>>, deadline: Option<Instant>) -> Next<M> {
+    let received = match deadline {
+        Some(deadline) => match timeout_at(deadline.into(), inbox.recv()).await {
+            Ok(received) => received,
+            Err(_) => return Next::None,
+        },
+        None => inbox.recv().await,
+    };
+    received.map_or(Next::Closed, Next::Input)
 }
 
 impl<P: Process + Send + 'static> Driver<P> {
@@ -155,7 +193,7 @@ impl<P: Process + Send + 'static> Driver<P> {
     ) -> Self {
         Driver {
             me,
-            process: Some(process),
+            process,
             inbox,
             peers,
             timers: Timers::new(),
@@ -164,6 +202,7 @@ impl<P: Process + Send + 'static> Driver<P> {
             loopback: VecDeque::new(),
             fx: Effects::new(),
             deferred: Vec::new(),
+            in_flight: None,
             lazy_since: None,
             owes_sync: false,
             unflushed: false,
@@ -171,7 +210,7 @@ impl<P: Process + Send + 'static> Driver<P> {
             persistence,
             started: Instant::now(),
             syncer: None,
-            batch_writes: 0,
+            unsynced_writes: 0,
             last_sync_shared: false,
         }
     }
@@ -180,35 +219,23 @@ impl<P: Process + Send + 'static> Driver<P> {
     /// driver started) is returned, the wall clock handed to the core.
     fn now(&mut self) -> Time {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        self.process().set_wall_clock(wall);
+        self.process.set_wall_clock(wall);
         Time::from_nanos(self.started.elapsed().as_nanos() as u64)
     }
 
     pub(crate) async fn run(mut self) {
         let now = self.now();
-        let (process, fx) = self.stepping();
-        process.start(now, fx);
+        self.process.start(now, &mut self.fx);
         self.absorb();
-        self.commit().await;
+        self.commit();
         while self.batch().await == Flow::Continue {}
-        // Only async writes can be unsynced here; a clean shutdown loses none of them.
-        if self.lazy_since.is_some() {
-            self.sync().await;
-        }
-    }
-
-    fn process(&mut self) -> &mut P {
-        self.stepping().0
-    }
-
-    /// The process and the effects its steps emit, borrowed together.
-    fn stepping(&mut self) -> (&mut P, &mut Fx<P>) {
-        (self.process.as_mut().expect("the core holds its process between fsyncs"), &mut self.fx)
+        // A clean shutdown loses no write, async ones included, and answers every write it took.
+        self.settle().await;
     }
 
     /// One batch: wait, take the inputs that are waiting and the due timers, then commit.
     async fn batch(&mut self) -> Flow {
-        (self.batch_bytes, self.batch_writes) = (0, 0);
+        self.batch_bytes = 0;
         let mut flow = self.wait_for_input().await;
         let close = self.batch_close();
         let (mut taken, mut yields) = (1, 0);
@@ -229,10 +256,7 @@ impl<P: Process + Send + 'static> Driver<P> {
         }
         self.fire_due_timers().await;
         self.deliver_loopback().await;
-        if self.owes_sync {
-            self.last_sync_shared = self.batch_writes > 1;
-        }
-        self.commit().await;
+        self.commit();
         flow
     }
 
@@ -264,42 +288,41 @@ impl<P: Process + Send + 'static> Driver<P> {
 
     /// The next input of a batch: one already waiting, or one arriving before `close`.
     async fn next_in_batch(&mut self, close: Option<Instant>) -> Next<P::Msg> {
-        match close {
-            Some(close) => match timeout_at(close.into(), self.inbox.recv()).await {
-                Ok(Some(input)) => Next::Input(input),
-                Ok(None) => Next::Closed,
-                Err(_) => Next::None,
-            },
-            None => match self.inbox.try_recv() {
-                Ok(input) => Next::Input(input),
-                Err(TryRecvError::Empty) => Next::None,
-                Err(TryRecvError::Disconnected) => Next::Closed,
-            },
+        if close.is_some() {
+            return receive(&mut self.inbox, close).await;
+        }
+        match self.inbox.try_recv() {
+            Ok(input) => Next::Input(input),
+            Err(TryRecvError::Empty) => Next::None,
+            Err(TryRecvError::Disconnected) => Next::Closed,
         }
     }
 
-    /// Waits until an input arrives (and handles it), the next timer is due or an async fsync is due.
-    /// Does not wait when self-sent messages are waiting, but lets the runtime's other tasks run first, since
-    /// a core that keeps messaging itself must not starve them.
+    /// Waits until an input arrives (and handles it), the next timer or async fsync is due, or the sync under
+    /// way ends (and lands it). Does not wait when self-sent messages are waiting, but lets the runtime's other
+    /// tasks run first, since a core that keeps messaging itself must not starve them.
     async fn wait_for_input(&mut self) -> Flow {
         if !self.loopback.is_empty() {
             tokio::task::yield_now().await;
             return Flow::Continue;
         }
-        let received = match self.next_deadline() {
-            Some(deadline) => match timeout_at(deadline.into(), self.inbox.recv()).await {
-                Ok(Some(input)) => Some(input),
-                Ok(None) => return Flow::Stop,
-                Err(_) => None,
-            },
-            None => match self.inbox.recv().await {
-                Some(input) => Some(input),
-                None => return Flow::Stop,
+        let deadline = self.next_deadline();
+        let next = receive(&mut self.inbox, deadline);
+        let woken = match &mut self.in_flight {
+            None => Woken::Next(next.await),
+            Some(flight) => tokio::select! {
+                outcome = &mut flight.outcome => Woken::Synced(outcome.ok()),
+                next = next => Woken::Next(next),
             },
         };
-        match received {
-            Some(input) => self.handle(input).await,
-            None => Flow::Continue,
+        match woken {
+            Woken::Synced(outcome) => {
+                self.land(outcome);
+                Flow::Continue
+            }
+            Woken::Next(Next::Input(input)) => self.handle(input).await,
+            Woken::Next(Next::None) => Flow::Continue,
+            Woken::Next(Next::Closed) => Flow::Stop,
         }
     }
 
@@ -313,16 +336,12 @@ impl<P: Process + Send + 'static> Driver<P> {
         self.batch_bytes += write_bytes(&input);
         let now = self.now();
         match input {
-            Input::Peer { from, msg } => {
-                let (process, fx) = self.stepping();
-                process.on_message(now, from, msg, fx);
-            }
+            Input::Peer { from, msg } => self.process.on_message(now, from, msg, &mut self.fx),
             Input::Client { req, reply } => {
                 let id = RequestId(self.next_request);
                 self.next_request += 1;
                 self.clients.insert(id, reply);
-                let (process, fx) = self.stepping();
-                process.on_request(now, id, req, fx);
+                self.process.on_request(now, id, req, &mut self.fx);
             }
             Input::Shutdown => return Flow::Stop,
         }
@@ -333,8 +352,7 @@ impl<P: Process + Send + 'static> Driver<P> {
     async fn fire_due_timers(&mut self) {
         for timer in self.timers.take_due(Instant::now()) {
             let now = self.now();
-            let (process, fx) = self.stepping();
-            process.on_timer(now, timer, fx);
+            self.process.on_timer(now, timer, &mut self.fx);
             self.step_done().await;
         }
     }
@@ -343,22 +361,22 @@ impl<P: Process + Send + 'static> Driver<P> {
     async fn deliver_loopback(&mut self) {
         for msg in std::mem::take(&mut self.loopback) {
             let (now, me) = (self.now(), self.me);
-            let (process, fx) = self.stepping();
-            process.on_message(now, me, msg, fx);
+            self.process.on_message(now, me, msg, &mut self.fx);
             self.step_done().await;
         }
     }
 
-    /// Ends a step: takes its effects, and commits at once if it made a `sync` write.
+    /// Ends a step: takes its effects, and makes its writes durable before going on if it made a `sync`
+    /// write.
     async fn step_done(&mut self) {
         if self.absorb() == Some(DurabilityMode::Sync) {
-            self.commit().await;
+            self.settle().await;
         }
     }
 
     /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones after a flush if
-    /// nothing before them waits for a sync, otherwise at the next commit. Returns the durability the step's
-    /// writes owe, if any: a `sync` write is for the caller to commit at once.
+    /// nothing before them waits for a sync, otherwise when the sync they wait for ends. Returns the
+    /// durability the step's writes owe, if any: a `sync` write is for the caller to settle at once.
     fn absorb(&mut self) -> Option<DurabilityMode> {
         let (items, dirt) = self.fx.drain();
         let owed = dirt.owed(self.persistence.policy.default);
@@ -367,31 +385,48 @@ impl<P: Process + Send + 'static> Driver<P> {
             Some(DurabilityMode::Async) => _ = self.lazy_since.get_or_insert_with(Instant::now),
             Some(DurabilityMode::Group | DurabilityMode::Sync) => {
                 self.owes_sync = true;
-                self.batch_writes += 1;
+                self.unsynced_writes += 1;
             }
         }
         self.unflushed |= owed.is_some();
         for effect in items {
             if !effect.after_sync() {
                 self.carry_out(effect);
-            } else if !self.owes_sync && self.deferred.is_empty() {
+            } else if self.owes_sync || !self.deferred.is_empty() {
+                self.deferred.push(effect);
+            } else if let Some(flight) = &mut self.in_flight {
+                // It follows only writes the sync under way covers.
+                flight.effects.push(effect);
+            } else {
                 self.flush();
                 self.carry_out(effect);
-            } else {
-                self.deferred.push(effect);
             }
         }
         owed
     }
 
-    /// Ends a batch (or a step that made a `sync` write): syncs if one is owed now, then releases the
-    /// `after_sync` effects in order.
-    async fn commit(&mut self) {
-        if self.sync_owed(Instant::now()) {
-            self.sync().await;
+    /// Ends a batch without waiting: lands the sync under way if it has ended, then begins the next one if a
+    /// sync is owed now. (Deferred effects always wait for a sync that is owed: they are deferred only behind
+    /// a `sync` or `group` write.)
+    fn commit(&mut self) {
+        if let Some(flight) = &mut self.in_flight {
+            match flight.outcome.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => {}
+                Ok(outcome) => self.land(Some(outcome)),
+                Err(oneshot::error::TryRecvError::Closed) => self.land(None),
+            }
         }
-        for effect in std::mem::take(&mut self.deferred) {
-            self.carry_out(effect);
+        if self.in_flight.is_none() && self.sync_owed(Instant::now()) {
+            self.begin_sync();
+        }
+    }
+
+    /// Makes every write so far durable and carries out every effect waiting for that, waiting for the disk.
+    async fn settle(&mut self) {
+        self.wait_for_sync().await;
+        if self.owes_sync || self.lazy_since.is_some() {
+            self.begin_sync();
+            self.wait_for_sync().await;
         }
     }
 
@@ -402,49 +437,87 @@ impl<P: Process + Send + 'static> Driver<P> {
         self.owes_sync || self.lazy_since.is_some_and(|since| now.saturating_duration_since(since) >= interval)
     }
 
+    /// Begins a sync of every write so far, taking the effects that wait for it: its job goes to the fsync
+    /// thread on a multi-threaded runtime, and runs in place otherwise (or there is no job: nothing needed
+    /// an fsync).
+    fn begin_sync(&mut self) {
+        let started = Instant::now();
+        let job = self.process.begin_sync().unwrap_or_else(|e| fail_stop("sync", e));
+        self.last_sync_shared = self.unsynced_writes > 1;
+        (self.owes_sync, self.unflushed, self.unsynced_writes) = (false, false, 0);
+        let flight = InFlight {
+            outcome: oneshot::channel().1,
+            effects: std::mem::take(&mut self.deferred),
+            lazy_since: self.lazy_since.take(),
+        };
+        let Some(job) = job else {
+            return self.end_sync((Ok(Ok(())), started.elapsed()), flight);
+        };
+        match self.syncer() {
+            Some(syncer) => self.in_flight = Some(InFlight { outcome: syncer.submit(job), ..flight }),
+            None => self.end_sync((Ok(job()), started.elapsed()), flight),
+        }
+    }
+
+    /// The core's fsync thread, started at the first fsync; none on a single-threaded runtime, where the
+    /// fsync runs in place.
+    fn syncer(&mut self) -> Option<&Syncer> {
+        if Handle::try_current().map(|h| h.runtime_flavor()).ok() != Some(RuntimeFlavor::MultiThread) {
+            return None;
+        }
+        Some(match &mut self.syncer {
+            Some(syncer) => syncer,
+            started => started.insert(
+                Syncer::start(format!("fsync-{}", self.me))
+                    .unwrap_or_else(|e| fail_stop("starting the fsync thread", e)),
+            ),
+        })
+    }
+
+    /// Waits for the sync under way, if any, and lands it.
+    async fn wait_for_sync(&mut self) {
+        if let Some(flight) = &mut self.in_flight {
+            let outcome = (&mut flight.outcome).await;
+            self.land(outcome.ok());
+        }
+    }
+
+    /// Ends the sync under way with the outcome of its job (`None`: the fsync thread is gone).
+    fn land(&mut self, outcome: Option<Outcome>) {
+        let flight = self.in_flight.take().expect("a sync is under way");
+        let outcome = outcome.unwrap_or_else(|| fail_stop("sync", "the fsync thread has stopped"));
+        self.end_sync(outcome, flight);
+    }
+
+    /// After a sync's job: stops the node if it failed (a panic goes on to the core's watcher), and otherwise
+    /// lets the process finish the sync, records it and carries out the effects it released.
+    fn end_sync(&mut self, (result, took): Outcome, flight: InFlight<P>) {
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => fail_stop("sync", e),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        self.process.end_sync();
+        let window = flight.lazy_since.map(|since| since.elapsed());
+        self.persistence.record_fsync(took, window);
+        // Async writes made since the sync began may be among what these effects speak for.
+        if self.lazy_since.is_some() {
+            self.flush();
+        }
+        for effect in flight.effects {
+            self.carry_out(effect);
+        }
+    }
+
     /// Hands every write so far to the OS if any is still in the process, or stops the node.
     fn flush(&mut self) {
         if !self.unflushed {
             return;
         }
-        if let Err(e) = self.process().flush() {
-            error!("flush failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
-            std::process::exit(FAIL_STOP_EXIT_CODE);
+        if let Err(e) = self.process.flush() {
+            fail_stop("flush", e);
         }
         self.unflushed = false;
-    }
-
-    /// Makes every write so far durable, or stops the node.
-    async fn sync(&mut self) {
-        let started = Instant::now();
-        if let Err(e) = self.sync_process().await {
-            error!("sync failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
-            std::process::exit(FAIL_STOP_EXIT_CODE);
-        }
-        self.unflushed = false;
-        self.owes_sync = false;
-        let done = Instant::now();
-        // Only async writes are acknowledged before the sync, so only they waited unprotected.
-        let window = self.lazy_since.take().map(|since| done - since);
-        self.persistence.record_fsync(done - started, window);
-    }
-
-    /// Runs [`Process::sync`], which blocks on the disk: on a multi-threaded runtime on the core's fsync thread
-    /// (`syncer.rs`), with the process moved there and back, so no worker is held up behind the disk; otherwise
-    /// in place.
-    async fn sync_process(&mut self) -> std::io::Result<()> {
-        if Handle::try_current().map(|h| h.runtime_flavor()).ok() != Some(RuntimeFlavor::MultiThread) {
-            return self.process().sync();
-        }
-        let syncer = match &self.syncer {
-            Some(syncer) => syncer,
-            None => self.syncer.insert(Syncer::start(format!("fsync-{}", self.me), P::sync)?),
-        };
-        let process = self.process.take().expect("the core holds its process");
-        let (process, result) = syncer.sync(process).await?;
-        self.process = Some(process);
-        // A panic in the fsync is the core's panic: it goes on to the core's watcher (fail-stop).
-        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 
     fn carry_out(&mut self, effect: FxItem<P>) {

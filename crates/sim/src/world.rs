@@ -1,13 +1,15 @@
 //! The simulated cluster: virtual time, one event queue, the nodes running real protocol cores over
 //! simulated disks, the network and the clocks. It carries out effects exactly as the tokio driver
 //! does (immediate ones at once, `after_sync` ones once a simulated fsync covering them completes), so
-//! a protocol that is correct here relies on nothing the real driver does not give it.
+//! a protocol that is correct here relies on nothing the real driver does not give it. Its fsyncs are taken as
+//! the driver takes them, in two halves (`Process::begin_sync`, then the job and `Process::end_sync` when the
+//! simulated fsync completes), with the node taking inputs in between.
 
 use crate::clock::Clock;
 use crate::net::Network;
 use crate::rng::SimRng;
 use meridian_core::{
-    wire, DurabilityMode, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, Time,
+    wire, DurabilityMode, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
 };
 use meridian_store::SimVfs;
 use std::cmp::Reverse;
@@ -63,6 +65,7 @@ pub enum Event<T> {
     Request { to: NodeId, client: usize, op: usize, req: Request },
     Response { client: usize, op: usize, reply: Reply },
     Timer { node: NodeId, life: u64, timer: T, gen: u64 },
+    SyncBegin { node: NodeId, life: u64 },
     SyncDone { node: NodeId, life: u64 },
     Client(crate::workload::ClientEvent),
     Fault(crate::nemesis::Fault),
@@ -73,7 +76,7 @@ impl<T> Event<T> {
     fn target(&self) -> Option<NodeId> {
         match self {
             Event::Deliver { to, .. } | Event::Request { to, .. } => Some(*to),
-            Event::Timer { node, .. } | Event::SyncDone { node, .. } => Some(*node),
+            Event::Timer { node, .. } | Event::SyncBegin { node, .. } | Event::SyncDone { node, .. } => Some(*node),
             _ => None,
         }
     }
@@ -152,9 +155,12 @@ struct Node<P: Process> {
     written: u64,
     synced: u64,
     strict: u64,
-    /// When the next sync completes, if one is scheduled.
+    /// When the next sync begins, if one is scheduled.
     sync_at: Option<u64>,
-    held: VecDeque<Effect<P::Msg, P::Timer>>,
+    /// The sync under way: its fsync job, run when it completes, and the count of dirty steps it covers.
+    in_flight: Option<(SyncJob, u64)>,
+    /// Held `after_sync` effects, each with the count of dirty steps before it: it goes once a sync covers them.
+    held: VecDeque<(u64, Effect<P::Msg, P::Timer>)>,
     requests: BTreeMap<RequestId, (usize, usize)>,
     next_request: u64,
 }
@@ -217,6 +223,7 @@ impl<P: Process> World<P> {
                     synced: 0,
                     strict: 0,
                     sync_at: None,
+                    in_flight: None,
                     held: VecDeque::new(),
                     requests: BTreeMap::new(),
                     next_request: 0,
@@ -389,6 +396,7 @@ impl<P: Process> World<P> {
         node.backlog.clear();
         node.timers.clear();
         node.held.clear();
+        node.in_flight = None;
         node.requests.clear();
         (node.written, node.synced, node.strict, node.sync_at) = (0, 0, 0, None);
         self.net.break_node(id);
@@ -428,7 +436,8 @@ impl<P: Process> World<P> {
                 self.nodes.get_mut(&node).expect("known node").backlog.push_back(event);
                 return None;
             }
-            if let Some(cost) = self.cost.filter(|_| !matches!(event, Event::SyncDone { .. })) {
+            let disk_event = matches!(event, Event::SyncBegin { .. } | Event::SyncDone { .. });
+            if let Some(cost) = self.cost.filter(|_| !disk_event) {
                 let busy = self.nodes[&node].busy_until;
                 if busy > self.now {
                     self.schedule(busy, event);
@@ -448,6 +457,7 @@ impl<P: Process> World<P> {
             Event::Deliver { from, to, epoch, frame } => self.deliver(from, to, epoch, frame),
             Event::Request { to, client, op, req } => self.request(to, client, op, req),
             Event::Timer { node, life, timer, gen } => self.timer(node, life, timer, gen),
+            Event::SyncBegin { node, life } => self.sync_begin(node, life),
             Event::SyncDone { node, life } => self.sync_done(node, life),
             other => return Some(other),
         }
@@ -484,7 +494,9 @@ impl<P: Process> World<P> {
         self.step(id, Input::Timer(timer));
     }
 
-    fn sync_done(&mut self, id: NodeId, life: u64) {
+    /// Begins a sync of every write so far unless one is under way (whose completion begins the next): the
+    /// core hands its writes to the OS and its fsync job runs when the simulated fsync completes.
+    fn sync_begin(&mut self, id: NodeId, life: u64) {
         let now = self.now;
         let node = self.nodes.get_mut(&id).expect("known node");
         if node.life != life {
@@ -494,17 +506,49 @@ impl<P: Process> World<P> {
             node.sync_at = None;
         }
         // An earlier sync, scheduled for a stricter write, may have covered this one's writes already.
-        if node.synced == node.written {
+        if node.in_flight.is_some() || node.synced == node.written {
             return;
         }
         let Some(p) = node.proc.as_mut() else { return };
-        if let Err(e) = p.sync() {
+        let covers = node.written;
+        match p.begin_sync() {
+            Err(e) => self.fail(format!("{id}: sync failed: {e}")),
+            Ok(None) => self.end_sync(id, covers),
+            Ok(Some(job)) => {
+                node.in_flight = Some((job, covers));
+                let at =
+                    now + self.rng.range(self.disk.fsync_min.as_nanos() as u64, self.disk.fsync_max.as_nanos() as u64);
+                self.schedule(at, Event::SyncDone { node: id, life });
+            }
+        }
+    }
+
+    fn sync_done(&mut self, id: NodeId, life: u64) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if node.life != life {
+            return;
+        }
+        let Some((job, covers)) = node.in_flight.take() else { return };
+        if let Err(e) = job() {
             return self.fail(format!("{id}: sync failed: {e}"));
         }
+        self.end_sync(id, covers);
+    }
+
+    /// A sync that covers the first `covers` dirty steps has succeeded: the core finishes it, the effects
+    /// waiting for those steps go, and the next sync is scheduled if more is unsynced.
+    fn end_sync(&mut self, id: NodeId, covers: u64) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        let Some(p) = node.proc.as_mut() else { return };
+        p.end_sync();
         self.stats.syncs += 1;
-        node.synced = node.written;
-        let released = std::mem::take(&mut node.held);
+        node.synced = covers;
+        let mut released = Vec::new();
+        while node.held.front().is_some_and(|&(before, _)| before <= covers) {
+            released.extend(node.held.pop_front().map(|(_, e)| e));
+        }
         released.into_iter().for_each(|e| self.execute(id, e));
+        self.schedule_sync(id);
     }
 
     fn step(&mut self, id: NodeId, input: Input<P>) {
@@ -548,7 +592,7 @@ impl<P: Process> World<P> {
         let mut now_items = Vec::new();
         for e in items {
             if e.after_sync() && (node.synced < node.strict || !node.held.is_empty()) {
-                node.held.push_back(e);
+                node.held.push_back((node.written, e));
             } else {
                 now_items.push(e);
             }
@@ -563,26 +607,23 @@ impl<P: Process> World<P> {
         now_items.into_iter().for_each(|e| self.execute(id, e));
     }
 
-    /// Schedules a sync of `id`'s unsynced writes unless one comes soon enough: within an fsync for `sync`
-    /// and `group` writes, within [`ASYNC_INTERVAL`] for async ones.
+    /// Schedules the beginning of a sync of `id`'s unsynced writes unless one comes soon enough (or is under
+    /// way, and begins the next when it completes): at once for `sync` and `group` writes, within
+    /// [`ASYNC_INTERVAL`] for async ones.
     fn schedule_sync(&mut self, id: NodeId) {
         let node = &self.nodes[&id];
-        if node.synced == node.written {
+        if node.synced == node.written || node.in_flight.is_some() {
             return;
         }
         let strict = node.synced < node.strict;
-        let wait = if strict { 0 } else { ASYNC_INTERVAL.as_nanos() as u64 };
-        let latest = self.now + wait + self.disk.fsync_max.as_nanos() as u64;
-        if node.sync_at.is_some_and(|at| at <= latest) {
+        let at = self.now + if strict { 0 } else { ASYNC_INTERVAL.as_nanos() as u64 };
+        if node.sync_at.is_some_and(|scheduled| scheduled <= at) {
             return;
         }
-        let at = self.now
-            + wait
-            + self.rng.range(self.disk.fsync_min.as_nanos() as u64, self.disk.fsync_max.as_nanos() as u64);
         let node = self.nodes.get_mut(&id).expect("known node");
         node.sync_at = Some(at);
         let life = node.life;
-        self.schedule(at, Event::SyncDone { node: id, life });
+        self.schedule(at, Event::SyncBegin { node: id, life });
     }
 
     fn execute(&mut self, id: NodeId, effect: Effect<P::Msg, P::Timer>) {

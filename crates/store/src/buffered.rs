@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use meridian_core::SyncJob;
 
 use crate::datastore::{Datastore, Durability, LogPos, StoreError, StoreStats};
 use crate::log::{LogOptions, LogStore, RecoveryReport};
@@ -95,6 +96,19 @@ impl Datastore for BufferedStore {
         self.log.sync()?;
         (self.unsynced_bytes, self.unsynced_records) = (0, 0);
         Ok(())
+    }
+
+    fn begin_sync(&mut self) -> Result<Option<SyncJob>, StoreError> {
+        if !self.batch_full() {
+            return Ok(None);
+        }
+        let job = self.log.begin_sync()?;
+        (self.unsynced_bytes, self.unsynced_records) = (0, 0);
+        Ok(job)
+    }
+
+    fn end_sync(&mut self) {
+        self.log.end_sync();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

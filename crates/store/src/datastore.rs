@@ -5,6 +5,7 @@ use std::fmt;
 use std::io;
 
 use bytes::Bytes;
+use meridian_core::SyncJob;
 
 use crate::record::{Entry, Record};
 
@@ -161,6 +162,16 @@ pub trait Datastore: Send {
     }
     /// Makes every append so far durable (for a durable store), then does a bounded amount of maintenance.
     fn sync(&mut self) -> Result<(), StoreError>;
+    /// `sync` in two halves ([`meridian_core::Process::begin_sync`]): hands every append so far to the OS and
+    /// returns the fsync that makes them durable, to run on any thread while appends go on, or `None` when
+    /// none is needed. The caller stops the node if the job fails, so the store may count its appends as
+    /// synced once the job is taken. By default the sync runs in place.
+    fn begin_sync(&mut self) -> Result<Option<SyncJob>, StoreError> {
+        self.sync().map(|()| None)
+    }
+    /// What `sync` does after its fsync (maintenance), for the caller to call once a job of `begin_sync` has
+    /// succeeded.
+    fn end_sync(&mut self) {}
     /// Hands everything appended so far to the OS: not durable against power loss, durable against a process
     /// crash (the kernel's page cache survives that). A store that buffers nothing in the process has
     /// nothing to do.

@@ -51,6 +51,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use compaction::Compactor;
 use index::{Index, Loc};
+use meridian_core::SyncJob;
 use segment::Segments;
 
 pub use compaction::{CompactionProgress, PassProgress};
@@ -179,6 +180,19 @@ impl Datastore for LogStore {
         self.sync_active()?;
         self.compact_slice();
         Ok(())
+    }
+
+    /// The active segment's fsync, taken after its buffered appends reach the OS; a sealed segment was synced
+    /// when it was sealed. The compaction that `sync` does after its fsync waits for [`Datastore::end_sync`].
+    fn begin_sync(&mut self) -> Result<Option<SyncJob>, StoreError> {
+        self.flush_active()?;
+        let job = self.segs.active_mut().file.begin_sync();
+        self.failed |= job.is_err();
+        Ok(job?)
+    }
+
+    fn end_sync(&mut self) {
+        self.compact_slice();
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

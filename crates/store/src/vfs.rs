@@ -5,6 +5,7 @@ mod faults;
 mod real;
 mod sim;
 
+use meridian_core::SyncJob;
 use std::fmt::Debug;
 use std::io;
 use std::path::Path;
@@ -36,6 +37,10 @@ pub trait VfsFile: Send + Debug {
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes all appends so far durable (fdatasync on the real backend).
     fn sync(&mut self) -> io::Result<()>;
+    /// `sync` taken off the handle, to run later on any thread while appends go on: the job makes durable at
+    /// least what was appended when it was taken. `None` when nothing needs it (a handle that tracks what is
+    /// synced may know).
+    fn begin_sync(&mut self) -> io::Result<Option<SyncJob>>;
     /// Cuts the file to len bytes, durably (used by recovery to drop a torn tail). Drops any reservation.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
     /// Makes the file at least `len` bytes long on disk, zero-filled past its data, so that appends up to there

@@ -5,81 +5,81 @@
 //! blocks: each hand-off takes the pool's one lock and wakes whichever idle thread its condition variable
 //! picks. Under group commit the cores hand off thousands of fsyncs a second, and the profile showed the
 //! lock's spinning and sleeping (`sched_yield`, `futex`) beside the fsyncs. A thread of the core's own takes
-//! each fsync from a channel nobody else uses.
+//! each fsync job ([`SyncJob`]) from a channel nobody else uses, while the core goes on with its inputs.
 
+use meridian_core::SyncJob;
 use std::any::Any;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::thread;
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// What a sync returns: the process, and the sync's result or its panic.
-pub(super) type Synced<P> = (P, Result<io::Result<()>, Box<dyn Any + Send>>);
+/// How a job ended (its result, or its panic), and how long it ran.
+pub(super) type Outcome = (Result<io::Result<()>, Box<dyn Any + Send>>, Duration);
 
-type Job<P> = (P, oneshot::Sender<Synced<P>>);
-
-pub(super) struct Syncer<P> {
-    jobs: mpsc::Sender<Job<P>>,
+pub(super) struct Syncer {
+    jobs: mpsc::Sender<(SyncJob, oneshot::Sender<Outcome>)>,
 }
 
-impl<P: Send + 'static> Syncer<P> {
+impl Syncer {
     /// Starts the thread; it ends once the syncer is dropped.
-    pub(super) fn start(name: String, sync: fn(&mut P) -> io::Result<()>) -> io::Result<Self> {
-        let (jobs, rx) = mpsc::channel::<Job<P>>();
+    pub(super) fn start(name: String) -> io::Result<Self> {
+        let (jobs, rx) = mpsc::channel::<(SyncJob, oneshot::Sender<Outcome>)>();
         thread::Builder::new().name(name).spawn(move || {
-            for (mut process, done) in rx {
-                let result = catch_unwind(AssertUnwindSafe(|| sync(&mut process)));
-                // The core task waits for the answer; it is gone only when the runtime is shutting down.
-                let _ = done.send((process, result));
+            for (job, done) in rx {
+                let started = Instant::now();
+                let result = catch_unwind(AssertUnwindSafe(job));
+                // The core waits for the outcome; it is gone only when the runtime is shutting down.
+                let _ = done.send((result, started.elapsed()));
             }
         })?;
         Ok(Syncer { jobs })
     }
 
-    /// Runs `sync` on the thread with `process` moved there, and hands both back.
-    pub(super) async fn sync(&self, process: P) -> io::Result<Synced<P>> {
-        let (done, answer) = oneshot::channel();
-        self.jobs.send((process, done)).map_err(|_| io::Error::other("the fsync thread has stopped"))?;
-        answer.await.map_err(|_| io::Error::other("the fsync thread has stopped"))
+    /// Runs `job` on the thread. The receiver resolves with its outcome, or fails if the thread has stopped.
+    pub(super) fn submit(&self, job: SyncJob) -> oneshot::Receiver<Outcome> {
+        let (done, outcome) = oneshot::channel();
+        // A failed send drops `done` with the job, which the receiver reports.
+        let _ = self.jobs.send((job, done));
+        outcome
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record_thread(threads: &mut Vec<thread::ThreadId>) -> io::Result<()> {
-        threads.push(thread::current().id());
-        Ok(())
-    }
+    use std::sync::{Arc, Mutex};
 
     #[tokio::test]
-    async fn each_sync_runs_on_the_one_thread_and_hands_the_process_back() {
-        let syncer = Syncer::start("fsync-test".into(), record_thread).unwrap();
-        let mut threads = Vec::new();
-        for _ in 0..3 {
-            let (back, result) = syncer.sync(threads).await.unwrap();
-            assert!(result.unwrap().is_ok());
-            threads = back;
+    async fn each_job_runs_on_the_one_thread_in_order() {
+        let syncer = Syncer::start("fsync-test".into()).unwrap();
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let outcomes: Vec<_> = (0..3)
+            .map(|n| {
+                let threads = threads.clone();
+                syncer.submit(Box::new(move || {
+                    threads.lock().unwrap().push((n, thread::current().id()));
+                    Ok(())
+                }))
+            })
+            .collect();
+        for outcome in outcomes {
+            assert!(outcome.await.unwrap().0.unwrap().is_ok());
         }
-        assert_eq!(threads.len(), 3);
-        assert!(threads.iter().all(|&t| t == threads[0] && t != thread::current().id()), "{threads:?}");
+        let threads = threads.lock().unwrap();
+        assert_eq!(threads.iter().map(|&(n, _)| n).collect::<Vec<_>>(), [0, 1, 2]);
+        assert!(threads.iter().all(|&(_, t)| t == threads[0].1 && t != thread::current().id()), "{threads:?}");
     }
 
     #[tokio::test]
-    async fn a_panic_in_the_sync_comes_back_to_the_caller_and_the_thread_goes_on() {
-        let syncer = Syncer::start("fsync-test".into(), |n: &mut u32| {
-            *n += 1;
-            assert!(*n != 2, "planted panic");
-            Ok(())
-        })
-        .unwrap();
-        let (n, result) = syncer.sync(1).await.unwrap();
-        let panic = result.unwrap_err();
-        assert_eq!(panic.downcast_ref::<&str>(), Some(&"planted panic"));
-        let (n, result) = syncer.sync(n).await.unwrap();
-        assert!(result.unwrap().is_ok());
-        assert_eq!(n, 3);
+    async fn a_panic_in_a_job_comes_back_to_the_caller_and_the_thread_goes_on() {
+        let syncer = Syncer::start("fsync-test".into()).unwrap();
+        let panicked = syncer.submit(Box::new(|| panic!("planted panic"))).await.unwrap().0.unwrap_err();
+        assert_eq!(panicked.downcast_ref::<&str>(), Some(&"planted panic"));
+        let failed = syncer.submit(Box::new(|| Err(io::Error::other("planted")))).await.unwrap().0.unwrap();
+        assert_eq!(failed.unwrap_err().to_string(), "planted");
+        assert!(syncer.submit(Box::new(|| Ok(()))).await.unwrap().0.unwrap().is_ok());
     }
 }

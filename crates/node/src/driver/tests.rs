@@ -11,13 +11,18 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 type Log = Arc<Mutex<Vec<String>>>;
+/// Holds each fsync job of the probe until the test sends it a go.
+type Gate = Arc<Mutex<std::sync::mpsc::Receiver<()>>>;
 
 /// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n). A write
 /// of key `sync`, `group` or `async` is made in that durability mode, any other in the node's default.
-/// A timer set at start sends a message to itself; another is set and cancelled at once.
+/// A request for key `read` writes nothing and only replies after sync. A timer set at start sends a message
+/// to itself; another is set and cancelled at once. Its fsync jobs log `sync` when they run, after waiting
+/// for the gate if it has one.
 struct Probe {
     log: Log,
     writes: u32,
+    gate: Option<Gate>,
 }
 
 impl Process for Probe {
@@ -42,6 +47,9 @@ impl Process for Probe {
     fn on_request(&mut self, _: Time, id: RequestId, req: Request, out: &mut Effects<u32, &'static str>) {
         self.log.lock().unwrap().push(format!("request {}", id.0));
         let Request::Write(write) = req else { panic!("the probe takes writes") };
+        if write.key == "read" {
+            return out.reply_after_sync(id, WRITTEN);
+        }
         out.mark_dirty_as(std::str::from_utf8(&write.key).ok().and_then(|k| k.parse().ok()));
         out.reply_after_sync(id, Reply::Written { applied: true, existed: false });
         out.send_after_sync(NodeId(2), self.writes);
@@ -58,6 +66,17 @@ impl Process for Probe {
         self.log.lock().unwrap().push("flush".into());
         Ok(())
     }
+
+    fn begin_sync(&mut self) -> std::io::Result<Option<meridian_core::SyncJob>> {
+        let (log, gate) = (self.log.clone(), self.gate.clone());
+        Ok(Some(Box::new(move || {
+            if let Some(gate) = gate {
+                gate.lock().unwrap().recv().map_err(std::io::Error::other)?;
+            }
+            log.lock().unwrap().push("sync".into());
+            Ok(())
+        })))
+    }
 }
 
 fn put() -> Request {
@@ -66,6 +85,10 @@ fn put() -> Request {
 
 fn put_value(value: Bytes) -> Request {
     Request::Write(Write::put(KeyspaceId::DEFAULT, "k".into(), value))
+}
+
+fn put_value_at(key: &str) -> Request {
+    Request::Write(Write::put(KeyspaceId::DEFAULT, key.to_owned().into(), "v".into()))
 }
 
 /// A write made in `mode` rather than the node's default.
@@ -80,6 +103,15 @@ type Inbox = tokio::sync::mpsc::Sender<Input<u32>>;
 /// A driver over a fresh probe in `mode`, not yet running; with it come its inbox, a function that
 /// takes what the probe has sent to node 2 so far, in order, and the fsync figures.
 fn probe_driver(policy: SyncPolicy, log: &Log) -> (Driver<Probe>, Inbox, impl FnMut() -> Vec<u32>, Arc<Persistence>) {
+    gated_probe_driver(policy, log, None)
+}
+
+/// [`probe_driver`] with the probe's fsync jobs held by `gate`.
+fn gated_probe_driver(
+    policy: SyncPolicy,
+    log: &Log,
+    gate: Option<Gate>,
+) -> (Driver<Probe>, Inbox, impl FnMut() -> Vec<u32>, Arc<Persistence>) {
     let (inbox_tx, inbox_rx) = inbox::channel();
     let started = Arc::new(Mutex::new(Vec::new()));
     let sink = started.clone();
@@ -87,7 +119,7 @@ fn probe_driver(policy: SyncPolicy, log: &Log) -> (Driver<Probe>, Inbox, impl Fn
     queues.route(NodeId(2), "127.0.0.1:2".into());
     let mut outbound = std::mem::take(&mut *started.lock().unwrap());
     let persistence = Arc::new(Persistence::new(policy));
-    let probe = Probe { log: log.clone(), writes: 0 };
+    let probe = Probe { log: log.clone(), writes: 0, gate };
     let driver = Driver::new(NodeId(1), probe, inbox_rx, queues, persistence.clone());
     let sent_to_n2 = move || std::iter::from_fn(|| outbound[0].rx.try_recv().ok()).collect();
     (driver, inbox_tx, sent_to_n2, persistence)
@@ -137,12 +169,49 @@ async fn inputs_waiting_together_share_one_sync_and_after_sync_effects_follow_it
     one_sync_per_batch().await;
 }
 
-/// On worker threads the process goes to the core's fsync thread for each fsync and comes back: the same order, the
-/// same effects.
+/// On worker threads each fsync runs on the core's fsync thread while the core waits for inputs: the same order,
+/// the same effects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_worker_threads_the_fsync_runs_off_them_in_the_same_order() {
     one_sync_per_batch().await;
     one_sync_per_write().await;
+}
+
+/// While a sync's fsync runs on the fsync thread, the core goes on taking inputs. A step that wrote nothing
+/// has its after-sync effects carried out with that fsync's; a write waits for the next fsync, which covers
+/// it alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_core_takes_inputs_while_an_fsync_runs_and_new_writes_wait_for_the_next() {
+    let log = Log::default();
+    let (go, gate) = std::sync::mpsc::channel();
+    let gate = Some(Arc::new(Mutex::new(gate)));
+    let (driver, inbox_tx, mut sent_to_n2, persistence) = gated_probe_driver(SyncPolicy::default(), &log, gate);
+    let task = tokio::spawn(driver.run());
+    let mut first = inbox_tx.submit(put());
+    wait_for_log(&log, "request 0").await;
+    let mut read = inbox_tx.submit(put_value_at("read"));
+    let mut second = inbox_tx.submit(put());
+    wait_for_log(&log, "request 2").await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(first.try_recv().is_err() && read.try_recv().is_err(), "answered before the fsync ran");
+    assert_eq!(sent_to_n2(), [100, 101], "only the immediate sends");
+
+    go.send(()).unwrap();
+    assert_eq!(await_reply(&mut first).await, WRITTEN);
+    assert_eq!(await_reply(&mut read).await, WRITTEN, "the read goes out with the fsync it followed");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(second.try_recv().is_err(), "the write taken during the fsync waits for one of its own");
+    let mut after_sync = sent_to_n2();
+    assert!(!after_sync.contains(&1), "the second write's after-sync send left before its fsync");
+
+    go.send(()).unwrap();
+    assert_eq!(await_reply(&mut second).await, WRITTEN);
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    after_sync.extend(sent_to_n2());
+    assert_eq!(after_sync, [0, 1]);
+    assert_eq!(requests_and_syncs(&log), ["request 0", "request 1", "request 2", "sync", "sync"]);
+    assert_eq!(persistence.read().fsyncs(), 2);
 }
 
 async fn one_sync_per_batch() {

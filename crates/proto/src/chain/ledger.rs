@@ -9,7 +9,7 @@
 //! no scan.
 
 use bytes::Bytes;
-use meridian_core::Stored;
+use meridian_core::{Stored, SyncJob};
 use meridian_store::{Body, Datastore, Durability, Entry, LogPos, Record, StoreError, StoreStats};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -170,6 +170,14 @@ impl Datastore for Ledgered {
 
     fn sync(&mut self) -> Result<(), StoreError> {
         self.store.sync()
+    }
+
+    fn begin_sync(&mut self) -> Result<Option<SyncJob>, StoreError> {
+        self.store.begin_sync()
+    }
+
+    fn end_sync(&mut self) {
+        self.store.end_sync()
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

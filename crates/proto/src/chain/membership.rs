@@ -333,7 +333,7 @@ impl ChainNode {
         r.complete = false;
         if let (true, Role::Joiner { step, .. }) = (settled, r.role) {
             self.stats.precopies += 1;
-            self.finished.insert(chain, (StepReport::PreCopied { chain, step }, self.syncs));
+            self.step_finished(StepReport::PreCopied { chain, step });
         }
         Ok(())
     }
@@ -373,7 +373,7 @@ impl ChainNode {
         r.flushed = flushing;
         self.stats.flushes += 1;
         if let Some(step) = flushing {
-            self.finished.insert(chain, (StepReport::Flushed { chain, step }, self.syncs));
+            self.step_finished(StepReport::Flushed { chain, step });
         }
         self.play_forward(now, chain, out);
         let r = &self.replicas[&chain];

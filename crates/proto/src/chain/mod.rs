@@ -51,7 +51,7 @@ use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
 use meridian_core::{
-    ChainId, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, Time,
+    ChainId, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, SyncJob, Time,
     UpdateMode,
 };
 use meridian_store::{Datastore, StoreError, StoreStats};
@@ -140,6 +140,14 @@ pub enum StepReport {
     PreCopied { chain: ChainId, step: u64 },
     /// The inserted member's flush completed: it is a valid replica (`StepDone`).
     Flushed { chain: ChainId, step: u64 },
+}
+
+impl StepReport {
+    pub fn chain(&self) -> ChainId {
+        match *self {
+            StepReport::PreCopied { chain, .. } | StepReport::Flushed { chain, .. } => chain,
+        }
+    }
 }
 
 /// What a node says about its replicas in every heartbeat.
@@ -245,8 +253,11 @@ pub struct ChainNode {
     temp: BTreeMap<ChainId, BTreeMap<u64, Update>>,
     leases: BTreeMap<ChainId, Lease>,
     held: BTreeMap<ChainId, VecDeque<Held>>,
-    /// Finished steps and the sync count after which they are durable.
+    /// Finished steps, each with the number of syncs begun before it: the next one to begin covers it.
     finished: BTreeMap<ChainId, (StepReport, u64)>,
+    /// Syncs begun and syncs completed (in the same order: the runner runs one at a time). A step is durable
+    /// once more syncs have completed than had begun when it finished.
+    syncs_begun: u64,
     syncs: u64,
     fe: FrontEnd,
     tick: u64,
@@ -300,6 +311,7 @@ impl ChainNode {
             leases: BTreeMap::new(),
             held: BTreeMap::new(),
             finished: BTreeMap::new(),
+            syncs_begun: 0,
             syncs: 0,
             fe: FrontEnd::new(me, incarnation),
             tick: 0,
@@ -411,6 +423,11 @@ impl ChainNode {
             held: self.held.get(&chain).map_or(0, VecDeque::len),
             copy,
         }
+    }
+
+    /// Notes this node's part of a step as done; it is reported once durable (`reports`).
+    fn step_finished(&mut self, report: StepReport) {
+        self.finished.insert(report.chain(), (report, self.syncs_begun));
     }
 
     /// What the agent tells the manager's leader about this node's replicas in every heartbeat: the steps it
@@ -601,9 +618,22 @@ impl ChainNode {
     }
 
     pub fn sync(&mut self) -> std::io::Result<()> {
+        self.syncs_begun += 1;
         self.stores.sync().map_err(std::io::Error::other)?;
         self.syncs += 1;
         Ok(())
+    }
+
+    /// [`meridian_core::Process::begin_sync`]: the fsyncs of every store's writes so far, as one job.
+    pub fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
+        self.syncs_begun += 1;
+        self.stores.begin_sync().map_err(std::io::Error::other)
+    }
+
+    /// After the job of [`ChainNode::begin_sync`] has succeeded.
+    pub fn end_sync(&mut self) {
+        self.stores.end_sync();
+        self.syncs += 1;
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {

@@ -9,7 +9,7 @@
 //! are removed when the node learns of the drop, and again at start if a crash interrupted that.
 
 use super::ledger::{Ledger, Ledgered};
-use meridian_core::{KeyspaceId, ReplicaKind};
+use meridian_core::{KeyspaceId, ReplicaKind, SyncJob};
 use meridian_store::{
     BatchOptions, BufferedStore, Datastore, LogOptions, LogStore, MemStore, StoreError, StoreStats, Vfs,
 };
@@ -132,6 +132,23 @@ impl Stores {
 
     pub fn flush(&mut self) -> Result<(), StoreError> {
         self.open.values_mut().try_for_each(|s| s.flush())
+    }
+
+    /// Every open store's fsync job, as one.
+    pub fn begin_sync(&mut self) -> Result<Option<SyncJob>, StoreError> {
+        let mut jobs = Vec::new();
+        for store in self.open.values_mut() {
+            jobs.extend(store.begin_sync()?);
+        }
+        Ok(match jobs.len() {
+            0 => None,
+            1 => jobs.pop(),
+            _ => Some(Box::new(move || jobs.into_iter().try_for_each(|job| job()))),
+        })
+    }
+
+    pub fn end_sync(&mut self) {
+        self.open.values_mut().for_each(|s| s.end_sync());
     }
 
     /// Every open store's figures added up.

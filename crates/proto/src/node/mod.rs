@@ -19,7 +19,7 @@ use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
 use crate::manager::placement::DEFAULT_PARTITIONS;
 use crate::manager::raft::RaftMsg;
-use meridian_core::{ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Request, RequestId, Time};
+use meridian_core::{ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Request, RequestId, SyncJob, Time};
 use meridian_store::{LogOptions, StoreError, StoreStats, Vfs};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -334,5 +334,13 @@ impl Process for ClusterNode {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.chain.flush()
+    }
+
+    fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
+        self.chain.begin_sync()
+    }
+
+    fn end_sync(&mut self) {
+        self.chain.end_sync()
     }
 }

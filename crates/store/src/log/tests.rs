@@ -303,6 +303,25 @@ fn power_loss_before_a_flush_recovers_the_synced_prefix() {
 }
 
 #[test]
+fn a_sync_job_run_after_later_appends_makes_its_own_records_durable() {
+    for entropy in 0..20 {
+        let vfs = SimVfs::new();
+        let mut store = open_buffered(&vfs);
+        let covered = buffered_puts(&mut store, 1..10);
+        let job = store.begin_sync().unwrap().expect("the appends owe an fsync");
+        let later = buffered_puts(&mut store, 10..20);
+        assert!(store.begin_sync().unwrap().is_some(), "the later appends owe one of their own");
+        job().unwrap();
+        store.end_sync();
+        drop(store);
+        vfs.crash(entropy);
+        let recovered = replayed(&open(&vfs).0);
+        assert!(recovered.starts_with(&covered), "{entropy}: lost a record the job covered");
+        assert!(later.starts_with(&recovered[covered.len()..]), "{entropy}: recovered what was never written");
+    }
+}
+
+#[test]
 fn a_full_disk_keeps_buffered_records_until_space_returns() {
     let vfs = SimVfs::new();
     let mut store = open_buffered(&vfs);

@@ -16,6 +16,7 @@
 //! price is that the segment's file ends in zeros until it is sealed ([`WriteBuffer::trim`]) and, after a
 //! crash or restart, until recovery cuts them off.
 
+use meridian_core::SyncJob;
 use std::io;
 
 use crate::vfs::VfsFile;
@@ -142,6 +143,19 @@ impl VfsFile for WriteBuffer {
         Ok(())
     }
 
+    /// Writes the pending bytes out first, since the job runs on the file; `None` when nothing was written
+    /// since the last sync or job. The written bytes count as synced from here on: a job that fails stops
+    /// the node (fail-stop), so no later sync relies on it.
+    fn begin_sync(&mut self) -> io::Result<Option<SyncJob>> {
+        self.flush()?;
+        if self.synced {
+            return Ok(None);
+        }
+        let job = self.file.begin_sync()?;
+        self.synced = true;
+        Ok(job)
+    }
+
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         if len >= self.written {
             self.pending.truncate((len - self.written) as usize);
@@ -211,6 +225,13 @@ mod tests {
             self.fsyncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(())
         }
+        fn begin_sync(&mut self) -> io::Result<Option<SyncJob>> {
+            let fsyncs = self.fsyncs.clone();
+            Ok(Some(Box::new(move || {
+                fsyncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            })))
+        }
         fn truncate(&mut self, len: u64) -> io::Result<()> {
             self.data.truncate(len as usize);
             Ok(())
@@ -236,6 +257,22 @@ mod tests {
         buf.truncate(1).unwrap();
         buf.sync().unwrap();
         assert_eq!(count(), 3, "a cut is a change too");
+    }
+
+    #[test]
+    fn a_sync_job_is_taken_only_when_something_was_written_and_counts_once_run() {
+        let file = Counted::default();
+        let fsyncs = file.fsyncs.clone();
+        let count = || fsyncs.load(std::sync::atomic::Ordering::Relaxed);
+        let mut buf = WriteBuffer::new(Box::new(file), 0, 64, 0);
+        buf.append(b"ab").unwrap();
+        let job = buf.begin_sync().unwrap().expect("a write owes a sync");
+        assert_eq!(buf.file.len().unwrap(), 2, "the pending bytes reach the file before the job is taken");
+        assert!(buf.begin_sync().unwrap().is_none(), "nothing new since the job");
+        buf.sync().unwrap();
+        assert_eq!(count(), 0, "the job stands for the sync");
+        job().unwrap();
+        assert_eq!(count(), 1);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! The [`Vfs`] over `std::fs`.
 
+use meridian_core::SyncJob;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::{Vfs, VfsFile};
 
@@ -30,7 +32,7 @@ impl Vfs for RealVfs {
             sync_parent(path)?;
         }
         let len = file.metadata()?.len();
-        Ok(Box::new(RealFile { file, end: len, size: len }))
+        Ok(Box::new(RealFile { file: Arc::new(file), end: len, size: len }))
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -72,7 +74,8 @@ fn sync_parent(path: &Path) -> io::Result<()> {
 
 #[derive(Debug)]
 struct RealFile {
-    file: File,
+    /// Shared with the fsync jobs taken off it, which may outlive the handle.
+    file: Arc<File>,
     /// End of the data: where the next append goes.
     end: u64,
     /// The file's size, at least `end`; past `end` it holds reserved zeros.
@@ -101,6 +104,11 @@ impl VfsFile for RealFile {
 
     fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    fn begin_sync(&mut self) -> io::Result<Option<SyncJob>> {
+        let file = Arc::clone(&self.file);
+        Ok(Some(Box::new(move || file.sync_data())))
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::faults::Faults;
 use super::{Vfs, VfsFile};
 use meridian_core::splitmix::SplitMix64;
+use meridian_core::SyncJob;
 
 /// Longest garbage run a torn write leaves at the end of what it kept.
 const TORN_MAX: usize = 16;
@@ -65,6 +66,8 @@ struct Inode {
     reserved: usize,
     /// `reserved` as of the last sync.
     reserved_synced: usize,
+    /// Truncations so far: an fsync job taken before one covers nothing after it.
+    truncations: u64,
 }
 
 impl SimVfs {
@@ -263,6 +266,19 @@ impl Inode {
         self.handles = 0;
     }
 
+    /// Makes durable what the file held when it was `len` bytes long with `reserved` bytes reserved (an fsync
+    /// taken then), unless it was truncated since: the truncation was durable itself, and bytes appended after
+    /// it were not there to be covered.
+    fn sync_prefix(&mut self, len: usize, reserved: usize, truncations: u64) {
+        if truncations != self.truncations {
+            return;
+        }
+        self.synced = self.synced.max(len);
+        let synced = self.synced;
+        self.pending.retain(|&end| end > synced);
+        self.reserved_synced = self.reserved_synced.max(reserved);
+    }
+
     /// Reserved bytes not yet filled by appends.
     fn spare(&self) -> usize {
         self.reserved.saturating_sub(self.data.len())
@@ -381,11 +397,30 @@ impl VfsFile for SimFile {
         self.with(|disk| {
             disk.faults.charge()?;
             let inode = disk.inode(self.ino);
-            inode.synced = inode.data.len();
-            inode.pending.clear();
-            inode.reserved_synced = inode.reserved;
+            inode.sync_prefix(inode.data.len(), inode.reserved, inode.truncations);
             Ok(())
         })
+    }
+
+    /// The job checks its epoch and charges the power-cut budget when it runs, as `sync` does when called.
+    fn begin_sync(&mut self) -> io::Result<Option<SyncJob>> {
+        let taken = self.with(|disk| {
+            let inode = disk.inode(self.ino);
+            Ok((inode.data.len(), inode.reserved, inode.truncations))
+        })?;
+        let (disk, ino, epoch) = (Arc::clone(&self.disk), self.ino, self.epoch);
+        Ok(Some(Box::new(move || {
+            let mut disk = lock(&disk);
+            if disk.epoch != epoch {
+                return Err(io::Error::other("fsync taken before a simulated crash"));
+            }
+            disk.faults.charge()?;
+            // A file removed and closed since has nothing left to make durable.
+            if let Some(inode) = disk.inodes.get_mut(&ino) {
+                inode.sync_prefix(taken.0, taken.1, taken.2);
+            }
+            Ok(())
+        })))
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
@@ -397,6 +432,7 @@ impl VfsFile for SimFile {
             inode.synced = len;
             inode.pending.clear();
             (inode.reserved, inode.reserved_synced) = (0, 0);
+            inode.truncations += 1;
             Ok(())
         })
     }
@@ -462,6 +498,43 @@ mod tests {
             torn |= !tail_clean;
         }
         assert!(all_lost && all_kept && cut_mid && torn);
+    }
+
+    #[test]
+    fn a_sync_job_makes_durable_what_was_there_when_it_was_taken_and_no_more() {
+        let path = Path::new("f");
+        let (mut kept_later, mut lost_later) = (false, false);
+        for entropy in 0..200 {
+            let vfs = SimVfs::new();
+            let mut f = vfs.open(path).unwrap();
+            f.append(b"covered-").unwrap();
+            let job = f.begin_sync().unwrap().unwrap();
+            f.append(b"after-the-job").unwrap();
+            job().unwrap();
+            assert_eq!(vfs.unsynced_bytes(), 13);
+            vfs.crash(entropy);
+            let got = read_all(&vfs, path);
+            assert!(got.starts_with(b"covered-"), "{entropy}: {got:?}");
+            kept_later |= got == b"covered-after-the-job";
+            lost_later |= got == b"covered-";
+        }
+        assert!(kept_later && lost_later);
+    }
+
+    #[test]
+    fn a_sync_job_covers_nothing_after_a_truncation_or_a_crash() {
+        let vfs = SimVfs::new();
+        let mut f = vfs.open(Path::new("f")).unwrap();
+        f.append(b"long enough").unwrap();
+        let job = f.begin_sync().unwrap().unwrap();
+        f.truncate(4).unwrap();
+        f.append(b" appended after the cut").unwrap();
+        job().unwrap();
+        assert_eq!(vfs.unsynced_bytes(), 23, "only the truncation's 4 bytes are durable");
+
+        let job = f.begin_sync().unwrap().unwrap();
+        vfs.crash(3);
+        assert!(job().is_err());
     }
 
     #[test]

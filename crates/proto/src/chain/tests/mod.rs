@@ -711,3 +711,23 @@ fn ausi_secondaries_read_invalidated_keys_at_the_head() {
     assert!(h.nodes[&tail].replicas[&ChainId(0)].invalid.get(&b"k"[..]).is_none_or(|&s| s <= h.lu(tail.0)));
     assert_eq!(h.request(tail.0, get("k")), Some(value("v2")));
 }
+
+/// A finished step is reported once a sync that began after it has completed, not by the one under way when it
+/// finished: the runner's group commit begins a sync and goes on taking inputs while it runs
+/// (`Process::begin_sync`).
+#[test]
+fn a_step_is_reported_only_after_a_sync_that_began_after_it() {
+    let mut h = Harness::new(3, 3);
+    let node = h.nodes.get_mut(&NodeId(1)).unwrap();
+    let under_way = node.begin_sync().unwrap();
+    let step = StepReport::Flushed { chain: ChainId(0), step: 9 };
+    node.step_finished(step);
+    under_way.map_or(Ok(()), |job| job()).unwrap();
+    node.end_sync();
+    assert!(node.reports().steps.is_empty(), "the sync under way did not cover the step");
+    let covering = node.begin_sync().unwrap();
+    assert!(node.reports().steps.is_empty(), "begun is not done");
+    covering.map_or(Ok(()), |job| job()).unwrap();
+    node.end_sync();
+    assert_eq!(node.reports().steps, vec![step]);
+}
