@@ -22,6 +22,8 @@ pub const ASYNC_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Builds a node's core over its disk: at first boot and after every crash. The `u64` is the run's
 /// incarnation number.
+type SimEffect<P> = Effect<<P as Process>::Msg, <P as Process>::Timer>;
+
 pub type Factory<P> = Box<dyn FnMut(NodeId, SimVfs, u64) -> Result<P, String>>;
 /// Checked after every step over the cores that are up, each with its clock's current reading.
 pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, (&P, Time)>) -> Result<(), String>>;
@@ -160,7 +162,7 @@ struct Node<P: Process> {
     /// The sync under way: its fsync job, run when it completes, and the count of dirty steps it covers.
     in_flight: Option<(SyncJob, u64)>,
     /// Held `after_sync` effects, each with the count of dirty steps before it: it goes once a sync covers them.
-    held: VecDeque<(u64, Effect<P::Msg, P::Timer>)>,
+    held: VecDeque<(u64, SimEffect<P>)>,
     requests: BTreeMap<RequestId, (usize, usize)>,
     next_request: u64,
 }
