@@ -112,7 +112,12 @@ pub(crate) struct Driver<P: Process> {
 /// A sync whose job runs on the fsync thread.
 struct InFlight<P: Process> {
     outcome: oneshot::Receiver<Outcome>,
-    /// The `after_sync` effects it releases, in order.
+    covered: Covered<P>,
+}
+
+/// What a sync releases when it ends.
+struct Covered<P: Process> {
+    /// The `after_sync` effects waiting for it, in order.
     effects: Vec<FxItem<P>>,
     /// When the oldest async write it covers was made.
     lazy_since: Option<Instant>,
@@ -326,9 +331,11 @@ impl<P: Process + Send + 'static> Driver<P> {
         }
     }
 
-    /// The earlier of the next timer and the next async fsync.
+    /// The earlier of the next timer and the next async fsync. While a sync is under way, its end wakes the
+    /// core and the next can begin only then, so a due async fsync sets no deadline (it would spin the loop).
     fn next_deadline(&self) -> Option<Instant> {
-        let fsync = self.lazy_since.and_then(|since| since.checked_add(self.persistence.policy.async_interval));
+        let lazy_since = self.lazy_since.filter(|_| self.in_flight.is_none());
+        let fsync = lazy_since.and_then(|since| since.checked_add(self.persistence.policy.async_interval));
         [self.timers.next_deadline(), fsync].into_iter().flatten().min()
     }
 
@@ -396,7 +403,7 @@ impl<P: Process + Send + 'static> Driver<P> {
                 self.deferred.push(effect);
             } else if let Some(flight) = &mut self.in_flight {
                 // It follows only writes the sync under way covers.
-                flight.effects.push(effect);
+                flight.covered.effects.push(effect);
             } else {
                 self.flush();
                 self.carry_out(effect);
@@ -445,17 +452,13 @@ impl<P: Process + Send + 'static> Driver<P> {
         let job = self.process.begin_sync().unwrap_or_else(|e| fail_stop("sync", e));
         self.last_sync_shared = self.unsynced_writes > 1;
         (self.owes_sync, self.unflushed, self.unsynced_writes) = (false, false, 0);
-        let flight = InFlight {
-            outcome: oneshot::channel().1,
-            effects: std::mem::take(&mut self.deferred),
-            lazy_since: self.lazy_since.take(),
-        };
+        let covered = Covered { effects: std::mem::take(&mut self.deferred), lazy_since: self.lazy_since.take() };
         let Some(job) = job else {
-            return self.end_sync((Ok(Ok(())), started.elapsed()), flight);
+            return self.end_sync((Ok(Ok(())), started.elapsed()), covered);
         };
         match self.syncer() {
-            Some(syncer) => self.in_flight = Some(InFlight { outcome: syncer.submit(job), ..flight }),
-            None => self.end_sync((Ok(job()), started.elapsed()), flight),
+            Some(syncer) => self.in_flight = Some(InFlight { outcome: syncer.submit(job), covered }),
+            None => self.end_sync((Ok(job()), started.elapsed()), covered),
         }
     }
 
@@ -486,25 +489,25 @@ impl<P: Process + Send + 'static> Driver<P> {
     fn land(&mut self, outcome: Option<Outcome>) {
         let flight = self.in_flight.take().expect("a sync is under way");
         let outcome = outcome.unwrap_or_else(|| fail_stop("sync", "the fsync thread has stopped"));
-        self.end_sync(outcome, flight);
+        self.end_sync(outcome, flight.covered);
     }
 
     /// After a sync's job: stops the node if it failed (a panic goes on to the core's watcher), and otherwise
     /// lets the process finish the sync, records it and carries out the effects it released.
-    fn end_sync(&mut self, (result, took): Outcome, flight: InFlight<P>) {
+    fn end_sync(&mut self, (result, took): Outcome, covered: Covered<P>) {
         match result {
             Ok(Ok(())) => {}
             Ok(Err(e)) => fail_stop("sync", e),
             Err(panic) => std::panic::resume_unwind(panic),
         }
         self.process.end_sync();
-        let window = flight.lazy_since.map(|since| since.elapsed());
+        let window = covered.lazy_since.map(|since| since.elapsed());
         self.persistence.record_fsync(took, window);
         // Async writes made since the sync began may be among what these effects speak for.
         if self.lazy_since.is_some() {
             self.flush();
         }
-        for effect in flight.effects {
+        for effect in covered.effects {
             self.carry_out(effect);
         }
     }

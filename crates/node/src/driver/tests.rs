@@ -272,6 +272,18 @@ fn only_a_batch_owing_a_shared_fsync_lingers() {
     }
 }
 
+/// A due async fsync wakes an idle core, unless a sync is under way: its end wakes the core anyway, and a deadline
+/// already past would only spin the loop until then.
+#[test]
+fn a_due_async_fsync_sets_no_deadline_while_a_sync_is_under_way() {
+    let (mut driver, _inbox, _sent, _) = probe_driver(async_node(Duration::from_millis(1)), &Log::default());
+    driver.lazy_since = Some(Instant::now());
+    assert!(driver.next_deadline().is_some());
+    let covered = Covered { effects: Vec::new(), lazy_since: None };
+    driver.in_flight = Some(InFlight { outcome: oneshot::channel().1, covered });
+    assert_eq!(driver.next_deadline(), None);
+}
+
 #[tokio::test]
 async fn timers_fire_cancelled_ones_do_not_and_self_sends_loop_back() {
     let log = Log::default();
