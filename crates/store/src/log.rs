@@ -42,6 +42,7 @@ mod scan;
 mod segment;
 mod write_buffer;
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
@@ -50,7 +51,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use compaction::Compactor;
-use index::{Index, Loc};
+use index::{prefix_of, Index, IndexEntry, Loc};
+use meridian_core::ring::key_token;
 use meridian_core::SyncJob;
 use segment::Segments;
 
@@ -81,6 +83,16 @@ pub struct LogStore {
     /// the kernel dropped after a failed fsync), so only reopening, which re-runs recovery, can go on safely.
     failed: bool,
     compactor: Compactor,
+    /// Where the last existence check found its key (`Datastore::has_value`), for the append that usually follows
+    /// it: a chain head checks a key, then writes it.
+    found: RefCell<Found>,
+}
+
+/// A key, and the slot and entry it was found at.
+#[derive(Debug, Default)]
+struct Found {
+    key: Vec<u8>,
+    at: Option<(usize, IndexEntry)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +133,7 @@ impl LogStore {
             next_id: 1,
             failed: false,
             compactor: Compactor::default(),
+            found: RefCell::default(),
         };
         let report = store.recover()?;
         Ok((store, report))
@@ -171,6 +184,17 @@ impl Datastore for LogStore {
     /// Reads the key's latest record back from the log, checking its checksum and that it holds this key.
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
         self.lookup(key)
+    }
+
+    /// Reads the key's latest record, as `get` does, and remembers where it found it: the append of the same key
+    /// that comes next then does not read the record again.
+    fn has_value(&self, key: &[u8]) -> Result<bool, StoreError> {
+        let found = self.locate(key, prefix_of(key_token(key)))?;
+        let mut last = self.found.borrow_mut();
+        last.key.clear();
+        last.key.extend_from_slice(key);
+        last.at = found.as_ref().map(|&(i, entry, _)| (i, entry));
+        Ok(found.is_some_and(|(_, entry, _)| !entry.tombstone))
     }
 
     /// Flushes and syncs the active segment, then does up to `slice_bytes` of compaction. Compaction failures do

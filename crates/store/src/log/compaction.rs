@@ -101,6 +101,9 @@ impl LogStore {
     /// One slice of compaction work: starts a pass if one is due, copies up to `slice_bytes`, commits the pass
     /// if its input is done.
     pub(super) fn compact_slice(&mut self) {
+        // Compaction moves entries and frees segment slots for reuse: an existence check's find from before it
+        // could name a location that now holds another record.
+        self.found.get_mut().at = None;
         let Some(mut pass) = self.compactor.pass.take().or_else(|| self.begin_pass()) else {
             return;
         };

@@ -112,6 +112,11 @@ impl Index {
         self.slots[i].unpack()
     }
 
+    /// The entry in slot `i`, if it holds one.
+    pub(super) fn entry_at(&self, i: usize) -> Option<IndexEntry> {
+        self.slots.get(i).filter(|s| !s.is_empty()).map(|s| s.unpack())
+    }
+
     /// Every entry, in table order.
     pub(super) fn iter(&self) -> impl Iterator<Item = IndexEntry> + '_ {
         self.slots.iter().filter(|s| !s.is_empty()).map(|s| s.unpack())

@@ -30,6 +30,15 @@ impl LogStore {
         Ok(None)
     }
 
+    /// Where the last existence check found `key`, if its entry is still there, and forgets it: every record
+    /// prepared takes it, so no index change but the one it prepares comes between the check and its use. An
+    /// unchanged entry in the slot is the key's, since its location names one record.
+    fn recall(&self, key: &[u8]) -> Option<(usize, IndexEntry)> {
+        let mut found = self.found.borrow_mut();
+        let (i, entry) = found.at.take()?;
+        (found.key == key && self.index.entry_at(i) == Some(entry)).then_some((i, entry))
+    }
+
     /// The record an index entry points at, checked to be the kind of record the entry says it is.
     pub(super) fn read_indexed(&self, entry: IndexEntry) -> Result<Record, StoreError> {
         let seg = self.segs.get(entry.loc.seg);
@@ -43,10 +52,14 @@ impl LogStore {
 
     /// Looks up what indexing `rec` will replace or, for a range drop, take out.
     pub(super) fn prepare(&self, rec: &Record) -> Result<Placement, StoreError> {
+        let recalled = self.recall(&rec.key);
         match rec.body {
             Body::Value(_) | Body::Tombstone => {
                 let prefix = prefix_of(key_token(&rec.key));
-                let previous = self.locate(&rec.key, prefix)?.map(|(i, entry, _)| (i, entry));
+                let previous = match recalled {
+                    Some(at) => Some(at),
+                    None => self.locate(&rec.key, prefix)?.map(|(i, entry, _)| (i, entry)),
+                };
                 Ok(Placement::Key { prefix, previous })
             }
             Body::DropRange { start_exclusive, end_inclusive } => {

@@ -404,3 +404,71 @@ fn a_drop_forgets_its_chains_watermark_only() {
     assert_eq!(store.acks.keys().collect::<Vec<_>>(), [&4]);
     assert_eq!(store.stats().live_bytes(), (other.encoded_len() + drop_range(1, 1).encoded_len()) as u64);
 }
+
+/// Bytes read from the segment files so far.
+fn segment_reads(vfs: &SimVfs) -> u64 {
+    segment_files(vfs).iter().map(|f| vfs.read_bytes(&Path::new(DIR).join(f))).sum()
+}
+
+#[test]
+fn an_append_after_an_existence_check_of_its_key_does_not_read_the_record_again() {
+    let vfs = SimVfs::new();
+    let (mut store, _) = open(&vfs);
+    for n in 1..10 {
+        store.append(&put(n, &format!("k{n}"), "old")).unwrap();
+    }
+    store.sync().unwrap();
+    let before = segment_reads(&vfs);
+    store.append(&put(10, "k5", "unchecked")).unwrap();
+    let one_lookup = segment_reads(&vfs) - before;
+    assert!(one_lookup > 0, "an append reads the key's record to confirm the key");
+    store.sync().unwrap();
+
+    let before = segment_reads(&vfs);
+    assert!(store.has_value(b"k5").unwrap());
+    let checked = segment_reads(&vfs);
+    assert!(checked > before, "the check reads the record");
+    store.append(&put(11, "k5", "checked")).unwrap();
+    assert_eq!(segment_reads(&vfs), checked, "the append after it does not");
+    assert_eq!(value(&store, "k5"), Some(Some(Bytes::from("checked"))));
+    assert_eq!(store.stats().live_keys, 9);
+}
+
+/// What the check found is used only by the next record appended, only for its key, and never after
+/// compaction has moved entries: otherwise the key gets a second entry or replaces another key's.
+#[test]
+fn an_existence_check_is_forgotten_by_any_other_record_and_by_compaction() {
+    let vfs = SimVfs::new();
+    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 150, min_segments: 1 };
+    let opts = LogOptions { segment_bytes: 256, compaction, ..LogOptions::default() };
+    let reopen = || LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0;
+    let mut store = reopen();
+    for n in 1..40 {
+        store.append(&put(n, &format!("k{}", n % 8), &format!("v{n}"))).unwrap();
+    }
+    assert!(store.has_value(b"k3").unwrap());
+    store.append(&put(40, "k4", "other key")).unwrap();
+    store.append(&put(41, "k3", "after another record")).unwrap();
+    assert!(store.has_value(b"k6").unwrap());
+    for _ in 0..200 {
+        store.sync().unwrap();
+    }
+    assert!(store.compaction_progress().passes_completed > 0, "{:?}", store.compaction_progress());
+    store.append(&put(42, "k6", "after compaction")).unwrap();
+    assert!(store.has_value(b"k2").unwrap());
+    store.append(&Record { chain: 3, seq: 43, key: Bytes::from("k2"), body: Body::Tombstone }).unwrap();
+    assert!(!store.has_value(b"k2").unwrap());
+    store.append(&put(44, "k2", "back")).unwrap();
+
+    let expect = |store: &LogStore| {
+        assert_eq!(value(store, "k3"), Some(Some(Bytes::from("after another record"))));
+        assert_eq!(value(store, "k4"), Some(Some(Bytes::from("other key"))));
+        assert_eq!(value(store, "k6"), Some(Some(Bytes::from("after compaction"))));
+        assert_eq!(value(store, "k2"), Some(Some(Bytes::from("back"))));
+        assert_eq!(store.stats().live_keys, 8);
+    };
+    expect(&store);
+    store.sync().unwrap();
+    drop(store);
+    expect(&reopen());
+}
