@@ -43,6 +43,8 @@ pub struct BufferedStore {
     /// Encoded bytes and records appended since the log's last fsync: the batch a power loss can take.
     unsynced_bytes: u64,
     unsynced_records: u64,
+    /// Whether the last `begin_sync` took the log's fsync, whose maintenance `end_sync` then does.
+    log_sync_begun: bool,
 }
 
 impl BufferedStore {
@@ -62,7 +64,7 @@ impl BufferedStore {
             }
         })?;
         loaded?;
-        Ok((BufferedStore { mem, log, batch, unsynced_bytes: 0, unsynced_records: 0 }, report))
+        Ok((BufferedStore { mem, log, batch, unsynced_bytes: 0, unsynced_records: 0, log_sync_begun: false }, report))
     }
 
     fn batch_full(&self) -> bool {
@@ -103,12 +105,15 @@ impl Datastore for BufferedStore {
             return Ok(None);
         }
         let job = self.log.begin_sync()?;
-        (self.unsynced_bytes, self.unsynced_records) = (0, 0);
+        (self.unsynced_bytes, self.unsynced_records, self.log_sync_begun) = (0, 0, true);
         Ok(job)
     }
 
+    /// The log's compaction follows its fsyncs only, as with `sync`.
     fn end_sync(&mut self) {
-        self.log.end_sync();
+        if std::mem::take(&mut self.log_sync_begun) {
+            self.log.end_sync();
+        }
     }
 
     fn flush(&mut self) -> Result<(), StoreError> {

@@ -109,3 +109,27 @@ fn a_drop_reaches_memory_and_the_log_and_survives_a_reopen() {
     assert_eq!(survivors(&store), [Bytes::from("k1")]);
     assert_eq!(replayed(&store)[14..], [marker, put(15)]);
 }
+
+#[test]
+fn a_sync_job_is_taken_a_batch_at_a_time_and_keeps_what_it_covered() {
+    let vfs = SimVfs::new();
+    let mut store = open(&vfs);
+    let recs: Vec<Record> = (1..=15).map(put).collect();
+    for rec in &recs[..9] {
+        store.append(rec).unwrap();
+        assert!(store.begin_sync().unwrap().is_none(), "the batch is not full yet");
+        store.end_sync();
+    }
+    store.append(&recs[9]).unwrap();
+    let job = store.begin_sync().unwrap().expect("a full batch owes the log's fsync");
+    assert_eq!(store.unsynced_records, 0);
+    for rec in &recs[10..] {
+        store.append(rec).unwrap();
+    }
+    job().unwrap();
+    store.end_sync();
+    drop(store);
+    vfs.crash(5);
+    let recovered = replayed(&open(&vfs));
+    assert!(recovered.starts_with(&recs[..10]), "lost a record the job covered: {recovered:?}");
+}
