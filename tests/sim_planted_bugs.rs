@@ -65,6 +65,15 @@ fn a_tail_that_acks_before_its_write_is_durable_is_caught() {
     assert!(!caught.is_empty(), "no seed of 500 caught a tail that acks before syncing");
 }
 
+/// The simulator takes a node's syncs in the driver's two halves (`Process::begin_sync`, then the job when the
+/// simulated fsync completes): a sync that makes nothing durable releases acknowledgements a power loss takes back.
+#[test]
+fn a_sync_without_an_fsync_is_caught() {
+    let results = sweep_with(PlantedBug::SkipsFsync, 40, "crash");
+    let caught = caught(&results);
+    assert!(caught.len() >= 5, "only {} of 40 seeds caught syncs that skip the fsync", caught.len());
+}
+
 /// Liveness has teeth too: without resends, a chain that lost an update stays stuck after the heal.
 #[test]
 fn a_chain_that_never_resends_is_reported_stuck() {

@@ -121,6 +121,9 @@ pub enum PlantedBug {
     ShowsUninvalidated,
     /// The head deletes keys a second before their deadline.
     ExpiresEarly,
+    /// A sync hands the writes to the OS but takes no fsync (`begin_sync` says there is nothing to make durable),
+    /// so a power loss takes back writes that were acknowledged.
+    SkipsFsync,
     /// Instead of the head ordering evictions, the tail evicts on its own, from its own store, after each
     /// update it commits: the members before it keep what it dropped.
     EvictsLocally,
@@ -627,6 +630,10 @@ impl ChainNode {
     /// [`meridian_core::Process::begin_sync`]: the fsyncs of every store's writes so far, as one job.
     pub fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
         self.syncs_begun += 1;
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(PlantedBug::SkipsFsync) {
+            return self.flush().map(|()| None);
+        }
         self.stores.begin_sync().map_err(std::io::Error::other)
     }
 
