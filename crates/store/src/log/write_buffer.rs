@@ -241,12 +241,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_sync_with_nothing_new_costs_no_fsync() {
+    /// A buffer of `capacity` bytes over a [`Counted`] file, and a reading of the file's fsyncs so far.
+    fn counted(capacity: usize) -> (WriteBuffer, impl Fn() -> u32) {
         let file = Counted::default();
         let fsyncs = file.fsyncs.clone();
-        let count = || fsyncs.load(std::sync::atomic::Ordering::Relaxed);
-        let mut buf = WriteBuffer::new(Box::new(file), 0, 4, 0);
+        (WriteBuffer::new(Box::new(file), 0, capacity, 0), move || fsyncs.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_sync_with_nothing_new_costs_no_fsync() {
+        let (mut buf, count) = counted(4);
         buf.append(b"ab").unwrap();
         buf.sync().unwrap();
         buf.sync().unwrap();
@@ -261,10 +265,7 @@ mod tests {
 
     #[test]
     fn a_sync_job_is_taken_only_when_something_was_written_and_counts_once_run() {
-        let file = Counted::default();
-        let fsyncs = file.fsyncs.clone();
-        let count = || fsyncs.load(std::sync::atomic::Ordering::Relaxed);
-        let mut buf = WriteBuffer::new(Box::new(file), 0, 64, 0);
+        let (mut buf, count) = counted(64);
         buf.append(b"ab").unwrap();
         let job = buf.begin_sync().unwrap().expect("a write owes a sync");
         assert_eq!(buf.file.len().unwrap(), 2, "the pending bytes reach the file before the job is taken");
