@@ -3,7 +3,10 @@
 //! The core is a task on the node's tokio runtime, beside the connections that feed it, rather than an OS
 //! thread of its own: a request then reaches it, and its reply reaches the connection, as a queue push and a
 //! task wake-up on the same runtime instead of a sleeping thread woken through the kernel, which on a small
-//! machine cost more than the request itself.
+//! machine cost more than the request itself. When the core is idle, a client request does not even take
+//! that hop: the front-end steps the core in its own task ([`CoreHandle`]), and the core task is woken only
+//! if the step left it something to do. The core's state is behind one lock, which the core task holds for a
+//! whole batch and releases while it waits.
 //!
 //! The loop: wait until the first input, the next timer deadline, (async mode) the next fsync deadline or
 //! the end of the fsync under way; take whatever else is waiting, letting the worker's other tasks run once
@@ -46,7 +49,7 @@
 //! the network. Replies for request ids the driver does not know (the client left) are ignored.
 
 use crate::durability::{Persistence, BATCH_MAX, GROUP_BYTES_MAX};
-use crate::inbox::Input;
+use crate::inbox::{CoreInbox, Input};
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
 use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
@@ -57,8 +60,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use syncer::{Outcome, Syncer};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc::error::TryRecvError;
-use tokio::sync::mpsc::Receiver;
-use tokio::sync::oneshot;
+use tokio::sync::mpsc::{Receiver, Sender};
+use tokio::sync::{oneshot, Mutex, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::timeout_at;
 use tracing::error;
@@ -73,10 +76,24 @@ const FAIL_STOP_EXIT_CODE: i32 = 1;
 type Fx<P> = Effects<<P as Process>::Msg, <P as Process>::Timer>;
 type FxItem<P> = Effect<<P as Process>::Msg, <P as Process>::Timer>;
 
+/// The core task: the inbox, and the core it steps.
 pub(crate) struct Driver<P: Process> {
+    inbox: Receiver<Input<P::Msg>>,
+    shared: Arc<Shared<P>>,
+}
+
+/// What the core task shares with the callers that step the core in their own task ([`CoreHandle`]).
+struct Shared<P: Process> {
+    core: Mutex<Core<P>>,
+    /// Wakes the idle core task: a step taken elsewhere left it work (a sync owed, a self-sent message, an
+    /// earlier deadline), or its fsync ended.
+    wake: Arc<Notify>,
+}
+
+/// The process and everything around it that a step touches.
+pub(crate) struct Core<P: Process> {
     me: NodeId,
     process: P,
-    inbox: Receiver<Input<P::Msg>>,
     peers: PeerQueues<P::Msg>,
     timers: Timers<P::Timer>,
     clients: HashMap<RequestId, oneshot::Sender<Reply>>,
@@ -107,6 +124,11 @@ pub(crate) struct Driver<P: Process> {
     unsynced_writes: usize,
     /// Whether the last sync covered more than one step's writes: writers are concurrent.
     last_sync_shared: bool,
+    /// Whether the core task has started the process and not yet stopped: only then may a caller step it.
+    running: bool,
+    /// A `sync` write was taken in a caller's task: the core task must make it durable before anything else.
+    settle_owed: bool,
+    wake: Arc<Notify>,
 }
 
 /// A sync whose job runs on the fsync thread.
@@ -136,13 +158,6 @@ enum Next<M> {
     None,
     /// Every sender is gone.
     Closed,
-}
-
-/// What woke an idle core.
-enum Woken<M> {
-    Next(Next<M>),
-    /// The sync under way ended (`None`: its thread is gone).
-    Synced(Option<Outcome>),
 }
 
 /// Starts the core task on the current runtime. It stops after a shutdown input, or when every sender of the
@@ -188,6 +203,18 @@ async fn receive<M>(inbox: &mut Receiver<Input<M>>, deadline: Option<Instant>) -
     received.map_or(Next::Closed, Next::Input)
 }
 
+/// The next input of a batch: one already waiting, or one arriving before `close`.
+async fn next_in_batch<M>(inbox: &mut Receiver<Input<M>>, close: Option<Instant>) -> Next<M> {
+    if close.is_some() {
+        return receive(inbox, close).await;
+    }
+    match inbox.try_recv() {
+        Ok(input) => Next::Input(input),
+        Err(TryRecvError::Empty) => Next::None,
+        Err(TryRecvError::Disconnected) => Next::Closed,
+    }
+}
+
 impl<P: Process + Send + 'static> Driver<P> {
     pub(crate) fn new(
         me: NodeId,
@@ -196,10 +223,10 @@ impl<P: Process + Send + 'static> Driver<P> {
         peers: PeerQueues<P::Msg>,
         persistence: Arc<Persistence>,
     ) -> Self {
-        Driver {
+        let wake = Arc::new(Notify::new());
+        let core = Core {
             me,
             process,
-            inbox,
             peers,
             timers: Timers::new(),
             clients: HashMap::new(),
@@ -217,9 +244,91 @@ impl<P: Process + Send + 'static> Driver<P> {
             syncer: None,
             unsynced_writes: 0,
             last_sync_shared: false,
+            running: false,
+            settle_owed: false,
+            wake: wake.clone(),
+        };
+        Driver { inbox, shared: Arc::new(Shared { core: Mutex::new(core), wake }) }
+    }
+
+    /// The way in for callers that may step the core in their own task when it is idle; `inbox` is the
+    /// sender of this driver's inbox, which takes their requests otherwise.
+    pub(crate) fn handle(&self, inbox: Sender<Input<P::Msg>>) -> CoreHandle<P> {
+        CoreHandle { inbox, shared: self.shared.clone() }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let shared = self.shared.clone();
+        shared.core.lock().await.start();
+        loop {
+            let first = self.wait_for_input().await;
+            let mut core = shared.core.lock().await;
+            if core.batch(first, &mut self.inbox).await == Flow::Stop {
+                // A clean shutdown loses no write, async ones included, and answers every write it took.
+                core.settle().await;
+                core.running = false;
+                return;
+            }
         }
     }
 
+    /// Waits, without holding the core, until an input arrives, the next timer or async fsync is due, or
+    /// something wakes the core (the end of its fsync, a step taken elsewhere that left it work). Does not
+    /// wait when self-sent messages are waiting, but lets the runtime's other tasks run first, since a core
+    /// that keeps messaging itself must not starve them.
+    async fn wait_for_input(&mut self) -> Next<P::Msg> {
+        let (deadline, loopback) = {
+            let core = self.shared.core.lock().await;
+            (core.next_deadline(), !core.loopback.is_empty())
+        };
+        if loopback {
+            tokio::task::yield_now().await;
+            return Next::None;
+        }
+        tokio::select! {
+            next = receive(&mut self.inbox, deadline) => next,
+            () = self.shared.wake.notified() => Next::None,
+        }
+    }
+
+    #[cfg(test)]
+    fn core(&self) -> tokio::sync::MutexGuard<'_, Core<P>> {
+        self.shared.core.try_lock().expect("the core is idle")
+    }
+}
+
+/// How a node's front-ends reach its core ([`CoreInbox`]): a request is stepped at once in the caller's task
+/// when the core is idle, and goes through the inbox otherwise.
+///
+/// Handing a request to the core task and its reply back costs two task wake-ups, often across CPUs, which
+/// on a small machine cost more than the step itself: a request answered within its step (every request of
+/// a one-node keyspace) is served faster where it arrived. The core task is woken only when the step left it
+/// something to do. While the core task is taking a batch it holds the core, and requests queue in the inbox
+/// to join the batch, so group commits still gather every write that arrives during one.
+pub(crate) struct CoreHandle<P: Process> {
+    inbox: Sender<Input<P::Msg>>,
+    shared: Arc<Shared<P>>,
+}
+
+impl<P> CoreInbox for CoreHandle<P>
+where
+    P: Process + Send + 'static,
+    P::Msg: Send,
+    P::Timer: Send,
+{
+    fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
+        match self.shared.core.try_lock() {
+            Ok(mut core) if core.takes_requests() => core.serve(req),
+            _ => self.inbox.submit(req),
+        }
+    }
+
+    fn request_shutdown(&self) {
+        self.inbox.request_shutdown()
+    }
+}
+
+impl<P: Process + Send + 'static> Core<P> {
     /// The clocks as protocol cores see them, read before every input: the monotonic clock (time since this
     /// driver started) is returned, the wall clock handed to the core.
     fn now(&mut self) -> Time {
@@ -228,24 +337,32 @@ impl<P: Process + Send + 'static> Driver<P> {
         Time::from_nanos(self.started.elapsed().as_nanos() as u64)
     }
 
-    pub(crate) async fn run(mut self) {
+    /// Starts the process; from then on a caller may step it too.
+    fn start(&mut self) {
         let now = self.now();
         self.process.start(now, &mut self.fx);
         self.absorb();
         self.commit();
-        while self.batch().await == Flow::Continue {}
-        // A clean shutdown loses no write, async ones included, and answers every write it took.
-        self.settle().await;
+        self.running = true;
     }
 
-    /// One batch: wait, take the inputs that are waiting and the due timers, then commit.
-    async fn batch(&mut self) -> Flow {
+    /// One batch: `first` (what the wait brought), then the inputs that are waiting and the due timers, then
+    /// a commit. A `sync` write taken in a caller's task is made durable first.
+    async fn batch(&mut self, first: Next<P::Msg>, inbox: &mut Receiver<Input<P::Msg>>) -> Flow {
+        if std::mem::take(&mut self.settle_owed) {
+            self.settle().await;
+        }
+        self.land_if_ended();
         self.batch_bytes = 0;
-        let mut flow = self.wait_for_input().await;
+        let mut flow = match first {
+            Next::Input(input) => self.handle(input).await,
+            Next::None => Flow::Continue,
+            Next::Closed => Flow::Stop,
+        };
         let close = self.batch_close();
         let (mut taken, mut yields) = (1, 0);
         while flow == Flow::Continue && taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
-            flow = match self.next_in_batch(close).await {
+            flow = match next_in_batch(inbox, close).await {
                 Next::Input(input) => self.handle(input).await,
                 // The inputs that this worker's other tasks (connections, peers) are about to queue get a turn
                 // to join the batch: one batch, one commit and one round of wake-ups for all of them.
@@ -291,46 +408,6 @@ impl<P: Process + Send + 'static> Driver<P> {
         Some(self.timers.next_deadline().map_or(close, |timer| timer.min(close)))
     }
 
-    /// The next input of a batch: one already waiting, or one arriving before `close`.
-    async fn next_in_batch(&mut self, close: Option<Instant>) -> Next<P::Msg> {
-        if close.is_some() {
-            return receive(&mut self.inbox, close).await;
-        }
-        match self.inbox.try_recv() {
-            Ok(input) => Next::Input(input),
-            Err(TryRecvError::Empty) => Next::None,
-            Err(TryRecvError::Disconnected) => Next::Closed,
-        }
-    }
-
-    /// Waits until an input arrives (and handles it), the next timer or async fsync is due, or the sync under
-    /// way ends (and lands it). Does not wait when self-sent messages are waiting, but lets the runtime's other
-    /// tasks run first, since a core that keeps messaging itself must not starve them.
-    async fn wait_for_input(&mut self) -> Flow {
-        if !self.loopback.is_empty() {
-            tokio::task::yield_now().await;
-            return Flow::Continue;
-        }
-        let deadline = self.next_deadline();
-        let next = receive(&mut self.inbox, deadline);
-        let woken = match &mut self.in_flight {
-            None => Woken::Next(next.await),
-            Some(flight) => tokio::select! {
-                outcome = &mut flight.outcome => Woken::Synced(outcome.ok()),
-                next = next => Woken::Next(next),
-            },
-        };
-        match woken {
-            Woken::Synced(outcome) => {
-                self.land(outcome);
-                Flow::Continue
-            }
-            Woken::Next(Next::Input(input)) => self.handle(input).await,
-            Woken::Next(Next::None) => Flow::Continue,
-            Woken::Next(Next::Closed) => Flow::Stop,
-        }
-    }
-
     /// The earlier of the next timer and the next async fsync. While a sync is under way, its end wakes the
     /// core and the next can begin only then, so a due async fsync sets no deadline (it would spin the loop).
     fn next_deadline(&self) -> Option<Instant> {
@@ -344,16 +421,44 @@ impl<P: Process + Send + 'static> Driver<P> {
         let now = self.now();
         match input {
             Input::Peer { from, msg } => self.process.on_message(now, from, msg, &mut self.fx),
-            Input::Client { req, reply } => {
-                let id = RequestId(self.next_request);
-                self.next_request += 1;
-                self.clients.insert(id, reply);
-                self.process.on_request(now, id, req, &mut self.fx);
-            }
+            Input::Client { req, reply } => self.request(now, req, reply),
             Input::Shutdown => return Flow::Stop,
         }
         self.step_done().await;
         Flow::Continue
+    }
+
+    fn request(&mut self, now: Time, req: Request, reply: oneshot::Sender<Reply>) {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        self.clients.insert(id, reply);
+        self.process.on_request(now, id, req, &mut self.fx);
+    }
+
+    /// Whether a caller may step the core now: it is running, and nothing the core task must do first is
+    /// waiting (a `sync` write to settle, self-sent messages, which go before new inputs).
+    fn takes_requests(&self) -> bool {
+        self.running && !self.settle_owed && self.loopback.is_empty()
+    }
+
+    /// Steps a request in the caller's task ([`CoreHandle`]), and wakes the core task if the step left it
+    /// work: a sync or async fsync now owed, an earlier deadline, or self-sent messages. Syncs begin and land
+    /// only in the core task, which gathers a batch's writes into one.
+    fn serve(&mut self, req: Request) -> oneshot::Receiver<Reply> {
+        let (tx, rx) = oneshot::channel();
+        let (owed_before, deadline_before) = (self.owes_sync || self.lazy_since.is_some(), self.next_deadline());
+        let now = self.now();
+        self.request(now, req, tx);
+        self.settle_owed = self.absorb() == Some(DurabilityMode::Sync);
+        let owed = self.owes_sync || self.lazy_since.is_some();
+        let earlier = match (self.next_deadline(), deadline_before) {
+            (Some(after), Some(before)) => after < before,
+            (after, _) => after.is_some(),
+        };
+        if (owed && !owed_before) || self.settle_owed || earlier || !self.loopback.is_empty() {
+            self.wake.notify_one();
+        }
+        rx
     }
 
     async fn fire_due_timers(&mut self) {
@@ -416,15 +521,20 @@ impl<P: Process + Send + 'static> Driver<P> {
     /// sync is owed now. (Deferred effects always wait for a sync that is owed: they are deferred only behind
     /// a `sync` or `group` write.)
     fn commit(&mut self) {
+        self.land_if_ended();
+        if self.in_flight.is_none() && self.sync_owed(Instant::now()) {
+            self.begin_sync();
+        }
+    }
+
+    /// Lands the sync under way if its job has ended.
+    fn land_if_ended(&mut self) {
         if let Some(flight) = &mut self.in_flight {
             match flight.outcome.try_recv() {
                 Err(oneshot::error::TryRecvError::Empty) => {}
                 Ok(outcome) => self.land(Some(outcome)),
                 Err(oneshot::error::TryRecvError::Closed) => self.land(None),
             }
-        }
-        if self.in_flight.is_none() && self.sync_owed(Instant::now()) {
-            self.begin_sync();
         }
     }
 
@@ -471,7 +581,7 @@ impl<P: Process + Send + 'static> Driver<P> {
         Some(match &mut self.syncer {
             Some(syncer) => syncer,
             started => started.insert(
-                Syncer::start(format!("fsync-{}", self.me))
+                Syncer::start(format!("fsync-{}", self.me), self.wake.clone())
                     .unwrap_or_else(|e| fail_stop("starting the fsync thread", e)),
             ),
         })

@@ -1,4 +1,5 @@
-//! The one channel into the core task.
+//! The one channel into the core task: every peer message, and the client requests that find the core busy
+//! (an idle core takes them in the connection's own task: `driver::CoreHandle`).
 //!
 //! It is a bounded tokio channel ([`INBOX_MAX`]): the core is a task on the same runtime as the connections
 //! that feed it, so handing it a request is a queue push and, at most, a wake-up of a task rather than of an

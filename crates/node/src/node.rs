@@ -89,11 +89,11 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     opts.cluster.nodes.iter().filter(|n| n.id != me).for_each(|n| queues.route(n.id, n.peer_addr.clone()));
     let persistence = Arc::new(Persistence::new(opts.durability));
     let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone());
+    let core: Arc<dyn CoreInbox> = Arc::new(driver.handle(inbox_tx.clone()));
     let core_task = driver::spawn(driver);
 
     let peers = vec![tokio::spawn(transport::accept_peers(peer_listener, gate, inbox_tx.clone()))];
 
-    let core: Arc<dyn CoreInbox> = Arc::new(inbox_tx);
     let data_path = opts.data_dir.as_ref().map(|d| d.path().to_path_buf());
     let metrics = Arc::new(NodeMetrics::new(peer_drops, persistence, data_path));
     let (drain_switch, drain) = Drain::switch();

@@ -11,10 +11,10 @@ use meridian_core::SyncJob;
 use std::any::Any;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// How a job ended (its result, or its panic), and how long it ran.
 pub(super) type Outcome = (Result<io::Result<()>, Box<dyn Any + Send>>, Duration);
@@ -24,8 +24,9 @@ pub(super) struct Syncer {
 }
 
 impl Syncer {
-    /// Starts the thread; it ends once the syncer is dropped.
-    pub(super) fn start(name: String) -> io::Result<Self> {
+    /// Starts the thread; it ends once the syncer is dropped. `wake` is notified after each outcome is sent, so
+    /// that an idle core, which does not hold the receiver while it waits, looks for it.
+    pub(super) fn start(name: String, wake: Arc<Notify>) -> io::Result<Self> {
         let (jobs, rx) = mpsc::channel::<(SyncJob, oneshot::Sender<Outcome>)>();
         thread::Builder::new().name(name).spawn(move || {
             for (job, done) in rx {
@@ -33,6 +34,7 @@ impl Syncer {
                 let result = catch_unwind(AssertUnwindSafe(job));
                 // The core waits for the outcome; it is gone only when the runtime is shutting down.
                 let _ = done.send((result, started.elapsed()));
+                wake.notify_one();
             }
         })?;
         Ok(Syncer { jobs })
@@ -50,11 +52,11 @@ impl Syncer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
 
     #[tokio::test]
     async fn each_job_runs_on_the_one_thread_in_order() {
-        let syncer = Syncer::start("fsync-test".into()).unwrap();
+        let syncer = Syncer::start("fsync-test".into(), Arc::default()).unwrap();
         let threads = Arc::new(Mutex::new(Vec::new()));
         let outcomes: Vec<_> = (0..3)
             .map(|n| {
@@ -75,7 +77,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_panic_in_a_job_comes_back_to_the_caller_and_the_thread_goes_on() {
-        let syncer = Syncer::start("fsync-test".into()).unwrap();
+        let syncer = Syncer::start("fsync-test".into(), Arc::default()).unwrap();
         let panicked = syncer.submit(Box::new(|| panic!("planted panic"))).await.unwrap().0.unwrap_err();
         assert_eq!(panicked.downcast_ref::<&str>(), Some(&"planted panic"));
         let failed = syncer.submit(Box::new(|| Err(io::Error::other("planted")))).await.unwrap().0.unwrap();

@@ -263,12 +263,13 @@ async fn after_a_shared_fsync_a_batch_lingers_for_trickling_writes() {
 /// as soon as its inbox is empty after one turn, so lingering never adds to its latency.
 #[test]
 fn only_a_batch_owing_a_shared_fsync_lingers() {
-    let (mut driver, _inbox, _sent, _) = probe_driver(SyncPolicy::default(), &Log::default());
+    let (driver, _inbox, _sent, _) = probe_driver(SyncPolicy::default(), &Log::default());
+    let mut core = driver.core();
     for (owes_sync, shared, yields) in
         [(false, false, 1), (true, false, 1), (false, true, 1), (true, true, LINGER_YIELDS)]
     {
-        (driver.owes_sync, driver.last_sync_shared) = (owes_sync, shared);
-        assert_eq!(driver.yields_allowed(), yields, "owes a sync: {owes_sync}, last one shared: {shared}");
+        (core.owes_sync, core.last_sync_shared) = (owes_sync, shared);
+        assert_eq!(core.yields_allowed(), yields, "owes a sync: {owes_sync}, last one shared: {shared}");
     }
 }
 
@@ -276,12 +277,13 @@ fn only_a_batch_owing_a_shared_fsync_lingers() {
 /// already past would only spin the loop until then.
 #[test]
 fn a_due_async_fsync_sets_no_deadline_while_a_sync_is_under_way() {
-    let (mut driver, _inbox, _sent, _) = probe_driver(async_node(Duration::from_millis(1)), &Log::default());
-    driver.lazy_since = Some(Instant::now());
-    assert!(driver.next_deadline().is_some());
+    let (driver, _inbox, _sent, _) = probe_driver(async_node(Duration::from_millis(1)), &Log::default());
+    let mut core = driver.core();
+    core.lazy_since = Some(Instant::now());
+    assert!(core.next_deadline().is_some());
     let covered = Covered { effects: Vec::new(), lazy_since: None };
-    driver.in_flight = Some(InFlight { outcome: oneshot::channel().1, covered });
-    assert_eq!(driver.next_deadline(), None);
+    core.in_flight = Some(InFlight { outcome: oneshot::channel().1, covered });
+    assert_eq!(core.next_deadline(), None);
 }
 
 #[tokio::test]
@@ -370,7 +372,7 @@ async fn only_a_group_commit_with_a_max_wait_keeps_a_batch_open() {
     let policies = [(SyncPolicy::default(), false), (waits, true), (async_node(Duration::from_secs(1)), false)];
     for (policy, open) in policies {
         let (driver, _inbox, _sent, _) = probe_driver(policy, &log);
-        assert_eq!(driver.batch_close().is_some(), open, "{policy:?}");
+        assert_eq!(driver.core().batch_close().is_some(), open, "{policy:?}");
     }
 }
 
@@ -455,4 +457,66 @@ async fn an_async_write_after_an_unsynced_group_write_waits_for_its_sync() {
     driver.run().await;
     assert_eq!(requests_and_syncs(&log), ["request 0", "request 1", "sync"]);
     assert_eq!(sent_to_n2(), vec![100, 101, 0, 1], "after-sync effects never overtake each other");
+}
+
+/// Waits until the core task has started the process and has no timer left (the probe's start-up timer has
+/// fired and its message come back), so that only a wake-up from a step taken elsewhere can make it run.
+async fn wait_until_idle(log: &Log) {
+    wait_for_log(log, "message 7 from n1").await;
+}
+
+/// An idle core answers a request in the caller's task: the reply is there when `submit` returns, before the
+/// core task has run again. An async write owes an fsync, so the core task is woken to take it on time.
+#[tokio::test]
+async fn an_idle_core_serves_a_request_in_the_callers_task_and_wakes_the_core_task_for_what_it_owes() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, persistence) = probe_driver(async_node(Duration::from_millis(1)), &log);
+    let handle = driver.handle(inbox_tx.clone());
+    let task = tokio::spawn(driver.run());
+    wait_until_idle(&log).await;
+    let mut read = handle.submit(put_value_at("read"));
+    assert_eq!(read.try_recv().unwrap(), WRITTEN, "answered within submit");
+    let mut write = handle.submit(put());
+    assert_eq!(write.try_recv().unwrap(), WRITTEN, "an async write is acknowledged once flushed");
+    assert_eq!(requests_and_syncs(&log), ["request 0", "request 1", "flush"]);
+    wait_for_log(&log, "sync").await;
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    assert_eq!(persistence.read().fsyncs(), 1, "the async fsync, and nothing left for shutdown");
+}
+
+/// A group-commit write taken in the caller's task is answered after the fsync the core task begins for it;
+/// a `sync` write is made durable before the core task takes its next input.
+#[tokio::test]
+async fn the_core_task_syncs_what_a_step_in_the_callers_task_wrote() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
+    let handle = driver.handle(inbox_tx.clone());
+    let task = tokio::spawn(driver.run());
+    wait_until_idle(&log).await;
+    let mut group = handle.submit(put());
+    assert!(group.try_recv().is_err(), "acknowledged before its fsync");
+    assert_eq!(await_reply(&mut group).await, WRITTEN);
+
+    let mut sync = handle.submit(put_as(DurabilityMode::Sync));
+    let mut queued = inbox_tx.submit(put());
+    assert_eq!(await_reply(&mut sync).await, WRITTEN);
+    assert_eq!(await_reply(&mut queued).await, WRITTEN);
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    assert_eq!(requests_and_syncs(&log), ["request 0", "sync", "request 1", "sync", "request 2", "sync"]);
+}
+
+/// Before the core task has started the process, a request waits in the inbox.
+#[tokio::test]
+async fn a_core_not_yet_started_takes_requests_through_its_inbox() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
+    let handle = driver.handle(inbox_tx.clone());
+    let mut read = handle.submit(put_value_at("read"));
+    assert!(read.try_recv().is_err() && logged(&log).is_empty(), "stepped before the process started");
+    let task = tokio::spawn(driver.run());
+    assert_eq!(await_reply(&mut read).await, WRITTEN);
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
 }
