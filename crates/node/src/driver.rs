@@ -55,6 +55,7 @@ use crate::transport::PeerQueues;
 use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Display;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use syncer::{Outcome, Syncer};
@@ -171,10 +172,16 @@ where
     let core = tokio::spawn(driver.run());
     tokio::spawn(async move {
         if core.await.is_err_and(|e| e.is_panic()) {
-            error!("the protocol core panicked; stopping the node (fail-stop)");
-            std::process::exit(FAIL_STOP_EXIT_CODE);
+            core_panicked();
         }
     })
+}
+
+/// Stops the OS process after a panic in a step, wherever it ran: the core's state may be half-changed, and a
+/// node whose core is gone could only refuse requests.
+fn core_panicked() -> ! {
+    error!("the protocol core panicked; stopping the node (fail-stop)");
+    std::process::exit(FAIL_STOP_EXIT_CODE);
 }
 
 /// Stops the OS process after a failed flush or sync: the state of the node's files is unknown.
@@ -318,7 +325,10 @@ where
 {
     fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
         match self.shared.core.try_lock() {
-            Ok(mut core) if core.takes_requests() => core.serve(req),
+            // The lock does not poison, so a panic here must not merely end the caller's task.
+            Ok(mut core) if core.takes_requests() => {
+                catch_unwind(AssertUnwindSafe(|| core.serve(req))).unwrap_or_else(|_| core_panicked())
+            }
             _ => self.inbox.submit(req),
         }
     }
