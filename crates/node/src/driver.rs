@@ -456,16 +456,16 @@ impl<P: Process + Send + 'static> Core<P> {
     /// only in the core task, which gathers a batch's writes into one.
     fn serve(&mut self, req: Request) -> oneshot::Receiver<Reply> {
         let (tx, rx) = oneshot::channel();
-        let (owed_before, deadline_before) = (self.owes_sync || self.lazy_since.is_some(), self.next_deadline());
+        let (owed_before, deadline_before) = (self.owes_sync, self.next_deadline());
         let now = self.now();
         self.request(now, req, tx);
         self.settle_owed = self.absorb() == Some(DurabilityMode::Sync);
-        let owed = self.owes_sync || self.lazy_since.is_some();
+        // An async write owes an fsync by a deadline, which `earlier` covers.
         let earlier = match (self.next_deadline(), deadline_before) {
             (Some(after), Some(before)) => after < before,
             (after, _) => after.is_some(),
         };
-        if (owed && !owed_before) || self.settle_owed || earlier || !self.loopback.is_empty() {
+        if (self.owes_sync && !owed_before) || self.settle_owed || earlier || !self.loopback.is_empty() {
             self.wake.notify_one();
         }
         rx

@@ -520,3 +520,21 @@ async fn a_core_not_yet_started_takes_requests_through_its_inbox() {
     shut_down(&inbox_tx).await;
     task.await.unwrap();
 }
+
+/// A group write stepped in the caller's task while an async write waits for its (distant) fsync still wakes the
+/// core task, which syncs both at once rather than at the async deadline.
+#[tokio::test]
+async fn a_group_write_after_an_unsynced_async_one_wakes_the_core_task() {
+    let log = Log::default();
+    let (driver, inbox_tx, _sent, _) = probe_driver(async_node(Duration::from_secs(3600)), &log);
+    let handle = driver.handle(inbox_tx.clone());
+    let task = tokio::spawn(driver.run());
+    wait_until_idle(&log).await;
+    let mut lazy = handle.submit(put());
+    assert_eq!(lazy.try_recv().unwrap(), WRITTEN);
+    let mut group = handle.submit(put_as(DurabilityMode::Group));
+    assert_eq!(await_reply(&mut group).await, WRITTEN);
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    assert_eq!(requests_and_syncs(&log), ["request 0", "flush", "request 1", "sync"]);
+}
