@@ -532,6 +532,8 @@ async fn a_group_write_after_an_unsynced_async_one_wakes_the_core_task() {
     wait_until_idle(&log).await;
     let mut lazy = handle.submit(put());
     assert_eq!(lazy.try_recv().unwrap(), WRITTEN);
+    // The core task takes the wake-up the async write's deadline gave it, and goes back to waiting.
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let mut group = handle.submit(put_as(DurabilityMode::Group));
     assert_eq!(await_reply(&mut group).await, WRITTEN);
     shut_down(&inbox_tx).await;
