@@ -333,6 +333,10 @@ where
         }
     }
 
+    fn enqueue(&self, req: Request) -> oneshot::Receiver<Reply> {
+        self.inbox.submit(req)
+    }
+
     fn request_shutdown(&self) {
         self.inbox.request_shutdown()
     }

@@ -31,6 +31,10 @@ pub(crate) trait CoreInbox: Send + Sync {
     /// Hands a request to the core. The receiver always resolves: with the core's reply, with `BUSY`
     /// when the request was refused before reaching the core, or with an error when the core stopped.
     fn submit(&self, req: Request) -> oneshot::Receiver<Reply>;
+    /// [`Self::submit`], but always through the inbox, to be taken in the core task's next batch.
+    fn enqueue(&self, req: Request) -> oneshot::Receiver<Reply> {
+        self.submit(req)
+    }
     /// Asks the core to finish its batch and stop. Blocks while the inbox is full, so call it off the
     /// async runtime.
     fn request_shutdown(&self);

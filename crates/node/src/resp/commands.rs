@@ -26,11 +26,14 @@ pub(crate) struct Session {
     pub(crate) keyspace: KeyspaceId,
     /// RESP2 until HELLO 3.
     pub(crate) protocol: Protocol,
+    /// Whether more of the client's commands were already read when this one was parsed (it pipelines): its
+    /// requests then queue for the core task's batch rather than step the core one at a time ([`Frontend::submit`]).
+    pub(crate) pipelining: bool,
 }
 
 impl Session {
     pub(crate) fn new(id: u64) -> Session {
-        Session { id, name: None, keyspace: KeyspaceId::DEFAULT, protocol: Protocol::Resp2 }
+        Session { id, name: None, keyspace: KeyspaceId::DEFAULT, protocol: Protocol::Resp2, pipelining: false }
     }
 }
 

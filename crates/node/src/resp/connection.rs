@@ -89,6 +89,7 @@ async fn read_commands(
             let mut action = match parser.next(&mut buf) {
                 Ok(Some(Command::Args(args))) => {
                     order.admit(&args).await;
+                    session.pipelining = !buf.is_empty();
                     dispatch(&args, &mut session, frontend)
                 }
                 Ok(Some(Command::Oversized { len })) => {
@@ -202,4 +203,87 @@ async fn flush(writer: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> io::Result<()>
         out.clear();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accept::Drain;
+    use crate::durability::{Persistence, SyncPolicy};
+    use crate::inbox::CoreInbox;
+    use crate::metrics::NodeMetrics;
+    use meridian_core::{Limits, NodeId, Request};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use tokio::io::AsyncReadExt;
+
+    /// A core that answers every request at once and notes how each reached it.
+    #[derive(Default)]
+    struct Noting(Mutex<Vec<&'static str>>);
+
+    impl CoreInbox for Noting {
+        fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
+            self.0.lock().unwrap().push("submit");
+            answered(req)
+        }
+
+        fn enqueue(&self, req: Request) -> oneshot::Receiver<Reply> {
+            self.0.lock().unwrap().push("enqueue");
+            answered(req)
+        }
+
+        fn request_shutdown(&self) {}
+    }
+
+    fn answered(req: Request) -> oneshot::Receiver<Reply> {
+        let (tx, rx) = oneshot::channel();
+        let reply = match req {
+            Request::Write(_) => Reply::Written { applied: true, existed: false },
+            _ => Reply::Value(None),
+        };
+        tx.send(reply).unwrap();
+        rx
+    }
+
+    fn frontend(core: Arc<Noting>) -> Arc<Frontend> {
+        let persistence = Arc::new(Persistence::new(SyncPolicy::default()));
+        Arc::new(Frontend {
+            core,
+            limits: Limits::default(),
+            resp: Default::default(),
+            node: NodeId(1),
+            resp_port: 0,
+            cluster_nodes: 1,
+            metrics: Arc::new(NodeMetrics::new(Arc::default(), persistence, None)),
+            client_ids: AtomicU64::new(0),
+            drain: Drain::switch().1,
+        })
+    }
+
+    /// Sends `bytes` in one write and reads until `replies` bytes of answer have come back.
+    async fn exchange(client: &mut TcpStream, bytes: &[u8], replies: usize) -> Vec<u8> {
+        client.write_all(bytes).await.unwrap();
+        let mut got = vec![0; replies];
+        tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut got)).await.unwrap().unwrap();
+        got
+    }
+
+    /// The commands of a pipeline already read go to the core task's batch; the last one read, and a lone
+    /// command, may step an idle core at once.
+    #[tokio::test]
+    async fn a_pipelines_requests_queue_for_the_core_task_and_a_lone_command_does_not() {
+        let core = Arc::new(Noting::default());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let served = tokio::spawn(serve_client(server, frontend(core.clone())));
+
+        let pipeline = b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n";
+        assert_eq!(exchange(&mut client, pipeline, 10).await, b"+OK\r\n$-1\r\n");
+        assert_eq!(exchange(&mut client, b"*2\r\n$3\r\nGET\r\n$1\r\nc\r\n", 5).await, b"$-1\r\n");
+        drop(client);
+        served.await.unwrap();
+        assert_eq!(*core.0.lock().unwrap(), ["enqueue", "submit", "submit"]);
+    }
 }

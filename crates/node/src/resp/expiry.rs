@@ -16,21 +16,26 @@ pub(super) fn expire(args: &[Bytes], session: &mut Session, frontend: &Frontend)
         return Frame::error(format!("ERR {} option '{name}' is not supported", command.to_ascii_uppercase())).into();
     }
     match deadline(&command, &args[2], &command, true) {
-        Ok(at) => submit_one(frontend, write(session, &args[1], WriteOp::Expire(Some(at)), Condition::Always), applied),
+        Ok(at) => submit_one(
+            frontend,
+            session,
+            write(session, &args[1], WriteOp::Expire(Some(at)), Condition::Always),
+            applied,
+        ),
         Err(frame) => frame.into(),
     }
 }
 
 pub(super) fn persist(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, write(session, &args[1], WriteOp::Expire(None), Condition::Always), applied)
+    submit_one(frontend, session, write(session, &args[1], WriteOp::Expire(None), Condition::Always), applied)
 }
 
 pub(super) fn ttl(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read_of(session, &args[1], Read::Expiry), |reply| remaining(reply, 1_000))
+    submit_one(frontend, session, read_of(session, &args[1], Read::Expiry), |reply| remaining(reply, 1_000))
 }
 
 pub(super) fn pttl(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read_of(session, &args[1], Read::Expiry), |reply| remaining(reply, 1))
+    submit_one(frontend, session, read_of(session, &args[1], Read::Expiry), |reply| remaining(reply, 1))
 }
 
 /// The deadline an expiry option or command names: `unit` is its name (EX, PX, EXAT, PXAT, or the command

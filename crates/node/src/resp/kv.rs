@@ -15,18 +15,18 @@ use bytes::Bytes;
 use meridian_core::{Condition, ErrorKind, KeyExpiry, Kind, Read, Reply, Request, Ttl, Write, WriteOp};
 
 pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read(session, &args[1]), value)
+    submit_one(frontend, session, read(session, &args[1]), value)
 }
 
 pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match set_options(&args[3..]) {
         Ok(SetOptions { cond, ttl, get: false }) => {
             let op = WriteOp::Put { value: args[2].clone(), ttl };
-            submit_one(frontend, write(session, &args[1], op, cond), written_or_null)
+            submit_one(frontend, session, write(session, &args[1], op, cond), written_or_null)
         }
         Ok(SetOptions { cond, ttl, get: true }) => {
             let op = WriteOp::Put { value: args[2].clone(), ttl };
-            submit_one(frontend, returning_old(write(session, &args[1], op, cond)), value)
+            submit_one(frontend, session, returning_old(write(session, &args[1], op, cond)), value)
         }
         Err(frame) => frame.into(),
     }
@@ -34,19 +34,19 @@ pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) ->
 
 pub(super) fn del(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let deletes = args[1..].iter().map(|key| write(session, key, WriteOp::Delete, Condition::Always)).collect();
-    submit_many(frontend, deletes, count_existed)
+    submit_many(frontend, session, deletes, count_existed)
 }
 
 /// EXISTS asks for each key's expiry, which every kind of value has, rather than its value, which a hash
 /// would refuse.
 pub(super) fn exists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let reads = args[1..].iter().map(|key| read_of(session, key, Read::Expiry)).collect();
-    submit_many(frontend, reads, count_present)
+    submit_many(frontend, session, reads, count_present)
 }
 
 /// TYPE: `string`, `hash`, or `none` for an absent key, as Redis names them.
 pub(super) fn key_type(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read_of(session, &args[1], Read::Kind), |reply| match reply {
+    submit_one(frontend, session, read_of(session, &args[1], Read::Kind), |reply| match reply {
         Reply::Kind(None) => Frame::Simple("none"),
         Reply::Kind(Some(Kind::String)) => Frame::Simple("string"),
         Reply::Kind(Some(Kind::Hash)) => Frame::Simple("hash"),
@@ -55,7 +55,7 @@ pub(super) fn key_type(args: &[Bytes], session: &mut Session, frontend: &Fronten
 }
 
 pub(super) fn mget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_many(frontend, args[1..].iter().map(|key| read(session, key)).collect(), values)
+    submit_many(frontend, session, args[1..].iter().map(|key| read(session, key)).collect(), values)
 }
 
 pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
@@ -64,7 +64,7 @@ pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -
     }
     let put = |kv: &[Bytes]| WriteOp::Put { value: kv[1].clone(), ttl: Ttl::Clear };
     let writes = args[1..].chunks_exact(2).map(|kv| write(session, &kv[0], put(kv), Condition::Always)).collect();
-    submit_many(frontend, writes, all_written)
+    submit_many(frontend, session, writes, all_written)
 }
 
 /// What SET's options ask for.
@@ -118,31 +118,32 @@ pub(super) fn returning_old(req: Request) -> Request {
     }
 }
 
-pub(super) fn submit_one(frontend: &Frontend, req: Request, shape: fn(Reply) -> Frame) -> Action {
+pub(super) fn submit_one(frontend: &Frontend, session: &Session, req: Request, shape: fn(Reply) -> Frame) -> Action {
     if let Err(why) = frontend.limits.check(&req) {
         return Frame::error(format!("ERR {why}")).into();
     }
-    Pending::One { rx: frontend.core.submit(req), shape }.into()
+    Pending::One { rx: frontend.submit(session, req), shape }.into()
 }
 
 /// [`submit_one`] for a reply shaped by what the command asked (HGET's field).
 pub(super) fn submit_picked(
     frontend: &Frontend,
+    session: &Session,
     req: Request,
     pick: impl FnOnce(Reply) -> Frame + Send + 'static,
 ) -> Action {
     if let Err(why) = frontend.limits.check(&req) {
         return Frame::error(format!("ERR {why}")).into();
     }
-    Pending::Picked { rx: frontend.core.submit(req), pick: Box::new(pick) }.into()
+    Pending::Picked { rx: frontend.submit(session, req), pick: Box::new(pick) }.into()
 }
 
 /// Submits every request, or none if any is over the limits.
-fn submit_many(frontend: &Frontend, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Action {
+fn submit_many(frontend: &Frontend, session: &Session, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Action {
     if let Some(why) = reqs.iter().find_map(|req| frontend.limits.check(req).err()) {
         return Frame::error(format!("ERR {why}")).into();
     }
-    Pending::Many { rxs: reqs.into_iter().map(|req| frontend.core.submit(req)).collect(), fold }.into()
+    Pending::Many { rxs: reqs.into_iter().map(|req| frontend.submit(session, req)).collect(), fold }.into()
 }
 
 /// INCR, APPEND and the hash writes: their numeric result.
