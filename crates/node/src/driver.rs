@@ -77,17 +77,11 @@ const FAIL_STOP_EXIT_CODE: i32 = 1;
 type Fx<P> = Effects<<P as Process>::Msg, <P as Process>::Timer>;
 type FxItem<P> = Effect<<P as Process>::Msg, <P as Process>::Timer>;
 
-/// The core task: the inbox, and the core it steps.
+/// The core task: the inbox, and the core it steps, which callers may step in their own task ([`CoreHandle`]).
 pub(crate) struct Driver<P: Process> {
     inbox: Receiver<Input<P::Msg>>,
-    shared: Arc<Shared<P>>,
-}
-
-/// What the core task shares with the callers that step the core in their own task ([`CoreHandle`]).
-struct Shared<P: Process> {
-    core: Mutex<Core<P>>,
-    /// Wakes the idle core task: a step taken elsewhere left it work (a sync owed, a self-sent message, an
-    /// earlier deadline), or its fsync ended.
+    core: Arc<Mutex<Core<P>>>,
+    /// The core's [`Core::wake`], waited on without holding the core.
     wake: Arc<Notify>,
 }
 
@@ -129,6 +123,8 @@ pub(crate) struct Core<P: Process> {
     running: bool,
     /// A `sync` write was taken in a caller's task: the core task must make it durable before anything else.
     settle_owed: bool,
+    /// Wakes the idle core task: a step taken elsewhere left it work (a sync owed, a self-sent message, an
+    /// earlier deadline), or its fsync ended.
     wake: Arc<Notify>,
 }
 
@@ -255,21 +251,21 @@ impl<P: Process + Send + 'static> Driver<P> {
             settle_owed: false,
             wake: wake.clone(),
         };
-        Driver { inbox, shared: Arc::new(Shared { core: Mutex::new(core), wake }) }
+        Driver { inbox, core: Arc::new(Mutex::new(core)), wake }
     }
 
     /// The way in for callers that may step the core in their own task when it is idle; `inbox` is the
     /// sender of this driver's inbox, which takes their requests otherwise.
     pub(crate) fn handle(&self, inbox: Sender<Input<P::Msg>>) -> CoreHandle<P> {
-        CoreHandle { inbox, shared: self.shared.clone() }
+        CoreHandle { inbox, core: self.core.clone() }
     }
 
     pub(crate) async fn run(mut self) {
-        let shared = self.shared.clone();
-        shared.core.lock().await.start();
+        let shared = self.core.clone();
+        shared.lock().await.start();
         loop {
             let first = self.wait_for_input().await;
-            let mut core = shared.core.lock().await;
+            let mut core = shared.lock().await;
             if core.batch(first, &mut self.inbox).await == Flow::Stop {
                 // A clean shutdown loses no write, async ones included, and answers every write it took.
                 core.settle().await;
@@ -285,7 +281,7 @@ impl<P: Process + Send + 'static> Driver<P> {
     /// that keeps messaging itself must not starve them.
     async fn wait_for_input(&mut self) -> Next<P::Msg> {
         let (deadline, loopback) = {
-            let core = self.shared.core.lock().await;
+            let core = self.core.lock().await;
             (core.next_deadline(), !core.loopback.is_empty())
         };
         if loopback {
@@ -294,13 +290,13 @@ impl<P: Process + Send + 'static> Driver<P> {
         }
         tokio::select! {
             next = receive(&mut self.inbox, deadline) => next,
-            () = self.shared.wake.notified() => Next::None,
+            () = self.wake.notified() => Next::None,
         }
     }
 
     #[cfg(test)]
     fn core(&self) -> tokio::sync::MutexGuard<'_, Core<P>> {
-        self.shared.core.try_lock().expect("the core is idle")
+        self.core.try_lock().expect("the core is idle")
     }
 }
 
@@ -314,7 +310,7 @@ impl<P: Process + Send + 'static> Driver<P> {
 /// to join the batch, so group commits still gather every write that arrives during one.
 pub(crate) struct CoreHandle<P: Process> {
     inbox: Sender<Input<P::Msg>>,
-    shared: Arc<Shared<P>>,
+    core: Arc<Mutex<Core<P>>>,
 }
 
 impl<P> CoreInbox for CoreHandle<P>
@@ -324,7 +320,7 @@ where
     P::Timer: Send,
 {
     fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
-        match self.shared.core.try_lock() {
+        match self.core.try_lock() {
             // The lock does not poison, so a panic here must not merely end the caller's task.
             Ok(mut core) if core.takes_requests() => {
                 catch_unwind(AssertUnwindSafe(|| core.serve(req))).unwrap_or_else(|_| core_panicked())

@@ -459,10 +459,16 @@ async fn an_async_write_after_an_unsynced_group_write_waits_for_its_sync() {
     assert_eq!(sent_to_n2(), vec![100, 101, 0, 1], "after-sync effects never overtake each other");
 }
 
-/// Waits until the core task has started the process and has no timer left (the probe's start-up timer has
-/// fired and its message come back), so that only a wake-up from a step taken elsewhere can make it run.
-async fn wait_until_idle(log: &Log) {
+/// A running core over a fresh probe in `policy`, reached through a [`CoreHandle`], once it has started the
+/// process and has no timer left (the probe's start-up timer has fired and its message come back), so that
+/// only a wake-up from a step taken elsewhere can make the core task run; with it come its inbox, its task and
+/// the fsync figures.
+async fn idle_core(policy: SyncPolicy, log: &Log) -> (CoreHandle<Probe>, Inbox, JoinHandle<()>, Arc<Persistence>) {
+    let (driver, inbox_tx, _sent, persistence) = probe_driver(policy, log);
+    let handle = driver.handle(inbox_tx.clone());
+    let task = tokio::spawn(driver.run());
     wait_for_log(log, "message 7 from n1").await;
+    (handle, inbox_tx, task, persistence)
 }
 
 /// An idle core answers a request in the caller's task: the reply is there when `submit` returns, before the
@@ -470,10 +476,7 @@ async fn wait_until_idle(log: &Log) {
 #[tokio::test]
 async fn an_idle_core_serves_a_request_in_the_callers_task_and_wakes_the_core_task_for_what_it_owes() {
     let log = Log::default();
-    let (driver, inbox_tx, _sent, persistence) = probe_driver(async_node(Duration::from_millis(1)), &log);
-    let handle = driver.handle(inbox_tx.clone());
-    let task = tokio::spawn(driver.run());
-    wait_until_idle(&log).await;
+    let (handle, inbox_tx, task, persistence) = idle_core(async_node(Duration::from_millis(1)), &log).await;
     let mut read = handle.submit(put_value_at("read"));
     assert_eq!(read.try_recv().unwrap(), WRITTEN, "answered within submit");
     let mut write = handle.submit(put());
@@ -490,10 +493,7 @@ async fn an_idle_core_serves_a_request_in_the_callers_task_and_wakes_the_core_ta
 #[tokio::test]
 async fn the_core_task_syncs_what_a_step_in_the_callers_task_wrote() {
     let log = Log::default();
-    let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
-    let handle = driver.handle(inbox_tx.clone());
-    let task = tokio::spawn(driver.run());
-    wait_until_idle(&log).await;
+    let (handle, inbox_tx, task, _) = idle_core(SyncPolicy::default(), &log).await;
     let mut group = handle.submit(put());
     assert!(group.try_recv().is_err(), "acknowledged before its fsync");
     assert_eq!(await_reply(&mut group).await, WRITTEN);
@@ -526,10 +526,7 @@ async fn a_core_not_yet_started_takes_requests_through_its_inbox() {
 #[tokio::test]
 async fn a_group_write_after_an_unsynced_async_one_wakes_the_core_task() {
     let log = Log::default();
-    let (driver, inbox_tx, _sent, _) = probe_driver(async_node(Duration::from_secs(3600)), &log);
-    let handle = driver.handle(inbox_tx.clone());
-    let task = tokio::spawn(driver.run());
-    wait_until_idle(&log).await;
+    let (handle, inbox_tx, task, _) = idle_core(async_node(Duration::from_secs(3600)), &log).await;
     let mut lazy = handle.submit(put());
     assert_eq!(lazy.try_recv().unwrap(), WRITTEN);
     // The core task takes the wake-up the async write's deadline gave it, and goes back to waiting.
