@@ -1,12 +1,16 @@
-//! One client connection: a reader that parses and dispatches commands, and a writer that sends the
-//! replies, joined by a bounded queue of pending replies.
+//! One client connection: one task that parses and dispatches commands and writes their replies in order.
 //!
-//! The reader does not wait for a reply before reading the next command, so a pipelining client has
-//! many requests in the core at once; the writer takes the pending replies strictly in order, so the
-//! replies come back in request order. The queue holds at most `pipeline_max` of them
-//! ([`RespLimits`](super::RespLimits)); when it is full the reader stops reading and TCP pushes back on
-//! the client. The writer flushes only when the next reply is not ready yet, so a burst of pipelined
+//! The connection does not wait for a reply before reading the next command, so a pipelining client has many
+//! requests in the core at once; it keeps the replies still to write in a queue and writes them strictly in
+//! order. While the oldest reply is on its way it also reads more commands, so a client that streams a
+//! pipeline keeps the core's batch full. The queue holds at most `pipeline_max` replies
+//! ([`RespLimits`](super::RespLimits)); when it is full the connection stops reading and TCP pushes back on the
+//! client. Replies are gathered and written only when the next one is not ready yet, so a burst of pipelined
 //! replies leaves in few writes.
+//!
+//! Reading and writing are one task, not a reader and a writer joined by a channel: for an unpipelined request,
+//! the common case, the hand-over between the two cost 1.5–2.5 µs of CPU per request in a minimal server
+//! (`performance.md`, section 15).
 //!
 //! A malformed frame gets `-ERR Protocol error: …` and closes this connection only, as in Redis; after
 //! it the stream cannot be resynchronised. A well-formed command with an argument over the size limit
@@ -16,21 +20,18 @@ use super::commands::{dispatch, Action, Session};
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::kv::failure;
-use super::order::{key_order, Answered, KeyOrder};
+use super::order::KeyOrder;
 use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
-use super::stats::CommandStats;
 use crate::accept::{accept_loop, linger, Cap};
 use bytes::BytesMut;
 use meridian_core::Reply;
+use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::oneshot;
 use tracing::debug;
 
@@ -48,20 +49,19 @@ pub(crate) async fn serve(listener: TcpListener, frontend: Arc<Frontend>) {
     accept_loop(listener, "RESP", Some(cap), drain, |stream, _| serve_client(stream, frontend.clone())).await
 }
 
-async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
-    // Replies are small and latency-bound; batching already happens in the writer.
+async fn serve_client(mut stream: TcpStream, frontend: Arc<Frontend>) {
+    // Replies are small and latency-bound; batching already happens before each write.
     if let Err(e) = stream.set_nodelay(true) {
         debug!("cannot set TCP_NODELAY on a client connection: {e}");
     }
     let _connected = frontend.metrics.clients.connect();
-    let (reader, writer) = stream.into_split();
-    let (tx, rx) = mpsc::channel(frontend.resp.pipeline_max);
-    let (order, answered) = key_order();
-    tokio::join!(read_commands(reader, tx, order, &frontend), write_replies(writer, rx, answered, &frontend));
+    let mut connection = Connection::new(&frontend);
+    if let Err(e) = connection.serve(&mut stream).await {
+        debug!("client connection failed: {e}");
+    }
 }
 
-/// Parses and dispatches commands until the client closes, sends QUIT or breaks the protocol.
-/// A reply on its way to the writer.
+/// A reply waiting for its turn to be written.
 struct Queued {
     reply: Pending,
     /// The protocol the connection spoke when the command ran (HELLO's own reply already comes in the
@@ -73,62 +73,164 @@ struct Queued {
     parsed: Instant,
 }
 
-async fn read_commands(
-    mut reader: OwnedReadHalf,
-    replies: mpsc::Sender<Queued>,
-    mut order: KeyOrder,
-    frontend: &Frontend,
-) {
-    let mut parser = Parser::new(frontend.bulk_max());
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let mut session = Session::new(frontend.next_client_id());
-    let mut drain = frontend.drain.clone();
-    loop {
+/// Why the connection stops reading.
+enum Stop {
+    /// The client closed its side, sent QUIT or broke the protocol: what it sent is answered.
+    Done,
+    /// The node drains: what was read is answered, and what arrives later is dropped unread.
+    Draining,
+}
+
+/// Where running the commands read so far stopped.
+#[derive(PartialEq)]
+enum Parsed {
+    /// Every whole command read has run; the next needs more input.
+    NeedInput,
+    /// The queue of replies is full; more commands may be read already.
+    Full,
+    /// The last command run closes the connection after its reply (QUIT, a protocol error).
+    Closing,
+}
+
+struct Connection<'a> {
+    frontend: &'a Frontend,
+    parser: Parser,
+    /// Bytes read and not yet parsed.
+    buf: BytesMut,
+    session: Session,
+    order: KeyOrder,
+    /// Replies not yet written, oldest first.
+    queue: VecDeque<Queued>,
+    /// Encoded replies not yet written.
+    out: Vec<u8>,
+}
+
+impl<'a> Connection<'a> {
+    fn new(frontend: &'a Frontend) -> Self {
+        Connection {
+            frontend,
+            parser: Parser::new(frontend.bulk_max()),
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            session: Session::new(frontend.next_client_id()),
+            order: KeyOrder::default(),
+            queue: VecDeque::new(),
+            out: Vec::with_capacity(WRITE_CHUNK),
+        }
+    }
+
+    /// Runs commands and answers them until the client is done or the node drains, then answers what is left
+    /// and half-closes.
+    async fn serve(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        let stop = self.run(stream).await?;
+        while !self.queue.is_empty() {
+            self.answer_oldest(stream).await?;
+        }
+        flush(stream, &mut self.out).await?;
+        stream.shutdown().await?;
+        if let Stop::Draining = stop {
+            linger(stream).await;
+        }
+        Ok(())
+    }
+
+    async fn run(&mut self, stream: &mut TcpStream) -> io::Result<Stop> {
+        let mut drain = self.frontend.drain.clone();
         loop {
+            let parsed = self.run_commands(stream).await?;
+            if parsed == Parsed::Closing {
+                return Ok(Stop::Done);
+            }
+            while self.queue.front().is_some_and(|q| q.reply.is_ready()) {
+                self.answer_oldest(stream).await?;
+            }
+            if parsed == Parsed::Full && self.queue.len() < self.frontend.resp.pipeline_max {
+                // More commands may be read already: run them before reading again.
+                continue;
+            }
+            flush(stream, &mut self.out).await?;
+            self.buf.reserve(READ_CHUNK);
+            let may_read = self.queue.len() < self.frontend.resp.pipeline_max;
+            let oldest = self.queue.front_mut().map(|q| &mut q.reply);
+            let read = tokio::select! {
+                frame = async { oldest.expect("a reply is queued").take().await }, if oldest.is_some() => {
+                    self.answered(frame);
+                    continue;
+                }
+                read = stream.read_buf(&mut self.buf), if may_read => read?,
+                () = drain.started() => return Ok(Stop::Draining),
+            };
+            if read == 0 {
+                return Ok(Stop::Done);
+            }
+        }
+    }
+
+    /// Parses and dispatches the commands read so far, as many as the queue has room for.
+    async fn run_commands(&mut self, stream: &mut TcpStream) -> io::Result<Parsed> {
+        while self.queue.len() < self.frontend.resp.pipeline_max {
             let parsed = Instant::now();
-            let mut action = match parser.next(&mut buf) {
+            let mut action = match self.parser.next(&mut self.buf) {
                 Ok(Some(Command::Args(args))) => {
-                    order.admit(&args).await;
-                    session.pipelining = !buf.is_empty();
-                    dispatch(&args, &mut session, frontend)
+                    if let Some(position) = self.order.admit(&args) {
+                        self.answer_up_to(position, stream).await?;
+                    }
+                    self.session.pipelining = !self.buf.is_empty();
+                    dispatch(&args, &mut self.session, self.frontend)
                 }
                 Ok(Some(Command::Oversized { len })) => {
-                    order.queued_other();
-                    oversized(len, frontend.bulk_max())
+                    self.order.queued_other();
+                    oversized(len, self.frontend.bulk_max())
                 }
-                Ok(None) => break,
+                Ok(None) => return Ok(Parsed::NeedInput),
                 Err(e) => {
-                    order.queued_other();
+                    self.order.queued_other();
                     Action::close_after(Frame::error(format!("ERR Protocol error: {e}")))
                 }
             };
             if let Some(rx) = action.switch.take() {
-                action.reply = Pending::Ready(switch_keyspace(rx, &mut session).await);
+                action.reply = Pending::Ready(switch_keyspace(rx, &mut self.session).await);
             }
-            let queued = Queued { reply: action.reply, protocol: session.protocol, command: action.command, parsed };
-            // A closed queue means the writer failed: the client is gone.
-            if replies.send(queued).await.is_err() || action.close {
-                return;
-            }
-        }
-        buf.reserve(READ_CHUNK);
-        // Draining: the commands read so far are answered (the writer finishes once this sender is dropped
-        // and half-closes), and what arrives later is dropped unread.
-        let read = tokio::select! {
-            read = reader.read_buf(&mut buf) => read,
-            () = drain.started() => {
-                drop(replies);
-                return linger(&mut reader).await;
-            }
-        };
-        match read {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(e) => {
-                debug!("client connection read failed: {e}");
-                return;
+            let protocol = self.session.protocol;
+            self.queue.push_back(Queued { reply: action.reply, protocol, command: action.command, parsed });
+            if action.close {
+                return Ok(Parsed::Closing);
             }
         }
+        Ok(Parsed::Full)
+    }
+
+    /// Answers the queued replies up to `position` (counted from the connection's first), so a command on a key
+    /// they touch sees their effect.
+    async fn answer_up_to(&mut self, position: u64, stream: &mut TcpStream) -> io::Result<()> {
+        while self.order.answered() < position {
+            self.answer_oldest(stream).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest reply and encodes it, first writing out what is encoded if it has to wait.
+    async fn answer_oldest(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        let oldest = &mut self.queue.front_mut().expect("a reply is queued").reply;
+        if !oldest.is_ready() {
+            flush(stream, &mut self.out).await?;
+        }
+        let frame = oldest.take().await;
+        self.answered(frame);
+        if self.out.len() >= WRITE_CHUNK {
+            flush(stream, &mut self.out).await?;
+        }
+        Ok(())
+    }
+
+    /// Encodes the oldest reply, now taken, and counts it.
+    fn answered(&mut self, frame: Frame) {
+        let queued = self.queue.pop_front().expect("a reply is queued");
+        if let Some(command) = queued.command {
+            let failed = matches!(frame, Frame::Error(_));
+            self.frontend.metrics.commands.record(command, queued.parsed.elapsed(), failed);
+        }
+        frame.encode(queued.protocol, &mut self.out);
+        self.order.one_more();
     }
 }
 
@@ -139,8 +241,8 @@ fn oversized(len: usize, max: usize) -> Action {
 }
 
 /// Moves the session to the keyspace the core named; an unknown one leaves it where it was.
-async fn switch_keyspace(rx: oneshot::Receiver<Reply>, session: &mut Session) -> Frame {
-    match receive(rx).await {
+async fn switch_keyspace(mut rx: oneshot::Receiver<Reply>, session: &mut Session) -> Frame {
+    match receive(&mut rx).await {
         Reply::Keyspace(id) => {
             session.keyspace = id;
             Frame::ok()
@@ -149,57 +251,9 @@ async fn switch_keyspace(rx: oneshot::Receiver<Reply>, session: &mut Session) ->
     }
 }
 
-async fn write_replies(
-    mut writer: OwnedWriteHalf,
-    mut replies: mpsc::Receiver<Queued>,
-    answered: Answered,
-    frontend: &Frontend,
-) {
-    if let Err(e) = pump_replies(&mut writer, &mut replies, &answered, &frontend.metrics.commands).await {
-        debug!("client connection write failed: {e}");
-    }
-}
-
-/// Writes the replies in order until the reader is done and every reply is out, then half-closes.
-async fn pump_replies(
-    writer: &mut OwnedWriteHalf,
-    replies: &mut mpsc::Receiver<Queued>,
-    answered: &Answered,
-    stats: &CommandStats,
-) -> io::Result<()> {
-    let mut out = Vec::with_capacity(WRITE_CHUNK);
-    loop {
-        let queued = match replies.try_recv() {
-            Ok(pending) => pending,
-            Err(TryRecvError::Empty) => {
-                flush(writer, &mut out).await?;
-                match replies.recv().await {
-                    Some(pending) => pending,
-                    None => break,
-                }
-            }
-            Err(TryRecvError::Disconnected) => break,
-        };
-        if !queued.reply.is_ready() {
-            flush(writer, &mut out).await?;
-        }
-        let frame = queued.reply.resolve().await;
-        if let Some(command) = queued.command {
-            stats.record(command, queued.parsed.elapsed(), matches!(frame, Frame::Error(_)));
-        }
-        frame.encode(queued.protocol, &mut out);
-        answered.one_more();
-        if out.len() >= WRITE_CHUNK {
-            flush(writer, &mut out).await?;
-        }
-    }
-    flush(writer, &mut out).await?;
-    writer.shutdown().await
-}
-
-async fn flush(writer: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> io::Result<()> {
+async fn flush(stream: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
     if !out.is_empty() {
-        writer.write_all(out).await?;
+        stream.write_all(out).await?;
         out.clear();
     }
     Ok(())
@@ -246,7 +300,53 @@ mod tests {
         rx
     }
 
-    fn frontend(core: Arc<Noting>) -> Arc<Frontend> {
+    /// A core that keeps every request unanswered until the test answers it.
+    #[derive(Default)]
+    struct Holding(Mutex<Vec<(Request, oneshot::Sender<Reply>)>>);
+
+    impl CoreInbox for Holding {
+        fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
+            let (tx, rx) = oneshot::channel();
+            self.0.lock().unwrap().push((req, tx));
+            rx
+        }
+
+        fn request_shutdown(&self) {}
+    }
+
+    impl Holding {
+        /// Waits until `n` requests have reached the core.
+        async fn holds(&self, n: usize) {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while self.0.lock().unwrap().len() < n {
+                assert!(tokio::time::Instant::now() < deadline, "{n} requests never reached the core");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+
+        /// Answers the request at `index` as if it ran on an empty store.
+        fn answer(&self, index: usize) {
+            let (req, tx) = self.0.lock().unwrap().remove(index);
+            tx.send(answered(req).try_recv().unwrap()).unwrap();
+        }
+    }
+
+    /// Connects a client to a connection served over `core`.
+    async fn connected(core: Arc<dyn CoreInbox>) -> (TcpStream, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, tokio::spawn(serve_client(server, frontend(core))))
+    }
+
+    /// Reads exactly `len` bytes of reply.
+    async fn replies(client: &mut TcpStream, len: usize) -> Vec<u8> {
+        let mut got = vec![0; len];
+        tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut got)).await.unwrap().unwrap();
+        got
+    }
+
+    fn frontend(core: Arc<dyn CoreInbox>) -> Arc<Frontend> {
         let persistence = Arc::new(Persistence::new(SyncPolicy::default()));
         Arc::new(Frontend {
             core,
@@ -261,12 +361,10 @@ mod tests {
         })
     }
 
-    /// Sends `bytes` in one write and reads until `replies` bytes of answer have come back.
-    async fn exchange(client: &mut TcpStream, bytes: &[u8], replies: usize) -> Vec<u8> {
+    /// Sends `bytes` in one write and reads until `len` bytes of answer have come back.
+    async fn exchange(client: &mut TcpStream, bytes: &[u8], len: usize) -> Vec<u8> {
         client.write_all(bytes).await.unwrap();
-        let mut got = vec![0; replies];
-        tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut got)).await.unwrap().unwrap();
-        got
+        replies(client, len).await
     }
 
     /// The commands of a pipeline already read go to the core task's batch; the last one read, and a lone
@@ -274,10 +372,7 @@ mod tests {
     #[tokio::test]
     async fn a_pipelines_requests_queue_for_the_core_task_and_a_lone_command_does_not() {
         let core = Arc::new(Noting::default());
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let served = tokio::spawn(serve_client(server, frontend(core.clone())));
+        let (mut client, served) = connected(core.clone()).await;
 
         let pipeline = b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n";
         assert_eq!(exchange(&mut client, pipeline, 10).await, b"+OK\r\n$-1\r\n");
@@ -285,5 +380,41 @@ mod tests {
         drop(client);
         served.await.unwrap();
         assert_eq!(*core.0.lock().unwrap(), ["enqueue", "submit", "submit"]);
+    }
+
+    /// A client that streams its pipeline keeps the core busy: commands read while the oldest reply is still on
+    /// its way are submitted at once, and the replies still come back in request order.
+    #[tokio::test]
+    async fn commands_are_read_and_submitted_while_the_oldest_reply_waits() {
+        let core = Arc::new(Holding::default());
+        let (mut client, served) = connected(core.clone()).await;
+        client.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n").await.unwrap();
+        core.holds(1).await;
+        client.write_all(b"*2\r\n$3\r\nGET\r\n$1\r\nb\r\n").await.unwrap();
+        core.holds(2).await;
+        core.answer(1);
+        core.answer(0);
+        assert_eq!(replies(&mut client, 10).await, b"+OK\r\n$-1\r\n");
+        drop(client);
+        served.await.unwrap();
+    }
+
+    /// Session order: a command on a key whose earlier command is unanswered reaches the core only after that
+    /// answer, while the connection goes on writing replies.
+    #[tokio::test]
+    async fn a_command_on_a_key_still_unanswered_waits_for_its_answer() {
+        let core = Arc::new(Holding::default());
+        let (mut client, served) = connected(core.clone()).await;
+        client.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").await.unwrap();
+        core.holds(1).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(core.0.lock().unwrap().len(), 1, "GET k waits for SET k's answer");
+        core.answer(0);
+        assert_eq!(replies(&mut client, 5).await, b"+OK\r\n");
+        core.holds(1).await;
+        core.answer(0);
+        assert_eq!(replies(&mut client, 5).await, b"$-1\r\n");
+        drop(client);
+        served.await.unwrap();
     }
 }

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use std::io::Write;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Frame {
     Simple(&'static str),
     /// The whole error line after `-`, code first (`ERR …`, `BUSY …`).
@@ -13,6 +13,7 @@ pub(crate) enum Frame {
     Integer(i64),
     Bulk(Bytes),
     /// Redis' "no value": the null bulk string `$-1` in RESP2, `_` in RESP3.
+    #[default]
     Null,
     Array(Vec<Frame>),
     /// Pairs: a flat array in RESP2, a map in RESP3.

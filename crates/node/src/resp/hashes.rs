@@ -74,7 +74,7 @@ fn read_fields(
     session: &Session,
     frontend: &Frontend,
     key: &Bytes,
-    shape: impl FnOnce(Vec<(Bytes, Bytes)>) -> Frame + Send + 'static,
+    shape: impl Fn(Vec<(Bytes, Bytes)>) -> Frame + Send + 'static,
 ) -> Action {
     submit_picked(frontend, session, read_of(session, key, Read::Hash), move |reply| match reply {
         Reply::Fields(fields) => shape(fields),

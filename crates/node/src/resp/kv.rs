@@ -130,7 +130,7 @@ pub(super) fn submit_picked(
     frontend: &Frontend,
     session: &Session,
     req: Request,
-    pick: impl FnOnce(Reply) -> Frame + Send + 'static,
+    pick: impl Fn(Reply) -> Frame + Send + 'static,
 ) -> Action {
     if let Err(why) = frontend.limits.check(&req) {
         return Frame::error(format!("ERR {why}")).into();
@@ -143,7 +143,7 @@ fn submit_many(frontend: &Frontend, session: &Session, reqs: Vec<Request>, fold:
     if let Some(why) = reqs.iter().find_map(|req| frontend.limits.check(req).err()) {
         return Frame::error(format!("ERR {why}")).into();
     }
-    Pending::Many { rxs: reqs.into_iter().map(|req| frontend.submit(session, req)).collect(), fold }.into()
+    Pending::many(reqs.into_iter().map(|req| frontend.submit(session, req)).collect(), fold).into()
 }
 
 /// INCR, APPEND and the hash writes: their numeric result.

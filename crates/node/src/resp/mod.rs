@@ -3,7 +3,7 @@
 //!
 //! - `parser`: incremental, bounded request parser (multibulk and inline).
 //! - `frame`: replies and their encoding.
-//! - `connection`: one reader and one writer per client, pipelining with replies in order.
+//! - `connection`: one task per client that reads, dispatches and writes, pipelining with replies in order.
 //! - `commands`: the command table and dispatch; `kv` (GET, SET, DEL, EXISTS, MGET, MSET), `strings` (INCR and
 //!   its kin, APPEND, GETDEL, STRLEN) and `expiry` (EXPIRE and its kin, PERSIST, TTL, PTTL) turn commands into
 //!   core requests, `hashes` the hash commands, `scan` (SCAN, DBSIZE) walks the keyspace's ring, `admin` answers

@@ -7,7 +7,7 @@
 //! back only commands on a key that is still busy keeps pipelines of distinct keys, the common case, at full
 //! depth.
 //!
-//! SCAN and DBSIZE read the whole keyspace. They see every earlier command's effect, since the writer starts
+//! SCAN and DBSIZE read the whole keyspace. They see every earlier command's effect, since the connection starts
 //! their walk only once it has answered everything before them (`pending.rs`); a later command on any key
 //! waits for their answer, so it cannot change what they report (a write running ahead of a SCAN could
 //! delete a key the SCAN was about to return, which Redis' one-thread order never allows).
@@ -17,15 +17,13 @@ use bytes::Bytes;
 use meridian_core::ring::key_token;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::Arc;
-use tokio::sync::Notify;
 
-/// The reader's side: which unanswered reply, by its position in the connection's queue, last touched each key.
+/// Which unanswered reply, by its position in the connection's queue, last touched each key.
 ///
 /// Keys are tracked by their 64-bit ring token rather than their bytes: two keys that share a token only make one
 /// command wait for the other, which costs time, never order. Only commands still unanswered are kept, so the
 /// tables stay as small as the pipeline is deep.
+#[derive(Default)]
 pub(crate) struct KeyOrder {
     /// The last unanswered position that touched each key token.
     last: HashMap<u64, u64, BuildHasherDefault<TokenHasher>>,
@@ -34,18 +32,8 @@ pub(crate) struct KeyOrder {
     queued: u64,
     /// The position of the last command that reads the whole keyspace; every later keyed command waits for it.
     whole: u64,
-    answered: Arc<Progress>,
-}
-
-/// How many replies the writer has resolved, shared with the reader. The reader rarely waits (only for a
-/// command on a key still busy), so the writer wakes it only when it does: most replies cost one atomic add.
-#[derive(Default)]
-struct Progress {
-    answered: AtomicU64,
-    /// Set while the reader waits; the writer checks it after each add (both sequentially consistent, so
-    /// one of them always sees the other's write and no wake-up is lost).
-    waiting: AtomicBool,
-    wake: Notify,
+    /// How many of the queued replies the connection has answered, in order.
+    answered: u64,
 }
 
 /// Ring tokens are already xxh3 hashes, so the table uses them as they are.
@@ -69,82 +57,45 @@ impl Hasher for TokenHasher {
     }
 }
 
-/// The writer's side: counts the replies it has resolved, in order.
-pub(crate) struct Answered(Arc<Progress>);
-
-impl Answered {
-    pub(crate) fn one_more(&self) {
-        self.0.answered.fetch_add(1, SeqCst);
-        if self.0.waiting.load(SeqCst) {
-            self.0.wake.notify_one();
-        }
-    }
-}
-
-/// A writer that stops (its client is gone) answers nothing more, so nothing waits for it any longer.
-impl Drop for Answered {
-    fn drop(&mut self) {
-        self.0.answered.store(u64::MAX, SeqCst);
-        self.0.wake.notify_one();
-    }
-}
-
-pub(crate) fn key_order() -> (KeyOrder, Answered) {
-    let progress = Arc::new(Progress::default());
-    let order = KeyOrder {
-        last: HashMap::default(),
-        unanswered: VecDeque::new(),
-        queued: 0,
-        whole: 0,
-        answered: progress.clone(),
-    };
-    (order, Answered(progress))
-}
-
 impl KeyOrder {
-    /// Waits until the earlier commands on `args`' keys are answered, then counts `args` as queued next.
-    pub(crate) async fn admit(&mut self, args: &[Bytes]) {
+    /// Counts `args` as queued next. Returns how many replies must be answered before it may be submitted: the
+    /// position of the last earlier command on one of its keys (or of a whole-keyspace read) still unanswered.
+    pub(crate) fn admit(&mut self, args: &[Bytes]) -> Option<u64> {
         let command = lookup(&args[0]);
         self.forget_answered();
-        // The command is recorded before it waits: nothing else is admitted meanwhile, and each key's token is
-        // hashed once. A key named twice by the command must not make it wait for itself.
         let position = self.queued + 1;
         let mut wait_for = None;
         let mut keyed = false;
         for key in keys_of(command, args) {
             keyed = true;
             let token = key_token(key);
+            // A key named twice by the command must not make it wait for itself.
             wait_for = wait_for.max(self.last.insert(token, position).filter(|&p| p != position));
             self.unanswered.push_back((position, token));
         }
         if keyed && self.whole > 0 {
             wait_for = wait_for.max(Some(self.whole));
         }
-        if let Some(position) = wait_for {
-            self.answered_up_to(position).await;
-        }
         self.queued = position;
         if command.is_some_and(reads_whole_keyspace) {
             self.whole = position;
         }
+        wait_for.filter(|&p| p > self.answered)
     }
 
-    /// Waits until the writer has resolved `position` replies (or stopped).
-    async fn answered_up_to(&self, position: u64) {
-        let progress = &self.answered;
-        if progress.answered.load(SeqCst) >= position {
-            return;
-        }
-        progress.waiting.store(true, SeqCst);
-        while progress.answered.load(SeqCst) < position {
-            progress.wake.notified().await;
-        }
-        progress.waiting.store(false, SeqCst);
+    /// Counts the next queued reply as answered.
+    pub(crate) fn one_more(&mut self) {
+        self.answered += 1;
+    }
+
+    /// How many queued replies have been answered.
+    pub(crate) fn answered(&self) -> u64 {
+        self.answered
     }
 
     /// Drops the entries of commands already answered: nothing needs to wait for them.
     fn forget_answered(&mut self) {
-        let answered = self.answered.answered.load(SeqCst);
+        let answered = self.answered;
         while let Some(&(position, token)) = self.unanswered.front().filter(|(position, _)| *position <= answered) {
             self.unanswered.pop_front();
             if self.last.get(&token) == Some(&position) {
@@ -194,58 +145,52 @@ mod tests {
         assert!(keys(&["NOSUCH", "a"]).is_empty());
     }
 
-    #[tokio::test]
-    async fn a_command_on_a_busy_key_waits_for_its_answer_and_others_do_not() {
-        let (mut order, answered) = key_order();
-        order.admit(&args(&["SET", "k", "v"])).await;
-        order.admit(&args(&["GET", "other"])).await;
-        let get_k = args(&["GET", "k"]);
-        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), order.admit(&get_k));
-        assert!(waiting.await.is_err(), "GET k waits while SET k is unanswered");
-        answered.one_more();
-        order.admit(&args(&["GET", "k"])).await;
+    #[test]
+    fn a_command_on_a_busy_key_waits_for_its_answer_and_others_do_not() {
+        let mut order = KeyOrder::default();
+        assert_eq!(order.admit(&args(&["SET", "k", "v"])), None);
+        assert_eq!(order.admit(&args(&["GET", "other"])), None);
+        assert_eq!(order.admit(&args(&["GET", "k"])), Some(1), "GET k waits for SET k's answer");
+        order.one_more();
+        order.one_more();
+        order.one_more();
+        assert_eq!(order.admit(&args(&["GET", "k"])), None);
     }
 
-    #[tokio::test]
-    async fn a_writer_that_stops_releases_a_waiting_command() {
-        let (mut order, answered) = key_order();
-        order.admit(&args(&["SET", "k", "v"])).await;
-        let get = args(&["GET", "k"]);
-        let waiting = tokio::spawn(async move { order.admit(&get).await });
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "GET k waits while SET k is unanswered");
-        drop(answered);
-        tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
+    #[test]
+    fn a_key_answered_already_makes_nothing_wait() {
+        let mut order = KeyOrder::default();
+        order.admit(&args(&["SET", "k", "v"]));
+        order.admit(&args(&["SET", "j", "v"]));
+        order.one_more();
+        assert_eq!(order.admit(&args(&["GET", "k"])), None, "SET k is answered");
+        assert_eq!(order.admit(&args(&["GET", "j"])), Some(2));
     }
 
-    #[tokio::test]
-    async fn keyed_commands_wait_for_a_scan_before_them_and_others_do_not() {
-        let (mut order, answered) = key_order();
-        order.admit(&args(&["SCAN", "0"])).await;
-        order.admit(&args(&["PING"])).await;
-        let set = args(&["SET", "k", "v"]);
-        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), order.admit(&set));
-        assert!(waiting.await.is_err(), "SET waits while SCAN is unanswered");
-        answered.one_more();
-        order.admit(&set).await;
+    #[test]
+    fn keyed_commands_wait_for_a_scan_before_them_and_others_do_not() {
+        let mut order = KeyOrder::default();
+        order.admit(&args(&["SCAN", "0"]));
+        assert_eq!(order.admit(&args(&["PING"])), None);
+        assert_eq!(order.admit(&args(&["SET", "k", "v"])), Some(1), "SET waits while SCAN is unanswered");
+        order.one_more();
+        assert_eq!(order.admit(&args(&["SET", "j", "v"])), None);
     }
 
-    #[tokio::test]
-    async fn a_command_naming_a_key_twice_does_not_wait_for_itself() {
-        let (mut order, _answered) = key_order();
-        let mset = args(&["MSET", "k", "1", "k", "2"]);
-        let admitted = tokio::time::timeout(std::time::Duration::from_secs(5), order.admit(&mset));
-        assert!(admitted.await.is_ok(), "MSET k 1 k 2 is admitted at once");
+    #[test]
+    fn a_command_naming_a_key_twice_does_not_wait_for_itself() {
+        let mut order = KeyOrder::default();
+        assert_eq!(order.admit(&args(&["MSET", "k", "1", "k", "2"])), None);
     }
 
-    #[tokio::test]
-    async fn only_unanswered_commands_are_remembered() {
-        let (mut order, answered) = key_order();
+    #[test]
+    fn only_unanswered_commands_are_remembered() {
+        let mut order = KeyOrder::default();
         for i in 0..10_000 {
-            order.admit(&args(&["SET", &format!("k{i}"), "v"])).await;
-            answered.one_more();
+            order.admit(&args(&["SET", &format!("k{i}"), "v"]));
+            order.one_more();
         }
-        order.admit(&args(&["GET", "k0"])).await;
+        assert_eq!(order.admit(&args(&["GET", "k0"])), None);
         assert_eq!(order.last.len(), 1, "only the GET just queued is unanswered");
         assert_eq!(order.unanswered.len(), 1);
     }

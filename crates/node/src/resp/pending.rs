@@ -1,10 +1,10 @@
 //! A reply that may still be on its way from the core.
 //!
-//! A connection's writer takes these in request order, which is what keeps pipelined replies in order
-//! while many requests of the connection are in the core at once. The shape of the final RESP reply is
-//! mostly a plain function of the core's [`Reply`]s, which needs neither boxing nor a task of its own; only a
-//! walk (SCAN, DBSIZE), whose next request depends on the last answer, is a boxed future. The writer polls
-//! it only in its turn, so a walk starts once every earlier command of the connection has been answered.
+//! A connection answers these in request order, which is what keeps pipelined replies in order while many
+//! requests of the connection are in the core at once. The shape of the final RESP reply is mostly a plain
+//! function of the core's [`Reply`]s, which needs neither boxing nor a task of its own; only a walk (SCAN,
+//! DBSIZE), whose next request depends on the last answer, is a boxed future. The connection polls it only in
+//! its turn, so a walk starts once every earlier command of the connection has been answered.
 
 use super::frame::Frame;
 use meridian_core::{ErrorKind, Reply};
@@ -21,51 +21,62 @@ pub(crate) enum Pending {
     /// A reply shaped by what the command asked (HGET's field): the one kind that needs a closure.
     Picked {
         rx: oneshot::Receiver<Reply>,
-        pick: Box<dyn FnOnce(Reply) -> Frame + Send>,
+        pick: Box<dyn Fn(Reply) -> Frame + Send>,
     },
     /// A multi-key command: one core request per key, answered together.
     Many {
         rxs: Vec<oneshot::Receiver<Reply>>,
+        /// The answers received so far, of the first `rxs`.
+        replies: Vec<Reply>,
         fold: fn(Vec<Reply>) -> Frame,
     },
     /// A command whose requests depend on earlier answers (SCAN, DBSIZE follow the ring from answer to answer):
-    /// the walk itself, run by the writer in its turn.
+    /// the walk itself, run by the connection in its turn.
     Walk(Pin<Box<dyn Future<Output = Frame> + Send>>),
 }
 
 impl Pending {
-    /// True when resolving will not wait.
+    pub(crate) fn many(rxs: Vec<oneshot::Receiver<Reply>>, fold: fn(Vec<Reply>) -> Frame) -> Pending {
+        Pending::Many { replies: Vec::with_capacity(rxs.len()), rxs, fold }
+    }
+
+    /// True when taking the reply will not wait.
     pub(crate) fn is_ready(&self) -> bool {
         match self {
             Pending::Ready(_) => true,
             Pending::One { rx, .. } | Pending::Picked { rx, .. } => !rx.is_empty(),
-            Pending::Many { rxs, .. } => rxs.iter().all(|rx| !rx.is_empty()),
+            Pending::Many { rxs, replies, .. } => rxs[replies.len()..].iter().all(|rx| !rx.is_empty()),
             Pending::Walk(_) => false,
         }
     }
 
-    pub(crate) async fn resolve(self) -> Frame {
+    /// Waits for the reply and takes it, leaving this pending spent. A wait broken off (the connection races it
+    /// against its next read) loses nothing: each answer received is kept here until the reply is whole.
+    pub(crate) async fn take(&mut self) -> Frame {
         match self {
-            Pending::Ready(frame) => frame,
+            Pending::Ready(frame) => std::mem::take(frame),
             Pending::One { rx, shape } => shape(receive(rx).await),
-            Pending::Picked { rx, pick } => pick(receive(rx).await),
-            Pending::Many { rxs, fold } => {
+            Pending::Picked { rx, pick } => {
+                let reply = receive(rx).await;
+                pick(reply)
+            }
+            Pending::Many { rxs, replies, fold } => {
                 // The core answers each request on its own; awaiting them in turn waits no longer than
                 // the slowest.
-                let mut replies = Vec::with_capacity(rxs.len());
-                for rx in rxs {
-                    replies.push(receive(rx).await);
+                while let Some(rx) = rxs.get_mut(replies.len()) {
+                    let reply = receive(rx).await;
+                    replies.push(reply);
                 }
-                fold(replies)
+                fold(std::mem::take(replies))
             }
-            Pending::Walk(walk) => walk.await,
+            Pending::Walk(walk) => walk.as_mut().await,
         }
     }
 }
 
 /// The core's reply; a dropped sender means the core stopped with the request inside it, so whether
 /// it took effect is unknown.
-pub(crate) async fn receive(rx: oneshot::Receiver<Reply>) -> Reply {
+pub(crate) async fn receive(rx: &mut oneshot::Receiver<Reply>) -> Reply {
     rx.await.unwrap_or_else(|_| {
         Reply::Error(ErrorKind::Timeout, "the node stopped before answering; the outcome is unknown".into())
     })

@@ -151,7 +151,7 @@ async fn count_walk(core: Arc<dyn CoreInbox>, keyspace: KeyspaceId) -> Frame {
 }
 
 async fn ask(core: &dyn CoreInbox, scan: Scan) -> Result<Scanned, Frame> {
-    match receive(core.submit(Request::Scan(scan))).await {
+    match receive(&mut core.submit(Request::Scan(scan))).await {
         Reply::Scanned(answer) => Ok(answer),
         other => Err(failure(other)),
     }
