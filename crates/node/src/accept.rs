@@ -6,10 +6,11 @@
 //! A listener may cap the connections it serves at once ([`Cap`]): one accepted beyond the cap is sent
 //! the cap's refusal and closed, as Redis does past `maxclients`, and the others are not disturbed.
 //!
-//! A listener given a [`Drain`] stops at its signal without cutting anyone off: it closes the listening
+//! A listener given a [`DrainWatch`] stops at its signal without cutting anyone off: it closes the listening
 //! socket, then waits up to [`DRAIN_MAX`] for its connections to finish (each watches the same signal and
 //! winds itself down), and only then aborts the ones left.
 
+use crate::drain::DrainWatch;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -17,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
@@ -38,26 +38,6 @@ const LINGERING_MAX: usize = 64;
 /// How long a draining listener waits for its connections to finish before it aborts them.
 pub(crate) const DRAIN_MAX: Duration = Duration::from_secs(5);
 
-/// The signal that a node is shutting down gracefully, watched by listeners and connections.
-#[derive(Clone, Debug)]
-pub(crate) struct Drain(watch::Receiver<bool>);
-
-impl Drain {
-    /// A switch and the signal it gives.
-    pub(crate) fn switch() -> (watch::Sender<bool>, Drain) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Drain(rx))
-    }
-
-    /// Returns once draining has begun. A switch dropped unthrown never starts a drain: a node whose
-    /// handle was dropped runs until its runtime stops.
-    pub(crate) async fn started(&mut self) {
-        if self.0.wait_for(|draining| *draining).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
 /// The most connections a listener serves at once, and what it writes to one past them.
 #[derive(Clone, Debug)]
 pub(crate) struct Cap {
@@ -73,7 +53,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     listener: TcpListener,
     what: &'static str,
     cap: Option<Cap>,
-    mut drain: Option<Drain>,
+    drain: Option<DrainWatch>,
     serve: F,
 ) where
     F: Fn(TcpStream, SocketAddr) -> Fut,
@@ -84,7 +64,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = draining(&mut drain) => break,
+            () = draining(&drain) => break,
         };
         match accepted {
             Ok((stream, addr)) => match &cap {
@@ -109,7 +89,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     finish(connections, what).await;
 }
 
-async fn draining(drain: &mut Option<Drain>) {
+async fn draining(drain: &Option<DrainWatch>) {
     match drain {
         Some(drain) => drain.started().await,
         None => std::future::pending().await,

@@ -17,6 +17,7 @@
 mod accept;
 pub mod build_info;
 mod data_dir;
+mod drain;
 mod driver;
 mod durability;
 mod error;

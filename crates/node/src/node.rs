@@ -6,8 +6,8 @@
 //! loses the least: clients first (drained: what they sent is answered), then the core (which finishes its
 //! batch and syncs), then the peer tasks.
 
-use crate::accept::Drain;
 use crate::data_dir::DataDir;
+use crate::drain::{Drain, DrainSwitch};
 use crate::driver::{self, Driver};
 use crate::durability::{Persistence, SyncPolicy};
 use crate::error::NodeError;
@@ -23,7 +23,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// Everything a node needs besides its protocol core.
@@ -60,7 +59,7 @@ pub struct NodeHandle {
     core_task: JoinHandle<()>,
     resp: JoinHandle<()>,
     /// Starts the RESP server's drain.
-    drain: watch::Sender<bool>,
+    drain: DrainSwitch,
     http: Option<HttpServer>,
     peers: Vec<JoinHandle<()>>,
     /// Released only when the handle goes, after [`NodeHandle::shutdown`] has stopped the core.
@@ -160,7 +159,7 @@ impl NodeHandle {
     /// loss).
     pub async fn shutdown(self) {
         // The RESP task closes its listener, waits for its connections to drain, and ends.
-        let _ = self.drain.send(true);
+        self.drain.throw();
         let _ = self.resp.await;
         if let Some(http) = self.http {
             http.stop().await;

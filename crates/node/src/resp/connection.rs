@@ -45,7 +45,7 @@ const WRITE_CHUNK: usize = 64 << 10;
 pub(crate) async fn serve(listener: TcpListener, frontend: Arc<Frontend>) {
     let refused = frontend.metrics.clients.rejected.clone();
     let cap = Cap { max: frontend.resp.connections_max, refusal: TOO_MANY_CLIENTS, refused };
-    let drain = Some(frontend.drain.clone());
+    let drain = Some(frontend.drain.watch());
     accept_loop(listener, "RESP", Some(cap), drain, |stream, _| serve_client(stream, frontend.clone())).await
 }
 
@@ -134,7 +134,7 @@ impl<'a> Connection<'a> {
     }
 
     async fn run(&mut self, stream: &mut TcpStream) -> io::Result<Stop> {
-        let mut drain = self.frontend.drain.clone();
+        let drain = self.frontend.drain.watch();
         loop {
             let parsed = self.run_commands(stream).await?;
             if parsed == Parsed::Closing {
@@ -262,7 +262,7 @@ async fn flush(stream: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accept::Drain;
+    use crate::drain::Drain;
     use crate::durability::{Persistence, SyncPolicy};
     use crate::inbox::CoreInbox;
     use crate::metrics::NodeMetrics;

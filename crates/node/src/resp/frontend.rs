@@ -2,7 +2,7 @@
 //! introspection commands (INFO, CONFIG GET) report.
 
 use super::commands::Session;
-use crate::accept::Drain;
+use crate::drain::Drain;
 use crate::inbox::CoreInbox;
 use crate::metrics::NodeMetrics;
 use meridian_core::{Limits, NodeId, Reply, Request};
