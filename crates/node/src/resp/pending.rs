@@ -57,6 +57,8 @@ impl Pending {
             Pending::Ready(frame) => std::mem::take(frame),
             Pending::One { rx, shape } => shape(receive(rx).await),
             Pending::Picked { rx, pick } => {
+                // Awaited before `pick` is borrowed for the call: a `&Box<dyn Fn>` held across the await would
+                // need `Sync`, and the connection's future would not be `Send`.
                 let reply = receive(rx).await;
                 pick(reply)
             }
@@ -64,8 +66,7 @@ impl Pending {
                 // The core answers each request on its own; awaiting them in turn waits no longer than
                 // the slowest.
                 while let Some(rx) = rxs.get_mut(replies.len()) {
-                    let reply = receive(rx).await;
-                    replies.push(reply);
+                    replies.push(receive(rx).await);
                 }
                 fold(std::mem::take(replies))
             }
