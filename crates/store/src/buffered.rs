@@ -75,11 +75,16 @@ impl BufferedStore {
 impl Datastore for BufferedStore {
     /// Appends to the log first, so a record the log refuses (a full disk) never shows in memory.
     fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
+        self.append_existed(rec).map(drop)
+    }
+
+    /// Learns from the memory copy, as `has_value` does, so the log is not asked.
+    fn append_existed(&mut self, rec: &Record) -> Result<bool, StoreError> {
         self.log.append(rec)?;
-        self.mem.append(rec)?;
+        let existed = self.mem.append_existed(rec)?;
         self.unsynced_bytes += rec.encoded_len() as u64;
         self.unsynced_records += 1;
-        Ok(())
+        Ok(existed)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {

@@ -160,6 +160,14 @@ pub trait Datastore: Send {
     fn has_value(&self, key: &[u8]) -> Result<bool, StoreError> {
         Ok(self.get(key)?.is_some_and(|e| e.value.is_some()))
     }
+    /// Appends `rec` and says whether its key had a value just before, as `has_value` would have: what a chain
+    /// head answers an unconditional SET or DEL with. A store that finds the key's slot as it appends learns
+    /// that in the same index lookup.
+    fn append_existed(&mut self, rec: &Record) -> Result<bool, StoreError> {
+        let existed = self.has_value(&rec.key)?;
+        self.append(rec)?;
+        Ok(existed)
+    }
     /// Makes every append so far durable (for a durable store), then does a bounded amount of maintenance.
     fn sync(&mut self) -> Result<(), StoreError>;
     /// `sync` in two halves ([`meridian_core::Process::begin_sync`]): hands every append so far to the OS and
@@ -200,4 +208,24 @@ pub trait Datastore: Send {
     /// after the last one returned. An empty batch means `from` is the end. Fails with
     /// [`StoreError::Compacted`] if `from` no longer exists.
     fn read_log(&self, from: LogPos, max_bytes: usize) -> Result<(Vec<Record>, LogPos), StoreError>;
+}
+
+/// Checks a store's [`Datastore::append_existed`] against what `has_value` says before each append: absent,
+/// put, overwritten, deleted, deleted again, skipped, put back, and out of the index by a range drop.
+#[cfg(test)]
+pub(crate) fn check_append_existed(store: &mut dyn Datastore) {
+    use crate::Body;
+    let value = || Body::Value(Bytes::from_static(b"v"));
+    let bodies = [value(), value(), Body::Tombstone, Body::Tombstone, Body::Skip, value(), value()];
+    for (seq, body) in (1..).zip(bodies) {
+        let rec = Record { chain: 1, seq, key: Bytes::from_static(b"k"), body };
+        let before = store.has_value(b"k").unwrap();
+        assert_eq!(store.append_existed(&rec).unwrap(), before, "{rec:?}");
+        assert_eq!(store.has_value(b"k").unwrap(), store.get(b"k").unwrap().is_some_and(|e| e.value.is_some()));
+    }
+    let everything = Body::DropRange { start_exclusive: 0, end_inclusive: u64::MAX };
+    store.append(&Record { chain: 1, seq: 8, key: Bytes::new(), body: everything }).unwrap();
+    let put = Record { chain: 1, seq: 9, key: Bytes::from_static(b"k"), body: value() };
+    assert!(!store.append_existed(&put).unwrap(), "a dropped key is absent");
+    assert!(store.append_existed(&Record { seq: 10, ..put }).unwrap());
 }

@@ -194,12 +194,15 @@ impl MemStore {
         self.index.find(self.hash(key), |&i| slots[i as usize].key() == key).copied()
     }
 
-    fn set_key(&mut self, key: &Bytes, entry: Entry) {
+    /// Indexes `key`'s new entry and says whether the key had a value before.
+    fn set_key(&mut self, key: &Bytes, entry: Entry) -> bool {
         let stamp = self.records;
+        let mut existed = false;
         let i = match self.slot_of(key) {
             Some(i) => {
                 let slot = &mut self.slots[i as usize];
-                self.live_keys -= u64::from(slot.has_value());
+                existed = slot.has_value();
+                self.live_keys -= u64::from(existed);
                 self.payload_bytes -= slot.payload();
                 slot.set(key, entry, stamp);
                 self.stale += 1;
@@ -212,6 +215,7 @@ impl MemStore {
         self.payload_bytes += slot.payload();
         self.by_stamp.push((stamp, Latest::Key(i)));
         self.squeeze_if_stale();
+        existed
     }
 
     /// Places a key not yet in the store, reusing a dropped key's slot if there is one.
@@ -308,19 +312,26 @@ impl MemStore {
 
 impl Datastore for MemStore {
     fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
+        self.append_existed(rec).map(drop)
+    }
+
+    fn append_existed(&mut self, rec: &Record) -> Result<bool, StoreError> {
         rec.check_limits()?;
         self.records += 1;
-        match rec.body {
+        Ok(match rec.body {
             Body::Value(_) | Body::Tombstone => {
                 self.set_key(&rec.key, rec.entry().expect("values and tombstones are indexed"))
             }
-            Body::AckMark => self.set_ack(rec.chain, rec.seq),
-            Body::Skip => {}
-            Body::DropRange { start_exclusive, end_inclusive } => {
-                self.drop_range(rec.chain, rec.seq, start_exclusive, end_inclusive)
+            Body::AckMark => {
+                self.set_ack(rec.chain, rec.seq);
+                false
             }
-        }
-        Ok(())
+            Body::Skip => self.has_value(&rec.key)?,
+            Body::DropRange { start_exclusive, end_inclusive } => {
+                self.drop_range(rec.chain, rec.seq, start_exclusive, end_inclusive);
+                false
+            }
+        })
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
@@ -401,6 +412,11 @@ mod tests {
 
     fn val(v: &'static str) -> Body {
         Body::Value(Bytes::from_static(v.as_bytes()))
+    }
+
+    #[test]
+    fn append_tells_whether_the_key_had_a_value() {
+        crate::datastore::check_append_existed(&mut MemStore::new());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! GETDEL) are atomic per key and replicate as plain puts and deletes: the chain never re-evaluates them.
 
 use super::msg::{Answer, Change, Outcome, Refusal};
-use meridian_core::{hash, Kind, Stored, Ttl, Write, WriteOp};
+use meridian_core::{hash, Condition, Kind, Stored, Ttl, Write, WriteOp};
 
 /// The head's decision on one write.
 #[derive(Debug)]
@@ -13,9 +13,11 @@ pub(super) struct Decision {
 }
 
 /// What the head knows of a key when it decides a write on it: its value, or, for a write that
-/// [`needs_value`] says depends only on whether the key exists, just that.
+/// [`needs_value`] says depends only on whether the key exists, just that, or, for a [`blind`] write, nothing.
 #[derive(Debug)]
 pub(super) enum Current {
+    /// The decision's `existed` is false until the head learns it as it logs the write.
+    Unknown,
     Absent,
     Exists,
     Value(Stored),
@@ -33,12 +35,19 @@ pub(super) fn needs_value(write: &Write) -> bool {
     write.get_old || !matches!(write.op, WriteOp::Delete | WriteOp::Put { ttl: Ttl::Clear | Ttl::Expire(_), .. })
 }
 
+/// Whether `write`'s change is the same whatever the key holds: an unconditional plain SET or DEL. Only its
+/// reply says whether the key existed, which the head learns as it logs the write, so deciding it looks
+/// nothing up.
+pub(super) fn blind(write: &Write) -> bool {
+    write.cond == Condition::Always && !needs_value(write)
+}
+
 /// Decides `write` against the key's current state `current` (its value if [`needs_value`]), at wall-clock
 /// time `now_ms`; `max_value` bounds what an APPEND or HSET may grow a value to. A deadline already past
 /// deletes the key, as Redis does.
 pub(super) fn decide(write: Write, current: impl Into<Current>, now_ms: u64, max_value: usize) -> Decision {
     let (existed, current) = match current.into() {
-        Current::Absent => (false, None),
+        Current::Unknown | Current::Absent => (false, None),
         Current::Exists => (true, None),
         Current::Value(stored) => (true, Some(stored)),
     };
@@ -151,7 +160,7 @@ fn integer(data: &[u8]) -> Result<i64, Refusal> {
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use meridian_core::{Condition, Deadline, KeyspaceId};
+    use meridian_core::{Deadline, KeyspaceId};
 
     fn write(op: WriteOp) -> Write {
         Write::new(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), op)
@@ -182,6 +191,13 @@ mod tests {
                     let known = decide(w.clone(), state.clone(), 20, 100);
                     let existence = decide(w.clone(), exists, 20, 100);
                     assert_eq!(format!("{known:?}"), format!("{existence:?}"), "{w:?} on {state:?}");
+                    // Blind, only `existed` is left to learn.
+                    assert_eq!(blind(&w), cond == Condition::Always, "{w:?}");
+                    if blind(&w) {
+                        let mut unknown = decide(w.clone(), Current::Unknown, 20, 100);
+                        unknown.outcome.existed = state.is_some();
+                        assert_eq!(format!("{known:?}"), format!("{unknown:?}"), "{w:?} on {state:?}");
+                    }
                     checked += 1;
                 }
             }

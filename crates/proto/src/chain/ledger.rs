@@ -86,6 +86,10 @@ impl Ledger {
     }
 
     fn forget(&mut self, key: &[u8]) {
+        // Most keyspaces track no key at all: hashing the key to find it absent would cost every write.
+        if self.keys.is_empty() {
+            return;
+        }
         let Some((key, meta)) = self.keys.remove_entry(key) else { return };
         let chain = self.chains.get_mut(&meta.chain).expect("a tracked key's chain is tracked");
         if let Some(at) = meta.expires_ms {
@@ -115,7 +119,7 @@ impl Ledger {
 
     /// Whether `key` is tracked as expiring at or before `now_ms`.
     pub fn is_due(&self, key: &[u8], now_ms: u64) -> bool {
-        self.keys.get(key).and_then(|m| m.expires_ms).is_some_and(|at| at <= now_ms)
+        !self.keys.is_empty() && self.keys.get(key).and_then(|m| m.expires_ms).is_some_and(|at| at <= now_ms)
     }
 
     /// Cache keyspaces: up to `max` keys of `chain`, least recently written first.
@@ -158,6 +162,12 @@ impl Datastore for Ledgered {
         self.store.append(rec)?;
         self.ledger.apply(rec);
         Ok(())
+    }
+
+    fn append_existed(&mut self, rec: &Record) -> Result<bool, StoreError> {
+        let existed = self.store.append_existed(rec)?;
+        self.ledger.apply(rec);
+        Ok(existed)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {

@@ -1,7 +1,7 @@
 //! The data path of a chain member: ordering writes at the head, passing updates down, acknowledging them
 //! back up, answering at the tail (seed 003 §2.3, Listing 1), and catching up lost messages by Sync.
 
-use super::decide::{decide, fields_of, needs_value, Current, Decision};
+use super::decide::{blind, decide, fields_of, needs_value, Current, Decision};
 use super::lease::{hold, Held};
 use super::msg::Refusal;
 use super::msg::{ChainMsg, Change, Origin, Update};
@@ -14,6 +14,14 @@ use meridian_store::{Durability, Entry};
 
 #[cfg(feature = "planted-bugs")]
 use super::PlantedBug;
+
+/// Where a write's `existed` comes from: the head's decision, or, for a [`blind`] write, the head's store as
+/// it logs the write.
+#[derive(Clone, Copy)]
+enum Existed {
+    Decided,
+    AtAppend,
+}
 
 pub(super) fn ack_mark(chain: ChainId, seq: u64) -> Record {
     Record { chain: chain.0, seq, key: Bytes::new(), body: Body::AckMark }
@@ -168,23 +176,26 @@ impl ChainNode {
         // will once the delete reaches it.
         self.reap_if_due(now, chain, &write.key, out);
         match self.order(chain, origin, write) {
-            Ok(update) => self.log_and_pass(now, update, out),
+            Ok((update, existed)) => self.log_and_pass_as(now, update, existed, out),
             Err(e) => return self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
         }
         self.evict(now, chain, out);
     }
 
-    /// The head's decision: the next sequence number and the write's outcome against current state.
-    fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<Update, StoreError> {
+    /// The head's decision: the next sequence number and the write's outcome against current state. A
+    /// [`blind`] write looks nothing up: whether its key existed is learned as it is logged.
+    fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<(Update, Existed), StoreError> {
         let current = match (needs_value(&write), self.store(chain)) {
             (true, _) => Current::from(self.stored(chain, &write.key)?),
+            (false, _) if blind(&write) => Current::Unknown,
             (false, store) if store.has_value(&write.key)? => Current::Exists,
             (false, _) => Current::Absent,
         };
+        let existed = if matches!(current, Current::Unknown) { Existed::AtAppend } else { Existed::Decided };
         let key = write.key.clone();
         let Decision { change, outcome } = decide(write, current, self.wall_ms, self.cfg.limits.max_value_bytes);
         let seq = self.replicas[&chain].lu + 1;
-        Ok(Update { chain, seq, key, change, outcome, origin: Some(origin) })
+        Ok((Update { chain, seq, key, change, outcome, origin: Some(origin) }, existed))
     }
 
     pub(super) fn on_update(&mut self, now: Time, from: NodeId, view: u64, u: Update, out: &mut Fx) {
@@ -216,13 +227,25 @@ impl ChainNode {
     /// Logs an update in sequence and passes it on: down the chain, or, at the tail, back up as an ack
     /// and to the client as the answer, always only once it is durable.
     pub(super) fn log_and_pass(&mut self, now: Time, u: Update, out: &mut Fx) {
-        if let Err(e) = self.store_mut(u.chain).append(&record_of(&u)) {
-            // Not logged, not acknowledged: the predecessor still holds it and will resend.
-            tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
-            if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred()) {
-                self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out);
+        self.log_and_pass_as(now, u, Existed::Decided, out)
+    }
+
+    fn log_and_pass_as(&mut self, now: Time, mut u: Update, existed: Existed, out: &mut Fx) {
+        let store = self.store_mut(u.chain);
+        let logged = match existed {
+            Existed::Decided => store.append(&record_of(&u)).map(|()| u.outcome.existed),
+            Existed::AtAppend => store.append_existed(&record_of(&u)),
+        };
+        match logged {
+            Ok(existed) => u.outcome.existed = existed,
+            Err(e) => {
+                // Not logged, not acknowledged: the predecessor still holds it and will resend.
+                tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
+                if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred()) {
+                    self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out);
+                }
+                return;
             }
-            return;
         }
         // A memory replica has nothing to make durable: its node's batch owes no fsync for it.
         if self.store(u.chain).durability() != Durability::Volatile {

@@ -133,3 +133,8 @@ fn a_sync_job_is_taken_a_batch_at_a_time_and_keeps_what_it_covered() {
     let recovered = replayed(&open(&vfs));
     assert!(recovered.starts_with(&recs[..10]), "lost a record the job covered: {recovered:?}");
 }
+
+#[test]
+fn append_tells_whether_the_key_had_a_value() {
+    crate::datastore::check_append_existed(&mut open(&SimVfs::new()));
+}

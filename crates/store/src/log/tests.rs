@@ -472,3 +472,8 @@ fn an_existence_check_is_forgotten_by_any_other_record_and_by_compaction() {
     drop(store);
     expect(&reopen());
 }
+
+#[test]
+fn append_tells_whether_the_key_had_a_value() {
+    crate::datastore::check_append_existed(&mut open(&SimVfs::new()).0);
+}
