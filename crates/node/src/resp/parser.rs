@@ -13,6 +13,7 @@
 //! [`BULK_LEN_MAX`] is a protocol error, as in Redis.
 
 use bytes::{Buf, Bytes, BytesMut};
+use std::ops::Range;
 
 /// Arguments in one command; Redis' own default is the same million.
 pub const ARGS_MAX: usize = 1 << 20;
@@ -67,6 +68,8 @@ pub enum Command {
 pub struct Parser {
     bulk_max: usize,
     partial: Option<Partial>,
+    /// Where [`whole_rest`] found each argument, kept between commands so finding them allocates nothing.
+    bodies: Vec<Range<usize>>,
 }
 
 /// A multibulk command whose arguments are still arriving.
@@ -99,7 +102,7 @@ enum Bulk {
 
 impl Parser {
     pub fn new(bulk_max: usize) -> Parser {
-        Parser { bulk_max, partial: None }
+        Parser { bulk_max, partial: None, bodies: Vec::new() }
     }
 
     /// Takes the next complete command out of `buf`; `Ok(None)` until one has fully arrived.
@@ -121,7 +124,8 @@ impl Parser {
     fn fill(&mut self, mut partial: Partial, buf: &mut BytesMut) -> Result<Option<Command>, ProtocolError> {
         if partial.oversized.is_none() && partial.discard == 0 {
             let room = COMMAND_BYTES_MAX - partial.bytes;
-            if whole_rest(buf, &mut partial.args, partial.remaining, room, self.bulk_max) {
+            let found = &mut self.bodies;
+            if whole_rest(buf, &mut partial.args, found, partial.remaining, room, self.bulk_max) {
                 return Ok(Some(Command::Args(partial.args)));
             }
         }
@@ -232,14 +236,23 @@ fn bulk(buf: &mut BytesMut, bulk_max: usize) -> Result<Bulk, ProtocolError> {
 /// most `room` bytes: one copy of its bytes, the arguments slices of it pushed onto `args`, so a command costs
 /// one allocation (and one shared count, which handing an argument on then only increments) instead of one
 /// per argument. Otherwise false, with nothing consumed: the argument-by-argument path takes the command from
-/// there, and reports what is wrong with it.
-fn whole_rest(buf: &mut BytesMut, args: &mut Vec<Bytes>, remaining: usize, room: usize, bulk_max: usize) -> bool {
+/// there, and reports what is wrong with it. `bodies` is scratch space for where the arguments are.
+fn whole_rest(
+    buf: &mut BytesMut,
+    args: &mut Vec<Bytes>,
+    bodies: &mut Vec<Range<usize>>,
+    remaining: usize,
+    room: usize,
+    bulk_max: usize,
+) -> bool {
+    bodies.clear();
     let (mut end, mut bytes) = (0, 0);
     for _ in 0..remaining {
         let Some((body, next)) = next_bulk(&buf[..buf.len().min(ONE_PIECE_MAX)], end, bulk_max) else {
             return false;
         };
         bytes += body.len();
+        bodies.push(body);
         end = next;
     }
     if bytes > room {
@@ -247,18 +260,13 @@ fn whole_rest(buf: &mut BytesMut, args: &mut Vec<Bytes>, remaining: usize, room:
     }
     let copy = Bytes::copy_from_slice(&buf[..end]);
     buf.advance(end);
-    let mut at = 0;
-    while at < end {
-        let (body, next) = next_bulk(&copy, at, bulk_max).expect("checked before the copy");
-        args.push(copy.slice(body));
-        at = next;
-    }
+    args.extend(bodies.drain(..).map(|body| copy.slice(body)));
     true
 }
 
 /// The body of the complete, well-formed bulk string of at most `bulk_max` bytes at `at` in `bytes`, and where
 /// the next one starts; `None` if there is no such bulk string there (yet).
-fn next_bulk(bytes: &[u8], at: usize, bulk_max: usize) -> Option<(std::ops::Range<usize>, usize)> {
+fn next_bulk(bytes: &[u8], at: usize, bulk_max: usize) -> Option<(Range<usize>, usize)> {
     let rest = &bytes[at..];
     if rest.first() != Some(&b'$') {
         return None;
@@ -290,15 +298,49 @@ fn discard(buf: &mut BytesMut, left: &mut usize) -> Result<bool, ProtocolError> 
 /// The verdict depends only on the first `LINE_MAX + 2` bytes, so it is the same however they arrive.
 fn header_line(buf: &[u8], too_big: ProtocolError) -> Result<Option<usize>, ProtocolError> {
     let window = &buf[..buf.len().min(LINE_MAX + 2)];
-    match window.windows(2).position(|w| w == b"\r\n") {
+    match crlf_in(window) {
         Some(end) => Ok(Some(end)),
         None if window.len() == LINE_MAX + 2 => Err(too_big),
         None => Ok(None),
     }
 }
 
+/// Where the first CRLF in `bytes` starts.
+fn crlf_in(bytes: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'\r', &bytes[from..]) {
+        let cr = from + i;
+        if bytes.get(cr + 1) == Some(&b'\n') {
+            return Some(cr);
+        }
+        from = cr + 1;
+    }
+    None
+}
+
+/// A decimal integer exactly as `str::parse::<i64>` reads one (an optional `+` or `-`, then at least one
+/// digit, within range), without its detour through UTF-8: every header of every command goes through here.
 fn parse_int(digits: &[u8]) -> Option<i64> {
-    std::str::from_utf8(digits).ok()?.parse().ok()
+    let (negative, digits) = match digits {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, digits),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0i64, |n, &d| {
+        let d = d.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        let (n, d) = (n.checked_mul(10)?, i64::from(d));
+        if negative {
+            n.checked_sub(d)
+        } else {
+            n.checked_add(d)
+        }
+    })
 }
 
 fn inline(buf: &mut BytesMut) -> Result<Start, ProtocolError> {
@@ -413,6 +455,39 @@ fn is_space(b: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every header's number reads as `str::parse` reads it: signs, zeros, both ends of the range and one past
+    /// them, stray bytes, and every string of up to three bytes from an alphabet of digits, signs and others.
+    #[test]
+    fn integers_read_as_str_parse_reads_them() {
+        let mut cases: Vec<Vec<u8>> = ["", "0", "-0", "+0", "007", "-", "+", "+-1", "1 ", " 1", "1\r", "١"]
+            .iter()
+            .map(|c| c.as_bytes().to_vec())
+            .collect();
+        for edge in [i64::MAX as i128, i64::MIN as i128, i64::MAX as i128 + 1, i64::MIN as i128 - 1] {
+            cases.push(edge.to_string().into_bytes());
+            cases.push(format!("+{edge}").into_bytes());
+        }
+        let alphabet = b"09-+a\xff";
+        for len in 1..=3u32 {
+            for mut i in 0..alphabet.len().pow(len) {
+                cases.push((0..len).map(|_| (alphabet[i % alphabet.len()], i /= alphabet.len()).0).collect());
+            }
+        }
+        for case in cases {
+            let expected = std::str::from_utf8(&case).ok().and_then(|s| s.parse::<i64>().ok());
+            assert_eq!(parse_int(&case), expected, "{:?}", String::from_utf8_lossy(&case));
+        }
+    }
+
+    #[test]
+    fn a_header_ends_at_the_first_cr_followed_by_lf() {
+        assert_eq!(crlf_in(b"$3\r\nabc\r\n"), Some(2));
+        assert_eq!(crlf_in(b"\r\r\n"), Some(1));
+        assert_eq!(crlf_in(b"$3\rx\n\r\n"), Some(5));
+        assert_eq!(crlf_in(b"$3\r"), None);
+        assert_eq!(crlf_in(b""), None);
+    }
 
     fn words(args: &[&str]) -> Command {
         Command::Args(args.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect())
