@@ -500,7 +500,9 @@ impl<P: Process + Send + 'static> Core<P> {
     /// nothing before them waits for a sync, otherwise when the sync they wait for ends. Returns the
     /// durability the step's writes owe, if any: a `sync` write is for the caller to settle at once.
     fn absorb(&mut self) -> Option<DurabilityMode> {
-        let (items, dirt) = self.fx.drain();
+        // Out of `self` while its effects are carried out, which takes `self`; nothing adds to it meanwhile.
+        let mut fx = std::mem::take(&mut self.fx);
+        let (items, dirt) = fx.drain();
         let owed = dirt.owed(self.persistence.policy.default);
         match owed {
             None => {}
@@ -524,6 +526,7 @@ impl<P: Process + Send + 'static> Core<P> {
                 self.carry_out(effect);
             }
         }
+        self.fx = fx;
         owed
     }
 

@@ -100,6 +100,8 @@ pub struct ClusterNode {
     pending_admin: Vec<admin::PendingAdmin>,
     /// Client requests accepted per keyspace, for [`ClusterNode::metrics`].
     requests: BTreeMap<KeyspaceId, metrics::KeyspaceRequests>,
+    /// The chain core's effects, lifted into the node's after each step; kept so a step allocates nothing.
+    chain_fx: ChainFx,
 }
 
 impl ClusterNode {
@@ -142,6 +144,7 @@ impl ClusterNode {
             addressed,
             pending_admin: Vec::new(),
             requests: BTreeMap::new(),
+            chain_fx: ChainFx::new(),
         })
     }
 
@@ -174,9 +177,8 @@ impl ClusterNode {
     }
 
     fn chain_step(&mut self, out: &mut NodeFx, f: impl FnOnce(&mut ChainNode, &mut ChainFx)) {
-        let mut fx = ChainFx::new();
-        f(&mut self.chain, &mut fx);
-        lift(fx, out);
+        f(&mut self.chain, &mut self.chain_fx);
+        lift(&mut self.chain_fx, out);
     }
 
     fn send_mgr(&mut self, now: Time, mgr: MgrOut, out: &mut NodeFx) {
@@ -263,7 +265,7 @@ impl ClusterNode {
 }
 
 /// Moves a chain step's effects into the node's, wrapping messages and timers.
-fn lift(mut fx: ChainFx, out: &mut NodeFx) {
+fn lift(fx: &mut ChainFx, out: &mut NodeFx) {
     let (items, dirt) = fx.drain();
     out.add_dirt(dirt);
     for e in items {
