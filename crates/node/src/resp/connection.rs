@@ -167,8 +167,9 @@ impl<'a> Connection<'a> {
 
     /// Parses and dispatches the commands read so far, as many as the queue has room for.
     async fn run_commands(&mut self, stream: &mut TcpStream) -> io::Result<Parsed> {
+        // The commands read so far arrived together; one clock reading times them all.
+        let parsed = Instant::now();
         while self.queue.len() < self.frontend.resp.pipeline_max {
-            let parsed = Instant::now();
             let mut action = match self.parser.next(&mut self.buf) {
                 Ok(Some(Command::Args(args))) => {
                     if let Some(position) = self.order.admit(&args) {
