@@ -194,6 +194,24 @@ impl MemStore {
         self.index.find(self.hash(key), |&i| slots[i as usize].key() == key).copied()
     }
 
+    /// Applies an appended record; for a value or tombstone, says whether its key had a value before.
+    fn apply(&mut self, rec: &Record) -> Result<Option<bool>, StoreError> {
+        rec.check_limits()?;
+        self.records += 1;
+        let mut existed = None;
+        match rec.body {
+            Body::Value(_) | Body::Tombstone => {
+                existed = Some(self.set_key(&rec.key, rec.entry().expect("values and tombstones are indexed")))
+            }
+            Body::AckMark => self.set_ack(rec.chain, rec.seq),
+            Body::Skip => {}
+            Body::DropRange { start_exclusive, end_inclusive } => {
+                self.drop_range(rec.chain, rec.seq, start_exclusive, end_inclusive)
+            }
+        }
+        Ok(existed)
+    }
+
     /// Indexes `key`'s new entry and says whether the key had a value before.
     fn set_key(&mut self, key: &Bytes, entry: Entry) -> bool {
         let stamp = self.records;
@@ -312,26 +330,14 @@ impl MemStore {
 
 impl Datastore for MemStore {
     fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
-        self.append_existed(rec).map(drop)
+        self.apply(rec).map(drop)
     }
 
     fn append_existed(&mut self, rec: &Record) -> Result<bool, StoreError> {
-        rec.check_limits()?;
-        self.records += 1;
-        Ok(match rec.body {
-            Body::Value(_) | Body::Tombstone => {
-                self.set_key(&rec.key, rec.entry().expect("values and tombstones are indexed"))
-            }
-            Body::AckMark => {
-                self.set_ack(rec.chain, rec.seq);
-                false
-            }
-            Body::Skip => self.has_value(&rec.key)?,
-            Body::DropRange { start_exclusive, end_inclusive } => {
-                self.drop_range(rec.chain, rec.seq, start_exclusive, end_inclusive);
-                false
-            }
-        })
+        match self.apply(rec)? {
+            Some(existed) => Ok(existed),
+            None => self.has_value(&rec.key),
+        }
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
