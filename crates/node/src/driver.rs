@@ -52,8 +52,9 @@ use crate::durability::{Persistence, BATCH_MAX, GROUP_BYTES_MAX};
 use crate::inbox::{CoreInbox, Input};
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
+use clients::Clients;
 use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -91,7 +92,7 @@ pub(crate) struct Core<P: Process> {
     process: P,
     peers: PeerQueues<P::Msg>,
     timers: Timers<P::Timer>,
-    clients: HashMap<RequestId, oneshot::Sender<Reply>>,
+    clients: Clients,
     next_request: u64,
     /// Messages the process sent to itself, delivered as the next inputs.
     loopback: VecDeque<P::Msg>,
@@ -232,7 +233,7 @@ impl<P: Process + Send + 'static> Driver<P> {
             process,
             peers,
             timers: Timers::new(),
-            clients: HashMap::new(),
+            clients: Clients::default(),
             next_request: 0,
             loopback: VecDeque::new(),
             fx: Effects::new(),
@@ -441,7 +442,7 @@ impl<P: Process + Send + 'static> Core<P> {
     fn request(&mut self, now: Time, req: Request, reply: oneshot::Sender<Reply>) {
         let id = RequestId(self.next_request);
         self.next_request += 1;
-        self.clients.insert(id, reply);
+        self.clients.add(id, reply);
         self.process.on_request(now, id, req, &mut self.fx);
     }
 
@@ -652,7 +653,7 @@ impl<P: Process + Send + 'static> Core<P> {
             Effect::Send { to, msg, .. } => self.peers.send(to, msg),
             Effect::Reply { id, reply, .. } => {
                 // A missing id or a closed receiver means the client left; the reply has no one to go to.
-                if let Some(client) = self.clients.remove(&id) {
+                if let Some(client) = self.clients.take(id) {
                     let _ = client.send(reply);
                 }
             }
@@ -664,6 +665,7 @@ impl<P: Process + Send + 'static> Core<P> {
     }
 }
 
+mod clients;
 mod syncer;
 #[cfg(test)]
 mod tests;
