@@ -124,8 +124,7 @@ impl Parser {
     fn fill(&mut self, mut partial: Partial, buf: &mut BytesMut) -> Result<Option<Command>, ProtocolError> {
         if partial.oversized.is_none() && partial.discard == 0 {
             let room = COMMAND_BYTES_MAX - partial.bytes;
-            let found = &mut self.bodies;
-            if whole_rest(buf, &mut partial.args, found, partial.remaining, room, self.bulk_max) {
+            if whole_rest(buf, &mut partial.args, &mut self.bodies, partial.remaining, room, self.bulk_max) {
                 return Ok(Some(Command::Args(partial.args)));
             }
         }
