@@ -2,6 +2,7 @@
 //! [`Process`] contract that protocol cores implement, the consistent-hashing [`Ring`], the static
 //! [`ClusterConfig`] and the peer [`wire`] codec.
 
+pub mod chain_map;
 pub mod config;
 pub mod exposition;
 pub mod glob;
@@ -17,6 +18,7 @@ pub mod stored;
 pub mod time;
 pub mod wire;
 
+pub use chain_map::ChainMap;
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
 pub use keyspace::{DurabilityMode, KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};

@@ -51,7 +51,7 @@ use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
 use meridian_core::{
-    ChainId, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, SyncJob, Time,
+    ChainId, ChainMap, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, SyncJob, Time,
     UpdateMode,
 };
 use meridian_store::{Datastore, StoreError, StoreStats};
@@ -247,14 +247,14 @@ pub struct ChainNode {
     /// The newest cluster map seen; None until the first arrives.
     map: Option<Arc<ClusterMap>>,
     /// Every chain this node holds data for or takes part in.
-    replicas: BTreeMap<ChainId, Replica>,
+    replicas: ChainMap<Replica>,
     /// The pre-copy or flush in progress per chain.
     copies: BTreeMap<ChainId, Copier>,
     /// The seed's temporary store: updates a flushing member's predecessor sent meanwhile, played forward in
     /// sequence once the flush completes. In memory, since none of them is acknowledged and the predecessor
     /// keeps them all until it is; bounded by `unacked_max`.
     temp: BTreeMap<ChainId, BTreeMap<u64, Update>>,
-    leases: BTreeMap<ChainId, Lease>,
+    leases: ChainMap<Lease>,
     held: BTreeMap<ChainId, VecDeque<Held>>,
     /// Finished steps, each with the number of syncs begun before it: the next one to begin covers it.
     finished: BTreeMap<ChainId, (StepReport, u64)>,
@@ -311,7 +311,7 @@ impl ChainNode {
             replicas,
             copies: BTreeMap::new(),
             temp: BTreeMap::new(),
-            leases: BTreeMap::new(),
+            leases: ChainMap::new(),
             held: BTreeMap::new(),
             finished: BTreeMap::new(),
             syncs_begun: 0,

@@ -13,18 +13,18 @@ use super::msg::{Change, Outcome, Update};
 use super::replica::Replica;
 use super::stores::{StoreKey, Stores};
 use crate::manager::map::ClusterMap;
-use meridian_core::{ChainId, NodeId, ReplicaKind};
+use meridian_core::{ChainId, ChainMap, NodeId, ReplicaKind};
 use meridian_store::{Body, Datastore, Record, StoreError};
 use std::collections::BTreeMap;
 
 /// Every chain's replica, and the stale copies to drop: see [`recover_all`].
-type Recovered = (BTreeMap<ChainId, Replica>, Vec<(ChainId, StoreKey)>);
+type Recovered = (ChainMap<Replica>, Vec<(ChainId, StoreKey)>);
 
 /// The replication state of every chain the stores hold data for, and the chains found in more than one store
 /// of their keyspace (a replica of another kind left from an earlier membership), by the stores that also hold
 /// them. `prefer` gives the kind the node's map last gave it for a chain: that store's copy is kept.
 pub fn recover_all(stores: &Stores, prefer: &dyn Fn(ChainId) -> Option<ReplicaKind>) -> Result<Recovered, StoreError> {
-    let mut replicas: BTreeMap<ChainId, Replica> = BTreeMap::new();
+    let mut replicas: ChainMap<Replica> = ChainMap::new();
     let mut stale = Vec::new();
     for ((keyspace, kind), store) in stores.iter() {
         for (chain, mut r) in recover(store)? {
@@ -84,10 +84,10 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
 /// Marks lost the replicas `map` (the one the node last acted on) gave this node as a member in kinds that do
 /// not survive a restart: they may miss acknowledged writes. A `buffered` one keeps what its log holds, in case
 /// the chain has nothing better.
-pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut BTreeMap<ChainId, Replica>) {
+pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut ChainMap<Replica>) {
     for c in map.chains.values() {
         let Some(kind) = c.position(me).map(|i| c.kinds[i]).filter(|k| !k.survives_restart()) else { continue };
-        let r = replicas.entry(c.id).or_insert_with(|| Replica::empty(kind));
+        let r = replicas.get_or_insert_with(c.id, || Replica::empty(kind));
         if r.kind != kind {
             *r = Replica::empty(kind);
         }

@@ -193,7 +193,7 @@ fn sorted(nodes: &[NodeId]) -> Vec<NodeId> {
 fn assert_converged(map: &ClusterMap) {
     let targets = map.targets();
     let broken = irreparable(map);
-    for (id, c) in &map.chains {
+    for (id, c) in map.chains.iter() {
         let target = &targets[id];
         if broken.contains(id) {
             let waits = |m: &NodeId| map.state(*m) == Some(NodeState::Failed) || c.lost.contains_key(m);

@@ -65,7 +65,7 @@ fn a_query_node_without_a_lease_bounces_and_the_front_end_retries() {
     let mut h = Harness::new(3, 3);
     h.written(1, "k", "v");
     let tail = h.chain().tail().unwrap();
-    h.nodes.get_mut(&tail).unwrap().leases.clear();
+    h.nodes.get_mut(&tail).unwrap().leases.retain(|_, _| false);
     assert_eq!(h.request(1, scan(0, ScanWant::Count)), None, "bounced, to be retried");
     h.grant_tail();
     h.tick_all();

@@ -20,7 +20,7 @@ impl ClusterMap {
         self.check_keyspaces()?;
         let expected = self.keyspaces.keys().flat_map(|&k| (0..self.partitions).map(move |p| ChainId::new(k, p)));
         ensure(self.chains.keys().copied().eq(expected), || "chains do not match keyspaces × partitions".into())?;
-        for (&id, c) in &self.chains {
+        for (&id, c) in self.chains.iter() {
             ensure(c.id == id, || format!("chain {id} out of place"))?;
             self.check_chain(c)?;
         }

@@ -105,7 +105,7 @@ pub use errors::MapError;
 use super::placement::{partitions_valid, VidRing};
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
-use meridian_core::{ChainId, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind, UpdateMode};
+use meridian_core::{ChainId, ChainMap, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind, UpdateMode};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -197,7 +197,7 @@ pub struct ClusterMap {
     pub partitions: u32,
     pub nodes: BTreeMap<NodeId, NodeInfo>,
     /// One chain per partition of every keyspace: `ChainId::new(k, 0)..ChainId::new(k, P)` for keyspace `k`.
-    pub chains: BTreeMap<ChainId, ChainView>,
+    pub chains: ChainMap<ChainView>,
     /// The nodes that run the manager's Raft group.
     pub manager_voters: Vec<NodeId>,
     /// The next unused step id (and FLUSH sequence number).
@@ -215,7 +215,7 @@ impl Default for ClusterMap {
             epoch: 0,
             partitions: 0,
             nodes: BTreeMap::new(),
-            chains: BTreeMap::new(),
+            chains: ChainMap::new(),
             manager_voters: Vec::new(),
             next_step: 1,
             keyspaces: BTreeMap::new(),

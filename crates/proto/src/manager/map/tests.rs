@@ -92,7 +92,7 @@ fn bootstrap_places_every_chain_at_its_target() {
     assert_eq!(map.epoch, 1);
     assert!(map.nodes.values().all(|n| n.state == NodeState::Active && n.vnodes == 8 && !n.departed));
     let targets = map.targets();
-    for (id, c) in &map.chains {
+    for (id, c) in map.chains.iter() {
         assert_eq!((c.view, c.tail_epoch, &c.change, &c.members), (1, 1, &None, &targets[id]));
     }
     assert_eq!(map.manager_voters, vec![NodeId(1), NodeId(2), NodeId(3)]);
