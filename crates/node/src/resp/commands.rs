@@ -145,13 +145,15 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
     position(name).map(|i| &COMMANDS[i])
 }
 
-fn position(name: &[u8]) -> Option<usize> {
+/// Where the command `name` is in [`COMMANDS`], whatever its case.
+pub(crate) fn position(name: &[u8]) -> Option<usize> {
     COMMANDS.iter().position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// Runs one parsed command (`args[0]` is its name; the parser never yields an empty command).
-pub(crate) fn dispatch(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    let Some(index) = position(&args[0]) else {
+/// Runs one parsed command (`args[0]` is its name; the parser never yields an empty command), found at `index`
+/// in [`COMMANDS`] (none: unknown).
+pub(crate) fn dispatch(index: Option<usize>, args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let Some(index) = index else {
         return unknown_command(args).into();
     };
     let command = &COMMANDS[index];

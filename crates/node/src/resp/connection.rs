@@ -16,7 +16,7 @@
 //! it the stream cannot be resynchronised. A well-formed command with an argument over the size limit
 //! gets an `-ERR` naming the limit, and the connection goes on.
 
-use super::commands::{dispatch, Action, Session};
+use super::commands::{self, dispatch, Action, Session, COMMANDS};
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::kv::failure;
@@ -172,11 +172,14 @@ impl<'a> Connection<'a> {
         while self.queue.len() < self.frontend.resp.pipeline_max {
             let mut action = match self.parser.next(&mut self.buf) {
                 Ok(Some(Command::Args(args))) => {
-                    if let Some(position) = self.order.admit(&args) {
+                    let index = commands::position(&args[0]);
+                    if let Some(position) = self.order.admit(index.map(|i| &COMMANDS[i]), &args) {
                         self.answer_up_to(position, stream).await?;
                     }
                     self.session.pipelining = !self.buf.is_empty();
-                    dispatch(&args, &mut self.session, self.frontend)
+                    let action = dispatch(index, &args, &mut self.session, self.frontend);
+                    self.parser.recycle(args);
+                    action
                 }
                 Ok(Some(Command::Oversized { len })) => {
                     self.order.queued_other();

@@ -12,7 +12,7 @@
 //! waits for their answer, so it cannot change what they report (a write running ahead of a SCAN could
 //! delete a key the SCAN was about to return, which Redis' one-thread order never allows).
 
-use super::commands::{lookup, Command};
+use super::commands::Command;
 use bytes::Bytes;
 use meridian_core::ring::key_token;
 use std::collections::{HashMap, VecDeque};
@@ -58,10 +58,10 @@ impl Hasher for TokenHasher {
 }
 
 impl KeyOrder {
-    /// Counts `args` as queued next. Returns how many replies must be answered before it may be submitted: the
-    /// position of the last earlier command on one of its keys (or of a whole-keyspace read) still unanswered.
-    pub(crate) fn admit(&mut self, args: &[Bytes]) -> Option<u64> {
-        let command = lookup(&args[0]);
+    /// Counts `args`, of `command` in the table (none: unknown), as queued next. Returns how many replies must be
+    /// answered before it may be submitted: the position of the last earlier command on one of its keys (or of a
+    /// whole-keyspace read) still unanswered.
+    pub(crate) fn admit(&mut self, command: Option<&Command>, args: &[Bytes]) -> Option<u64> {
         self.forget_answered();
         let position = self.queued + 1;
         let mut wait_for = None;
@@ -129,8 +129,13 @@ fn keys_of<'a>(command: Option<&Command>, args: &'a [Bytes]) -> impl Iterator<It
 
 #[cfg(test)]
 mod tests {
-    use super::super::commands::args;
+    use super::super::commands::{args, lookup};
     use super::*;
+
+    fn admit(order: &mut KeyOrder, words: &[&str]) -> Option<u64> {
+        let args = args(words);
+        order.admit(lookup(&args[0]), &args)
+    }
 
     #[test]
     fn keys_follow_the_command_table() {
@@ -148,49 +153,49 @@ mod tests {
     #[test]
     fn a_command_on_a_busy_key_waits_for_its_answer_and_others_do_not() {
         let mut order = KeyOrder::default();
-        assert_eq!(order.admit(&args(&["SET", "k", "v"])), None);
-        assert_eq!(order.admit(&args(&["GET", "other"])), None);
-        assert_eq!(order.admit(&args(&["GET", "k"])), Some(1), "GET k waits for SET k's answer");
+        assert_eq!(admit(&mut order, &["SET", "k", "v"]), None);
+        assert_eq!(admit(&mut order, &["GET", "other"]), None);
+        assert_eq!(admit(&mut order, &["GET", "k"]), Some(1), "GET k waits for SET k's answer");
         order.one_more();
         order.one_more();
         order.one_more();
-        assert_eq!(order.admit(&args(&["GET", "k"])), None);
+        assert_eq!(admit(&mut order, &["GET", "k"]), None);
     }
 
     #[test]
     fn a_key_answered_already_makes_nothing_wait() {
         let mut order = KeyOrder::default();
-        order.admit(&args(&["SET", "k", "v"]));
-        order.admit(&args(&["SET", "j", "v"]));
+        admit(&mut order, &["SET", "k", "v"]);
+        admit(&mut order, &["SET", "j", "v"]);
         order.one_more();
-        assert_eq!(order.admit(&args(&["GET", "k"])), None, "SET k is answered");
-        assert_eq!(order.admit(&args(&["GET", "j"])), Some(2));
+        assert_eq!(admit(&mut order, &["GET", "k"]), None, "SET k is answered");
+        assert_eq!(admit(&mut order, &["GET", "j"]), Some(2));
     }
 
     #[test]
     fn keyed_commands_wait_for_a_scan_before_them_and_others_do_not() {
         let mut order = KeyOrder::default();
-        order.admit(&args(&["SCAN", "0"]));
-        assert_eq!(order.admit(&args(&["PING"])), None);
-        assert_eq!(order.admit(&args(&["SET", "k", "v"])), Some(1), "SET waits while SCAN is unanswered");
+        admit(&mut order, &["SCAN", "0"]);
+        assert_eq!(admit(&mut order, &["PING"]), None);
+        assert_eq!(admit(&mut order, &["SET", "k", "v"]), Some(1), "SET waits while SCAN is unanswered");
         order.one_more();
-        assert_eq!(order.admit(&args(&["SET", "j", "v"])), None);
+        assert_eq!(admit(&mut order, &["SET", "j", "v"]), None);
     }
 
     #[test]
     fn a_command_naming_a_key_twice_does_not_wait_for_itself() {
         let mut order = KeyOrder::default();
-        assert_eq!(order.admit(&args(&["MSET", "k", "1", "k", "2"])), None);
+        assert_eq!(admit(&mut order, &["MSET", "k", "1", "k", "2"]), None);
     }
 
     #[test]
     fn only_unanswered_commands_are_remembered() {
         let mut order = KeyOrder::default();
         for i in 0..10_000 {
-            order.admit(&args(&["SET", &format!("k{i}"), "v"]));
+            admit(&mut order, &["SET", &format!("k{i}"), "v"]);
             order.one_more();
         }
-        assert_eq!(order.admit(&args(&["GET", "k0"])), None);
+        assert_eq!(admit(&mut order, &["GET", "k0"]), None);
         assert_eq!(order.last.len(), 1, "only the GET just queued is unanswered");
         assert_eq!(order.unanswered.len(), 1);
     }

@@ -27,6 +27,9 @@ pub const BULK_LEN_MAX: usize = 512 << 20;
 pub const LINE_MAX: usize = 64 << 10;
 /// Argument slots reserved up front, so a huge announced count costs nothing until its arguments come.
 const PREALLOC_MAX: usize = 1024;
+/// The largest argument vector kept for the next command ([`Parser::recycle`]): enough for any command of a
+/// few keys, while the vector of one long MSET is not held for the life of the connection.
+const SPARE_MAX: usize = 16;
 /// Commands up to this long are copied out of the read buffer in one piece. A value kept from one (a stored
 /// value over the memory store's inline limit) keeps the whole piece alive, so the piece stays small: a long
 /// MSET copies each argument on its own.
@@ -70,6 +73,8 @@ pub struct Parser {
     partial: Option<Partial>,
     /// Where [`whole_rest`] found each argument, kept between commands so finding them allocates nothing.
     bodies: Vec<Range<usize>>,
+    /// An empty argument vector handed back by [`Parser::recycle`], for the next command's arguments.
+    spare: Vec<Bytes>,
 }
 
 /// A multibulk command whose arguments are still arriving.
@@ -102,7 +107,16 @@ enum Bulk {
 
 impl Parser {
     pub fn new(bulk_max: usize) -> Parser {
-        Parser { bulk_max, partial: None, bodies: Vec::new() }
+        Parser { bulk_max, partial: None, bodies: Vec::new(), spare: Vec::new() }
+    }
+
+    /// Takes back the arguments of a command that has run, so the next command's go into the same vector
+    /// rather than a new one: an allocation and a free per command fewer.
+    pub fn recycle(&mut self, mut args: Vec<Bytes>) {
+        if args.capacity() <= SPARE_MAX {
+            args.clear();
+            self.spare = args;
+        }
     }
 
     /// Takes the next complete command out of `buf`; `Ok(None)` until one has fully arrived.
@@ -110,7 +124,7 @@ impl Parser {
         loop {
             let partial = match self.partial.take() {
                 Some(partial) => partial,
-                None => match start(buf)? {
+                None => match start(buf, &mut self.spare)? {
                     Start::Incomplete => return Ok(None),
                     Start::Empty => continue,
                     Start::Inline(args) => return Ok(Some(Command::Args(args))),
@@ -175,15 +189,16 @@ impl Partial {
     }
 }
 
-fn start(buf: &mut BytesMut) -> Result<Start, ProtocolError> {
+fn start(buf: &mut BytesMut, spare: &mut Vec<Bytes>) -> Result<Start, ProtocolError> {
     match buf.first() {
         None => Ok(Start::Incomplete),
-        Some(b'*') => multibulk_header(buf),
+        Some(b'*') => multibulk_header(buf, spare),
         Some(_) => inline(buf),
     }
 }
 
-fn multibulk_header(buf: &mut BytesMut) -> Result<Start, ProtocolError> {
+/// `spare` is an empty vector to take for the arguments, if it has one.
+fn multibulk_header(buf: &mut BytesMut, spare: &mut Vec<Bytes>) -> Result<Start, ProtocolError> {
     let Some(end) = header_line(buf, ProtocolError::CountLineTooBig)? else {
         return Ok(Start::Incomplete);
     };
@@ -193,7 +208,8 @@ fn multibulk_header(buf: &mut BytesMut) -> Result<Start, ProtocolError> {
         return Ok(Start::Empty);
     }
     let count = usize::try_from(count).ok().filter(|&n| n <= ARGS_MAX).ok_or(ProtocolError::MultibulkLength)?;
-    let args = Vec::with_capacity(count.min(PREALLOC_MAX));
+    let mut args = std::mem::take(spare);
+    args.reserve(count.min(PREALLOC_MAX));
     Ok(Start::Multibulk(Partial { remaining: count, args, bytes: 0, oversized: None, discard: 0 }))
 }
 
@@ -486,6 +502,25 @@ mod tests {
         assert_eq!(crlf_in(b"$3\rx\n\r\n"), Some(5));
         assert_eq!(crlf_in(b"$3\r"), None);
         assert_eq!(crlf_in(b""), None);
+    }
+
+    /// A command's arguments go into the vector the previous command's were handed back in, emptied, whether
+    /// the rest of the command is taken whole or argument by argument; a vector too large to keep is not kept.
+    #[test]
+    fn recycled_arguments_hold_only_the_next_commands() {
+        let mut parser = Parser::new(1 << 20);
+        let mut buf = BytesMut::from(&b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..]);
+        let Ok(Some(Command::Args(set))) = parser.next(&mut buf) else { panic!("SET parses") };
+        let kept = set.as_ptr();
+        parser.recycle(set);
+        let Ok(Some(Command::Args(get))) = parser.next(&mut buf) else { panic!("GET parses") };
+        assert_eq!(Command::Args(get.clone()), words(&["GET", "k"]));
+        assert_eq!(get.as_ptr(), kept, "the vector was reused");
+        parser.recycle(get);
+        let big = format!("*2\r\n$4\r\nECHO\r\n${}\r\n{}\r\n", 2 * ONE_PIECE_MAX, "x".repeat(2 * ONE_PIECE_MAX));
+        assert_eq!(parse_all(&mut parser, big.as_bytes()), Ok(vec![words(&["ECHO", &"x".repeat(2 * ONE_PIECE_MAX)])]));
+        parser.recycle(Vec::with_capacity(SPARE_MAX + 1));
+        assert_eq!(parser.spare.capacity(), 0, "a large vector is dropped");
     }
 
     fn words(args: &[&str]) -> Command {
