@@ -51,8 +51,8 @@ use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
 use meridian_core::{
-    ChainId, ChainMap, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, SyncJob, Time,
-    UpdateMode,
+    ChainId, ChainMap, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId,
+    SyncJob, Time, UpdateMode,
 };
 use meridian_store::{Datastore, StoreError, StoreStats};
 use replica::{Replica, Role};
