@@ -72,7 +72,7 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
         let top = highest.entry(chain).or_default();
         *top = (*top).max(rec.seq);
         if rec.seq == r.lu + 1 {
-            r.record(Update { chain, seq: rec.seq, key: rec.key, change, outcome: Outcome::default(), origin: None });
+            r.record(&Update { chain, seq: rec.seq, key: rec.key, change, outcome: Outcome::default(), origin: None });
         }
     })?;
     for (chain, r) in replicas.iter_mut() {

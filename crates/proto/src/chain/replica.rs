@@ -156,14 +156,15 @@ impl Replica {
         }
     }
 
-    /// Logs the next update in sequence; only the caller's durability rules decide when it may leave.
-    pub fn record(&mut self, update: Update) {
+    /// Logs the next update in sequence; only the caller's durability rules decide when it may leave. Only a
+    /// member before the tail keeps a copy (to resend until the tail acknowledges it), so the tail copies nothing.
+    pub fn record(&mut self, update: &Update) {
         debug_assert_eq!(update.seq, self.lu + 1, "updates are logged strictly in sequence");
         self.lu = update.seq;
         if self.is_tail() {
             self.la = self.lu;
         } else {
-            self.unacked.push_back(update);
+            self.unacked.push_back(update.clone());
         }
     }
 
@@ -253,7 +254,7 @@ mod tests {
     #[test]
     fn acks_trim_history_and_never_pass_lu() {
         let mut r = member(None, Some(2));
-        (1..=5).for_each(|s| r.record(update(s)));
+        (1..=5).for_each(|s| r.record(&update(s)));
         assert!(r.ack(3));
         assert!(!r.ack(2));
         assert_eq!(r.unacked.front().unwrap().seq, 4);
@@ -265,7 +266,7 @@ mod tests {
     #[test]
     fn missing_after_skips_what_the_successor_has() {
         let mut r = member(None, Some(2));
-        (1..=5).for_each(|s| r.record(update(s)));
+        (1..=5).for_each(|s| r.record(&update(s)));
         let seqs: Vec<u64> = r.missing_after(2, 2).map(|u| u.seq).collect();
         assert_eq!(seqs, vec![3, 4]);
     }
@@ -273,17 +274,17 @@ mod tests {
     #[test]
     fn a_watermark_read_back_stands_for_compacted_records() {
         let mut r = member(None, Some(2));
-        r.record(update(1));
+        r.record(&update(1));
         r.restore_watermark(5);
         assert_eq!((r.lu, r.la, r.la_logged, r.unacked.len()), (5, 5, 5, 0));
-        r.record(update(6));
+        r.record(&update(6));
         r.check().unwrap();
     }
 
     #[test]
     fn tail_acknowledges_as_it_logs() {
         let mut r = member(Some(1), None);
-        r.record(update(1));
+        r.record(&update(1));
         assert_eq!((r.la, r.lu), (1, 1));
         r.check().unwrap();
     }
@@ -291,7 +292,7 @@ mod tests {
     #[test]
     fn a_new_tail_settles_its_outstanding_history() {
         let mut r = member(Some(1), Some(3));
-        (1..=4).for_each(|s| r.record(update(s)));
+        (1..=4).for_each(|s| r.record(&update(s)));
         r.ack(1);
         r.role = Role::Member { view: 2, pred: Some(NodeId(1)), succ: None, flushing: None };
         let settled: Vec<u64> = r.settle_as_tail().iter().map(|u| u.seq).collect();

@@ -255,7 +255,7 @@ impl ChainNode {
         self.evict_locally(u.chain, u.seq);
         let u = self.answer_at_head(u, out);
         let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
-        r.record(u.clone());
+        r.record(&u);
         let (succ, view) = (r.succ(), r.view().expect("members have a view"));
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::HeadAcksEarly) && self.replicas[&u.chain].is_head() {
