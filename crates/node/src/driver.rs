@@ -49,7 +49,7 @@
 //! the network. Replies for request ids the driver does not know (the client left) are ignored.
 
 use crate::durability::{Persistence, BATCH_MAX, GROUP_BYTES_MAX};
-use crate::inbox::{CoreInbox, Input};
+use crate::inbox::{ClientRequest, CoreInbox, Input};
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
 use clients::Clients;
@@ -189,9 +189,22 @@ fn fail_stop(what: &str, e: impl Display) -> ! {
 
 /// The value bytes a client input asks to write; what [`GROUP_BYTES_MAX`] counts.
 fn write_bytes<M>(input: &Input<M>) -> usize {
-    match input {
-        Input::Client { req: Request::Write(write), .. } => write.value().map_or(0, |v| v.len()),
+    let value_bytes = |req: &Request| match req {
+        Request::Write(write) => write.value().map_or(0, |v| v.len()),
         _ => 0,
+    };
+    match input {
+        Input::Client { req, .. } => value_bytes(req),
+        Input::Clients(reqs) => reqs.iter().map(|(req, _)| value_bytes(req)).sum(),
+        Input::Peer { .. } | Input::Shutdown => 0,
+    }
+}
+
+/// How many of a batch's [`BATCH_MAX`] inputs `input` counts for: a pipeline's requests count one each.
+fn inputs_in<M>(input: &Input<M>) -> usize {
+    match input {
+        Input::Clients(reqs) => reqs.len(),
+        _ => 1,
     }
 }
 
@@ -330,8 +343,8 @@ where
         }
     }
 
-    fn enqueue(&self, req: Request) -> oneshot::Receiver<Reply> {
-        self.inbox.submit(req)
+    fn enqueue(&self, reqs: Vec<ClientRequest>) {
+        self.inbox.enqueue(reqs)
     }
 
     fn request_shutdown(&self) {
@@ -365,16 +378,22 @@ impl<P: Process + Send + 'static> Core<P> {
         }
         self.land_if_ended();
         self.batch_bytes = 0;
+        let (mut taken, mut yields) = (1, 0);
         let mut flow = match first {
-            Next::Input(input) => self.handle(input).await,
+            Next::Input(input) => {
+                taken = inputs_in(&input);
+                self.handle(input).await
+            }
             Next::None => Flow::Continue,
             Next::Closed => Flow::Stop,
         };
         let close = self.batch_close();
-        let (mut taken, mut yields) = (1, 0);
         while flow == Flow::Continue && taken < BATCH_MAX && self.batch_bytes < GROUP_BYTES_MAX {
             flow = match next_in_batch(inbox, close).await {
-                Next::Input(input) => self.handle(input).await,
+                Next::Input(input) => {
+                    taken += inputs_in(&input);
+                    self.handle(input).await
+                }
                 // The inputs that this worker's other tasks (connections, peers) are about to queue get a turn
                 // to join the batch: one batch, one commit and one round of wake-ups for all of them.
                 Next::None if close.is_none() && yields < self.yields_allowed() => {
@@ -385,7 +404,6 @@ impl<P: Process + Send + 'static> Core<P> {
                 Next::None => break,
                 Next::Closed => Flow::Stop,
             };
-            taken += 1;
         }
         self.fire_due_timers().await;
         self.deliver_loopback().await;
@@ -429,17 +447,28 @@ impl<P: Process + Send + 'static> Core<P> {
 
     async fn handle(&mut self, input: Input<P::Msg>) -> Flow {
         self.batch_bytes += write_bytes(&input);
-        let now = self.now();
         match input {
-            Input::Peer { from, msg } => self.process.on_message(now, from, msg, &mut self.fx),
-            Input::Client { req, reply } => self.request(now, req, reply),
+            Input::Peer { from, msg } => {
+                let now = self.now();
+                self.process.on_message(now, from, msg, &mut self.fx);
+            }
+            Input::Client { req, reply } => self.request(req, reply),
+            Input::Clients(reqs) => {
+                // Each is a step of its own, as if it had come alone.
+                for (req, reply) in reqs {
+                    self.request(req, reply);
+                    self.step_done().await;
+                }
+                return Flow::Continue;
+            }
             Input::Shutdown => return Flow::Stop,
         }
         self.step_done().await;
         Flow::Continue
     }
 
-    fn request(&mut self, now: Time, req: Request, reply: oneshot::Sender<Reply>) {
+    fn request(&mut self, req: Request, reply: oneshot::Sender<Reply>) {
+        let now = self.now();
         let id = RequestId(self.next_request);
         self.next_request += 1;
         self.clients.add(id, reply);
@@ -458,8 +487,7 @@ impl<P: Process + Send + 'static> Core<P> {
     fn serve(&mut self, req: Request) -> oneshot::Receiver<Reply> {
         let (tx, rx) = oneshot::channel();
         let (owed_before, deadline_before) = (self.owes_sync, self.next_deadline());
-        let now = self.now();
-        self.request(now, req, tx);
+        self.request(req, tx);
         self.settle_owed = self.absorb() == Some(DurabilityMode::Sync);
         // An async write owes an fsync by a deadline, which `earlier` covers.
         let earlier = match (self.next_deadline(), deadline_before) {

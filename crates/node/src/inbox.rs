@@ -16,10 +16,22 @@ use tokio::sync::oneshot;
 pub(crate) const INBOX_MAX: usize = 65_536;
 
 pub(crate) enum Input<M> {
-    Peer { from: NodeId, msg: M },
-    Client { req: Request, reply: oneshot::Sender<Reply> },
+    Peer {
+        from: NodeId,
+        msg: M,
+    },
+    Client {
+        req: Request,
+        reply: oneshot::Sender<Reply>,
+    },
+    /// The requests of one connection's pipeline, in the order it read them: one push into the inbox and
+    /// one take out of it for all of them, rather than one of each per request.
+    Clients(Vec<ClientRequest>),
     Shutdown,
 }
+
+/// A client request and where its reply goes.
+pub(crate) type ClientRequest = (Request, oneshot::Sender<Reply>);
 
 pub(crate) fn channel<M>() -> (Sender<Input<M>>, Receiver<Input<M>>) {
     bounded(INBOX_MAX)
@@ -31,10 +43,9 @@ pub(crate) trait CoreInbox: Send + Sync {
     /// Hands a request to the core. The receiver always resolves: with the core's reply, with `BUSY`
     /// when the request was refused before reaching the core, or with an error when the core stopped.
     fn submit(&self, req: Request) -> oneshot::Receiver<Reply>;
-    /// [`Self::submit`], but always through the inbox, to be taken in the core task's next batch.
-    fn enqueue(&self, req: Request) -> oneshot::Receiver<Reply> {
-        self.submit(req)
-    }
+    /// Hands `reqs` to the core task's next batch through the inbox, to be stepped in order. Every sender is
+    /// answered as [`Self::submit`]'s receiver is.
+    fn enqueue(&self, reqs: Vec<ClientRequest>);
     /// Asks the core to finish its batch and stop. Blocks while the inbox is full, so call it off the
     /// async runtime.
     fn request_shutdown(&self);
@@ -43,21 +54,35 @@ pub(crate) trait CoreInbox: Send + Sync {
 impl<M: Send> CoreInbox for Sender<Input<M>> {
     fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
         let (tx, rx) = oneshot::channel();
-        let (input, why) = match self.try_send(Input::Client { req, reply: tx }) {
-            Ok(()) => return rx,
-            Err(TrySendError::Full(input)) => (input, "the node's input queue is full; retry later"),
-            Err(TrySendError::Closed(input)) => (input, "the node is shutting down"),
-        };
-        if let Input::Client { reply, .. } = input {
-            // The receiver is still held by us, so this send cannot fail.
-            let _ = reply.send(Reply::Error(ErrorKind::Busy, why.to_string()));
-        }
+        try_send(self, Input::Client { req, reply: tx });
         rx
+    }
+
+    fn enqueue(&self, reqs: Vec<ClientRequest>) {
+        try_send(self, Input::Clients(reqs));
     }
 
     fn request_shutdown(&self) {
         // An error means the core is already gone, which is what was asked for.
         let _ = self.blocking_send(Input::Shutdown);
+    }
+}
+
+/// Queues a client input, or refuses its requests with `BUSY` if the inbox is full or closed.
+fn try_send<M>(inbox: &Sender<Input<M>>, input: Input<M>) {
+    let (input, why) = match inbox.try_send(input) {
+        Ok(()) => return,
+        Err(TrySendError::Full(input)) => (input, "the node's input queue is full; retry later"),
+        Err(TrySendError::Closed(input)) => (input, "the node is shutting down"),
+    };
+    let refuse = |reply: oneshot::Sender<Reply>| {
+        // A receiver dropped already (its connection closed) needs no answer.
+        let _ = reply.send(Reply::Error(ErrorKind::Busy, why.to_string()));
+    };
+    match input {
+        Input::Client { reply, .. } => refuse(reply),
+        Input::Clients(reqs) => reqs.into_iter().for_each(|(_, reply)| refuse(reply)),
+        Input::Peer { .. } | Input::Shutdown => {}
     }
 }
 

@@ -11,6 +11,7 @@ use super::kv;
 use super::pending::Pending;
 use super::scan;
 use super::strings;
+use crate::inbox::ClientRequest;
 use bytes::Bytes;
 use meridian_core::{KeyspaceId, Reply};
 use std::borrow::Cow;
@@ -29,11 +30,20 @@ pub(crate) struct Session {
     /// Whether more of the client's commands were already read when this one was parsed (it pipelines): its
     /// requests then queue for the core task's batch rather than step the core one at a time ([`Frontend::submit`]).
     pub(crate) pipelining: bool,
+    /// Requests of the pipeline not yet handed to the core ([`Frontend::flush`]).
+    pub(crate) queued: Vec<ClientRequest>,
 }
 
 impl Session {
     pub(crate) fn new(id: u64) -> Session {
-        Session { id, name: None, keyspace: KeyspaceId::DEFAULT, protocol: Protocol::Resp2, pipelining: false }
+        Session {
+            id,
+            name: None,
+            keyspace: KeyspaceId::DEFAULT,
+            protocol: Protocol::Resp2,
+            pipelining: false,
+            queued: Vec::new(),
+        }
     }
 }
 

@@ -165,8 +165,15 @@ impl<'a> Connection<'a> {
         }
     }
 
-    /// Parses and dispatches the commands read so far, as many as the queue has room for.
+    /// Parses and dispatches the commands read so far, as many as the queue has room for, then hands the core
+    /// the requests the pipeline queued meanwhile (`Frontend::submit`).
     async fn run_commands(&mut self, stream: &mut TcpStream) -> io::Result<Parsed> {
+        let parsed = self.dispatch_read(stream).await;
+        self.frontend.flush(&mut self.session);
+        parsed
+    }
+
+    async fn dispatch_read(&mut self, stream: &mut TcpStream) -> io::Result<Parsed> {
         // The commands read so far arrived together; one clock reading times them all.
         let parsed = Instant::now();
         while self.queue.len() < self.frontend.resp.pipeline_max {
@@ -174,6 +181,7 @@ impl<'a> Connection<'a> {
                 Ok(Some(Command::Args(args))) => {
                     let index = commands::position(&args[0]);
                     if let Some(position) = self.order.admit(index.map(|i| &COMMANDS[i]), &args) {
+                        self.frontend.flush(&mut self.session);
                         self.answer_up_to(position, stream).await?;
                     }
                     self.session.pipelining = !self.buf.is_empty();
@@ -192,6 +200,7 @@ impl<'a> Connection<'a> {
                 }
             };
             if let Some(rx) = action.switch.take() {
+                self.frontend.flush(&mut self.session);
                 action.reply = Pending::Ready(switch_keyspace(rx, &mut self.session).await);
             }
             let protocol = self.session.protocol;
@@ -268,7 +277,7 @@ mod tests {
     use super::*;
     use crate::drain::Drain;
     use crate::durability::{Persistence, SyncPolicy};
-    use crate::inbox::CoreInbox;
+    use crate::inbox::{ClientRequest, CoreInbox};
     use crate::metrics::NodeMetrics;
     use meridian_core::{Limits, NodeId, Request};
     use std::sync::atomic::AtomicU64;
@@ -276,19 +285,22 @@ mod tests {
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
 
-    /// A core that answers every request at once and notes how each reached it.
+    /// A core that answers every request at once and notes how each reached it: `submit`, or `enqueue N` for N
+    /// requests handed over together.
     #[derive(Default)]
-    struct Noting(Mutex<Vec<&'static str>>);
+    struct Noting(Mutex<Vec<String>>);
 
     impl CoreInbox for Noting {
         fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
-            self.0.lock().unwrap().push("submit");
+            self.0.lock().unwrap().push("submit".into());
             answered(req)
         }
 
-        fn enqueue(&self, req: Request) -> oneshot::Receiver<Reply> {
-            self.0.lock().unwrap().push("enqueue");
-            answered(req)
+        fn enqueue(&self, reqs: Vec<ClientRequest>) {
+            self.0.lock().unwrap().push(format!("enqueue {}", reqs.len()));
+            for (req, reply) in reqs {
+                reply.send(answered(req).try_recv().unwrap()).unwrap();
+            }
         }
 
         fn request_shutdown(&self) {}
@@ -313,6 +325,10 @@ mod tests {
             let (tx, rx) = oneshot::channel();
             self.0.lock().unwrap().push((req, tx));
             rx
+        }
+
+        fn enqueue(&self, reqs: Vec<ClientRequest>) {
+            self.0.lock().unwrap().extend(reqs);
         }
 
         fn request_shutdown(&self) {}
@@ -371,19 +387,35 @@ mod tests {
         replies(client, len).await
     }
 
-    /// The commands of a pipeline already read go to the core task's batch; the last one read, and a lone
-    /// command, may step an idle core at once.
+    /// The commands of a pipeline already read go to the core task's batch, handed over together and before the
+    /// last one read, which (like a lone command) may step an idle core at once.
     #[tokio::test]
     async fn a_pipelines_requests_queue_for_the_core_task_and_a_lone_command_does_not() {
         let core = Arc::new(Noting::default());
         let (mut client, served) = connected(core.clone()).await;
 
-        let pipeline = b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n";
-        assert_eq!(exchange(&mut client, pipeline, 10).await, b"+OK\r\n$-1\r\n");
+        let pipeline =
+            b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n*2\r\n$3\r\nGET\r\n$1\r\nd\r\n";
+        assert_eq!(exchange(&mut client, pipeline, 15).await, b"+OK\r\n$-1\r\n$-1\r\n");
         assert_eq!(exchange(&mut client, b"*2\r\n$3\r\nGET\r\n$1\r\nc\r\n", 5).await, b"$-1\r\n");
         drop(client);
         served.await.unwrap();
-        assert_eq!(*core.0.lock().unwrap(), ["enqueue", "submit", "submit"]);
+        assert_eq!(*core.0.lock().unwrap(), ["enqueue 2", "submit", "submit"]);
+    }
+
+    /// A queued request reaches the core before the connection waits for its reply: a command on the same key
+    /// waits for it (session order), and a pipeline that ends in a command sending nothing to the core still
+    /// hands over what it queued. Without either handover the connection would wait forever.
+    #[tokio::test]
+    async fn queued_requests_reach_the_core_before_anything_waits_for_them() {
+        let core = Arc::new(Noting::default());
+        let (mut client, served) = connected(core.clone()).await;
+
+        let pipeline = b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\n*1\r\n$4\r\nPING\r\n";
+        assert_eq!(exchange(&mut client, pipeline, 17).await, b"+OK\r\n$-1\r\n+PONG\r\n");
+        drop(client);
+        served.await.unwrap();
+        assert_eq!(*core.0.lock().unwrap(), ["enqueue 1", "enqueue 1"]);
     }
 
     /// A client that streams its pipeline keeps the core busy: commands read while the oldest reply is still on

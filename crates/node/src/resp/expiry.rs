@@ -18,8 +18,8 @@ pub(super) fn expire(args: &[Bytes], session: &mut Session, frontend: &Frontend)
     match deadline(&command, &args[2], &command, true) {
         Ok(at) => submit_one(
             frontend,
-            session,
             write(session, &args[1], WriteOp::Expire(Some(at)), Condition::Always),
+            session,
             applied,
         ),
         Err(frame) => frame.into(),
@@ -27,15 +27,15 @@ pub(super) fn expire(args: &[Bytes], session: &mut Session, frontend: &Frontend)
 }
 
 pub(super) fn persist(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, session, write(session, &args[1], WriteOp::Expire(None), Condition::Always), applied)
+    submit_one(frontend, write(session, &args[1], WriteOp::Expire(None), Condition::Always), session, applied)
 }
 
 pub(super) fn ttl(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, session, read_of(session, &args[1], Read::Expiry), |reply| remaining(reply, 1_000))
+    submit_one(frontend, read_of(session, &args[1], Read::Expiry), session, |reply| remaining(reply, 1_000))
 }
 
 pub(super) fn pttl(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, session, read_of(session, &args[1], Read::Expiry), |reply| remaining(reply, 1))
+    submit_one(frontend, read_of(session, &args[1], Read::Expiry), session, |reply| remaining(reply, 1))
 }
 
 /// The deadline an expiry option or command names: `unit` is its name (EX, PX, EXAT, PXAT, or the command

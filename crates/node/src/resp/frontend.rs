@@ -69,11 +69,26 @@ impl Frontend {
     /// the connections parse on the others; stepped one by one from both workers, the core's tables would move
     /// between the CPUs' caches with every request (interleaved pipelined runs: 3 of 8 won, 0.2–0.4 µs more CPU
     /// per request, `performance.md` section 14).
-    pub(crate) fn submit(&self, session: &Session, req: Request) -> oneshot::Receiver<Reply> {
+    ///
+    /// A pipeline's requests wait in the session until the connection has parsed what it read and hands them
+    /// over together ([`Self::flush`]): one push into the core's inbox, and one take out of it, for all of them.
+    pub(crate) fn submit(&self, session: &mut Session, req: Request) -> oneshot::Receiver<Reply> {
         if session.pipelining {
-            self.core.enqueue(req)
+            let (tx, rx) = oneshot::channel();
+            session.queued.push((req, tx));
+            rx
         } else {
+            // After the requests queued before it, in the order the client sent them.
+            self.flush(session);
             self.core.submit(req)
+        }
+    }
+
+    /// Hands the requests the session has queued to the core task. The connection calls it before it waits
+    /// for anything: a reply it waits for may be one of them.
+    pub(crate) fn flush(&self, session: &mut Session) {
+        if !session.queued.is_empty() {
+            self.core.enqueue(std::mem::take(&mut session.queued));
         }
     }
 

@@ -12,14 +12,14 @@ use meridian_core::{Condition, Read, Reply, WriteOp};
 
 pub(super) fn hset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match pairs(args, "hset") {
-        Ok(op) => submit_one(frontend, session, write(session, &args[1], op, Condition::Always), integer),
+        Ok(op) => submit_one(frontend, write(session, &args[1], op, Condition::Always), session, integer),
         Err(frame) => frame.into(),
     }
 }
 
 pub(super) fn hmset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match pairs(args, "hmset") {
-        Ok(op) => submit_one(frontend, session, write(session, &args[1], op, Condition::Always), |reply| match reply {
+        Ok(op) => submit_one(frontend, write(session, &args[1], op, Condition::Always), session, |reply| match reply {
             Reply::Integer(_) => Frame::ok(),
             other => failure(other),
         }),
@@ -37,7 +37,7 @@ fn pairs(args: &[Bytes], command: &str) -> Result<WriteOp, Frame> {
 
 pub(super) fn hdel(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let op = WriteOp::HashDel(args[2..].to_vec());
-    submit_one(frontend, session, write(session, &args[1], op, Condition::Always), integer)
+    submit_one(frontend, write(session, &args[1], op, Condition::Always), session, integer)
 }
 
 pub(super) fn hget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
@@ -71,12 +71,12 @@ pub(super) fn hexists(args: &[Bytes], session: &mut Session, frontend: &Frontend
 
 /// Reads the hash at `key` and answers with `shape` of its fields (none when the key is absent).
 fn read_fields(
-    session: &Session,
+    session: &mut Session,
     frontend: &Frontend,
     key: &Bytes,
     shape: impl Fn(Vec<(Bytes, Bytes)>) -> Frame + Send + 'static,
 ) -> Action {
-    submit_picked(frontend, session, read_of(session, key, Read::Hash), move |reply| match reply {
+    submit_picked(frontend, read_of(session, key, Read::Hash), session, move |reply| match reply {
         Reply::Fields(fields) => shape(fields),
         other => failure(other),
     })

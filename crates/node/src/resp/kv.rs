@@ -15,18 +15,18 @@ use bytes::Bytes;
 use meridian_core::{Condition, ErrorKind, KeyExpiry, Kind, Read, Reply, Request, Ttl, Write, WriteOp};
 
 pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, session, read(session, &args[1]), value)
+    submit_one(frontend, read(session, &args[1]), session, value)
 }
 
 pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match set_options(&args[3..]) {
         Ok(SetOptions { cond, ttl, get: false }) => {
             let op = WriteOp::Put { value: args[2].clone(), ttl };
-            submit_one(frontend, session, write(session, &args[1], op, cond), written_or_null)
+            submit_one(frontend, write(session, &args[1], op, cond), session, written_or_null)
         }
         Ok(SetOptions { cond, ttl, get: true }) => {
             let op = WriteOp::Put { value: args[2].clone(), ttl };
-            submit_one(frontend, session, returning_old(write(session, &args[1], op, cond)), value)
+            submit_one(frontend, returning_old(write(session, &args[1], op, cond)), session, value)
         }
         Err(frame) => frame.into(),
     }
@@ -34,19 +34,19 @@ pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) ->
 
 pub(super) fn del(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let deletes = args[1..].iter().map(|key| write(session, key, WriteOp::Delete, Condition::Always)).collect();
-    submit_many(frontend, session, deletes, count_existed)
+    submit_many(frontend, deletes, session, count_existed)
 }
 
 /// EXISTS asks for each key's expiry, which every kind of value has, rather than its value, which a hash
 /// would refuse.
 pub(super) fn exists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let reads = args[1..].iter().map(|key| read_of(session, key, Read::Expiry)).collect();
-    submit_many(frontend, session, reads, count_present)
+    submit_many(frontend, reads, session, count_present)
 }
 
 /// TYPE: `string`, `hash`, or `none` for an absent key, as Redis names them.
 pub(super) fn key_type(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, session, read_of(session, &args[1], Read::Kind), |reply| match reply {
+    submit_one(frontend, read_of(session, &args[1], Read::Kind), session, |reply| match reply {
         Reply::Kind(None) => Frame::Simple("none"),
         Reply::Kind(Some(Kind::String)) => Frame::Simple("string"),
         Reply::Kind(Some(Kind::Hash)) => Frame::Simple("hash"),
@@ -55,7 +55,7 @@ pub(super) fn key_type(args: &[Bytes], session: &mut Session, frontend: &Fronten
 }
 
 pub(super) fn mget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_many(frontend, session, args[1..].iter().map(|key| read(session, key)).collect(), values)
+    submit_many(frontend, args[1..].iter().map(|key| read(session, key)).collect(), session, values)
 }
 
 pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
@@ -64,7 +64,7 @@ pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -
     }
     let put = |kv: &[Bytes]| WriteOp::Put { value: kv[1].clone(), ttl: Ttl::Clear };
     let writes = args[1..].chunks_exact(2).map(|kv| write(session, &kv[0], put(kv), Condition::Always)).collect();
-    submit_many(frontend, session, writes, all_written)
+    submit_many(frontend, writes, session, all_written)
 }
 
 /// What SET's options ask for.
@@ -118,7 +118,13 @@ pub(super) fn returning_old(req: Request) -> Request {
     }
 }
 
-pub(super) fn submit_one(frontend: &Frontend, session: &Session, req: Request, shape: fn(Reply) -> Frame) -> Action {
+/// The request goes before the session in the arguments so that it can be made from the session first.
+pub(super) fn submit_one(
+    frontend: &Frontend,
+    req: Request,
+    session: &mut Session,
+    shape: fn(Reply) -> Frame,
+) -> Action {
     if let Err(why) = frontend.limits.check(&req) {
         return Frame::error(format!("ERR {why}")).into();
     }
@@ -128,8 +134,8 @@ pub(super) fn submit_one(frontend: &Frontend, session: &Session, req: Request, s
 /// [`submit_one`] for a reply shaped by what the command asked (HGET's field).
 pub(super) fn submit_picked(
     frontend: &Frontend,
-    session: &Session,
     req: Request,
+    session: &mut Session,
     pick: impl Fn(Reply) -> Frame + Send + 'static,
 ) -> Action {
     if let Err(why) = frontend.limits.check(&req) {
@@ -139,7 +145,12 @@ pub(super) fn submit_picked(
 }
 
 /// Submits every request, or none if any is over the limits.
-fn submit_many(frontend: &Frontend, session: &Session, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Action {
+fn submit_many(
+    frontend: &Frontend,
+    reqs: Vec<Request>,
+    session: &mut Session,
+    fold: fn(Vec<Reply>) -> Frame,
+) -> Action {
     if let Some(why) = reqs.iter().find_map(|req| frontend.limits.check(req).err()) {
         return Frame::error(format!("ERR {why}")).into();
     }

@@ -32,25 +32,25 @@ pub(super) fn decrby(args: &[Bytes], session: &mut Session, frontend: &Frontend)
     }
 }
 
-fn incr_by(session: &Session, frontend: &Frontend, key: &Bytes, by: i64) -> Action {
-    submit_one(frontend, session, write(session, key, WriteOp::IncrBy(by), Condition::Always), integer)
+fn incr_by(session: &mut Session, frontend: &Frontend, key: &Bytes, by: i64) -> Action {
+    submit_one(frontend, write(session, key, WriteOp::IncrBy(by), Condition::Always), session, integer)
 }
 
 pub(super) fn append(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     submit_one(
         frontend,
-        session,
         write(session, &args[1], WriteOp::Append(args[2].clone()), Condition::Always),
+        session,
         integer,
     )
 }
 
 pub(super) fn getdel(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, session, returning_old(write(session, &args[1], WriteOp::Delete, Condition::Always)), value)
+    submit_one(frontend, returning_old(write(session, &args[1], WriteOp::Delete, Condition::Always)), session, value)
 }
 
 pub(super) fn strlen(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, session, read_of(session, &args[1], Read::Value), |reply| match reply {
+    submit_one(frontend, read_of(session, &args[1], Read::Value), session, |reply| match reply {
         Reply::Value(v) => Frame::Integer(v.map_or(0, |v| v.len() as i64)),
         other => failure(other),
     })
