@@ -49,7 +49,7 @@
 //! the network. Replies for request ids the driver does not know (the client left) are ignored.
 
 use crate::durability::{Persistence, BATCH_MAX, GROUP_BYTES_MAX};
-use crate::inbox::{ClientRequest, CoreInbox, Input};
+use crate::inbox::{value_bytes, ClientRequest, CoreInbox, Input};
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
 use clients::Clients;
@@ -189,10 +189,6 @@ fn fail_stop(what: &str, e: impl Display) -> ! {
 
 /// The value bytes a client input asks to write; what [`GROUP_BYTES_MAX`] counts.
 fn write_bytes<M>(input: &Input<M>) -> usize {
-    let value_bytes = |req: &Request| match req {
-        Request::Write(write) => write.value().map_or(0, |v| v.len()),
-        _ => 0,
-    };
     match input {
         Input::Client { req, .. } => value_bytes(req),
         Input::Clients(reqs) => reqs.iter().map(|(req, _)| value_bytes(req)).sum(),

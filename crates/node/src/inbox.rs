@@ -33,6 +33,41 @@ pub(crate) enum Input<M> {
 /// A client request and where its reply goes.
 pub(crate) type ClientRequest = (Request, oneshot::Sender<Reply>);
 
+/// Value bytes of the requests handed to the core in one [`Input::Clients`] at most. A batch stops taking inputs
+/// once it holds `GROUP_BYTES_MAX` of values, so this bounds how far one input can carry it past that (a pipeline
+/// of a thousand 1 MiB values would otherwise be one input).
+pub(crate) const HANDOVER_BYTES_MAX: usize = 64 << 10;
+
+/// The value bytes a client request asks to write: what a group commit's bound counts.
+pub(crate) fn value_bytes(req: &Request) -> usize {
+    match req {
+        Request::Write(write) => write.value().map_or(0, |v| v.len()),
+        _ => 0,
+    }
+}
+
+/// Client requests gathered to go to the core together (a pipelining connection's: `resp/frontend.rs`).
+#[derive(Default)]
+pub(crate) struct Handover {
+    reqs: Vec<ClientRequest>,
+    bytes: usize,
+}
+
+impl Handover {
+    /// Adds a request; true once the requests hold [`HANDOVER_BYTES_MAX`] of values and should go.
+    pub(crate) fn push(&mut self, req: Request, reply: oneshot::Sender<Reply>) -> bool {
+        self.bytes += value_bytes(&req);
+        self.reqs.push((req, reply));
+        self.bytes >= HANDOVER_BYTES_MAX
+    }
+
+    /// The requests gathered, if any, leaving none.
+    pub(crate) fn take(&mut self) -> Option<Vec<ClientRequest>> {
+        self.bytes = 0;
+        Some(std::mem::take(&mut self.reqs)).filter(|reqs| !reqs.is_empty())
+    }
+}
+
 pub(crate) fn channel<M>() -> (Sender<Input<M>>, Receiver<Input<M>>) {
     bounded(INBOX_MAX)
 }
@@ -93,4 +128,29 @@ pub(crate) struct CoreStopped;
 /// Delivers a peer message, waiting (without blocking the runtime) while the inbox is full.
 pub(crate) async fn deliver<M>(inbox: &Sender<Input<M>>, from: NodeId, msg: M) -> Result<(), CoreStopped> {
     inbox.send(Input::Peer { from, msg }).await.map_err(|_| CoreStopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use meridian_core::{KeyspaceId, Read, Ttl, Write, WriteOp};
+
+    fn set(len: usize) -> Request {
+        let op = WriteOp::Put { value: Bytes::from(vec![b'v'; len]), ttl: Ttl::Clear };
+        Request::Write(Write::new(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), op))
+    }
+
+    /// Requests go together until their values reach the bound; taking them starts the count again.
+    #[test]
+    fn a_handover_is_due_once_its_values_reach_the_bound() {
+        let mut handover = Handover::default();
+        assert_eq!(handover.take().map(|reqs| reqs.len()), None, "nothing gathered, nothing to hand over");
+        let get = Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from_static(b"k"), read: Read::Value };
+        assert!(!handover.push(get, oneshot::channel().0));
+        assert!(!handover.push(set(HANDOVER_BYTES_MAX / 2), oneshot::channel().0));
+        assert!(handover.push(set(HANDOVER_BYTES_MAX / 2), oneshot::channel().0), "due at the bound");
+        assert_eq!(handover.take().map(|reqs| reqs.len()), Some(3));
+        assert!(!handover.push(set(HANDOVER_BYTES_MAX / 2), oneshot::channel().0), "the count starts again");
+    }
 }

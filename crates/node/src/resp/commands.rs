@@ -11,7 +11,7 @@ use super::kv;
 use super::pending::Pending;
 use super::scan;
 use super::strings;
-use crate::inbox::ClientRequest;
+use crate::inbox::Handover;
 use bytes::Bytes;
 use meridian_core::{KeyspaceId, Reply};
 use std::borrow::Cow;
@@ -31,7 +31,7 @@ pub(crate) struct Session {
     /// requests then queue for the core task's batch rather than step the core one at a time ([`Frontend::submit`]).
     pub(crate) pipelining: bool,
     /// Requests of the pipeline not yet handed to the core ([`Frontend::flush`]).
-    pub(crate) queued: Vec<ClientRequest>,
+    pub(crate) queued: Handover,
 }
 
 impl Session {
@@ -42,7 +42,7 @@ impl Session {
             keyspace: KeyspaceId::DEFAULT,
             protocol: Protocol::Resp2,
             pipelining: false,
-            queued: Vec::new(),
+            queued: Handover::default(),
         }
     }
 }

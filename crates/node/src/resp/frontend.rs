@@ -71,11 +71,14 @@ impl Frontend {
     /// per request, `performance.md` section 14).
     ///
     /// A pipeline's requests wait in the session until the connection has parsed what it read and hands them
-    /// over together ([`Self::flush`]): one push into the core's inbox, and one take out of it, for all of them.
+    /// over together ([`Self::flush`]): one push into the core's inbox, and one take out of it, for all of them
+    /// (or for each [`crate::inbox::HANDOVER_BYTES_MAX`] of their values).
     pub(crate) fn submit(&self, session: &mut Session, req: Request) -> oneshot::Receiver<Reply> {
         if session.pipelining {
             let (tx, rx) = oneshot::channel();
-            session.queued.push((req, tx));
+            if session.queued.push(req, tx) {
+                self.flush(session);
+            }
             rx
         } else {
             // After the requests queued before it, in the order the client sent them.
@@ -87,8 +90,8 @@ impl Frontend {
     /// Hands the requests the session has queued to the core task. The connection calls it before it waits
     /// for anything: a reply it waits for may be one of them.
     pub(crate) fn flush(&self, session: &mut Session) {
-        if !session.queued.is_empty() {
-            self.core.enqueue(std::mem::take(&mut session.queued));
+        if let Some(reqs) = session.queued.take() {
+            self.core.enqueue(reqs);
         }
     }
 
