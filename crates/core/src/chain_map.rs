@@ -120,12 +120,6 @@ impl<V> ChainMap<V> {
     }
 }
 
-impl<V: Default> ChainMap<V> {
-    pub fn get_or_default(&mut self, chain: ChainId) -> &mut V {
-        self.get_or_insert_with(chain, V::default)
-    }
-}
-
 impl<V> Index<&ChainId> for ChainMap<V> {
     type Output = V;
 
@@ -212,7 +206,7 @@ mod tests {
                     model.retain(|c, v| c.partition() % 3 != 0 || *v < cut);
                 }
                 1 | 2 => {
-                    *map.get_or_default(chain) += step;
+                    *map.get_or_insert_with(chain, || 0) += step;
                     *model.entry(chain).or_default() += step;
                 }
                 _ => assert_eq!(map.insert(chain, step), model.insert(chain, step)),
