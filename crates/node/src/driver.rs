@@ -49,7 +49,7 @@
 //! the network. Replies for request ids the driver does not know (the client left) are ignored.
 
 use crate::durability::{Persistence, BATCH_MAX, GROUP_BYTES_MAX};
-use crate::inbox::{value_bytes, ClientRequest, CoreInbox, Input};
+use crate::inbox::{value_bytes, Answer, ClientRequest, CoreInbox, Input};
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
 use clients::Clients;
@@ -329,7 +329,7 @@ where
     P::Msg: Send,
     P::Timer: Send,
 {
-    fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
+    fn submit(&self, req: Request) -> Answer {
         match self.core.try_lock() {
             // The lock does not poison, so a panic here must not merely end the caller's task.
             Ok(mut core) if core.takes_requests() => {
@@ -464,10 +464,18 @@ impl<P: Process + Send + 'static> Core<P> {
     }
 
     fn request(&mut self, req: Request, reply: oneshot::Sender<Reply>) {
-        let now = self.now();
-        let id = RequestId(self.next_request);
-        self.next_request += 1;
+        let id = self.next_id();
         self.clients.add(id, reply);
+        self.step_request(id, req);
+    }
+
+    fn next_id(&mut self) -> RequestId {
+        self.next_request += 1;
+        RequestId(self.next_request - 1)
+    }
+
+    fn step_request(&mut self, id: RequestId, req: Request) {
+        let now = self.now();
         self.process.on_request(now, id, req, &mut self.fx);
     }
 
@@ -480,11 +488,20 @@ impl<P: Process + Send + 'static> Core<P> {
     /// Steps a request in the caller's task ([`CoreHandle`]), and wakes the core task if the step left it
     /// work: a sync or async fsync now owed, an earlier deadline, or self-sent messages. Syncs begin and land
     /// only in the core task, which gathers a batch's writes into one.
-    fn serve(&mut self, req: Request) -> oneshot::Receiver<Reply> {
-        let (tx, rx) = oneshot::channel();
+    fn serve(&mut self, req: Request) -> Answer {
         let (owed_before, deadline_before) = (self.owes_sync, self.next_deadline());
-        self.request(req, tx);
+        let id = self.next_id();
+        self.clients.step_here(id);
+        self.step_request(id, req);
         self.settle_owed = self.absorb() == Some(DurabilityMode::Sync);
+        let answer = match self.clients.stepped_here() {
+            Some(reply) => Answer::Given(Some(reply)),
+            None => {
+                let (tx, rx) = oneshot::channel();
+                self.clients.add(id, tx);
+                Answer::Coming(rx)
+            }
+        };
         // An async write owes an fsync by a deadline, which `earlier` covers.
         let earlier = match (self.next_deadline(), deadline_before) {
             (Some(after), Some(before)) => after < before,
@@ -493,7 +510,7 @@ impl<P: Process + Send + 'static> Core<P> {
         if (self.owes_sync && !owed_before) || self.settle_owed || earlier || !self.loopback.is_empty() {
             self.wake.notify_one();
         }
-        rx
+        answer
     }
 
     async fn fire_due_timers(&mut self) {
@@ -675,12 +692,7 @@ impl<P: Process + Send + 'static> Core<P> {
         match effect {
             Effect::Send { to, msg, .. } if to == self.me => self.loopback.push_back(msg),
             Effect::Send { to, msg, .. } => self.peers.send(to, msg),
-            Effect::Reply { id, reply, .. } => {
-                // A missing id or a closed receiver means the client left; the reply has no one to go to.
-                if let Some(client) = self.clients.take(id) {
-                    let _ = client.send(reply);
-                }
-            }
+            Effect::Reply { id, reply, .. } => self.clients.answer(id, reply),
             Effect::SetTimer { timer, after } => self.timers.set(timer, Instant::now() + after),
             Effect::CancelTimer { timer } => self.timers.cancel(&timer),
             Effect::Address { node, addr } if node != self.me => self.peers.route(node, addr),

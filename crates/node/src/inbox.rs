@@ -8,6 +8,9 @@
 //! travels back over TCP to the sender's bounded queue.
 
 use meridian_core::{ErrorKind, NodeId, Reply, Request};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::mpsc::{channel as bounded, Receiver, Sender};
 use tokio::sync::oneshot;
@@ -68,6 +71,45 @@ impl Handover {
     }
 }
 
+/// The core's answer to one request: given already when the caller's task stepped the request and the step
+/// answered it (no channel is made then), or still coming through a channel. Awaiting it gives the reply, or an
+/// error if the core stopped with the request inside it.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Given(Option<Reply>),
+    Coming(oneshot::Receiver<Reply>),
+}
+
+impl Answer {
+    /// True while awaiting the answer would wait.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Answer::Given(reply) => reply.is_none(),
+            Answer::Coming(rx) => rx.is_empty(),
+        }
+    }
+
+    /// The answer if it is here, without waiting.
+    #[cfg(test)]
+    pub(crate) fn try_recv(&mut self) -> Option<Reply> {
+        match self {
+            Answer::Given(reply) => reply.take(),
+            Answer::Coming(rx) => rx.try_recv().ok(),
+        }
+    }
+}
+
+impl Future for Answer {
+    type Output = Result<Reply, oneshot::error::RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Answer::Given(reply) => Poll::Ready(Ok(reply.take().expect("an answer is taken once"))),
+            Answer::Coming(rx) => Pin::new(rx).poll(cx),
+        }
+    }
+}
+
 pub(crate) fn channel<M>() -> (Sender<Input<M>>, Receiver<Input<M>>) {
     bounded(INBOX_MAX)
 }
@@ -77,7 +119,7 @@ pub(crate) fn channel<M>() -> (Sender<Input<M>>, Receiver<Input<M>>) {
 pub(crate) trait CoreInbox: Send + Sync {
     /// Hands a request to the core. The receiver always resolves: with the core's reply, with `BUSY`
     /// when the request was refused before reaching the core, or with an error when the core stopped.
-    fn submit(&self, req: Request) -> oneshot::Receiver<Reply>;
+    fn submit(&self, req: Request) -> Answer;
     /// Hands `reqs` to the core task's next batch through the inbox, to be stepped in order. Every sender is
     /// answered as [`Self::submit`]'s receiver is.
     fn enqueue(&self, reqs: Vec<ClientRequest>);
@@ -87,10 +129,10 @@ pub(crate) trait CoreInbox: Send + Sync {
 }
 
 impl<M: Send> CoreInbox for Sender<Input<M>> {
-    fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
+    fn submit(&self, req: Request) -> Answer {
         let (tx, rx) = oneshot::channel();
         try_send(self, Input::Client { req, reply: tx });
-        rx
+        Answer::Coming(rx)
     }
 
     fn enqueue(&self, reqs: Vec<ClientRequest>) {

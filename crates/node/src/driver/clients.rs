@@ -2,7 +2,9 @@
 //!
 //! Most requests are answered within the step that took them (every request of a keyspace this node serves
 //! alone), so the newest one waits in a slot of its own and enters the map only if another request comes before
-//! its answer: a hash insert and remove per request were about 2% of a pipelined SET's instructions.
+//! its answer: a hash insert and remove per request were about 2% of a pipelined SET's instructions. A request
+//! stepped in its caller's task has no channel while its step runs: its answer, if the step gives one, is kept
+//! for the caller ([`Clients::step_here`]).
 
 use meridian_core::{Reply, RequestId};
 use std::collections::HashMap;
@@ -12,6 +14,8 @@ use tokio::sync::oneshot::Sender;
 pub(super) struct Clients {
     waiting: HashMap<RequestId, Sender<Reply>>,
     newest: Option<(RequestId, Sender<Reply>)>,
+    /// The request being stepped in its caller's task, and its answer once given.
+    here: Option<(RequestId, Option<Reply>)>,
 }
 
 impl Clients {
@@ -22,8 +26,33 @@ impl Clients {
         }
     }
 
+    /// Marks request `id` as stepped in its caller's task: until [`Self::stepped_here`], its answer is kept
+    /// rather than sent.
+    pub(super) fn step_here(&mut self, id: RequestId) {
+        self.here = Some((id, None));
+    }
+
+    /// The answer the step of the request marked by [`Self::step_here`] gave; None if it gave none, and the
+    /// request then needs a channel ([`Self::add`]).
+    pub(super) fn stepped_here(&mut self) -> Option<Reply> {
+        self.here.take().and_then(|(_, reply)| reply)
+    }
+
+    /// Sends request `id` its answer. A missing id or a closed receiver means the client left; the answer has
+    /// no one to go to.
+    pub(super) fn answer(&mut self, id: RequestId, reply: Reply) {
+        match &mut self.here {
+            Some((here, kept)) if *here == id => *kept = Some(reply),
+            _ => {
+                if let Some(client) = self.take(id) {
+                    let _ = client.send(reply);
+                }
+            }
+        }
+    }
+
     /// The channel of request `id`, given up; None if it was given up already or never kept.
-    pub(super) fn take(&mut self, id: RequestId) -> Option<Sender<Reply>> {
+    fn take(&mut self, id: RequestId) -> Option<Sender<Reply>> {
         match self.newest.take() {
             Some((newest, reply)) if newest == id => Some(reply),
             other => {

@@ -5,7 +5,7 @@ use crate::durability::SyncPolicy;
 use crate::inbox::{self, CoreInbox};
 use crate::transport::PeerQueues;
 use bytes::Bytes;
-use meridian_core::{KeyspaceId, Request, Write};
+use meridian_core::{KeyspaceId, Reply, Request, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -130,7 +130,7 @@ fn async_node(async_interval: Duration) -> SyncPolicy {
 }
 
 /// Waits (boundedly) for a reply from a driver running as a task.
-async fn await_reply(rx: &mut oneshot::Receiver<Reply>) -> Reply {
+async fn await_reply(rx: &mut Answer) -> Reply {
     match tokio::time::timeout(Duration::from_secs(10), rx).await {
         Ok(Ok(reply)) => reply,
         other => panic!("no reply: {other:?}"),
@@ -193,14 +193,14 @@ async fn the_core_takes_inputs_while_an_fsync_runs_and_new_writes_wait_for_the_n
     let mut second = inbox_tx.submit(put());
     wait_for_log(&log, "request 2").await;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(first.try_recv().is_err() && read.try_recv().is_err(), "answered before the fsync ran");
+    assert!(first.try_recv().is_none() && read.try_recv().is_none(), "answered before the fsync ran");
     assert_eq!(sent_to_n2(), [100, 101], "only the immediate sends");
 
     go.send(()).unwrap();
     assert_eq!(await_reply(&mut first).await, WRITTEN);
     assert_eq!(await_reply(&mut read).await, WRITTEN, "the read goes out with the fsync it followed");
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(second.try_recv().is_err(), "the write taken during the fsync waits for one of its own");
+    assert!(second.try_recv().is_none(), "the write taken during the fsync waits for one of its own");
     let mut after_sync = sent_to_n2();
     assert!(!after_sync.contains(&1), "the second write's after-sync send left before its fsync");
 
@@ -472,13 +472,15 @@ async fn idle_core(policy: SyncPolicy, log: &Log) -> (CoreHandle<Probe>, Inbox, 
 }
 
 /// An idle core answers a request in the caller's task: the reply is there when `submit` returns, before the
-/// core task has run again. An async write owes an fsync, so the core task is woken to take it on time.
+/// core task has run again, and given without a channel. An async write owes an fsync, so the core task is woken
+/// to take it on time.
 #[tokio::test]
 async fn an_idle_core_serves_a_request_in_the_callers_task_and_wakes_the_core_task_for_what_it_owes() {
     let log = Log::default();
     let (handle, inbox_tx, task, persistence) = idle_core(async_node(Duration::from_millis(1)), &log).await;
     let mut read = handle.submit(put_value_at("read"));
-    assert_eq!(read.try_recv().unwrap(), WRITTEN, "answered within submit");
+    assert!(matches!(read, Answer::Given(Some(_))), "answered within submit, without a channel: {read:?}");
+    assert_eq!(read.try_recv().unwrap(), WRITTEN);
     let mut write = handle.submit(put());
     assert_eq!(write.try_recv().unwrap(), WRITTEN, "an async write is acknowledged once flushed");
     assert_eq!(requests_and_syncs(&log), ["request 0", "request 1", "flush"]);
@@ -495,7 +497,8 @@ async fn the_core_task_syncs_what_a_step_in_the_callers_task_wrote() {
     let log = Log::default();
     let (handle, inbox_tx, task, _) = idle_core(SyncPolicy::default(), &log).await;
     let mut group = handle.submit(put());
-    assert!(group.try_recv().is_err(), "acknowledged before its fsync");
+    assert!(matches!(group, Answer::Coming(_)), "acknowledged before its fsync: {group:?}");
+    assert!(group.try_recv().is_none(), "acknowledged before its fsync");
     assert_eq!(await_reply(&mut group).await, WRITTEN);
 
     let mut sync = handle.submit(put_as(DurabilityMode::Sync));
@@ -514,7 +517,7 @@ async fn a_core_not_yet_started_takes_requests_through_its_inbox() {
     let (driver, inbox_tx, _sent, _) = probe_driver(SyncPolicy::default(), &log);
     let handle = driver.handle(inbox_tx.clone());
     let mut read = handle.submit(put_value_at("read"));
-    assert!(read.try_recv().is_err() && logged(&log).is_empty(), "stepped before the process started");
+    assert!(read.try_recv().is_none() && logged(&log).is_empty(), "stepped before the process started");
     let task = tokio::spawn(driver.run());
     assert_eq!(await_reply(&mut read).await, WRITTEN);
     shut_down(&inbox_tx).await;

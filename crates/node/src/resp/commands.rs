@@ -11,11 +11,10 @@ use super::kv;
 use super::pending::Pending;
 use super::scan;
 use super::strings;
-use crate::inbox::Handover;
+use crate::inbox::{Answer, Handover};
 use bytes::Bytes;
-use meridian_core::{KeyspaceId, Reply};
+use meridian_core::KeyspaceId;
 use std::borrow::Cow;
-use tokio::sync::oneshot;
 
 /// Per-connection state.
 pub(crate) struct Session {
@@ -55,7 +54,7 @@ pub(crate) struct Action {
     pub(crate) command: Option<usize>,
     /// SELECT and KEYSPACE: the core's answer naming the keyspace to switch to. The connection waits for
     /// it before it runs its next command, which must already see the new keyspace; the reply comes from it.
-    pub(crate) switch: Option<oneshot::Receiver<Reply>>,
+    pub(crate) switch: Option<Answer>,
 }
 
 impl Action {
@@ -63,7 +62,7 @@ impl Action {
         Action { reply: Pending::Ready(frame), close: true, command: None, switch: None }
     }
 
-    pub(crate) fn switch(rx: oneshot::Receiver<Reply>) -> Action {
+    pub(crate) fn switch(rx: Answer) -> Action {
         Action { reply: Pending::Ready(Frame::ok()), close: false, command: None, switch: Some(rx) }
     }
 }

@@ -24,6 +24,7 @@ use super::order::KeyOrder;
 use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
 use crate::accept::{accept_loop, linger, Cap};
+use crate::inbox::Answer;
 use bytes::BytesMut;
 use meridian_core::Reply;
 use std::collections::VecDeque;
@@ -32,7 +33,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 use tracing::debug;
 
 /// What a client past the connection limit is told before it is closed (Redis' words).
@@ -254,7 +254,7 @@ fn oversized(len: usize, max: usize) -> Action {
 }
 
 /// Moves the session to the keyspace the core named; an unknown one leaves it where it was.
-async fn switch_keyspace(mut rx: oneshot::Receiver<Reply>, session: &mut Session) -> Frame {
+async fn switch_keyspace(mut rx: Answer, session: &mut Session) -> Frame {
     match receive(&mut rx).await {
         Reply::Keyspace(id) => {
             session.keyspace = id;
@@ -284,6 +284,7 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
+    use tokio::sync::oneshot;
 
     /// A core that answers every request at once and notes how each reached it: `submit`, or `enqueue N` for N
     /// requests handed over together.
@@ -291,9 +292,9 @@ mod tests {
     struct Noting(Mutex<Vec<String>>);
 
     impl CoreInbox for Noting {
-        fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
+        fn submit(&self, req: Request) -> Answer {
             self.0.lock().unwrap().push("submit".into());
-            answered(req)
+            Answer::Coming(answered(req))
         }
 
         fn enqueue(&self, reqs: Vec<ClientRequest>) {
@@ -321,10 +322,10 @@ mod tests {
     struct Holding(Mutex<Vec<(Request, oneshot::Sender<Reply>)>>);
 
     impl CoreInbox for Holding {
-        fn submit(&self, req: Request) -> oneshot::Receiver<Reply> {
+        fn submit(&self, req: Request) -> Answer {
             let (tx, rx) = oneshot::channel();
             self.0.lock().unwrap().push((req, tx));
-            rx
+            Answer::Coming(rx)
         }
 
         fn enqueue(&self, reqs: Vec<ClientRequest>) {

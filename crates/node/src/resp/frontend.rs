@@ -3,9 +3,9 @@
 
 use super::commands::Session;
 use crate::drain::Drain;
-use crate::inbox::CoreInbox;
+use crate::inbox::{Answer, CoreInbox};
 use crate::metrics::NodeMetrics;
-use meridian_core::{Limits, NodeId, Reply, Request};
+use meridian_core::{Limits, NodeId, Request};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -73,13 +73,13 @@ impl Frontend {
     /// A pipeline's requests wait in the session until the connection has parsed what it read and hands them
     /// over together ([`Self::flush`]): one push into the core's inbox, and one take out of it, for all of them
     /// (or for each [`crate::inbox::HANDOVER_BYTES_MAX`] of their values).
-    pub(crate) fn submit(&self, session: &mut Session, req: Request) -> oneshot::Receiver<Reply> {
+    pub(crate) fn submit(&self, session: &mut Session, req: Request) -> Answer {
         if session.pipelining {
             let (tx, rx) = oneshot::channel();
             if session.queued.push(req, tx) {
                 self.flush(session);
             }
-            rx
+            Answer::Coming(rx)
         } else {
             // After the requests queued before it, in the order the client sent them.
             self.flush(session);

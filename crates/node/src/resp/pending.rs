@@ -7,25 +7,25 @@
 //! its turn, so a walk starts once every earlier command of the connection has been answered.
 
 use super::frame::Frame;
+use crate::inbox::Answer;
 use meridian_core::{ErrorKind, Reply};
 use std::future::Future;
 use std::pin::Pin;
-use tokio::sync::oneshot;
 
 pub(crate) enum Pending {
     Ready(Frame),
     One {
-        rx: oneshot::Receiver<Reply>,
+        rx: Answer,
         shape: fn(Reply) -> Frame,
     },
     /// A reply shaped by what the command asked (HGET's field): the one kind that needs a closure.
     Picked {
-        rx: oneshot::Receiver<Reply>,
+        rx: Answer,
         pick: Box<dyn Fn(Reply) -> Frame + Send>,
     },
     /// A multi-key command: one core request per key, answered together.
     Many {
-        rxs: Vec<oneshot::Receiver<Reply>>,
+        rxs: Vec<Answer>,
         /// The answers received so far, of the first `rxs`.
         replies: Vec<Reply>,
         fold: fn(Vec<Reply>) -> Frame,
@@ -36,7 +36,7 @@ pub(crate) enum Pending {
 }
 
 impl Pending {
-    pub(crate) fn many(rxs: Vec<oneshot::Receiver<Reply>>, fold: fn(Vec<Reply>) -> Frame) -> Pending {
+    pub(crate) fn many(rxs: Vec<Answer>, fold: fn(Vec<Reply>) -> Frame) -> Pending {
         Pending::Many { replies: Vec::with_capacity(rxs.len()), rxs, fold }
     }
 
@@ -77,7 +77,7 @@ impl Pending {
 
 /// The core's reply; a dropped sender means the core stopped with the request inside it, so whether
 /// it took effect is unknown.
-pub(crate) async fn receive(rx: &mut oneshot::Receiver<Reply>) -> Reply {
+pub(crate) async fn receive(rx: &mut Answer) -> Reply {
     rx.await.unwrap_or_else(|_| {
         Reply::Error(ErrorKind::Timeout, "the node stopped before answering; the outcome is unknown".into())
     })
