@@ -12,7 +12,7 @@
 //! rather than misread. `expires_ms` is a Unix time in milliseconds, on the clock of the node that ordered the
 //! write.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
 const EXPIRES: u8 = 0x80;
@@ -61,9 +61,18 @@ impl Stored {
         1 + expires_ms.map_or(0, |_| 8)
     }
 
-    /// Takes a stored value apart; the data shares `raw`'s buffer. An error describes a value this format cannot
-    /// read (damaged, or written by a newer format).
-    pub fn unwrap(raw: &Bytes) -> Result<Stored, String> {
+    /// Takes a stored value apart; the data is `raw` past its header. An error describes a value this format
+    /// cannot read (damaged, or written by a newer format).
+    pub fn unwrap(mut raw: Bytes) -> Result<Stored, String> {
+        let (kind, expires_ms) = Stored::header(&raw)?;
+        // Advanced past the header rather than sliced: the first slice of a buffer made from a `Vec` allocates
+        // its shared count, and a read's value is most often such a buffer, just copied out of the store.
+        raw.advance(Stored::header_len(expires_ms));
+        Ok(Stored { data: raw, expires_ms, kind })
+    }
+
+    /// What a stored value's header says: its kind and expiry. An error as for [`Self::unwrap`].
+    pub fn header(raw: &[u8]) -> Result<(Kind, Option<u64>), String> {
         let flags = *raw.first().ok_or("a stored value is empty: it lacks its header")?;
         let kind = match flags & TYPE_MASK {
             _ if flags & RESERVED != 0 => return Err(format!("a stored value has an unknown header {flags:#04x}")),
@@ -77,7 +86,7 @@ impl Stored {
         } else {
             None
         };
-        Ok(Stored { data: raw.slice(Stored::header_len(expires_ms)..), expires_ms, kind })
+        Ok((kind, expires_ms))
     }
 
     /// Only the expiry of a stored value (None for a value that does not expire or cannot be read).
@@ -100,20 +109,20 @@ mod tests {
     fn values_round_trip_with_and_without_expiry() {
         for expires_ms in [None, Some(0), Some(1_790_000_000_123), Some(u64::MAX)] {
             let raw = Stored::wrap(b"hello", expires_ms);
-            let back = Stored::unwrap(&raw).unwrap();
+            let back = Stored::unwrap(raw.clone()).unwrap();
             assert_eq!((back.data.as_ref(), back.expires_ms), (&b"hello"[..], expires_ms));
             assert_eq!((Stored::expiry_of(&raw), Stored::data_len(&raw)), (expires_ms, 5));
         }
-        assert_eq!(Stored::unwrap(&Stored::wrap(b"", None)).unwrap().data.len(), 0);
+        assert_eq!(Stored::unwrap(Stored::wrap(b"", None)).unwrap().data.len(), 0);
     }
 
     #[test]
     fn damaged_or_newer_values_are_refused() {
-        assert!(Stored::unwrap(&Bytes::new()).unwrap_err().contains("empty"));
-        assert!(Stored::unwrap(&Bytes::from_static(&[0x80, 1, 2])).unwrap_err().contains("cut short"));
-        assert!(Stored::unwrap(&Bytes::from_static(&[0x10, b'x'])).unwrap_err().contains("unknown header"));
-        assert!(Stored::unwrap(&Bytes::from_static(&[0x02, b'x'])).unwrap_err().contains("unknown header"));
-        let hash = Stored::unwrap(&Stored::wrap_as(Kind::Hash, b"h", Some(5))).unwrap();
+        assert!(Stored::unwrap(Bytes::new()).unwrap_err().contains("empty"));
+        assert!(Stored::unwrap(Bytes::from_static(&[0x80, 1, 2])).unwrap_err().contains("cut short"));
+        assert!(Stored::unwrap(Bytes::from_static(&[0x10, b'x'])).unwrap_err().contains("unknown header"));
+        assert!(Stored::unwrap(Bytes::from_static(&[0x02, b'x'])).unwrap_err().contains("unknown header"));
+        let hash = Stored::unwrap(Stored::wrap_as(Kind::Hash, b"h", Some(5))).unwrap();
         assert_eq!((hash.kind, hash.expires_ms, hash.data.as_ref()), (Kind::Hash, Some(5), &b"h"[..]));
         assert_eq!(Stored::expiry_of(&[0x90, 0, 0, 0, 0, 0, 0, 0, 1]), None);
     }

@@ -246,7 +246,7 @@ mod tests {
         let d = decide(write(WriteOp::HashSet(pairs(&[("a", "1"), ("b", "2")]))), None, 0, 100);
         assert_eq!(d.outcome.answer, Answer::Integer(2));
         let Change::Put(raw) = d.change else { panic!("a put") };
-        let hash = Stored::unwrap(&raw).unwrap();
+        let hash = Stored::unwrap(raw).unwrap();
         assert_eq!(hash.kind, Kind::Hash);
         let d = decide(write(WriteOp::HashSet(pairs(&[("b", "3"), ("c", "4")]))), Some(hash.clone()), 0, 100);
         assert_eq!(d.outcome.answer, Answer::Integer(1));
@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(decide(getdel, Some(hash.clone()), 0, 100).outcome.answer, Answer::Refused(Refusal::WrongType));
         let d = decide(write(WriteOp::Expire(Some(meridian_core::Deadline::At(50)))), Some(hash), 0, 100);
         let Change::Put(raw) = d.change else { panic!("a put") };
-        assert_eq!(Stored::unwrap(&raw).unwrap().kind, Kind::Hash, "EXPIRE keeps the kind");
+        assert_eq!(Stored::unwrap(raw).unwrap().kind, Kind::Hash, "EXPIRE keeps the kind");
     }
 
     #[test]

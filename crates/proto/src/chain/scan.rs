@@ -22,13 +22,15 @@
 //! saves within that error.
 
 use super::msg::Origin;
-use super::serve::decoded;
+use super::serve::corrupt;
 use super::{ChainNode, Fx};
 use crate::manager::placement::partition_range;
 use bytes::Bytes;
 use meridian_core::glob::glob_match;
 use meridian_core::ring::key_token;
-use meridian_core::{ChainId, ErrorKind, Reply, Scan, ScanWant, Scanned, Time, SCAN_COUNT_MAX, SCAN_REPLY_BYTES};
+use meridian_core::{
+    ChainId, ErrorKind, Reply, Scan, ScanWant, Scanned, Stored, Time, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
+};
 use meridian_store::{Datastore, StoreError};
 
 /// Keys a [`ScanWant::Count`] answer is sized to examine: a whole partition in one answer for keyspaces of up
@@ -113,9 +115,9 @@ pub fn answer(
 /// Whether a present key with stored value `raw` is one `scan` asks for: not past its deadline, of the kind
 /// TYPE names, matching MATCH.
 fn passes(scan: &Scan, key: &[u8], raw: &Bytes, now_ms: u64) -> Result<bool, StoreError> {
-    let stored = decoded(raw)?;
-    Ok(stored.expires_ms.is_none_or(|at| at > now_ms)
-        && scan.kind.is_none_or(|kind| kind == stored.kind)
+    let (stored_kind, expires_ms) = Stored::header(raw).map_err(corrupt)?;
+    Ok(expires_ms.is_none_or(|at| at > now_ms)
+        && scan.kind.is_none_or(|kind| kind == stored_kind)
         && scan.pattern.as_ref().is_none_or(|p| glob_match(p, key)))
 }
 

@@ -37,8 +37,12 @@ pub(super) fn record_of(u: &Update) -> Record {
 }
 
 /// A value as the store holds it, taken apart; one that does not parse is a corrupt store.
-pub(super) fn decoded(raw: &Bytes) -> Result<Stored, StoreError> {
-    Stored::unwrap(raw).map_err(|reason| StoreError::Corrupt { offset: 0, reason })
+pub(super) fn decoded(raw: Bytes) -> Result<Stored, StoreError> {
+    Stored::unwrap(raw).map_err(corrupt)
+}
+
+pub(super) fn corrupt(reason: String) -> StoreError {
+    StoreError::Corrupt { offset: 0, reason }
 }
 
 /// The answer to a read of a key whose value is `stored`, on a wall clock reading `now_ms`.
@@ -64,13 +68,17 @@ impl ChainNode {
     /// Whether this node may answer clients as the tail or the query node of `chain` at `now`: an active
     /// member in that place with a lease for its view.
     pub(super) fn lease_ok(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
-        let placed = r.is_active() && self.reads_here(chain);
+        r.is_active() && self.reads_here(chain) && self.lease_valid(chain, r, now)
+    }
+
+    /// Whether this node holds a lease on `chain` for `r`'s view at `now`, wherever it stands in the chain.
+    fn lease_valid(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::IgnoresLease) {
-            return placed;
+            return true;
         }
         let view = r.view();
-        placed && self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
+        self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
     }
 
     /// Whether this node may answer reads of `chain` ([`crate::manager::map::ClusterMap::reads_at`]).
@@ -80,11 +88,12 @@ impl ChainNode {
     }
 
     pub(super) fn on_get(&mut self, now: Time, origin: Origin, chain: ChainId, key: Bytes, read: Read, out: &mut Fx) {
-        match self.replicas.get(&chain) {
-            Some(r) if r.is_active() && self.reads_here(chain) => {}
+        // `lease_ok`, with the placement checked once for both of its outcomes.
+        let leased = match self.replicas.get(&chain) {
+            Some(r) if r.is_active() && self.reads_here(chain) => self.lease_valid(chain, r, now),
             _ => return self.bounce(origin, chain, out),
-        }
-        if self.lease_ok(chain, &self.replicas[&chain], now) {
+        };
+        if leased {
             self.serve_read(origin, chain, &key, read, out);
         } else {
             self.hold_or_bounce(chain, Held { origin, key, read }, out);
@@ -139,7 +148,7 @@ impl ChainNode {
     /// The value this member holds for `key`, taken apart; None if absent or deleted.
     fn stored(&self, chain: ChainId, key: &[u8]) -> Result<Option<Stored>, StoreError> {
         let value = self.store(chain).get(key)?.and_then(|e: Entry| e.value);
-        value.map(|raw| decoded(&raw)).transpose()
+        value.map(decoded).transpose()
     }
 
     fn hold_or_bounce(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
