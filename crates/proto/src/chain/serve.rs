@@ -28,12 +28,23 @@ pub(super) fn ack_mark(chain: ChainId, seq: u64) -> Record {
 }
 
 pub(super) fn record_of(u: &Update) -> Record {
-    let body = match &u.change {
-        Change::Put(v) => Body::Value(v.clone()),
+    Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body: body_of(u.change.clone()) }
+}
+
+fn body_of(change: Change) -> Body {
+    match change {
+        Change::Put(v) => Body::Value(v),
         Change::Delete => Body::Tombstone,
         Change::Skip => Body::Skip,
-    };
-    Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body }
+    }
+}
+
+/// `u` as a record, its key and value taken rather than shared, for the tail: it keeps nothing of an update once
+/// it has logged it (`Replica::record`), and sharing a value just wrapped allocates its shared count (bytes'
+/// `Vec`-backed buffers), which is freed again once the store has copied the value.
+fn record_taken(u: &mut Update) -> Record {
+    let body = body_of(std::mem::replace(&mut u.change, Change::Skip));
+    Record { chain: u.chain.0, seq: u.seq, key: std::mem::take(&mut u.key), body }
 }
 
 /// A value as the store holds it, taken apart; one that does not parse is a corrupt store.
@@ -240,10 +251,14 @@ impl ChainNode {
     }
 
     fn log_and_pass_as(&mut self, now: Time, mut u: Update, existed: Existed, out: &mut Fx) {
+        let record = match self.replicas[&u.chain].succ() {
+            Some(_) => record_of(&u),
+            None => record_taken(&mut u),
+        };
         let store = self.store_mut(u.chain);
         let logged = match existed {
-            Existed::Decided => store.append(&record_of(&u)).map(|()| u.outcome.existed),
-            Existed::AtAppend => store.append_existed(&record_of(&u)),
+            Existed::Decided => store.append(&record).map(|()| u.outcome.existed),
+            Existed::AtAppend => store.append_existed(&record),
         };
         match logged {
             Ok(existed) => u.outcome.existed = existed,

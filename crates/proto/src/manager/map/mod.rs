@@ -303,8 +303,9 @@ impl ClusterMap {
     /// Whether `node` may answer reads of `c` (with a lease): its tail, which answers the reads a query node
     /// sends on; its query node; and under `ausi` its head, which answers reads of invalidated keys.
     pub fn reads_at(&self, c: &ChainView, node: NodeId) -> bool {
-        let ausi = self.keyspaces.get(&c.id.keyspace()).is_some_and(|k| k.config.update == UpdateMode::Ausi);
-        c.tail() == Some(node) || self.query_node(c) == Some(node) || (ausi && c.members.first() == Some(&node))
+        // The tail first: it is the common answer, and the only one found without looking up the keyspace.
+        let ausi = || self.keyspaces.get(&c.id.keyspace()).is_some_and(|k| k.config.update == UpdateMode::Ausi);
+        c.tail() == Some(node) || self.query_node(c) == Some(node) || (c.members.first() == Some(&node) && ausi())
     }
 
     /// The epoch a node must have seen before a read lease of `c`'s current view may be granted while another
