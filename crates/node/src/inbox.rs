@@ -117,11 +117,11 @@ pub(crate) fn channel<M>() -> (Sender<Input<M>>, Receiver<Input<M>>) {
 /// What the client front-ends and the node handle need from the core, without depending on the
 /// process's message type.
 pub(crate) trait CoreInbox: Send + Sync {
-    /// Hands a request to the core. The receiver always resolves: with the core's reply, with `BUSY`
+    /// Hands a request to the core. The answer always resolves: with the core's reply, with `BUSY`
     /// when the request was refused before reaching the core, or with an error when the core stopped.
     fn submit(&self, req: Request) -> Answer;
     /// Hands `reqs` to the core task's next batch through the inbox, to be stepped in order. Every sender is
-    /// answered as [`Self::submit`]'s receiver is.
+    /// answered as [`Self::submit`]'s answer resolves.
     fn enqueue(&self, reqs: Vec<ClientRequest>);
     /// Asks the core to finish its batch and stop. Blocks while the inbox is full, so call it off the
     /// async runtime.
