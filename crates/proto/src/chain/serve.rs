@@ -40,8 +40,9 @@ fn body_of(change: Change) -> Body {
 }
 
 /// `u` as a record, its key and value taken rather than shared, for the tail: it keeps nothing of an update once
-/// it has logged it (`Replica::record`), and sharing a value just wrapped allocates its shared count (bytes'
-/// `Vec`-backed buffers), which is freed again once the store has copied the value.
+/// it has logged it (`Replica::record` keeps a copy only where `is_tail` is false), and sharing a value just
+/// wrapped allocates its shared count (bytes' `Vec`-backed buffers), which is freed again once the store has
+/// copied the value.
 fn record_taken(u: &mut Update) -> Record {
     let body = body_of(std::mem::replace(&mut u.change, Change::Skip));
     Record { chain: u.chain.0, seq: u.seq, key: std::mem::take(&mut u.key), body }
@@ -251,10 +252,7 @@ impl ChainNode {
     }
 
     fn log_and_pass_as(&mut self, now: Time, mut u: Update, existed: Existed, out: &mut Fx) {
-        let record = match self.replicas[&u.chain].succ() {
-            Some(_) => record_of(&u),
-            None => record_taken(&mut u),
-        };
+        let record = if self.replicas[&u.chain].is_tail() { record_taken(&mut u) } else { record_of(&u) };
         let store = self.store_mut(u.chain);
         let logged = match existed {
             Existed::Decided => store.append(&record).map(|()| u.outcome.existed),
