@@ -303,7 +303,8 @@ impl ClusterMap {
     /// Whether `node` may answer reads of `c` (with a lease): its tail, which answers the reads a query node
     /// sends on; its query node; and under `ausi` its head, which answers reads of invalidated keys.
     pub fn reads_at(&self, c: &ChainView, node: NodeId) -> bool {
-        // The tail first: it is the common answer, and the only one found without looking up the keyspace.
+        // The keyspace's update mode is looked up only if the tail and the query node are not `node`: the tail,
+        // the common answer, needs no lookup at all.
         let ausi = || self.keyspaces.get(&c.id.keyspace()).is_some_and(|k| k.config.update == UpdateMode::Ausi);
         c.tail() == Some(node) || self.query_node(c) == Some(node) || (c.members.first() == Some(&node) && ausi())
     }
