@@ -1,5 +1,6 @@
 //! The `meridian` binary: run a node, a local demo cluster, the deterministic simulator, or measurements.
 
+mod allocator;
 mod cli;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 /// mimalloc rather than glibc's malloc: the request path allocates small, short-lived buffers (parsed commands,
 /// replies, messages), and glibc's allocator was about a tenth of a pipelined SET's CPU (`docs/performance.md`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 
 #[derive(Parser)]
 #[command(name = "meridian", version = meridian_node::build_info::VERSION, about = "An infrastructure-aware, geo-distributed storage system")]
