@@ -12,7 +12,7 @@
 //! rather than misread. `expires_ms` is a Unix time in milliseconds, on the clock of the node that ordered the
 //! write.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use serde::{Deserialize, Serialize};
 
 const EXPIRES: u8 = 0x80;
@@ -45,16 +45,17 @@ impl Stored {
 
     /// The bytes a datastore keeps for a value of `kind` whose data is `data`, expiring at `expires_ms`.
     pub fn wrap_as(kind: Kind, data: &[u8], expires_ms: Option<u64>) -> Bytes {
-        let mut out = BytesMut::with_capacity(Stored::header_len(expires_ms) + data.len());
+        // A `Vec` filled to its capacity becomes a `Bytes` without the bookkeeping a `BytesMut` freezes with.
+        let mut out = Vec::with_capacity(Stored::header_len(expires_ms) + data.len());
         match expires_ms {
             Some(at) => {
-                out.put_u8(kind as u8 | EXPIRES);
-                out.put_u64(at);
+                out.push(kind as u8 | EXPIRES);
+                out.extend_from_slice(&at.to_be_bytes());
             }
-            None => out.put_u8(kind as u8),
+            None => out.push(kind as u8),
         }
-        out.put_slice(data);
-        out.freeze()
+        out.extend_from_slice(data);
+        Bytes::from(out)
     }
 
     fn header_len(expires_ms: Option<u64>) -> usize {
