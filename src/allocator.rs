@@ -1,10 +1,12 @@
 //! The process's allocator: mimalloc, asked for alignment only when its size classes do not already give it.
 //!
 //! The `mimalloc` crate's allocator passes every request to `mi_malloc_aligned`. In mimalloc v3 that call
-//! takes its fast path only when the request's own size class has a free block at hand; otherwise it
-//! over-allocates by the alignment minus one, so an 8-aligned request of, say, 40 bytes lands in a larger size
-//! class than its own, whose free list the fast path never looks at. On the request path most `Arc`s, boxes
-//! and value buffers took that slow path (about 170 instructions more each; `docs/performance.md` section 20).
+//! takes its fast path only when the request's own size class has a free block at hand; otherwise it goes
+//! through layers of its own before mimalloc's generic allocation, and unless the block size is a power of two
+//! it over-allocates by the alignment minus one. So an 8-aligned request of 48 bytes is served from the
+//! 64-byte class, and the 48-byte class, where the fast path looks for it, never gets a block: such requests
+//! always took the slow path. On the request path, `Arc`s, boxes and value buffers took it often (about 170
+//! instructions more each; `docs/performance.md` section 20).
 //! Plain `mi_malloc` gives every block of 16 bytes or more a 16-byte alignment, and smaller blocks an 8-byte
 //! one (mimalloc's `alloc.c`: "block_size < MI_MAX_ALIGN_SIZE || aligned"), which is the rule the standard
 //! library's own allocator applies to `malloc`.
