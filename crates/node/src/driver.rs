@@ -450,10 +450,16 @@ impl<P: Process + Send + 'static> Core<P> {
             }
             Input::Client { req, reply } => self.request(req, reply),
             Input::Clients(reqs) => {
-                // Each is a step of its own, as if it had come alone.
+                // Each is a step of its own, as if it had come alone, but they arrived together, so one clock
+                // reading serves them all until a step waits for the disk.
+                let mut now = self.now();
                 for (req, reply) in reqs {
-                    self.request(req, reply);
-                    self.step_done().await;
+                    let id = self.next_id();
+                    self.clients.add(id, reply);
+                    self.process.on_request(now, id, req, &mut self.fx);
+                    if self.step_done().await {
+                        now = self.now();
+                    }
                 }
                 return Flow::Continue;
             }
@@ -531,11 +537,13 @@ impl<P: Process + Send + 'static> Core<P> {
     }
 
     /// Ends a step: takes its effects, and makes its writes durable before going on if it made a `sync`
-    /// write.
-    async fn step_done(&mut self) {
-        if self.absorb() == Some(DurabilityMode::Sync) {
+    /// write. Returns whether it waited for that.
+    async fn step_done(&mut self) -> bool {
+        let settles = self.absorb() == Some(DurabilityMode::Sync);
+        if settles {
             self.settle().await;
         }
+        settles
     }
 
     /// Takes one step's effects: immediate ones are carried out now, `after_sync` ones after a flush if

@@ -5,7 +5,7 @@ use crate::durability::SyncPolicy;
 use crate::inbox::{self, CoreInbox};
 use crate::transport::PeerQueues;
 use bytes::Bytes;
-use meridian_core::{KeyspaceId, Reply, Request, Write};
+use meridian_core::{KeyspaceId, Reply, Request, Write, WriteOp};
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -16,7 +16,8 @@ type Gate = Arc<Mutex<std::sync::mpsc::Receiver<()>>>;
 
 /// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n). A write
 /// of key `sync`, `group` or `async` is made in that durability mode, any other in the node's default.
-/// A request for key `read` writes nothing and only replies after sync. A timer set at start sends a message
+/// A request for key `read` writes nothing and only replies after sync; one with the value `clock` also logs the
+/// time it was stepped at. A timer set at start sends a message
 /// to itself; another is set and cancelled at once. Its fsync jobs log `sync` when they run, after waiting
 /// for the gate if it has one.
 struct Probe {
@@ -44,9 +45,12 @@ impl Process for Probe {
         out.send(NodeId(1), 7);
     }
 
-    fn on_request(&mut self, _: Time, id: RequestId, req: Request, out: &mut Effects<u32, &'static str>) {
+    fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Effects<u32, &'static str>) {
         self.log.lock().unwrap().push(format!("request {}", id.0));
         let Request::Write(write) = req else { panic!("the probe takes writes") };
+        if matches!(&write.op, WriteOp::Put { value, .. } if value == "clock") {
+            self.log.lock().unwrap().push(format!("clock {}", now.as_nanos()));
+        }
         if write.key == "read" {
             return out.reply_after_sync(id, WRITTEN);
         }
@@ -94,6 +98,11 @@ fn put_value_at(key: &str) -> Request {
 /// A write made in `mode` rather than the node's default.
 fn put_as(mode: DurabilityMode) -> Request {
     Request::Write(Write::put(KeyspaceId::DEFAULT, mode.name().into(), "v".into()))
+}
+
+/// A write made in `mode` that logs the time it is stepped at.
+fn timed_as(mode: DurabilityMode) -> Request {
+    Request::Write(Write::put(KeyspaceId::DEFAULT, mode.name().into(), "clock".into()))
 }
 
 const WRITTEN: Reply = Reply::Written { applied: true, existed: false };
@@ -539,4 +548,46 @@ async fn a_group_write_after_an_unsynced_async_one_wakes_the_core_task() {
     shut_down(&inbox_tx).await;
     task.await.unwrap();
     assert_eq!(requests_and_syncs(&log), ["request 0", "flush", "request 1", "sync"]);
+}
+
+/// Requests handed over together are stepped at one clock reading, but one after a step that waited for the disk
+/// (a `sync` write) reads the clock again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_handed_over_together_share_a_clock_reading_until_one_waits_for_the_disk() {
+    let log = Log::default();
+    let (go, gate) = std::sync::mpsc::channel();
+    let (driver, inbox_tx, _sent, _) =
+        gated_probe_driver(SyncPolicy::default(), &log, Some(Arc::new(Mutex::new(gate))));
+    let task = tokio::spawn(driver.run());
+    let held = Duration::from_millis(30);
+    let (reqs, replies): (Vec<_>, Vec<_>) = [DurabilityMode::Group, DurabilityMode::Sync, DurabilityMode::Group]
+        .into_iter()
+        .map(|mode| {
+            let (tx, rx) = oneshot::channel();
+            ((timed_as(mode), tx), rx)
+        })
+        .unzip();
+    inbox_tx.enqueue(reqs);
+    // The sync write's fsync is held a while after it began; the last write's is let through at once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while logged(&log).iter().filter(|e| e.starts_with("clock ")).count() < 2 {
+        assert!(Instant::now() < deadline, "the first two requests were never stepped: {:?}", logged(&log));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    std::thread::sleep(held);
+    go.send(()).unwrap();
+    go.send(()).unwrap();
+    for rx in replies {
+        assert_eq!(await_reply(&mut Answer::Coming(rx)).await, WRITTEN);
+    }
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    let clocks: Vec<u64> =
+        logged(&log).iter().filter_map(|e| e.strip_prefix("clock ")).map(|n| n.parse().unwrap()).collect();
+    assert_eq!(clocks.len(), 3, "{:?}", logged(&log));
+    assert_eq!(clocks[0], clocks[1], "the first two were stepped at one reading");
+    assert!(
+        clocks[2] >= clocks[1] + held.as_nanos() as u64,
+        "the last was stepped after the fsync it waited for: {clocks:?}"
+    );
 }

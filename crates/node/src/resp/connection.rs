@@ -103,6 +103,8 @@ struct Connection<'a> {
     queue: VecDeque<Queued>,
     /// Encoded replies not yet written.
     out: Vec<u8>,
+    /// When the replies in `out` were answered: those written together share one clock reading.
+    answered_at: Option<Instant>,
 }
 
 impl<'a> Connection<'a> {
@@ -115,6 +117,7 @@ impl<'a> Connection<'a> {
             order: KeyOrder::default(),
             queue: VecDeque::new(),
             out: Vec::with_capacity(WRITE_CHUNK),
+            answered_at: None,
         }
     }
 
@@ -125,7 +128,7 @@ impl<'a> Connection<'a> {
         while !self.queue.is_empty() {
             self.answer_oldest(stream).await?;
         }
-        flush(stream, &mut self.out).await?;
+        self.flush(stream).await?;
         stream.shutdown().await?;
         if let Stop::Draining = stop {
             linger(stream).await;
@@ -147,7 +150,7 @@ impl<'a> Connection<'a> {
                 // More commands may be read already: run them before reading again.
                 continue;
             }
-            flush(stream, &mut self.out).await?;
+            self.flush(stream).await?;
             self.buf.reserve(READ_CHUNK);
             let may_read = self.queue.len() < self.frontend.resp.pipeline_max;
             let oldest = self.queue.front_mut().map(|q| &mut q.reply);
@@ -223,14 +226,23 @@ impl<'a> Connection<'a> {
 
     /// Waits for the oldest reply and encodes it, first writing out what is encoded if it has to wait.
     async fn answer_oldest(&mut self, stream: &mut TcpStream) -> io::Result<()> {
-        let oldest = &mut self.queue.front_mut().expect("a reply is queued").reply;
-        if !oldest.is_ready() {
-            flush(stream, &mut self.out).await?;
+        if !self.queue.front().expect("a reply is queued").reply.is_ready() {
+            self.flush(stream).await?;
         }
-        let frame = oldest.take().await;
+        let frame = self.queue.front_mut().expect("a reply is queued").reply.take().await;
         self.answered(frame);
         if self.out.len() >= WRITE_CHUNK {
-            flush(stream, &mut self.out).await?;
+            self.flush(stream).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes out the encoded replies.
+    async fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        if !self.out.is_empty() {
+            stream.write_all(&self.out).await?;
+            self.out.clear();
+            self.answered_at = None;
         }
         Ok(())
     }
@@ -240,7 +252,8 @@ impl<'a> Connection<'a> {
         let queued = self.queue.pop_front().expect("a reply is queued");
         if let Some(command) = queued.command {
             let failed = matches!(frame, Frame::Error(_));
-            self.frontend.metrics.commands.record(command, queued.parsed.elapsed(), failed);
+            let now = *self.answered_at.get_or_insert_with(Instant::now);
+            self.frontend.metrics.commands.record(command, now.saturating_duration_since(queued.parsed), failed);
         }
         frame.encode(queued.protocol, &mut self.out);
         self.order.one_more();
@@ -262,14 +275,6 @@ async fn switch_keyspace(mut rx: Answer, session: &mut Session) -> Frame {
         }
         other => failure(other),
     }
-}
-
-async fn flush(stream: &mut TcpStream, out: &mut Vec<u8>) -> io::Result<()> {
-    if !out.is_empty() {
-        stream.write_all(out).await?;
-        out.clear();
-    }
-    Ok(())
 }
 
 #[cfg(test)]
