@@ -22,19 +22,24 @@ use std::hash::{BuildHasherDefault, Hasher};
 ///
 /// Keys are tracked by their 64-bit ring token rather than their bytes: two keys that share a token only make one
 /// command wait for the other, which costs time, never order. Only commands still unanswered are kept, so the
-/// tables stay as small as the pipeline is deep.
+/// list stays as short as the pipeline is deep. A short list is searched from its end, which costs less than
+/// keeping a hash table in step with it; once it outgrows [`SEARCH_MAX`] (deep pipelines, commands of many
+/// keys) a table indexes it until it empties again.
 #[derive(Default)]
 pub(crate) struct KeyOrder {
-    /// The last unanswered position that touched each key token.
-    last: HashMap<u64, u64, BuildHasherDefault<TokenHasher>>,
-    /// The same entries in the order they were queued, so answered ones can be dropped from the front.
+    /// The keys of the unanswered commands, as (position, token), in the order they were queued.
     unanswered: VecDeque<(u64, u64)>,
+    /// The last unanswered position that touched each key token, while `unanswered` is too long to search.
+    index: Option<HashMap<u64, u64, BuildHasherDefault<TokenHasher>>>,
     queued: u64,
     /// The position of the last command that reads the whole keyspace; every later keyed command waits for it.
     whole: u64,
     /// How many of the queued replies the connection has answered, in order.
     answered: u64,
 }
+
+/// The longest list of unanswered keys searched entry by entry; a longer one is indexed.
+const SEARCH_MAX: usize = 64;
 
 /// Ring tokens are already xxh3 hashes, so the table uses them as they are.
 #[derive(Default)]
@@ -68,10 +73,7 @@ impl KeyOrder {
         let mut keyed = false;
         for key in keys_of(command, args) {
             keyed = true;
-            let token = key_token(key);
-            // A key named twice by the command must not make it wait for itself.
-            wait_for = wait_for.max(self.last.insert(token, position).filter(|&p| p != position));
-            self.unanswered.push_back((position, token));
+            wait_for = wait_for.max(self.touch(key_token(key), position));
         }
         if keyed && self.whole > 0 {
             wait_for = wait_for.max(Some(self.whole));
@@ -81,6 +83,20 @@ impl KeyOrder {
             self.whole = position;
         }
         wait_for.filter(|&p| p > self.answered)
+    }
+
+    /// Records that the command at `position` touches `token`; returns the last earlier unanswered position that
+    /// did. A key named twice by one command must not make it wait for itself.
+    fn touch(&mut self, token: u64, position: u64) -> Option<u64> {
+        if self.index.is_none() && self.unanswered.len() >= SEARCH_MAX {
+            self.index = Some(self.unanswered.iter().map(|&(p, t)| (t, p)).collect());
+        }
+        self.unanswered.push_back((position, token));
+        let before = match &mut self.index {
+            Some(index) => index.insert(token, position),
+            None => self.unanswered.iter().rev().skip(1).find(|&&(_, t)| t == token).map(|&(p, _)| p),
+        };
+        before.filter(|&p| p != position)
     }
 
     /// Counts the next queued reply as answered.
@@ -98,9 +114,14 @@ impl KeyOrder {
         let answered = self.answered;
         while let Some(&(position, token)) = self.unanswered.front().filter(|(position, _)| *position <= answered) {
             self.unanswered.pop_front();
-            if self.last.get(&token) == Some(&position) {
-                self.last.remove(&token);
+            if let Some(index) = &mut self.index {
+                if index.get(&token) == Some(&position) {
+                    index.remove(&token);
+                }
             }
+        }
+        if self.unanswered.is_empty() {
+            self.index = None;
         }
     }
 
@@ -196,7 +217,49 @@ mod tests {
             order.one_more();
         }
         assert_eq!(admit(&mut order, &["GET", "k0"]), None);
-        assert_eq!(order.last.len(), 1, "only the GET just queued is unanswered");
-        assert_eq!(order.unanswered.len(), 1);
+        assert_eq!(order.unanswered.len(), 1, "only the GET just queued is unanswered");
+        assert!(order.index.is_none());
+    }
+
+    /// Pipelines shallow and deep (past `SEARCH_MAX` keys, where the list is indexed, and back), with commands of
+    /// one key and of several, some repeated: every command waits for exactly what a plain search of all
+    /// unanswered commands finds.
+    #[test]
+    fn deep_and_shallow_pipelines_wait_as_a_full_search_says() {
+        let mut order = KeyOrder::default();
+        // Every command queued so far, by position (from 1), with its keys.
+        let mut queued: Vec<Vec<String>> = Vec::new();
+        let (mut answered, mut indexed, mut searched_after) = (0usize, false, false);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        for round in 0..4_000 {
+            // Stretches of few answers make the pipeline deep; then it drains.
+            let (depth, answer_one_in) = if (round / 500) % 2 == 0 { (8, 2) } else { (200, 8) };
+            if queued.len() - answered >= depth || next(answer_one_in) == 0 {
+                for _ in 0..(1 + next(4) as usize).min(queued.len() - answered) {
+                    order.one_more();
+                    answered += 1;
+                }
+                continue;
+            }
+            let keys: Vec<String> = (0..1 + next(3)).map(|_| format!("k{}", next(150))).collect();
+            let mut words = vec!["MSET".to_string()];
+            keys.iter().for_each(|k| words.extend([k.clone(), "v".into()]));
+            let position = queued.len() + 1;
+            let expected = (answered..queued.len())
+                .filter(|&i| queued[i].iter().any(|k| keys.contains(k)))
+                .map(|i| i as u64 + 1)
+                .max();
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            assert_eq!(admit(&mut order, &words), expected, "command {position}: {words:?}");
+            queued.push(keys);
+            indexed |= order.index.is_some();
+            searched_after |= indexed && order.index.is_none();
+        }
+        assert!(queued.len() > 2_000, "{} commands", queued.len());
+        assert!(indexed && searched_after, "the pipeline was indexed ({indexed}), then searched again");
     }
 }
