@@ -273,10 +273,48 @@ fn whole_rest(
     if bytes > room {
         return false;
     }
-    let copy = Bytes::copy_from_slice(&buf[..end]);
+    let copy = piece(&buf[..end]);
     buf.advance(end);
     args.extend(bodies.drain(..).map(|body| copy.slice(body)));
     true
+}
+
+/// A copy of a command's bytes for its arguments to share. A `Bytes` copied from a slice takes a second
+/// allocation, for its shared count, when the first argument is cut from it; a piece of up to
+/// [`INLINE_PIECE_MAX`] bytes is instead made in one allocation, a buffer of the next power of two (from 64) with
+/// the count beside it. An argument kept after its command (the key of an unacknowledged update, say) keeps the
+/// whole buffer alive, so larger pieces are copied to their own size.
+fn piece(bytes: &[u8]) -> Bytes {
+    match bytes.len() {
+        0..=64 => Bytes::from_owner(Inline::<64>::new(bytes)),
+        65..=128 => Bytes::from_owner(Inline::<128>::new(bytes)),
+        129..=256 => Bytes::from_owner(Inline::<256>::new(bytes)),
+        257..=INLINE_PIECE_MAX => Bytes::from_owner(Inline::<INLINE_PIECE_MAX>::new(bytes)),
+        _ => Bytes::copy_from_slice(bytes),
+    }
+}
+
+/// The longest piece made in an [`Inline`] buffer.
+const INLINE_PIECE_MAX: usize = 512;
+
+/// Up to `N` bytes in a buffer of their own, to own a [`Bytes`].
+struct Inline<const N: usize> {
+    len: usize,
+    bytes: [u8; N],
+}
+
+impl<const N: usize> Inline<N> {
+    fn new(from: &[u8]) -> Self {
+        let mut bytes = [0; N];
+        bytes[..from.len()].copy_from_slice(from);
+        Inline { len: from.len(), bytes }
+    }
+}
+
+impl<const N: usize> AsRef<[u8]> for Inline<N> {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 /// The body of the complete, well-formed bulk string of at most `bulk_max` bytes at `at` in `bytes`, and where
@@ -609,6 +647,23 @@ mod tests {
         assert_eq!(parser.next(&mut buf), Ok(None));
         buf.extend_from_slice(&input[20..]);
         assert_eq!(parser.next(&mut buf), Ok(Some(words(&["SET", "k", "value"]))));
+    }
+
+    /// Across every size of buffer a piece may take, and past the largest, a command parses to its own arguments,
+    /// cut from one piece, which they keep alive after the read buffer has moved on.
+    #[test]
+    fn commands_of_every_piece_size_parse_to_their_arguments() {
+        for len in 0..=INLINE_PIECE_MAX + 8 {
+            let value = (0..len).map(|i| b'a' + (i % 26) as u8).collect::<Vec<u8>>();
+            let input = [format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").as_bytes(), &value, b"\r\n"].concat();
+            let mut buf = BytesMut::from(&input[..]);
+            let Ok(Some(Command::Args(args))) = Parser::new(1000).next(&mut buf) else { panic!("a command of {len}") };
+            buf.clear();
+            buf.extend_from_slice(&[b'x'; 64]);
+            assert_eq!(args, [&b"SET"[..], b"k", &value], "a value of {len} bytes");
+            let apart = (args[2].as_ptr() as usize).wrapping_sub(args[0].as_ptr() as usize);
+            assert_eq!(apart, "SET\r\n$1\r\nk\r\n$".len() + len.to_string().len() + 2, "one piece");
+        }
     }
 
     #[test]

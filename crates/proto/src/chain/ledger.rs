@@ -60,14 +60,17 @@ impl Ledger {
     pub fn apply(&mut self, rec: &Record) {
         match &rec.body {
             Body::Value(raw) => {
-                self.forget(&rec.key);
+                let kept = self.forget(&rec.key);
                 let expires_ms = Stored::expiry_of(raw);
                 if self.track_all || expires_ms.is_some() {
                     let bytes = (rec.key.len() + Stored::data_len(raw)) as u64 + KEY_OVERHEAD;
-                    self.note(rec.key.clone(), KeyMeta { chain: rec.chain, seq: rec.seq, bytes, expires_ms });
+                    // The ledger keeps a key for as long as it lives, so in a copy of its own rather than in a
+                    // share of whatever buffer its write arrived in (a client's whole command, at the head).
+                    let key = kept.unwrap_or_else(|| Bytes::copy_from_slice(&rec.key));
+                    self.note(key, KeyMeta { chain: rec.chain, seq: rec.seq, bytes, expires_ms });
                 }
             }
-            Body::Tombstone => self.forget(&rec.key),
+            Body::Tombstone => _ = self.forget(&rec.key),
             Body::DropRange { .. } => self.forget_chain(rec.chain),
             Body::Skip | Body::AckMark => {}
         }
@@ -85,15 +88,16 @@ impl Ledger {
         self.keys.insert(key, meta);
     }
 
-    fn forget(&mut self, key: &[u8]) {
+    /// Stops tracking `key`; returns the ledger's copy of it, if it was tracked.
+    fn forget(&mut self, key: &[u8]) -> Option<Bytes> {
         // Most keyspaces track no key at all: hashing the key to find it absent would cost every write.
         if self.keys.is_empty() {
-            return;
+            return None;
         }
-        let Some((key, meta)) = self.keys.remove_entry(key) else { return };
+        let (key, meta) = self.keys.remove_entry(key)?;
         let chain = self.chains.get_mut(&meta.chain).expect("a tracked key's chain is tracked");
         if let Some(at) = meta.expires_ms {
-            chain.expiring.remove(&(at, key));
+            chain.expiring.remove(&(at, key.clone()));
         }
         if self.track_all {
             chain.by_seq.remove(&meta.seq);
@@ -102,6 +106,7 @@ impl Ledger {
         if chain.is_empty() {
             self.chains.remove(&meta.chain);
         }
+        Some(key)
     }
 
     fn forget_chain(&mut self, chain: u32) {
@@ -249,6 +254,21 @@ mod tests {
         l.apply(&keyed(2, 2, "", Body::DropRange { start_exclusive: 0, end_inclusive: 0 }));
         assert_eq!((l.expiring(), l.keys.len()), (0, 0));
         assert_eq!(l.oldest(1, 10), Vec::<Bytes>::new(), "only a cache ledger tracks every key");
+    }
+
+    /// A key the ledger keeps does not hold on to the buffer its write came in, and a rewrite keeps the copy.
+    #[test]
+    fn kept_keys_are_copies_of_their_own() {
+        let mut l = Ledger::new(true);
+        let command = Bytes::from(b"SET key value".to_vec());
+        let in_command = |k: &Bytes| command.as_ptr_range().contains(&k.as_ptr());
+        let body = Body::Value(Stored::wrap(b"value", Some(100)));
+        l.apply(&Record { chain: 1, seq: 1, key: command.slice(4..7), body: body.clone() });
+        let kept = l.oldest(1, 1).pop().expect("tracked");
+        assert_eq!((&kept[..], in_command(&kept)), (&b"key"[..], false));
+        l.apply(&Record { chain: 1, seq: 2, key: command.slice(4..7), body });
+        assert_eq!(l.oldest(1, 1)[0].as_ptr(), kept.as_ptr(), "the rewrite keeps the ledger's copy");
+        assert_eq!(l.due(1, 100, 1)[0].as_ptr(), kept.as_ptr());
     }
 
     #[test]
