@@ -89,14 +89,24 @@ impl Answer {
         }
     }
 
-    /// The answer if it is here, without waiting.
-    #[cfg(test)]
+    /// The answer if it is here, without waiting (from a core that stopped with the request inside, the error
+    /// [`unanswered`]); `None` while it is on its way.
     pub(crate) fn try_recv(&mut self) -> Option<Reply> {
         match self {
             Answer::Given(reply) => reply.take(),
-            Answer::Coming(rx) => rx.try_recv().ok(),
+            Answer::Coming(rx) => match rx.try_recv() {
+                Ok(reply) => Some(reply),
+                Err(oneshot::error::TryRecvError::Empty) => None,
+                Err(oneshot::error::TryRecvError::Closed) => Some(unanswered()),
+            },
         }
     }
+}
+
+/// The answer to a request the core dropped unanswered: it stopped with the request inside, so whether the
+/// request took effect is unknown.
+pub(crate) fn unanswered() -> Reply {
+    Reply::Error(ErrorKind::Timeout, "the node stopped before answering; the outcome is unknown".into())
 }
 
 impl Future for Answer {

@@ -226,10 +226,15 @@ impl<'a> Connection<'a> {
 
     /// Waits for the oldest reply and encodes it, first writing out what is encoded if it has to wait.
     async fn answer_oldest(&mut self, stream: &mut TcpStream) -> io::Result<()> {
-        if !self.queue.front().expect("a reply is queued").reply.is_ready() {
-            self.flush(stream).await?;
-        }
-        let frame = self.queue.front_mut().expect("a reply is queued").reply.take().await;
+        let frame = match self.queue.front_mut().expect("a reply is queued").reply.try_take() {
+            Some(frame) => frame,
+            None => {
+                if !self.queue.front().expect("a reply is queued").reply.is_ready() {
+                    self.flush(stream).await?;
+                }
+                self.queue.front_mut().expect("a reply is queued").reply.take().await
+            }
+        };
         self.answered(frame);
         if self.out.len() >= WRITE_CHUNK {
             self.flush(stream).await?;

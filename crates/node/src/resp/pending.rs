@@ -7,8 +7,8 @@
 //! its turn, so a walk starts once every earlier command of the connection has been answered.
 
 use super::frame::Frame;
-use crate::inbox::Answer;
-use meridian_core::{ErrorKind, Reply};
+use crate::inbox::{unanswered, Answer};
+use meridian_core::Reply;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -50,6 +50,19 @@ impl Pending {
         }
     }
 
+    /// Takes the reply if it is here, leaving this pending spent; `None` if it is not, or if it is one only
+    /// [`Self::take`] assembles (several answers, a walk). Unlike awaiting, it registers no waker and spends
+    /// none of the task's budget, which for a pipeline's replies, mostly here by the time their turn comes,
+    /// costs more than building the reply.
+    pub(crate) fn try_take(&mut self) -> Option<Frame> {
+        match self {
+            Pending::Ready(frame) => Some(std::mem::take(frame)),
+            Pending::One { rx, shape } => rx.try_recv().map(*shape),
+            Pending::Picked { rx, pick } => rx.try_recv().map(pick),
+            Pending::Many { .. } | Pending::Walk(_) => None,
+        }
+    }
+
     /// Waits for the reply and takes it, leaving this pending spent. A wait broken off (the connection races it
     /// against its next read) loses nothing: each answer received is kept here until the reply is whole.
     pub(crate) async fn take(&mut self) -> Frame {
@@ -75,10 +88,40 @@ impl Pending {
     }
 }
 
-/// The core's reply; a dropped sender means the core stopped with the request inside it, so whether
-/// it took effect is unknown.
+/// The core's reply; a dropped sender means the core stopped with the request inside it.
 pub(crate) async fn receive(rx: &mut Answer) -> Reply {
-    rx.await.unwrap_or_else(|_| {
-        Reply::Error(ErrorKind::Timeout, "the node stopped before answering; the outcome is unknown".into())
-    })
+    rx.await.unwrap_or_else(|_| unanswered())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kv::integer;
+    use super::*;
+    use tokio::sync::oneshot;
+
+    fn one(rx: oneshot::Receiver<Reply>) -> Pending {
+        Pending::One { rx: Answer::Coming(rx), shape: integer }
+    }
+
+    #[tokio::test]
+    async fn a_reply_is_taken_without_waiting_once_it_is_here_and_not_before() {
+        let (tx, rx) = oneshot::channel();
+        let mut pending = one(rx);
+        assert_eq!(pending.try_take(), None, "nothing is here yet");
+        assert!(!pending.is_ready());
+        tx.send(Reply::Integer(7)).unwrap();
+        assert!(pending.is_ready());
+        assert_eq!(pending.try_take(), Some(Frame::Integer(7)));
+
+        let (tx, rx) = oneshot::channel::<Reply>();
+        let mut stopped = one(rx);
+        drop(tx);
+        assert!(matches!(stopped.try_take(), Some(Frame::Error(e)) if e.contains("outcome is unknown")));
+
+        let mut ready = Pending::Ready(Frame::Integer(1));
+        assert_eq!(ready.try_take(), Some(Frame::Integer(1)));
+        let mut many = Pending::many(vec![Answer::Given(Some(Reply::Integer(2)))], |_| Frame::Null);
+        assert_eq!(many.try_take(), None, "several answers are assembled by awaiting them");
+        assert_eq!(many.take().await, Frame::Null);
+    }
 }
