@@ -448,15 +448,16 @@ impl<P: Process + Send + 'static> Core<P> {
                 let now = self.now();
                 self.process.on_message(now, from, msg, &mut self.fx);
             }
-            Input::Client { req, reply } => self.request(req, reply),
+            Input::Client { req, reply } => {
+                let now = self.now();
+                self.request(now, req, reply);
+            }
             Input::Clients(reqs) => {
                 // Each is a step of its own, as if it had come alone, but they arrived together, so one clock
                 // reading serves them all until a step waits for the disk.
                 let mut now = self.now();
                 for (req, reply) in reqs {
-                    let id = self.next_id();
-                    self.clients.add(id, reply);
-                    self.process.on_request(now, id, req, &mut self.fx);
+                    self.request(now, req, reply);
                     if self.step_done().await {
                         now = self.now();
                     }
@@ -469,10 +470,11 @@ impl<P: Process + Send + 'static> Core<P> {
         Flow::Continue
     }
 
-    fn request(&mut self, req: Request, reply: oneshot::Sender<Reply>) {
+    /// Steps a request taken through the inbox at `now`; its answer goes to `reply`.
+    fn request(&mut self, now: Time, req: Request, reply: oneshot::Sender<Reply>) {
         let id = self.next_id();
         self.clients.add(id, reply);
-        self.step_request(id, req);
+        self.process.on_request(now, id, req, &mut self.fx);
     }
 
     fn next_id(&mut self) -> RequestId {
