@@ -13,7 +13,7 @@
 
 use super::msg::Origin;
 use bytes::Bytes;
-use meridian_core::{Read, Time};
+use meridian_core::{ChainId, Read, Request, Time};
 use std::collections::VecDeque;
 
 /// Reads one chain may hold back while its tail waits for a lease.
@@ -37,6 +37,13 @@ pub struct Held {
     pub origin: Origin,
     pub key: Bytes,
     pub read: Read,
+}
+
+impl Held {
+    /// The read as its front-end sent it, to send again.
+    pub fn request(self, chain: ChainId) -> Request {
+        Request::Get { keyspace: chain.keyspace(), key: self.key, read: self.read }
+    }
 }
 
 /// Queues `held`, unless the chain already holds [`HELD_MAX`] reads: then it is returned for the caller to

@@ -139,7 +139,7 @@ impl ChainNode {
         self.temp.remove(&chain);
         self.finished.remove(&chain);
         for held in self.held.remove(&chain).unwrap_or_default() {
-            self.bounce(held.origin, chain, out);
+            self.bounce(held.origin, chain, held.request(chain), out);
         }
     }
 

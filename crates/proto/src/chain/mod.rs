@@ -475,7 +475,11 @@ impl ChainNode {
                 }
             }
             ChainMsg::Confirm { chain, seq } => self.on_confirm(from, chain, seq, out),
-            ChainMsg::Bounce { origin, .. } => self.fe.bounce(&origin),
+            ChainMsg::Bounce { origin, .. } => {
+                if let Some((id, write)) = self.fe.bounced(&origin) {
+                    give_up(id, write, "bounced, and no copy of it was kept to send again", out);
+                }
+            }
             ChainMsg::Invalidate { chain, view, seq, key } => self.on_invalidate(from, chain, view, seq, key, out),
             ChainMsg::Invalidated { chain, view, seq } => self.on_invalidated(chain, view, seq, out),
             ChainMsg::CopyReq(req) => self.on_copy_req(from, req, out),
@@ -507,7 +511,7 @@ impl ChainNode {
             Request::Write(w) => Request::Write(w.fixed_at(self.wall_ms)),
             other => other,
         };
-        let origin = self.fe.track(id, req.clone(), self.tick);
+        let origin = self.fe.track(id, matches!(req, Request::Write(_)), self.tick);
         self.route(now, origin, req, out);
         self.fe.settle();
     }
@@ -520,21 +524,26 @@ impl ChainNode {
         let Some(chain) = map.chains.get(&chain_for_token(keyspace, token, map.partitions)) else {
             return self.refuse_unknown(origin, keyspace, out);
         };
-        let (id, view) = (chain.id, chain.view);
-        let (target, msg) = match req {
-            Request::Get { key, read, .. } => {
-                (map.query_node(chain), ChainMsg::Get { origin, view, chain: id, key, read })
-            }
-            Request::Scan(scan) => (map.query_node(chain), ChainMsg::Scan { origin, view, chain: id, scan }),
-            Request::Write(write) => {
-                (chain.members.first().copied(), ChainMsg::Write { origin, view, chain: id, write })
-            }
+        let target = match req {
+            Request::Get { .. } | Request::Scan(_) => map.query_node(chain),
+            Request::Write(_) => chain.members.first().copied(),
             Request::Admin(_) => return,
         };
-        match target {
-            Some(t) if t == self.me => self.on_message(now, self.me, msg, out),
-            Some(t) => out.send(t, msg),
-            None => self.fe.bounce(&origin),
+        let Some(target) = target else { return self.fe.bounce_here(&origin, req) };
+        if target != self.me {
+            self.fe.keep(&origin, req.clone());
+        }
+        let (id, view) = (chain.id, chain.view);
+        let msg = match req {
+            Request::Get { key, read, .. } => ChainMsg::Get { origin, view, chain: id, key, read },
+            Request::Scan(scan) => ChainMsg::Scan { origin, view, chain: id, scan },
+            Request::Write(write) => ChainMsg::Write { origin, view, chain: id, write },
+            Request::Admin(_) => return,
+        };
+        if target == self.me {
+            self.on_message(now, self.me, msg, out)
+        } else {
+            out.send(target, msg)
         }
     }
 
@@ -556,11 +565,12 @@ impl ChainNode {
         }
     }
 
-    /// Turns a request away: certainly not applied, and the front-end tries again with its newest map.
-    fn bounce(&mut self, origin: Origin, chain: ChainId, out: &mut Fx) {
+    /// Turns a request away: certainly not applied, and the front-end tries again with its newest map. `req` is
+    /// the request, for a front-end on this node to send again.
+    fn bounce(&mut self, origin: Origin, chain: ChainId, req: Request, out: &mut Fx) {
         let view = self.replicas.get(&chain).and_then(Replica::view).unwrap_or(0);
         if origin.node == self.me {
-            self.fe.bounce(&origin);
+            self.fe.bounce_here(&origin, req);
         } else {
             out.send(origin.node, ChainMsg::Bounce { origin, chain, view });
         }
@@ -582,9 +592,7 @@ impl ChainNode {
         out.set_timer(ChainTimer::Tick, self.cfg.tick);
         let timeout = self.timeout_ticks();
         for (id, write) in self.fe.expire(self.tick, timeout) {
-            let outcome = if write { "the write may or may not have been applied" } else { "nothing was changed" };
-            let msg = format!("no answer within {:?}; {outcome}", self.cfg.request_timeout);
-            out.reply(id, Reply::Error(ErrorKind::Timeout, msg));
+            give_up(id, write, &format!("no answer within {:?}", self.cfg.request_timeout), out);
         }
         for (origin, req) in self.fe.take_retries() {
             self.route(now, origin, req, out);
@@ -646,6 +654,12 @@ impl ChainNode {
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.stores.flush().map_err(std::io::Error::other)
     }
+}
+
+/// Answers request `id` that will get no answer from the chain (`why`), saying whether anything may have changed.
+fn give_up(id: RequestId, write: bool, why: &str, out: &mut Fx) {
+    let outcome = if write { "the write may or may not have been applied" } else { "nothing was changed" };
+    out.reply(id, Reply::Error(ErrorKind::Timeout, format!("{why}; {outcome}")));
 }
 
 #[cfg(test)]

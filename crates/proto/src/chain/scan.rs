@@ -29,7 +29,7 @@ use bytes::Bytes;
 use meridian_core::glob::glob_match;
 use meridian_core::ring::key_token;
 use meridian_core::{
-    ChainId, ErrorKind, Reply, Scan, ScanWant, Scanned, Stored, Time, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
+    ChainId, ErrorKind, Reply, Request, Scan, ScanWant, Scanned, Stored, Time, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
 };
 use meridian_store::{Datastore, StoreError};
 
@@ -44,7 +44,7 @@ impl ChainNode {
     pub(super) fn on_scan(&mut self, now: Time, origin: Origin, chain: ChainId, scan: Scan, out: &mut Fx) {
         // No lease: the front-end tries again at its next tick, routed by its map as it is then.
         if !self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now)) {
-            return self.bounce(origin, chain, out);
+            return self.bounce(origin, chain, Request::Scan(scan), out);
         }
         let reply = self.scan_here(chain, &scan);
         // The store may hold writes this batch logged but has not made durable; the answer must not leave first.

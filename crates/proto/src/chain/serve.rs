@@ -8,7 +8,9 @@ use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::Replica;
 use super::{ChainNode, Fx};
 use bytes::Bytes;
-use meridian_core::{ChainId, ErrorKind, KeyExpiry, Kind, NodeId, Read, Reply, Stored, Time, UpdateMode, Write};
+use meridian_core::{
+    ChainId, ErrorKind, KeyExpiry, Kind, NodeId, Read, Reply, Request, Stored, Time, UpdateMode, Write,
+};
 use meridian_store::{Body, Record, StoreError};
 use meridian_store::{Durability, Entry};
 
@@ -103,7 +105,7 @@ impl ChainNode {
         // `lease_ok`, with the placement checked once for both of its outcomes.
         let leased = match self.replicas.get(&chain) {
             Some(r) if r.is_active() && self.reads_here(chain) => self.lease_valid(chain, r, now),
-            _ => return self.bounce(origin, chain, out),
+            _ => return self.bounce(origin, chain, Request::Get { keyspace: chain.keyspace(), key, read }, out),
         };
         if leased {
             self.serve_read(origin, chain, &key, read, out);
@@ -126,7 +128,11 @@ impl ChainNode {
         }
         match (self.read_elsewhere(chain, key, update), self.replicas[&chain].view()) {
             (Some(to), Some(view)) => {
-                out.send(to, ChainMsg::Get { origin, view, chain, key: Bytes::copy_from_slice(key), read })
+                let key = Bytes::copy_from_slice(key);
+                if origin.node == self.me {
+                    self.fe.keep(&origin, Request::Get { keyspace: chain.keyspace(), key: key.clone(), read });
+                }
+                out.send(to, ChainMsg::Get { origin, view, chain, key, read })
             }
             _ => self.read(origin, chain, key, read, out),
         }
@@ -165,7 +171,7 @@ impl ChainNode {
 
     fn hold_or_bounce(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
         if let Err(held) = hold(self.held.entry(chain).or_default(), held) {
-            self.bounce(held.origin, chain, out);
+            self.bounce(held.origin, chain, held.request(chain), out);
         }
     }
 
@@ -187,7 +193,7 @@ impl ChainNode {
     pub(super) fn on_write(&mut self, now: Time, origin: Origin, chain: ChainId, write: Write, out: &mut Fx) {
         let unacked = match self.replicas.get(&chain) {
             Some(r) if r.is_active() && r.is_head() => r.unacked.len(),
-            _ => return self.bounce(origin, chain, out),
+            _ => return self.bounce(origin, chain, Request::Write(write), out),
         };
         if unacked >= self.cfg.unacked_max {
             let msg = format!("chain {chain} has {unacked} unacknowledged writes; retry later");
