@@ -6,7 +6,8 @@
 //! Until then its reads of the key go to the head ([`ChainNode::serve_read`]).
 //!
 //! A head whose invalidations were lost with a broken connection or a view change still answers once the
-//! chain acknowledges the update itself (its LA passes the write): that is `su`'s condition, stronger.
+//! chain acknowledges the update itself (its LA passes the write): that is `su`'s condition, stronger. It answers
+//! when the acknowledgement arrives, or at its next tick when none will (a chain shrunk to its head alone).
 //! Invalidations are not logged, so a member that restarts forgets them; docs/keyspaces.md states what that
 //! costs.
 
@@ -84,6 +85,22 @@ impl ChainNode {
             r.deferred.push((origin, Bytes::copy_from_slice(key), read));
         }
         waiting
+    }
+
+    /// Every tick: answers the writes whose updates the chain has acknowledged (LA passed them), with the reads
+    /// deferred behind them, where no acknowledgement is coming to do it. A chain that shrank to its head has no
+    /// successor left to acknowledge anything or return an invalidation, so without this a write that waited
+    /// when the view changed held every later read of its key back for good.
+    pub(super) fn answer_acknowledged(&mut self, out: &mut Fx) {
+        let due: Vec<(ChainId, u64)> = self
+            .replicas
+            .iter()
+            .filter(|(_, r)| r.awaiting.first_key_value().is_some_and(|(&seq, _)| seq <= r.la))
+            .map(|(&chain, r)| (chain, r.la))
+            .collect();
+        for (chain, la) in due {
+            self.answer_invalidated(chain, la, out);
+        }
     }
 
     /// Forgets invalidations whose writes this member's history now covers.

@@ -599,6 +599,7 @@ impl ChainNode {
         }
         self.probe_and_mark(out);
         self.prune_invalid();
+        self.answer_acknowledged(out);
         let chains: Vec<ChainId> = self.copies.keys().copied().collect();
         chains.into_iter().for_each(|c| self.copy_request(now, c, out));
         self.release_held(now, out);
