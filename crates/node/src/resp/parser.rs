@@ -30,9 +30,10 @@ const PREALLOC_MAX: usize = 1024;
 /// The largest argument vector kept for the next command ([`Parser::recycle`]): enough for any command of a
 /// few keys, while the vector of one long MSET is not held for the life of the connection.
 const SPARE_MAX: usize = 16;
-/// Commands up to this long are copied out of the read buffer in one piece. A value kept from one (a stored
-/// value over the memory store's inline limit) keeps the whole piece alive, so the piece stays small: a long
-/// MSET copies each argument on its own.
+/// Commands up to this long are copied out of the read buffer in one piece. An argument kept from one keeps the
+/// whole piece alive (stored values are copies, but the key of an update waiting in a chain's unacknowledged
+/// history, or of a request kept for a retry, is a slice of it), so the piece stays small: a long MSET copies
+/// each argument on its own.
 const ONE_PIECE_MAX: usize = 1024;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
