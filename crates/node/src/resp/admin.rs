@@ -16,7 +16,7 @@ use meridian_core::glob::glob_match_nocase;
 use meridian_core::{Admin, KeyspaceId, KeyspaceRef, Request};
 use std::sync::atomic::Ordering;
 
-pub(super) fn ping(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+pub(super) fn ping(args: &mut [Bytes], _: &mut Session, _: &Frontend) -> Action {
     match args {
         [_] => Frame::Simple("PONG").into(),
         [_, msg] => Frame::Bulk(msg.clone()).into(),
@@ -24,13 +24,13 @@ pub(super) fn ping(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
     }
 }
 
-pub(super) fn echo(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+pub(super) fn echo(args: &mut [Bytes], _: &mut Session, _: &Frontend) -> Action {
     Frame::Bulk(args[1].clone()).into()
 }
 
 /// SELECT n chooses keyspace number n (docs/keyspaces.md): 0 is `default`, the others are numbered in the
 /// order they were created, as `meridian ctl keyspace list` shows.
-pub(super) fn select(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn select(args: &mut [Bytes], _: &mut Session, frontend: &Frontend) -> Action {
     match integer_argument(&args[1]).map(u32::try_from) {
         Ok(Ok(n)) => {
             Action::switch(frontend.core.submit(Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId(n))))))
@@ -41,16 +41,16 @@ pub(super) fn select(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Ac
 }
 
 /// KEYSPACE name: SELECT by name.
-pub(super) fn keyspace(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn keyspace(args: &mut [Bytes], _: &mut Session, frontend: &Frontend) -> Action {
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     Action::switch(frontend.core.submit(Request::Admin(Admin::Resolve(KeyspaceRef::Name(name)))))
 }
 
-pub(super) fn quit(_: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+pub(super) fn quit(_: &mut [Bytes], _: &mut Session, _: &Frontend) -> Action {
     Action::close_after(Frame::ok())
 }
 
-pub(super) fn command(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
+pub(super) fn command(args: &mut [Bytes], _: &mut Session, _: &Frontend) -> Action {
     let Some(sub) = args.get(1) else {
         return Frame::Array(COMMANDS.iter().map(describe).collect()).into();
     };
@@ -64,7 +64,7 @@ pub(super) fn command(args: &[Bytes], _: &mut Session, _: &Frontend) -> Action {
     }
 }
 
-pub(super) fn config(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn config(args: &mut [Bytes], _: &mut Session, frontend: &Frontend) -> Action {
     match args[1].to_ascii_uppercase().as_slice() {
         b"GET" if args.len() >= 3 => config_get(&args[2..], frontend).into(),
         b"GET" => wrong_arity("config|get").into(),
@@ -75,7 +75,7 @@ pub(super) fn config(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Ac
 
 /// INFO [section …]: as in Redis, no argument (or `default`) means the default sections, `all` and
 /// `everything` mean every section, and `commandstats` is not a default one.
-pub(super) fn info(args: &[Bytes], _: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn info(args: &mut [Bytes], _: &mut Session, frontend: &Frontend) -> Action {
     let asked: Vec<Vec<u8>> = args[1..].iter().map(|a| a.to_ascii_lowercase()).collect();
     let wanted = |s: &Section| {
         let named = |word: &[u8]| asked.iter().any(|a| a == word);
@@ -177,7 +177,7 @@ fn commandstats_info(frontend: &Frontend) -> String {
     text
 }
 
-pub(super) fn client(args: &[Bytes], session: &mut Session, _: &Frontend) -> Action {
+pub(super) fn client(args: &mut [Bytes], session: &mut Session, _: &Frontend) -> Action {
     match (args[1].to_ascii_uppercase().as_slice(), args.len()) {
         (b"SETNAME", 3) => set_name(&args[2], session).into(),
         (b"SETNAME", _) => wrong_arity("client|setname").into(),
@@ -193,7 +193,7 @@ pub(super) fn client(args: &[Bytes], session: &mut Session, _: &Frontend) -> Act
 /// HELLO [protover [AUTH username password] [SETNAME name]]: switches the connection to RESP2 or RESP3 and
 /// answers who the server is, in the protocol just chosen. Meridian has no users, so AUTH is refused; an
 /// unknown version gets Redis' NOPROTO error, on which clients fall back to RESP2.
-pub(super) fn hello(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hello(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let protocol = match args.get(1).map(|v| v.as_ref()) {
         None => session.protocol,
         Some(b"2") => Protocol::Resp2,

@@ -181,14 +181,14 @@ impl<'a> Connection<'a> {
         let parsed = Instant::now();
         while self.queue.len() < self.frontend.resp.pipeline_max {
             let mut action = match self.parser.next(&mut self.buf) {
-                Ok(Some(Command::Args(args))) => {
+                Ok(Some(Command::Args(mut args))) => {
                     let index = commands::position(&args[0]);
                     if let Some(position) = self.order.admit(index.map(|i| &COMMANDS[i]), &args) {
                         self.frontend.flush(&mut self.session);
                         self.answer_up_to(position, stream).await?;
                     }
                     self.session.pipelining = !self.buf.is_empty();
-                    let action = dispatch(index, &args, &mut self.session, self.frontend);
+                    let action = dispatch(index, &mut args, &mut self.session, self.frontend);
                     self.parser.recycle(args);
                     action
                 }

@@ -9,7 +9,7 @@ use super::kv::{failure, read_of, submit_one, write};
 use bytes::Bytes;
 use meridian_core::{Condition, Deadline, KeyExpiry, Read, Reply, WriteOp};
 
-pub(super) fn expire(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn expire(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let command = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     if let Some(option) = args.get(3) {
         let name = String::from_utf8_lossy(option).to_ascii_uppercase();
@@ -18,7 +18,7 @@ pub(super) fn expire(args: &[Bytes], session: &mut Session, frontend: &Frontend)
     match deadline(&command, &args[2], &command, true) {
         Ok(at) => submit_one(
             frontend,
-            write(session, &args[1], WriteOp::Expire(Some(at)), Condition::Always),
+            write(session, args[1].clone(), WriteOp::Expire(Some(at)), Condition::Always),
             session,
             applied,
         ),
@@ -26,16 +26,16 @@ pub(super) fn expire(args: &[Bytes], session: &mut Session, frontend: &Frontend)
     }
 }
 
-pub(super) fn persist(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, write(session, &args[1], WriteOp::Expire(None), Condition::Always), session, applied)
+pub(super) fn persist(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, write(session, args[1].clone(), WriteOp::Expire(None), Condition::Always), session, applied)
 }
 
-pub(super) fn ttl(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read_of(session, &args[1], Read::Expiry), session, |reply| remaining(reply, 1_000))
+pub(super) fn ttl(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read_of(session, args[1].clone(), Read::Expiry), session, |reply| remaining(reply, 1_000))
 }
 
-pub(super) fn pttl(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read_of(session, &args[1], Read::Expiry), session, |reply| remaining(reply, 1))
+pub(super) fn pttl(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read_of(session, args[1].clone(), Read::Expiry), session, |reply| remaining(reply, 1))
 }
 
 /// The deadline an expiry option or command names: `unit` is its name (EX, PX, EXAT, PXAT, or the command

@@ -10,19 +10,21 @@ use super::kv::{failure, integer, read_of, submit_one, submit_picked, write};
 use bytes::Bytes;
 use meridian_core::{Condition, Read, Reply, WriteOp};
 
-pub(super) fn hset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hset(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match pairs(args, "hset") {
-        Ok(op) => submit_one(frontend, write(session, &args[1], op, Condition::Always), session, integer),
+        Ok(op) => submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, integer),
         Err(frame) => frame.into(),
     }
 }
 
-pub(super) fn hmset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hmset(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match pairs(args, "hmset") {
-        Ok(op) => submit_one(frontend, write(session, &args[1], op, Condition::Always), session, |reply| match reply {
-            Reply::Integer(_) => Frame::ok(),
-            other => failure(other),
-        }),
+        Ok(op) => {
+            submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, |reply| match reply {
+                Reply::Integer(_) => Frame::ok(),
+                other => failure(other),
+            })
+        }
         Err(frame) => frame.into(),
     }
 }
@@ -35,34 +37,34 @@ fn pairs(args: &[Bytes], command: &str) -> Result<WriteOp, Frame> {
     Ok(WriteOp::HashSet(args[2..].chunks_exact(2).map(|fv| (fv[0].clone(), fv[1].clone())).collect()))
 }
 
-pub(super) fn hdel(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hdel(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let op = WriteOp::HashDel(args[2..].to_vec());
-    submit_one(frontend, write(session, &args[1], op, Condition::Always), session, integer)
+    submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, integer)
 }
 
-pub(super) fn hget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hget(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let field = args[2].clone();
     read_fields(session, frontend, &args[1], move |fields| field_value(&fields, &field))
 }
 
-pub(super) fn hmget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hmget(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let wanted = args[2..].to_vec();
     read_fields(session, frontend, &args[1], move |fields| {
         Frame::Array(wanted.iter().map(|f| field_value(&fields, f)).collect())
     })
 }
 
-pub(super) fn hgetall(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hgetall(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     read_fields(session, frontend, &args[1], |fields| {
         Frame::Map(fields.into_iter().map(|(f, v)| (Frame::Bulk(f), Frame::Bulk(v))).collect())
     })
 }
 
-pub(super) fn hlen(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hlen(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     read_fields(session, frontend, &args[1], |fields| Frame::Integer(fields.len() as i64))
 }
 
-pub(super) fn hexists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn hexists(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let field = args[2].clone();
     read_fields(session, frontend, &args[1], move |fields| {
         Frame::Integer(i64::from(fields.iter().any(|(f, _)| *f == field)))
@@ -76,7 +78,7 @@ fn read_fields(
     key: &Bytes,
     shape: impl Fn(Vec<(Bytes, Bytes)>) -> Frame + Send + 'static,
 ) -> Action {
-    submit_picked(frontend, read_of(session, key, Read::Hash), session, move |reply| match reply {
+    submit_picked(frontend, read_of(session, key.clone(), Read::Hash), session, move |reply| match reply {
         Reply::Fields(fields) => shape(fields),
         other => failure(other),
     })

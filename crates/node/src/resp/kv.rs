@@ -14,39 +14,42 @@ use super::pending::Pending;
 use bytes::Bytes;
 use meridian_core::{Condition, ErrorKind, KeyExpiry, Kind, Read, Reply, Request, Ttl, Write, WriteOp};
 
-pub(super) fn get(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read(session, &args[1]), session, value)
+pub(super) fn get(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read(session, std::mem::take(&mut args[1])), session, value)
 }
 
-pub(super) fn set(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    match set_options(&args[3..]) {
+pub(super) fn set(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let options = set_options(&args[3..]);
+    let (key, data) = (std::mem::take(&mut args[1]), std::mem::take(&mut args[2]));
+    match options {
         Ok(SetOptions { cond, ttl, get: false }) => {
-            let op = WriteOp::Put { value: args[2].clone(), ttl };
-            submit_one(frontend, write(session, &args[1], op, cond), session, written_or_null)
+            let op = WriteOp::Put { value: data, ttl };
+            submit_one(frontend, write(session, key, op, cond), session, written_or_null)
         }
         Ok(SetOptions { cond, ttl, get: true }) => {
-            let op = WriteOp::Put { value: args[2].clone(), ttl };
-            submit_one(frontend, returning_old(write(session, &args[1], op, cond)), session, value)
+            let op = WriteOp::Put { value: data, ttl };
+            submit_one(frontend, returning_old(write(session, key, op, cond)), session, value)
         }
         Err(frame) => frame.into(),
     }
 }
 
-pub(super) fn del(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    let deletes = args[1..].iter().map(|key| write(session, key, WriteOp::Delete, Condition::Always)).collect();
+pub(super) fn del(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let delete = |key: &mut Bytes| write(session, std::mem::take(key), WriteOp::Delete, Condition::Always);
+    let deletes = args[1..].iter_mut().map(delete).collect();
     submit_many(frontend, deletes, session, count_existed)
 }
 
 /// EXISTS asks for each key's expiry, which every kind of value has, rather than its value, which a hash
 /// would refuse.
-pub(super) fn exists(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    let reads = args[1..].iter().map(|key| read_of(session, key, Read::Expiry)).collect();
+pub(super) fn exists(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let reads = args[1..].iter_mut().map(|key| read_of(session, std::mem::take(key), Read::Expiry)).collect();
     submit_many(frontend, reads, session, count_present)
 }
 
 /// TYPE: `string`, `hash`, or `none` for an absent key, as Redis names them.
-pub(super) fn key_type(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read_of(session, &args[1], Read::Kind), session, |reply| match reply {
+pub(super) fn key_type(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read_of(session, std::mem::take(&mut args[1]), Read::Kind), session, |reply| match reply {
         Reply::Kind(None) => Frame::Simple("none"),
         Reply::Kind(Some(Kind::String)) => Frame::Simple("string"),
         Reply::Kind(Some(Kind::Hash)) => Frame::Simple("hash"),
@@ -54,16 +57,19 @@ pub(super) fn key_type(args: &[Bytes], session: &mut Session, frontend: &Fronten
     })
 }
 
-pub(super) fn mget(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_many(frontend, args[1..].iter().map(|key| read(session, key)).collect(), session, values)
+pub(super) fn mget(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_many(frontend, args[1..].iter_mut().map(|key| read(session, std::mem::take(key))).collect(), session, values)
 }
 
-pub(super) fn mset(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn mset(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     if args.len().is_multiple_of(2) {
         return wrong_arity("mset").into();
     }
-    let put = |kv: &[Bytes]| WriteOp::Put { value: kv[1].clone(), ttl: Ttl::Clear };
-    let writes = args[1..].chunks_exact(2).map(|kv| write(session, &kv[0], put(kv), Condition::Always)).collect();
+    let put = |kv: &mut [Bytes]| {
+        let op = WriteOp::Put { value: std::mem::take(&mut kv[1]), ttl: Ttl::Clear };
+        write(session, std::mem::take(&mut kv[0]), op, Condition::Always)
+    };
+    let writes = args[1..].chunks_exact_mut(2).map(put).collect();
     submit_many(frontend, writes, session, all_written)
 }
 
@@ -98,16 +104,16 @@ fn set_options(options: &[Bytes]) -> Result<SetOptions, Frame> {
     Ok(set)
 }
 
-pub(super) fn read_of(session: &Session, key: &Bytes, read: Read) -> Request {
-    Request::Get { keyspace: session.keyspace, key: key.clone(), read }
+pub(super) fn read_of(session: &Session, key: Bytes, read: Read) -> Request {
+    Request::Get { keyspace: session.keyspace, key, read }
 }
 
-fn read(session: &Session, key: &Bytes) -> Request {
+fn read(session: &Session, key: Bytes) -> Request {
     read_of(session, key, Read::Value)
 }
 
-pub(super) fn write(session: &Session, key: &Bytes, op: WriteOp, cond: Condition) -> Request {
-    Request::Write(Write { cond, ..Write::new(session.keyspace, key.clone(), op) })
+pub(super) fn write(session: &Session, key: Bytes, op: WriteOp, cond: Condition) -> Request {
+    Request::Write(Write { cond, ..Write::new(session.keyspace, key, op) })
 }
 
 /// The same write, answered with the value its key had before it (SET … GET, GETDEL).

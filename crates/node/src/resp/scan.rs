@@ -45,7 +45,7 @@ struct ScanArgs {
     kind: TypeFilter,
 }
 
-pub(super) fn scan(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn scan(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let parsed = match scan_args(args) {
         Ok(parsed) => parsed,
         Err(frame) => return frame.into(),
@@ -63,7 +63,7 @@ pub(super) fn scan(args: &[Bytes], session: &mut Session, frontend: &Frontend) -
     Pending::Walk(Box::pin(scan_walk(frontend.core.clone(), first, count))).into()
 }
 
-pub(super) fn dbsize(_: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn dbsize(_: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     Pending::Walk(Box::pin(count_walk(frontend.core.clone(), session.keyspace))).into()
 }
 

@@ -9,22 +9,22 @@ use super::kv::{failure, integer, read_of, returning_old, submit_one, value, wri
 use bytes::Bytes;
 use meridian_core::{Condition, Read, Reply, WriteOp};
 
-pub(super) fn incr(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn incr(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     incr_by(session, frontend, &args[1], 1)
 }
 
-pub(super) fn decr(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn decr(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     incr_by(session, frontend, &args[1], -1)
 }
 
-pub(super) fn incrby(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn incrby(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match integer_argument(&args[2]) {
         Ok(by) => incr_by(session, frontend, &args[1], by),
         Err(frame) => frame.into(),
     }
 }
 
-pub(super) fn decrby(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn decrby(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match integer_argument(&args[2]).map(i64::checked_neg) {
         Ok(Some(by)) => incr_by(session, frontend, &args[1], by),
         Ok(None) => Frame::error("ERR decrement would overflow").into(),
@@ -33,24 +33,29 @@ pub(super) fn decrby(args: &[Bytes], session: &mut Session, frontend: &Frontend)
 }
 
 fn incr_by(session: &mut Session, frontend: &Frontend, key: &Bytes, by: i64) -> Action {
-    submit_one(frontend, write(session, key, WriteOp::IncrBy(by), Condition::Always), session, integer)
+    submit_one(frontend, write(session, key.clone(), WriteOp::IncrBy(by), Condition::Always), session, integer)
 }
 
-pub(super) fn append(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+pub(super) fn append(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     submit_one(
         frontend,
-        write(session, &args[1], WriteOp::Append(args[2].clone()), Condition::Always),
+        write(session, args[1].clone(), WriteOp::Append(args[2].clone()), Condition::Always),
         session,
         integer,
     )
 }
 
-pub(super) fn getdel(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, returning_old(write(session, &args[1], WriteOp::Delete, Condition::Always)), session, value)
+pub(super) fn getdel(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(
+        frontend,
+        returning_old(write(session, args[1].clone(), WriteOp::Delete, Condition::Always)),
+        session,
+        value,
+    )
 }
 
-pub(super) fn strlen(args: &[Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, read_of(session, &args[1], Read::Value), session, |reply| match reply {
+pub(super) fn strlen(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read_of(session, args[1].clone(), Read::Value), session, |reply| match reply {
         Reply::Value(v) => Frame::Integer(v.map_or(0, |v| v.len() as i64)),
         other => failure(other),
     })
