@@ -122,14 +122,12 @@ impl FrontEnd {
     /// a new copy if it goes to another node, and a bounce here hands it back.
     pub fn take_retries(&mut self) -> Vec<(Origin, Request)> {
         self.settle();
-        let mut retries = Vec::new();
+        let mut due = Vec::new();
         for (&id, p) in self.pending.iter_mut().filter(|(_, p)| p.retry) {
             p.retry = false;
-            if let Some(req) = p.req.take() {
-                retries.push((Origin { node: self.me, incarnation: self.incarnation, id }, req));
-            }
+            due.extend(p.req.take().map(|req| (id, req)));
         }
-        retries
+        due.into_iter().map(|(id, req)| (self.origin(id), req)).collect()
     }
 
     /// Removes and returns the requests accepted at or before `tick - timeout_ticks`, each with whether it
