@@ -211,24 +211,48 @@ pub fn init_logging(json: bool) {
     }
 }
 
-/// The threads a node process runs on (docs/performance.md, section 10).
+/// The threads a node process runs on (docs/performance.md, sections 10 and 23).
 #[derive(Args, Debug)]
 pub struct ThreadArgs {
-    /// Threads that run the nodes' cores and their client and peer connections (default: one per CPU core;
-    /// fsyncs run on a thread of each core's own). One serves a request with less CPU, since handing it between
-    /// threads costs more than serving it, but leaves the work of every node of the process on one core.
+    /// Threads that run the nodes' cores and their client and peer connections (default: one per CPU core
+    /// less one, and at least one; fsyncs run on a thread of each core's own). A node's core is one task, so
+    /// more threads only spread its connections, and handing a request between threads costs more than serving
+    /// it: the core left over serves the kernel's network work, the fsyncs and whatever shares the machine.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
 }
 
 impl ThreadArgs {
     /// A multi-threaded runtime even with one worker: the core's fsync then runs off the worker, on the core's
-    /// own thread (`meridian_node` driver), instead of in place.
+    /// own thread (`meridian_node` driver), instead of in place. Without `--threads`, tokio's
+    /// `TOKIO_WORKER_THREADS` still applies.
     pub fn runtime(&self) -> Result<tokio::runtime::Runtime, String> {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
-        if let Some(threads) = self.threads {
-            builder.worker_threads(threads.into());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = match self.threads {
+            Some(threads) => Some(threads.into()),
+            None if std::env::var_os("TOKIO_WORKER_THREADS").is_some() => None,
+            None => Some(default_workers(cores)),
+        };
+        if let Some(workers) = workers {
+            builder.worker_threads(workers);
         }
         builder.enable_all().build().map_err(|e| format!("cannot start tokio: {e}"))
+    }
+}
+
+/// Worker threads without `--threads`: one per core but one, at least one (section 23 of docs/performance.md
+/// measured one against two on two cores).
+fn default_workers(cores: usize) -> usize {
+    cores.saturating_sub(1).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_workers;
+
+    #[test]
+    fn one_core_is_left_over_but_one_worker_always_runs() {
+        assert_eq!([1, 2, 3, 8].map(default_workers), [1, 1, 2, 7]);
     }
 }
