@@ -154,13 +154,16 @@ impl<'a> Connection<'a> {
             self.buf.reserve(READ_CHUNK);
             let may_read = self.queue.len() < self.frontend.resp.pipeline_max;
             let oldest = self.queue.front_mut().map(|q| &mut q.reply);
+            // In this order, not tokio's random one (a random number per wait): a drain is seen even by a
+            // connection that always has input, and a reply that is here is written before more is read.
             let read = tokio::select! {
+                biased;
+                () = drain.started() => return Ok(Stop::Draining),
                 frame = async { oldest.expect("a reply is queued").take().await }, if oldest.is_some() => {
                     self.answered(frame);
                     continue;
                 }
                 read = stream.read_buf(&mut self.buf), if may_read => read?,
-                () = drain.started() => return Ok(Stop::Draining),
             };
             if read == 0 {
                 return Ok(Stop::Done);
