@@ -228,11 +228,10 @@ impl ThreadArgs {
     /// `TOKIO_WORKER_THREADS` still applies.
     pub fn runtime(&self) -> Result<tokio::runtime::Runtime, String> {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = match self.threads {
             Some(threads) => Some(threads.into()),
             None if std::env::var_os("TOKIO_WORKER_THREADS").is_some() => None,
-            None => Some(default_workers(cores)),
+            None => Some(default_workers(std::thread::available_parallelism().map_or(1, |n| n.get()))),
         };
         if let Some(workers) = workers {
             builder.worker_threads(workers);
