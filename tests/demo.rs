@@ -96,3 +96,25 @@ fn demo_serves_redis_cli_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The commands a one-node demo suggests name only its own port, and work as printed.
+#[test]
+fn a_one_node_demo_suggests_commands_on_its_own_port() {
+    let base = free_base();
+    let mut guard = Demo(
+        Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["demo", "--nodes", "1", "--store", "mem", "--port", &base.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdout = BufReader::new(guard.0.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let hint = stdout.by_ref().find(|l| l.starts_with("Try:")).expect("the demo prints what to try");
+    std::thread::spawn(move || stdout.count());
+    let words: Vec<&str> = hint.split_whitespace().collect();
+    let ports: Vec<u16> = words.windows(2).filter(|w| w[0] == "-p").map(|w| w[1].parse().unwrap()).collect();
+    assert_eq!(ports, [base, base], "{hint}");
+    assert_eq!(redis_cli(base, &["SET", "k", "v"]), "OK");
+    assert_eq!(redis_cli(base, &["GET", "k"]), "v");
+}

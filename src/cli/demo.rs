@@ -76,8 +76,9 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         }
         wait_until_ready(&handles).await?;
         println!(
-            "Meridian demo: {} nodes, chain replication (R = {}), durability {}, data in {}",
+            "Meridian demo: {} node{}, chain replication (R = {}), durability {}, data in {}",
             args.nodes,
+            if args.nodes == 1 { "" } else { "s" },
             cluster.replication.min(args.nodes.into()),
             args.durability.policy().default,
             root.display()
@@ -86,7 +87,9 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             let http = h.http_addr().map(|a| format!("http://{a}")).unwrap_or_default();
             println!("  node {}: RESP {}  HTTP {http}", i + 1, h.resp_addr());
         }
-        println!("Try: redis-cli -p {} SET k v; redis-cli -p {} GET k   (Ctrl-C stops)", args.port, args.port + 1);
+        // A write through the first node read back through the last: another node's, when there is one.
+        let (first, last) = (args.port, args.port + args.nodes - 1);
+        println!("Try: redis-cli -p {first} SET k v; redis-cli -p {last} GET k   (Ctrl-C stops)");
         stop_signal().await;
         println!("stopping");
         for h in handles {
