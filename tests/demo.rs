@@ -4,14 +4,18 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 /// A base port whose demo ports (base+i, base+1000+i, base+2000+i) are all free right now, below
-/// Linux's ephemeral range (32768+) so that no client socket can be handed one of them meanwhile.
+/// Linux's ephemeral range (32768+) so that no client socket can be handed one of them meanwhile. Each call
+/// starts its search 3,001 ports after the last one's, so tests running at once do not pick the same range
+/// before either demo has bound it.
 fn free_base() -> u16 {
-    let seed = std::process::id() as u16;
+    static CALLS: AtomicU16 = AtomicU16::new(0);
+    let seed = (std::process::id() as u16).wrapping_mul(7).wrapping_add(CALLS.fetch_add(1, SeqCst).wrapping_mul(3001));
     (0..2000u16)
-        .map(|i| 10_000 + (seed.wrapping_mul(7).wrapping_add(i.wrapping_mul(37))) % 20_000)
+        .map(|i| 10_000 + (seed.wrapping_add(i.wrapping_mul(37))) % 20_000)
         .find(|&b| {
             (0..3).all(|i| {
                 [b + i, b + 1000 + i, b + 2000 + i].iter().all(|&p| TcpListener::bind(("127.0.0.1", p)).is_ok())
