@@ -49,6 +49,20 @@ fn redis_cli(port: u16, args: &[&str]) -> String {
 /// The demo process, SIGKILLed if the test fails before it stops, so a failure leaves nothing running.
 struct Demo(Child);
 
+impl Demo {
+    /// `meridian demo` with `args`, its output piped to the test.
+    fn start(args: &[&str]) -> Demo {
+        let child = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .arg("demo")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Demo(child)
+    }
+}
+
 impl Drop for Demo {
     fn drop(&mut self) {
         if let Ok(None) = self.0.try_wait() {
@@ -61,14 +75,7 @@ impl Drop for Demo {
 #[test]
 fn demo_serves_redis_cli_and_stops_on_sigterm() {
     let base = free_base();
-    let mut guard = Demo(
-        Command::new(env!("CARGO_BIN_EXE_meridian"))
-            .args(["demo", "--port", &base.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut guard = Demo::start(&["--port", &base.to_string()]);
     let demo = &mut guard.0;
     // The demo prints its addresses once the cluster answers; a newcomer starts typing then.
     let mut stdout = BufReader::new(demo.stdout.take().unwrap()).lines().map_while(Result::ok);
@@ -105,14 +112,7 @@ fn demo_serves_redis_cli_and_stops_on_sigterm() {
 #[test]
 fn a_one_node_demo_suggests_commands_on_its_own_port() {
     let base = free_base();
-    let mut guard = Demo(
-        Command::new(env!("CARGO_BIN_EXE_meridian"))
-            .args(["demo", "--nodes", "1", "--store", "mem", "--port", &base.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut guard = Demo::start(&["--nodes", "1", "--store", "mem", "--port", &base.to_string()]);
     let mut stdout = BufReader::new(guard.0.stdout.take().unwrap()).lines().map_while(Result::ok);
     let hint = stdout.by_ref().find(|l| l.starts_with("Try:")).expect("the demo prints what to try");
     std::thread::spawn(move || stdout.count());
