@@ -352,8 +352,16 @@ impl<P: Process + Send + 'static> Core<P> {
     /// The clocks as protocol cores see them, read before every input: the monotonic clock (time since this
     /// driver started) is returned, the wall clock handed to the core.
     fn now(&mut self) -> Time {
+        self.set_wall_clock();
+        self.monotonic()
+    }
+
+    fn set_wall_clock(&mut self) {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         self.process.set_wall_clock(wall);
+    }
+
+    fn monotonic(&self) -> Time {
         Time::from_nanos(self.started.elapsed().as_nanos() as u64)
     }
 
@@ -472,6 +480,11 @@ impl<P: Process + Send + 'static> Core<P> {
 
     /// Steps a request taken through the inbox at `now`; its answer goes to `reply`.
     fn request(&mut self, now: Time, req: Request, reply: oneshot::Sender<Reply>) {
+        if let Some(answer) = self.answer_at_once(now, &req) {
+            // A closed receiver means the client left.
+            let _ = reply.send(answer);
+            return;
+        }
         let id = self.next_id();
         self.clients.add(id, reply);
         self.process.on_request(now, id, req, &mut self.fx);
@@ -482,9 +495,16 @@ impl<P: Process + Send + 'static> Core<P> {
         RequestId(self.next_request - 1)
     }
 
-    fn step_request(&mut self, id: RequestId, req: Request) {
-        let now = self.now();
-        self.process.on_request(now, id, req, &mut self.fx);
+    /// The process's answer to `req` if it gives one at once ([`Process::answer_at_once`]): only while the
+    /// answer could leave at once as a reply effect too, with no write waiting to be made durable (`absorb`).
+    fn answer_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
+        if self.owes_sync || !self.deferred.is_empty() || self.in_flight.is_some() {
+            return None;
+        }
+        let answer = self.process.answer_at_once(now, req)?;
+        // What it saw must reach the OS before it leaves, as for a reply effect (`absorb`).
+        self.flush();
+        Some(answer)
     }
 
     /// Whether a caller may step the core now: it is running, and nothing the core task must do first is
@@ -497,10 +517,16 @@ impl<P: Process + Send + 'static> Core<P> {
     /// work: a sync or async fsync now owed, an earlier deadline, or self-sent messages. Syncs begin and land
     /// only in the core task, which gathers a batch's writes into one.
     fn serve(&mut self, req: Request) -> Answer {
+        // The wall clock is read only for a full step (see `Process::answer_at_once`).
+        let now = self.monotonic();
+        if let Some(answer) = self.answer_at_once(now, &req) {
+            return Answer::Given(Some(answer));
+        }
+        self.set_wall_clock();
         let (owed_before, deadline_before) = (self.owes_sync, self.next_deadline());
         let id = self.next_id();
         self.clients.step_here(id);
-        self.step_request(id, req);
+        self.process.on_request(now, id, req, &mut self.fx);
         self.settle_owed = self.absorb() == Some(DurabilityMode::Sync);
         let answer = match self.clients.stepped_here() {
             Some(reply) => Answer::Given(Some(reply)),

@@ -16,8 +16,9 @@ type Gate = Arc<Mutex<std::sync::mpsc::Receiver<()>>>;
 
 /// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n). A write
 /// of key `sync`, `group` or `async` is made in that durability mode, any other in the node's default.
-/// A request for key `read` writes nothing and only replies after sync; one with the value `clock` also logs the
-/// time it was stepped at. A timer set at start sends a message
+/// A request for key `read` writes nothing and only replies after sync; one for key `cached` is answered at once
+/// where the driver asks for that (`answer_at_once`), and otherwise like `read`; one with the value `clock` also
+/// logs the time it was stepped at. A timer set at start sends a message
 /// to itself; another is set and cancelled at once. Its fsync jobs log `sync` when they run, after waiting
 /// for the gate if it has one.
 struct Probe {
@@ -51,7 +52,7 @@ impl Process for Probe {
         if matches!(&write.op, WriteOp::Put { value, .. } if value == "clock") {
             self.log.lock().unwrap().push(format!("clock {}", now.as_nanos()));
         }
-        if write.key == "read" {
+        if write.key == "read" || write.key == "cached" {
             return out.reply_after_sync(id, WRITTEN);
         }
         out.mark_dirty_as(std::str::from_utf8(&write.key).ok().and_then(|k| k.parse().ok()));
@@ -59,6 +60,11 @@ impl Process for Probe {
         out.send_after_sync(NodeId(2), self.writes);
         out.send(NodeId(2), 100 + self.writes);
         self.writes += 1;
+    }
+
+    fn answer_at_once(&mut self, _: Time, req: &Request) -> Option<Reply> {
+        let cached = matches!(req, Request::Write(write) if write.key == "cached");
+        cached.then(|| self.log.lock().unwrap().push("at once".into())).map(|()| WRITTEN)
     }
 
     fn sync(&mut self) -> std::io::Result<()> {
@@ -497,6 +503,40 @@ async fn an_idle_core_serves_a_request_in_the_callers_task_and_wakes_the_core_ta
     shut_down(&inbox_tx).await;
     task.await.unwrap();
     assert_eq!(persistence.read().fsyncs(), 1, "the async fsync, and nothing left for shutdown");
+}
+
+/// A request the process answers at once is answered so, in the caller's task or in the core task's batch, while
+/// no write waits for an fsync; behind one that does, it is stepped as usual and its answer follows that fsync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_answered_at_once_only_while_no_write_waits_for_its_fsync() {
+    let log = Log::default();
+    let (go, gate) = std::sync::mpsc::channel();
+    let (driver, inbox_tx, _sent, _) =
+        gated_probe_driver(SyncPolicy::default(), &log, Some(Arc::new(Mutex::new(gate))));
+    let handle = driver.handle(inbox_tx.clone());
+    let task = tokio::spawn(driver.run());
+    let mut batched = inbox_tx.submit(cached());
+    assert_eq!(await_reply(&mut batched).await, WRITTEN);
+    wait_for_log(&log, "message 7 from n1").await;
+    let mut here = handle.submit(cached());
+    assert!(matches!(here, Answer::Given(Some(_))), "answered within submit: {here:?}");
+    assert_eq!(here.try_recv().unwrap(), WRITTEN);
+
+    let mut write = handle.submit(put());
+    wait_for_log(&log, "request 0").await;
+    let mut behind = handle.submit(cached());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(behind.try_recv().is_none(), "answered before the write it follows was durable");
+    go.send(()).unwrap();
+    assert_eq!(await_reply(&mut write).await, WRITTEN);
+    assert_eq!(await_reply(&mut behind).await, WRITTEN);
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    assert_eq!(requests_and_syncs(&log), ["at once", "at once", "request 0", "request 1", "sync"]);
+}
+
+fn cached() -> Request {
+    put_value_at("cached")
 }
 
 /// A group-commit write taken in the caller's task is answered after the fsync the core task begins for it;

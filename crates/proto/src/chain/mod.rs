@@ -46,7 +46,6 @@ mod serve;
 pub mod stores;
 
 use crate::manager::map::ClusterMap;
-use crate::manager::placement::chain_for_token;
 use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
@@ -521,7 +520,7 @@ impl ChainNode {
     fn route(&mut self, now: Time, origin: Origin, req: Request, out: &mut Fx) {
         let map = self.map.clone().expect("requests are tracked only once a map is known");
         let (Some(token), Some(keyspace)) = (req.token(), req.keyspace()) else { return };
-        let Some(chain) = map.chains.get(&chain_for_token(keyspace, token, map.partitions)) else {
+        let Some(chain) = map.chain_of(keyspace, token) else {
             return self.refuse_unknown(origin, keyspace, out);
         };
         let target = match req {

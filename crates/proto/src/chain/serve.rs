@@ -154,13 +154,45 @@ impl ChainNode {
     }
 
     fn read(&mut self, origin: Origin, chain: ChainId, key: &[u8], read: Read, out: &mut Fx) {
-        self.stats.reads += 1;
-        let reply = match self.stored(chain, key) {
-            Ok(stored) => reply_for(read, stored, self.wall_ms),
-            Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
-        };
+        let reply = self.read_reply(chain, key, read);
         // A read may see writes this batch logged but has not made durable; it must not leave first.
         self.answer(origin, reply, true, out);
+    }
+
+    /// A read's answer from this member's store.
+    fn read_reply(&mut self, chain: ChainId, key: &[u8], read: Read) -> Reply {
+        self.stats.reads += 1;
+        match self.stored(chain, key) {
+            Ok(stored) => reply_for(read, stored, self.wall_ms),
+            Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
+        }
+    }
+
+    /// The answer to `req` if it is a read this node serves without waiting and without a message: the key's
+    /// query node is this node, which may answer the chain's reads now (`lease_ok`), and no write of the key
+    /// makes the read wait or go elsewhere (`serve_read`). It is the answer `on_request` would give at once,
+    /// given without the front-end's tracking or a message to itself. The caller must not let it overtake
+    /// writes that are not yet durable (see `serve_read`'s answer); None sends the request the usual way.
+    pub fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
+        let Request::Get { keyspace, key, read } = req else { return None };
+        // A TTL is reckoned on the wall clock, which the runner need not have set (`Process::answer_at_once`).
+        if *read == Read::Expiry || self.cfg.limits.check(req).is_err() {
+            return None;
+        }
+        let map = self.map.as_ref()?;
+        let view = map.chain_of(*keyspace, req.token()?)?;
+        if map.query_node(view) != Some(self.me) {
+            return None;
+        }
+        let chain = view.id;
+        let update = self.update_mode(chain);
+        let r = self.replicas.get(&chain)?;
+        // Under `ausi` a head may hold a read back behind a write (`defer_at_head`), which needs its origin.
+        let waits = update == UpdateMode::Ausi && r.is_head();
+        if waits || !self.lease_ok(chain, r, now) || self.read_elsewhere(chain, key, update).is_some() {
+            return None;
+        }
+        Some(self.read_reply(chain, key, *read))
     }
 
     /// The value this member holds for `key`, taken apart; None if absent or deleted.

@@ -19,7 +19,9 @@ use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
 use crate::manager::placement::DEFAULT_PARTITIONS;
 use crate::manager::raft::RaftMsg;
-use meridian_core::{ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Request, RequestId, SyncJob, Time};
+use meridian_core::{
+    ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
+};
 use meridian_store::{LogOptions, StoreError, StoreStats, Vfs};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -324,6 +326,12 @@ impl Process for ClusterNode {
                 self.chain_step(out, |c, fx| c.on_request(now, id, req, fx))
             }
         }
+    }
+
+    fn answer_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
+        let reply = self.chain.read_at_once(now, req)?;
+        metrics::count_request(&mut self.requests, req);
+        Some(reply)
     }
 
     fn set_wall_clock(&mut self, unix_ms: u64) {

@@ -186,6 +186,11 @@ impl Harness {
         self.replies.remove(&id)
     }
 
+    /// `id`'s answer to `req` within the step, if it gives one ([`ChainNode::read_at_once`]).
+    fn at_once(&mut self, id: NodeId, req: &Request) -> Option<Reply> {
+        self.nodes.get_mut(&id).unwrap().read_at_once(Time::ZERO, req)
+    }
+
     fn written(&mut self, via: u32, key: &str, v: &str) {
         assert_eq!(self.request(via, put(key, v)), Some(OK_NEW));
     }
@@ -260,6 +265,29 @@ fn writes_flow_head_to_tail_and_any_node_reads_them() {
         assert_eq!(h.request(via, get("k")), Some(value("v1")));
     }
     assert_eq!((h.lu(1), h.lu(2), h.lu(3)), (1, 1, 1));
+}
+
+/// The query node answers a read within the step, as `on_request` would; any other node, a write, a request
+/// `on_request` refuses, a TTL (reckoned on the wall clock) and a read waiting for a lease are left to
+/// `on_request`.
+#[test]
+fn only_reads_the_query_node_may_serve_now_are_answered_at_once() {
+    let mut h = Harness::new(3, 3);
+    h.written(1, "k", "v1");
+    let (head, mid, tail) = h.members();
+    let reads = h.nodes[&tail].stats().reads;
+    assert_eq!(h.at_once(tail, &get("k")), Some(value("v1")));
+    assert_eq!(h.at_once(tail, &get("absent")), Some(Reply::Value(None)));
+    assert_eq!(h.nodes[&tail].stats().reads, reads + 2, "counted as reads");
+    for other in [head, mid] {
+        assert_eq!(h.at_once(other, &get("k")), None, "{other} is not the query node");
+    }
+    assert_eq!(h.at_once(tail, &put("k", "v2")), None, "a write");
+    let read = |key: &'static [u8], read| Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key), read };
+    assert_eq!(h.at_once(tail, &read(b"", meridian_core::Read::Value)), None, "an empty key is refused");
+    assert_eq!(h.at_once(tail, &read(b"k", meridian_core::Read::Expiry)), None, "a TTL");
+    h.nodes.get_mut(&tail).unwrap().leases.retain(|_, _| false);
+    assert_eq!(h.at_once(tail, &get("k")), None, "no lease");
 }
 
 /// A tail answers only while it holds a lease; what arrives before waits for one.
@@ -658,6 +686,8 @@ fn a_head_that_answers_reads_sends_keys_with_tentative_writes_to_the_tail() {
     let (head, mid, _) = h.members();
     h.drop_to = vec![mid];
     assert_eq!(h.request(head.0, put("k", "v2")), None, "stuck at the head");
+    assert_eq!(h.at_once(head, &get("k")), None, "not at once either");
+    assert_eq!(h.at_once(head, &get("other")), Some(value("o1")));
     let reads_before = h.nodes[&head].stats().reads;
     assert_eq!(h.request(head.0, get("k")), Some(value("v1")), "the tail's committed value, not the tentative one");
     assert_eq!(h.nodes[&head].stats().reads, reads_before, "the head did not answer it");
@@ -688,6 +718,7 @@ fn ausi_answers_once_the_chain_holds_the_invalidation_and_holds_reads_of_the_key
     h.drop_to = vec![tail];
     assert_eq!(h.request(head.0, put("k", "v2")), None, "the tail has no invalidation yet");
     assert_eq!(h.request(head.0, get("k")), None, "held back at the head");
+    assert_eq!(h.at_once(head, &get("other")), None, "an `ausi` head's reads are never answered at once");
     h.drop_to.clear();
     h.tick_all();
     h.tick_all();
@@ -705,6 +736,7 @@ fn ausi_secondaries_read_invalidated_keys_at_the_head() {
     let r = h.nodes.get_mut(&tail).unwrap().replicas.get_mut(&ChainId(0)).unwrap();
     r.invalid.insert(Bytes::from_static(b"k"), r.lu + 1);
     let head_reads = h.nodes[&head].stats().reads;
+    assert_eq!(h.at_once(tail, &get("k")), None, "the head answers it");
     assert_eq!(h.request(tail.0, get("k")), Some(value("v1")));
     assert_eq!(h.nodes[&head].stats().reads, head_reads + 1, "the head answered it");
     assert_eq!(h.request(1, put("k", "v2")), Some(Reply::Written { applied: true, existed: true }));

@@ -102,7 +102,7 @@ pub mod kinds;
 pub use chain::{ChainChange, ChainView};
 pub use errors::MapError;
 
-use super::placement::{partitions_valid, VidRing};
+use super::placement::{chain_for_token, partitions_valid, VidRing};
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
 use meridian_core::{ChainId, ChainMap, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind, UpdateMode};
@@ -293,7 +293,11 @@ impl ClusterMap {
         self.state(id).is_some_and(NodeState::is_live)
     }
 
-    /// R of the chain's keyspace.
+    /// The chain of `keyspace` whose range holds a key's ring `token`; None for a keyspace the map lacks.
+    pub fn chain_of(&self, keyspace: KeyspaceId, token: u64) -> Option<&ChainView> {
+        self.chains.get(&chain_for_token(keyspace, token, self.partitions))
+    }
+
     /// The member of `c` that answers reads, as its keyspace's `read_from` says.
     pub fn query_node(&self, c: &ChainView) -> Option<NodeId> {
         let read_from = self.keyspaces.get(&c.id.keyspace())?.config.read_from;
