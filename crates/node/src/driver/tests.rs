@@ -16,9 +16,9 @@ type Gate = Arc<Mutex<std::sync::mpsc::Receiver<()>>>;
 
 /// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n). A write
 /// of key `sync`, `group` or `async` is made in that durability mode, any other in the node's default.
-/// A request for key `read` writes nothing and only replies after sync; one for key `cached` is answered at once
-/// where the driver asks for that (`answer_at_once`), and otherwise like `read`; one with the value `clock` also
-/// logs the time it was stepped at. A timer set at start sends a message
+/// A request for key `read` writes nothing and only replies after sync; one with the value `clock` also logs the
+/// time it was stepped at. A GET is answered at once where the driver asks for that (`answer_at_once`), and
+/// otherwise like `read`. A timer set at start sends a message
 /// to itself; another is set and cancelled at once. Its fsync jobs log `sync` when they run, after waiting
 /// for the gate if it has one.
 struct Probe {
@@ -48,11 +48,11 @@ impl Process for Probe {
 
     fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Effects<u32, &'static str>) {
         self.log.lock().unwrap().push(format!("request {}", id.0));
-        let Request::Write(write) = req else { panic!("the probe takes writes") };
+        let Request::Write(write) = req else { return out.reply_after_sync(id, ABSENT) };
         if matches!(&write.op, WriteOp::Put { value, .. } if value == "clock") {
             self.log.lock().unwrap().push(format!("clock {}", now.as_nanos()));
         }
-        if write.key == "read" || write.key == "cached" {
+        if write.key == "read" {
             return out.reply_after_sync(id, WRITTEN);
         }
         out.mark_dirty_as(std::str::from_utf8(&write.key).ok().and_then(|k| k.parse().ok()));
@@ -63,8 +63,8 @@ impl Process for Probe {
     }
 
     fn answer_at_once(&mut self, _: Time, req: &Request) -> Option<Reply> {
-        let cached = matches!(req, Request::Write(write) if write.key == "cached");
-        cached.then(|| self.log.lock().unwrap().push("at once".into())).map(|()| WRITTEN)
+        let get = matches!(req, Request::Get { .. });
+        get.then(|| self.log.lock().unwrap().push("at once".into())).map(|()| ABSENT)
     }
 
     fn sync(&mut self) -> std::io::Result<()> {
@@ -112,6 +112,7 @@ fn timed_as(mode: DurabilityMode) -> Request {
 }
 
 const WRITTEN: Reply = Reply::Written { applied: true, existed: false };
+const ABSENT: Reply = Reply::Value(None);
 
 type Inbox = tokio::sync::mpsc::Sender<Input<u32>>;
 
@@ -515,28 +516,28 @@ async fn a_request_is_answered_at_once_only_while_no_write_waits_for_its_fsync()
         gated_probe_driver(SyncPolicy::default(), &log, Some(Arc::new(Mutex::new(gate))));
     let handle = driver.handle(inbox_tx.clone());
     let task = tokio::spawn(driver.run());
-    let mut batched = inbox_tx.submit(cached());
-    assert_eq!(await_reply(&mut batched).await, WRITTEN);
+    let mut batched = inbox_tx.submit(get());
+    assert_eq!(await_reply(&mut batched).await, ABSENT);
     wait_for_log(&log, "message 7 from n1").await;
-    let mut here = handle.submit(cached());
+    let mut here = handle.submit(get());
     assert!(matches!(here, Answer::Given(Some(_))), "answered within submit: {here:?}");
-    assert_eq!(here.try_recv().unwrap(), WRITTEN);
+    assert_eq!(here.try_recv().unwrap(), ABSENT);
 
     let mut write = handle.submit(put());
     wait_for_log(&log, "request 0").await;
-    let mut behind = handle.submit(cached());
+    let mut behind = handle.submit(get());
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(behind.try_recv().is_none(), "answered before the write it follows was durable");
     go.send(()).unwrap();
     assert_eq!(await_reply(&mut write).await, WRITTEN);
-    assert_eq!(await_reply(&mut behind).await, WRITTEN);
+    assert_eq!(await_reply(&mut behind).await, ABSENT);
     shut_down(&inbox_tx).await;
     task.await.unwrap();
     assert_eq!(requests_and_syncs(&log), ["at once", "at once", "request 0", "request 1", "sync"]);
 }
 
-fn cached() -> Request {
-    put_value_at("cached")
+fn get() -> Request {
+    Request::Get { keyspace: KeyspaceId::DEFAULT, key: "k".into(), read: meridian_core::Read::Value }
 }
 
 /// A group-commit write taken in the caller's task is answered after the fsync the core task begins for it;
