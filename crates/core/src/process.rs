@@ -35,8 +35,8 @@ pub trait Process {
     /// The answer `on_request` would give `req` at once, if the core can give it without any other effect (a
     /// read of data it holds, say), so a runner spares the request's effects; None: step it by `on_request`.
     /// The runner asks only about reads (a write is logged, an effect), and only while no write is waiting to be
-    /// made durable, since such an answer leaves at once where an `after_sync` reply would wait for them. It need not set the wall clock first: an answer that
-    /// depends on it is not given at once.
+    /// made durable, since such an answer leaves at once where an `after_sync` reply would wait for them. It
+    /// need not set the wall clock first: an answer that depends on it is not given at once.
     fn answer_at_once(&mut self, _now: Time, _req: &Request) -> Option<Reply> {
         None
     }
