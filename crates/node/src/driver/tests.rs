@@ -122,6 +122,12 @@ fn probe_driver(policy: SyncPolicy, log: &Log) -> (Driver<Probe>, Inbox, impl Fn
     gated_probe_driver(policy, log, None)
 }
 
+/// A gate for the probe's fsync jobs, and the sender that lets one through per message.
+fn gate() -> (std::sync::mpsc::Sender<()>, Option<Gate>) {
+    let (go, gate) = std::sync::mpsc::channel();
+    (go, Some(Arc::new(Mutex::new(gate))))
+}
+
 /// [`probe_driver`] with the probe's fsync jobs held by `gate`.
 fn gated_probe_driver(
     policy: SyncPolicy,
@@ -199,8 +205,7 @@ async fn on_worker_threads_the_fsync_runs_off_them_in_the_same_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_core_takes_inputs_while_an_fsync_runs_and_new_writes_wait_for_the_next() {
     let log = Log::default();
-    let (go, gate) = std::sync::mpsc::channel();
-    let gate = Some(Arc::new(Mutex::new(gate)));
+    let (go, gate) = gate();
     let (driver, inbox_tx, mut sent_to_n2, persistence) = gated_probe_driver(SyncPolicy::default(), &log, gate);
     let task = tokio::spawn(driver.run());
     let mut first = inbox_tx.submit(put());
@@ -511,9 +516,8 @@ async fn an_idle_core_serves_a_request_in_the_callers_task_and_wakes_the_core_ta
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_answered_at_once_only_while_no_write_waits_for_its_fsync() {
     let log = Log::default();
-    let (go, gate) = std::sync::mpsc::channel();
-    let (driver, inbox_tx, _sent, _) =
-        gated_probe_driver(SyncPolicy::default(), &log, Some(Arc::new(Mutex::new(gate))));
+    let (go, gate) = gate();
+    let (driver, inbox_tx, _sent, _) = gated_probe_driver(SyncPolicy::default(), &log, gate);
     let handle = driver.handle(inbox_tx.clone());
     let task = tokio::spawn(driver.run());
     let mut batched = inbox_tx.submit(get());
@@ -596,9 +600,8 @@ async fn a_group_write_after_an_unsynced_async_one_wakes_the_core_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_handed_over_together_share_a_clock_reading_until_one_waits_for_the_disk() {
     let log = Log::default();
-    let (go, gate) = std::sync::mpsc::channel();
-    let (driver, inbox_tx, _sent, _) =
-        gated_probe_driver(SyncPolicy::default(), &log, Some(Arc::new(Mutex::new(gate))));
+    let (go, gate) = gate();
+    let (driver, inbox_tx, _sent, _) = gated_probe_driver(SyncPolicy::default(), &log, gate);
     let task = tokio::spawn(driver.run());
     let held = Duration::from_millis(30);
     let (reqs, replies): (Vec<_>, Vec<_>) = [DurabilityMode::Group, DurabilityMode::Sync, DurabilityMode::Group]
