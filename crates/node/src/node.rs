@@ -106,6 +106,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         metrics: metrics.clone(),
         client_ids: AtomicU64::new(0),
         drain,
+        outbox: Default::default(),
     };
     let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);

@@ -2,6 +2,7 @@
 //! introspection commands (INFO, CONFIG GET) report.
 
 use super::commands::Session;
+use super::outbox::Outbox;
 use crate::drain::Drain;
 use crate::inbox::{Answer, CoreInbox};
 use crate::metrics::NodeMetrics;
@@ -56,6 +57,8 @@ pub(crate) struct Frontend {
     pub(crate) client_ids: AtomicU64,
     /// Set when the node shuts down: connections stop reading and finish what they have read.
     pub(crate) drain: Drain,
+    /// Replies to write at the end of this turn.
+    pub(crate) outbox: Outbox,
 }
 
 impl Frontend {

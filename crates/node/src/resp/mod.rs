@@ -9,6 +9,7 @@
 //!   core requests, `hashes` the hash commands, `scan` (SCAN, DBSIZE) walks the keyspace's ring, `admin` answers
 //!   connection and introspection commands locally.
 //! - `pending`: replies still on their way from the core.
+//! - `outbox`: replies written at the end of the worker's turn, every connection's together.
 //! - `frontend`: what all connections share (CONFIG GET's patterns are `meridian_core::glob`).
 
 mod admin;
@@ -20,6 +21,7 @@ mod frontend;
 mod hashes;
 mod kv;
 pub(crate) mod order;
+mod outbox;
 mod parser;
 mod pending;
 mod scan;

@@ -3,6 +3,9 @@
 use crate::resp_client::{encode, Client, Resp};
 use crate::support::{single_kv, within, LIMITS};
 use meridian_node::build_info;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn strings_commands_behave_like_redis() {
@@ -140,6 +143,33 @@ async fn pipelined_replies_come_back_in_order() {
         assert_eq!(c.read().await, Resp::ok(), "reply to SET k{i}");
         assert_eq!(c.read().await, Resp::bulk(&format!("v{i}")), "reply to GET k{i}");
     }
+    within("shutdown", node.shutdown()).await;
+}
+
+/// A client that reads nothing until it has sent a long pipeline: the replies fill both sockets' buffers, so
+/// the server's end-of-turn write cannot take them and the connection writes the rest itself as the client
+/// reads. Every reply comes back once, in order.
+#[tokio::test]
+async fn a_client_that_reads_late_gets_every_reply_in_order() {
+    let node = single_kv().await;
+    let mut c = Client::connect(node.resp_addr()).await;
+    let values: Vec<String> = ["a", "b", "c", "d"].iter().map(|v| v.repeat(LIMITS.max_value_bytes)).collect();
+    for (i, value) in values.iter().enumerate() {
+        assert_eq!(c.cmd(&["SET", &format!("k{i}"), value]).await, Resp::ok());
+    }
+    // About 16 MB of replies: more than loopback's socket buffers hold.
+    let (mut requests, mut expected) = (Vec::new(), Vec::new());
+    for i in 0..60_000 {
+        requests.extend(encode(&["GET", &format!("k{}", i % 4)]));
+        expected.extend(format!("${}\r\n{}\r\n", LIMITS.max_value_bytes, values[i % 4]).into_bytes());
+    }
+    let (mut reader, mut writer) = TcpStream::connect(node.resp_addr()).await.unwrap().into_split();
+    let sending = tokio::spawn(async move { writer.write_all(&requests).await.map(|()| writer) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut got = vec![0; expected.len()];
+    within("read every reply", reader.read_exact(&mut got)).await.unwrap();
+    assert!(got == expected, "every reply once, in order");
+    within("send the pipeline", sending).await.unwrap().unwrap();
     within("shutdown", node.shutdown()).await;
 }
 
