@@ -53,7 +53,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     listener: TcpListener,
     what: &'static str,
     cap: Option<Cap>,
-    drain: Option<DrainWatch>,
+    mut drain: Option<DrainWatch>,
     serve: F,
 ) where
     F: Fn(TcpStream, SocketAddr) -> Fut,
@@ -64,7 +64,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = draining(&drain) => break,
+            () = draining(&mut drain) => break,
         };
         match accepted {
             Ok((stream, addr)) => match &cap {
@@ -89,7 +89,7 @@ pub(crate) async fn accept_loop<F, Fut>(
     finish(connections, what).await;
 }
 
-async fn draining(drain: &Option<DrainWatch>) {
+async fn draining(drain: &mut Option<DrainWatch>) {
     match drain {
         Some(drain) => drain.started().await,
         None => std::future::pending().await,

@@ -2,7 +2,8 @@
 //!
 //! Every client connection looks at the signal each time it waits for its client, once per request. So a
 //! wait must cost next to nothing: it checks a flag and keeps its waker in a slot of its own, registered in
-//! the signal's list once per watcher. A `watch` channel, used before, put every wait into a waiter list
+//! the signal's list once per watcher, and locks the slot only when the waker changes, which for a task's own
+//! waits it does not. A `watch` channel, used before, put every wait into a waiter list
 //! shared by all connections and locked on each wait and each drop (1.4% of an unpipelined GET's samples
 //! against 0.5% now, `performance.md` section 16).
 
@@ -32,6 +33,8 @@ type Slot = Mutex<Option<Waker>>;
 pub(crate) struct DrainWatch {
     signal: Arc<Signal>,
     slot: Arc<Slot>,
+    /// The waker last put in `slot`: the next wait of the same task, the common case, does not lock the slot.
+    kept: Option<Waker>,
 }
 
 impl Drain {
@@ -48,7 +51,7 @@ impl Drain {
             watchers.retain(|w| w.strong_count() > 0);
         }
         watchers.push(Arc::downgrade(&slot));
-        DrainWatch { signal: self.0.clone(), slot }
+        DrainWatch { signal: self.0.clone(), slot, kept: None }
     }
 }
 
@@ -67,14 +70,14 @@ impl DrainSwitch {
 
 impl DrainWatch {
     /// Returns once the drain has started.
-    pub(crate) async fn started(&self) {
+    pub(crate) async fn started(&mut self) {
         poll_fn(|cx| {
-            // The waker is kept before the flag is read, so a drain that starts in between still wakes it.
-            let mut slot = self.slot.lock().expect("no panic while a slot is held");
-            if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *slot = Some(cx.waker().clone());
+            // The waker is kept before the flag is read, so a drain that starts in between still wakes it. A
+            // thrown switch takes the slot's waker, but the flag it set then answers every later wait.
+            if !self.kept.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *self.slot.lock().expect("no panic while a slot is held") = Some(cx.waker().clone());
+                self.kept = Some(cx.waker().clone());
             }
-            drop(slot);
             if self.signal.started.load(SeqCst) {
                 Poll::Ready(())
             } else {
@@ -93,20 +96,20 @@ mod tests {
     #[tokio::test]
     async fn a_waiting_watcher_wakes_when_the_switch_is_thrown_and_a_later_one_returns_at_once() {
         let (switch, drain) = Drain::switch();
-        let watch = drain.watch();
+        let mut watch = drain.watch();
         let waiting = tokio::spawn(async move { watch.started().await });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiting.is_finished(), "nothing started the drain yet");
         switch.throw();
         tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
-        let late = drain.watch();
+        let mut late = drain.watch();
         tokio::time::timeout(Duration::from_secs(5), late.started()).await.unwrap();
     }
 
     #[tokio::test]
     async fn a_switch_dropped_unthrown_starts_nothing() {
         let (switch, drain) = Drain::switch();
-        let watch = drain.watch();
+        let mut watch = drain.watch();
         drop(switch);
         assert!(tokio::time::timeout(Duration::from_millis(20), watch.started()).await.is_err());
     }

@@ -152,7 +152,7 @@ impl<'a> Connection<'a> {
     }
 
     async fn run(&mut self, reader: &mut OwnedReadHalf) -> io::Result<Stop> {
-        let drain = self.frontend.drain.watch();
+        let mut drain = self.frontend.drain.watch();
         loop {
             let parsed = self.run_commands().await?;
             if parsed == Parsed::Closing {
