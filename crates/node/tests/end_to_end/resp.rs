@@ -148,8 +148,9 @@ async fn pipelined_replies_come_back_in_order() {
 
 /// A client that reads nothing until it has sent a long pipeline: the replies fill both sockets' buffers, so
 /// the server's end-of-turn write cannot take them and the connection writes the rest itself as the client
-/// reads. Every reply comes back once, in order.
-#[tokio::test]
+/// reads. Every reply comes back once, in order. On two workers, so the outbox and the connection may write from
+/// different threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_reads_late_gets_every_reply_in_order() {
     let node = single_kv().await;
     let mut c = Client::connect(node.resp_addr()).await;
