@@ -67,7 +67,7 @@ async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
     }
     let _connected = frontend.metrics.clients.connect();
     let (mut reader, writer) = stream.into_split();
-    let mut connection = Connection::new(&frontend, Unsent::new(writer, WRITE_CHUNK));
+    let mut connection = Connection::new(&frontend, Unsent::new(writer));
     if let Err(e) = connection.serve(&mut reader).await {
         debug!("client connection failed: {e}");
     }

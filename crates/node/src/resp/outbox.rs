@@ -100,8 +100,11 @@ struct State {
 }
 
 impl Unsent {
-    pub(crate) fn new(half: OwnedWriteHalf, capacity: usize) -> Arc<Self> {
-        let state = State { bytes: Vec::with_capacity(capacity), half: Some(half), listed: false, connection: None };
+    /// Starts with no buffer of its own: the first hand-over swaps in the connection's, and from then on the two
+    /// change places at each hand-over. The empty one the connection gets first grows only as far as its replies
+    /// need, so an idle connection does not hold a second chunk.
+    pub(crate) fn new(half: OwnedWriteHalf) -> Arc<Self> {
+        let state = State { bytes: Vec::new(), half: Some(half), listed: false, connection: None };
         Arc::new(Unsent { state: Mutex::new(state), stalled: AtomicBool::new(false) })
     }
 
@@ -219,7 +222,7 @@ mod tests {
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().await.unwrap();
         let (_, half) = server.into_split();
-        (outbox, Unsent::new(half, 0), client)
+        (outbox, Unsent::new(half), client)
     }
 
     /// On the runtime's one thread, the outbox's task cannot run before this task waits: what is handed over is
