@@ -236,6 +236,12 @@ impl Condition {
 }
 
 impl Request {
+    /// Whether it only reads (GET and its kin, SCAN): the only requests a runner asks
+    /// [`crate::Process::answer_at_once`] about.
+    pub fn is_read(&self) -> bool {
+        matches!(self, Request::Get { .. } | Request::Scan(_))
+    }
+
     /// The key a data request is about; None for administration.
     pub fn key(&self) -> Option<&Bytes> {
         match self {

@@ -499,8 +499,7 @@ impl<P: Process + Send + 'static> Core<P> {
     /// answer could leave at once as a reply effect too, with no write waiting to be made durable (`absorb`).
     fn answer_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
         // A write is logged, an effect, so only a read is asked about: this keeps the question off a write's path.
-        let read = matches!(req, Request::Get { .. } | Request::Scan(_));
-        if !read || self.owes_sync || !self.deferred.is_empty() || self.in_flight.is_some() {
+        if !req.is_read() || self.owes_sync || !self.deferred.is_empty() || self.in_flight.is_some() {
             return None;
         }
         let answer = self.process.answer_at_once(now, req)?;

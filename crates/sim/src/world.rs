@@ -555,8 +555,10 @@ impl<P: Process> World<P> {
 
     fn step(&mut self, id: NodeId, input: Input<P>) {
         let node = self.nodes.get_mut(&id).expect("known node");
-        // As the driver asks `answer_at_once`: only while a reply would leave at once too (`apply`).
-        let answers_at_once = node.synced >= node.strict && node.held.is_empty();
+        // As the driver asks `answer_at_once`: only about reads, and only while a reply would leave at once too
+        // (`apply`).
+        let read = matches!(&input, Input::Request(_, req) if req.is_read());
+        let answers_at_once = read && node.synced >= node.strict && node.held.is_empty();
         let Some(p) = node.proc.as_mut() else { return };
         let now: Time = node.clock.local(self.now);
         p.set_wall_clock(node.clock.wall_ms(self.now));
