@@ -14,7 +14,7 @@
 use super::msg::{ChainMsg, Origin, Update};
 use super::{ChainNode, Fx};
 use bytes::Bytes;
-use meridian_core::{ChainId, NodeId, Read, Reply};
+use meridian_core::{ChainId, NodeId, Read, Reply, Time};
 
 impl ChainNode {
     /// The head owes `origin` the answer `reply` once the chain holds the invalidation of `u`'s key, which
@@ -52,15 +52,15 @@ impl ChainNode {
         }
     }
 
-    pub(super) fn on_invalidated(&mut self, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
+    pub(super) fn on_invalidated(&mut self, now: Time, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
         if self.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.is_head()) {
-            self.answer_invalidated(chain, seq, out);
+            self.answer_invalidated(now, chain, seq, out);
         }
     }
 
     /// Answers the writes up to `seq` whose invalidations (or updates) the whole chain holds, then the reads
     /// that waited for them.
-    pub(super) fn answer_invalidated(&mut self, chain: ChainId, seq: u64, out: &mut Fx) {
+    pub(super) fn answer_invalidated(&mut self, now: Time, chain: ChainId, seq: u64, out: &mut Fx) {
         let Some(r) = self.replicas.get_mut(&chain) else { return };
         let later = r.awaiting.split_off(&(seq + 1));
         let due = std::mem::replace(&mut r.awaiting, later);
@@ -69,7 +69,7 @@ impl ChainNode {
             self.answer(origin, reply, false, out);
         }
         for (origin, key, read) in reads {
-            self.serve_read(origin, chain, &key, read, out);
+            self.serve_read(now, origin, chain, &key, read, out);
         }
     }
 
@@ -91,7 +91,7 @@ impl ChainNode {
     /// deferred behind them, where no acknowledgement is coming to do it. A chain that shrank to its head has no
     /// successor left to acknowledge anything or return an invalidation, so without this a write that waited
     /// when the view changed held every later read of its key back for good.
-    pub(super) fn answer_acknowledged(&mut self, out: &mut Fx) {
+    pub(super) fn answer_acknowledged(&mut self, now: Time, out: &mut Fx) {
         let due: Vec<(ChainId, u64)> = self
             .replicas
             .iter()
@@ -99,7 +99,7 @@ impl ChainNode {
             .map(|(&chain, r)| (chain, r.la))
             .collect();
         for (chain, la) in due {
-            self.answer_invalidated(chain, la, out);
+            self.answer_invalidated(now, chain, la, out);
         }
     }
 

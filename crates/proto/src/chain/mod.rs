@@ -54,7 +54,7 @@ use meridian_core::{
     SyncJob, Time, UpdateMode,
 };
 use meridian_store::{Datastore, StoreError, StoreStats};
-use replica::{Replica, Role};
+use replica::{Answered, Replica, Role};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,6 +110,8 @@ pub enum PlantedBug {
     IgnoresSync,
     /// A tail answers without a lease, so a tail removed from its chain without knowing serves stale reads.
     IgnoresLease,
+    /// Only the fast path (`read_at_once`) answers without a lease; the long way (`on_get`, `serving`) keeps it.
+    FastReadIgnoresLease,
     /// A member inserted by a join takes part at once, without flushing what it missed since its pre-copy.
     SkipsFlush,
     /// A node that restarts trusts its replicas of kinds that do not survive a restart, as if they were whole.
@@ -388,6 +390,13 @@ impl ChainNode {
             .collect()
     }
 
+    /// The chains this node answered a read of from its own store at `now`, each with the view it answered at
+    /// and whether it did as the tail: what [`Self::serving`] claims, as the answers show it.
+    pub fn answered(&self, now: Time) -> impl Iterator<Item = (ChainId, u64, bool)> + '_ {
+        let at_now = move |a: &Answered| a.at == now;
+        self.replicas.iter().filter_map(move |(&id, r)| r.answered.filter(at_now).map(|a| (id, a.view, a.tail)))
+    }
+
     /// Where this node stands in every chain it holds data for or takes part in.
     pub fn status(&self, now: Time) -> Vec<ReplicaStatus> {
         self.replicas.iter().map(|(&id, r)| self.replica_status(id, r, now)).collect()
@@ -461,8 +470,13 @@ impl ChainNode {
             ChainMsg::Scan { origin, chain, scan, .. } => self.on_scan(now, origin, chain, scan, out),
             ChainMsg::Write { origin, chain, write, .. } => self.on_write(now, origin, chain, write, out),
             ChainMsg::Update { view, update } => self.on_update(now, from, view, update, out),
-            ChainMsg::Ack { chain, view, seq } => self.on_ack(from, chain, view, seq, out),
-            ChainMsg::Sync { chain, view, lu, la } => self.on_sync(from, chain, view, lu, la, out),
+            ChainMsg::Ack { chain, view, seq } => self.on_ack(now, from, chain, view, seq, out),
+            // The successor's LA acknowledges, its LU asks for what it lacks after it.
+            ChainMsg::Sync { chain, view, lu, la } if self.takes_sync(from, chain, view) => {
+                self.on_ack(now, from, chain, view, la, out);
+                self.resend(from, chain, view, lu, out);
+            }
+            ChainMsg::Sync { .. } => {}
             ChainMsg::Probe { chain, view } => self.on_probe(from, chain, view, out),
             ChainMsg::Reply { origin, reply, confirm } => {
                 if let Some(id) = self.fe.complete(&origin) {
@@ -480,7 +494,7 @@ impl ChainNode {
                 }
             }
             ChainMsg::Invalidate { chain, view, seq, key } => self.on_invalidate(from, chain, view, seq, key, out),
-            ChainMsg::Invalidated { chain, view, seq } => self.on_invalidated(chain, view, seq, out),
+            ChainMsg::Invalidated { chain, view, seq } => self.on_invalidated(now, chain, view, seq, out),
             ChainMsg::CopyReq(req) => self.on_copy_req(from, req, out),
             ChainMsg::CopyData(data) => self.on_copy_data(now, from, *data, out),
         }
@@ -598,7 +612,7 @@ impl ChainNode {
         }
         self.probe_and_mark(out);
         self.prune_invalid();
-        self.answer_acknowledged(out);
+        self.answer_acknowledged(now, out);
         let chains: Vec<ChainId> = self.copies.keys().copied().collect();
         chains.into_iter().for_each(|c| self.copy_request(now, c, out));
         self.release_held(now, out);

@@ -13,7 +13,7 @@
 
 use super::msg::{Origin, Update};
 use bytes::Bytes;
-use meridian_core::{NodeId, Read, ReplicaKind, Reply};
+use meridian_core::{NodeId, Read, ReplicaKind, Reply, Time};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A put answer a tail owes or has sent to a front-end that has not confirmed it yet.
@@ -25,6 +25,15 @@ pub struct Unconfirmed {
     pub since: u64,
     /// The tick it was last sent at; None while it waits for a lease.
     pub sent: Option<u64>,
+}
+
+/// The last read a member answered from its own store: when, at which view, and whether as the tail. Recorded
+/// so that the simulator can hold every answer, not only the state it is given from, to what leases promise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answered {
+    pub at: Time,
+    pub view: u64,
+    pub tail: bool,
 }
 
 /// Where this node stands in a chain, as the cluster map says.
@@ -75,6 +84,7 @@ pub struct Replica {
     /// (see [`ReplicaKind::survives_restart`]): it may miss acknowledged writes, so it takes no part until the
     /// manager repairs the chain, or restores the chain from it.
     pub lost: bool,
+    pub answered: Option<Answered>,
 }
 
 /// A replica that holds nothing: complete, since there is nothing it could be missing.
@@ -97,6 +107,7 @@ impl Default for Replica {
             awaiting: BTreeMap::new(),
             deferred: Vec::new(),
             lost: false,
+            answered: None,
         }
     }
 }

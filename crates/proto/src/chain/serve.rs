@@ -5,7 +5,7 @@ use super::decide::{blind, decide, fields_of, needs_value, Current, Decision};
 use super::lease::{hold, Held};
 use super::msg::Refusal;
 use super::msg::{ChainMsg, Change, Origin, Update};
-use super::replica::Replica;
+use super::replica::{Answered, Replica};
 use super::{ChainNode, Fx};
 use bytes::Bytes;
 use meridian_core::{
@@ -108,7 +108,7 @@ impl ChainNode {
             _ => return self.bounce(origin, chain, Request::Get { keyspace: chain.keyspace(), key, read }, out),
         };
         if leased {
-            self.serve_read(origin, chain, &key, read, out);
+            self.serve_read(now, origin, chain, &key, read, out);
         } else {
             self.hold_or_bounce(chain, Held { origin, key, read }, out);
         }
@@ -120,7 +120,15 @@ impl ChainNode {
     ///
     /// Under `ausi`, a member after the head answers a key it holds an invalidation for from the head, which
     /// has the write; the head holds a read back while a write of its key is not yet invalidated everywhere.
-    pub(super) fn serve_read(&mut self, origin: Origin, chain: ChainId, key: &[u8], read: Read, out: &mut Fx) {
+    pub(super) fn serve_read(
+        &mut self,
+        now: Time,
+        origin: Origin,
+        chain: ChainId,
+        key: &[u8],
+        read: Read,
+        out: &mut Fx,
+    ) {
         let update = self.update_mode(chain);
         let head = self.replicas[&chain].is_head();
         if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key, read) {
@@ -134,7 +142,7 @@ impl ChainNode {
                 }
                 out.send(to, ChainMsg::Get { origin, view, chain, key, read })
             }
-            _ => self.read(origin, chain, key, read, out),
+            _ => self.read(now, origin, chain, key, read, out),
         }
     }
 
@@ -153,15 +161,18 @@ impl ChainNode {
         }
     }
 
-    fn read(&mut self, origin: Origin, chain: ChainId, key: &[u8], read: Read, out: &mut Fx) {
-        let reply = self.read_reply(chain, key, read);
+    fn read(&mut self, now: Time, origin: Origin, chain: ChainId, key: &[u8], read: Read, out: &mut Fx) {
+        let reply = self.read_reply(now, chain, key, read);
         // A read may see writes this batch logged but has not made durable; it must not leave first.
         self.answer(origin, reply, true, out);
     }
 
-    /// A read's answer from this member's store.
-    fn read_reply(&mut self, chain: ChainId, key: &[u8], read: Read) -> Reply {
+    /// A read's answer from this member's store, given at `now`.
+    fn read_reply(&mut self, now: Time, chain: ChainId, key: &[u8], read: Read) -> Reply {
         self.stats.reads += 1;
+        if let Some(r) = self.replicas.get_mut(&chain) {
+            r.answered = r.view().map(|view| Answered { at: now, view, tail: r.is_tail() });
+        }
         match self.stored(chain, key) {
             Ok(stored) => reply_for(read, stored, self.wall_ms),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
@@ -189,10 +200,16 @@ impl ChainNode {
         let r = self.replicas.get(&chain)?;
         // Under `ausi` a head may hold a read back behind a write (`defer_at_head`), which needs its origin.
         let waits = update == UpdateMode::Ausi && r.is_head();
-        if waits || !self.lease_ok(chain, r, now) || self.read_elsewhere(chain, key, update).is_some() {
+        #[cfg(feature = "planted-bugs")]
+        let leased =
+            self.cfg.planted_bug == Some(PlantedBug::FastReadIgnoresLease) && r.is_active() && self.reads_here(chain)
+                || self.lease_ok(chain, r, now);
+        #[cfg(not(feature = "planted-bugs"))]
+        let leased = self.lease_ok(chain, r, now);
+        if waits || !leased || self.read_elsewhere(chain, key, update).is_some() {
             return None;
         }
-        Some(self.read_reply(chain, key, *read))
+        Some(self.read_reply(now, chain, key, *read))
     }
 
     /// The value this member holds for `key`, taken apart; None if absent or deleted.
@@ -217,7 +234,7 @@ impl ChainNode {
             .collect();
         for chain in ready {
             for held in self.held.remove(&chain).unwrap_or_default() {
-                self.serve_read(held.origin, chain, &held.key, held.read, out);
+                self.serve_read(now, held.origin, chain, &held.key, held.read, out);
             }
         }
     }
@@ -358,7 +375,7 @@ impl ChainNode {
         self.ack_upstream(u.chain, out);
     }
 
-    pub(super) fn on_ack(&mut self, from: NodeId, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
+    pub(super) fn on_ack(&mut self, now: Time, from: NodeId, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
         let Some(r) = self.replicas.get_mut(&chain) else { return };
         if r.view() != Some(view) || r.succ() != Some(from) || !r.is_active() || !r.ack(seq) {
             return;
@@ -367,22 +384,22 @@ impl ChainNode {
             out.send(pred, ChainMsg::Ack { chain, view, seq: r.la });
         }
         let la = r.la;
-        self.answer_invalidated(chain, la, out);
+        self.answer_invalidated(now, chain, la, out);
     }
 
-    pub(super) fn on_sync(&mut self, from: NodeId, chain: ChainId, view: u64, lu: u64, la: u64, out: &mut Fx) {
-        if self.replicas.get(&chain).is_none_or(|r| r.view() != Some(view) || r.succ() != Some(from) || !r.is_active())
-        {
-            return;
-        }
+    /// Whether a Sync from `from` is this member's to answer: it comes from the successor of its current view.
+    pub(super) fn takes_sync(&self, from: NodeId, chain: ChainId, view: u64) -> bool {
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::IgnoresSync) {
-            return;
+            return false;
         }
-        self.on_ack(from, chain, view, la, out);
-        let r = &self.replicas[&chain];
-        for u in r.missing_after(lu, self.cfg.resend_max) {
-            out.send_after_sync(from, ChainMsg::Update { view, update: u.clone() });
+        self.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.succ() == Some(from) && r.is_active())
+    }
+
+    /// Sends the successor `to` again what it lacks after its `lu`.
+    pub(super) fn resend(&self, to: NodeId, chain: ChainId, view: u64, lu: u64, out: &mut Fx) {
+        for u in self.replicas[&chain].missing_after(lu, self.cfg.resend_max) {
+            out.send_after_sync(to, ChainMsg::Update { view, update: u.clone() });
         }
     }
 

@@ -279,8 +279,13 @@ fn only_reads_the_query_node_may_serve_now_are_answered_at_once() {
     assert_eq!(h.at_once(tail, &get("k")), Some(value("v1")));
     assert_eq!(h.at_once(tail, &get("absent")), Some(Reply::Value(None)));
     assert_eq!(h.nodes[&tail].stats().reads, reads + 2, "counted as reads");
+    // What the simulator's invariant holds the tail to: it answered as the tail at this view, now and not later.
+    let view = h.chain().view;
+    assert_eq!(h.nodes[&tail].answered(Time::ZERO).collect::<Vec<_>>(), vec![(ChainId(0), view, true)]);
+    assert_eq!(h.nodes[&tail].answered(Time::from_nanos(1)).count(), 0);
     for other in [head, mid] {
         assert_eq!(h.at_once(other, &get("k")), None, "{other} is not the query node");
+        assert_eq!(h.nodes[&other].answered(Time::ZERO).count(), 0, "{other} answered nothing");
     }
     assert_eq!(h.at_once(tail, &put("k", "v2")), None, "a write");
     let read = |key: &'static [u8], read| Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from(key), read };
