@@ -94,13 +94,13 @@ fn a_tail_that_answers_without_a_lease_is_caught() {
 
 /// The fast path answers a read within the step the request arrives in, without asking `serving`: the state
 /// invariant alone cannot see it answer without a lease, so the invariant also holds each node to the reads it
-/// actually answered (`ChainNode::answered`). A new tail answering before its lease, while the old one still
-/// holds its own, is the moment it catches; it needs a read to arrive then, so it is rare per seed.
+/// actually answered (`ChainNode::answered`). A tail cut off from the others (`isolate`) until the manager has
+/// moved its chains on keeps getting clients' reads, and answering them beside the new tail is caught.
 #[test]
 fn a_fast_path_read_without_a_lease_is_caught() {
-    let results = sweep_with(PlantedBug::FastReadIgnoresLease, 100, "crash,partition,pause,clock,join,leave,manager");
+    let results = sweep_with(PlantedBug::FastReadIgnoresLease, 40, "isolate");
     let caught = caught(&results);
-    assert!(caught.len() >= 2, "only {} of 100 seeds caught a fast-path read without a lease", caught.len());
+    assert!(caught.len() >= 10, "only {} of 40 seeds caught a fast-path read without a lease", caught.len());
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("both serve as tail") || report.contains("serves reads at view"), "{report}");
 }

@@ -32,6 +32,11 @@ pub enum FaultKind {
     /// A process crash (SIGKILL, OOM kill): the node restarts later from what it handed to the OS, which
     /// survives in the page cache whether synced or not.
     Kill,
+    /// A live node is cut off from every other node, though not from clients, for longer than the manager takes
+    /// to declare it failed, move its chains on and grant their new tails leases (the run's isolation time). It
+    /// is the fault tail leases exist for: a tail removed without knowing keeps getting clients' reads. No other
+    /// partition starts or heals meanwhile.
+    Isolate,
 }
 
 impl FaultKind {
@@ -57,8 +62,9 @@ impl FromStr for FaultKind {
             "leave" => Ok(FaultKind::Leave),
             "manager" => Ok(FaultKind::Manager),
             "kill" => Ok(FaultKind::Kill),
+            "isolate" => Ok(FaultKind::Isolate),
             other => Err(format!(
-                "unknown nemesis {other:?}; expected crash, partition, pause, clock, join, leave, manager or kill"
+                "unknown nemesis {other:?}; expected crash, partition, pause, clock, join, leave, manager, kill or isolate"
             )),
         }
     }
@@ -90,6 +96,7 @@ pub struct NemesisStats {
     pub leaves: u64,
     pub manager_crashes: u64,
     pub kills: u64,
+    pub isolations: u64,
 }
 
 pub struct Nemesis {
@@ -99,11 +106,15 @@ pub struct Nemesis {
     active: bool,
     /// Leaves still allowed, so the cluster never shrinks below its initial size.
     leave_budget: usize,
+    /// How long `isolate` cuts a node off.
+    isolation: Duration,
+    /// Virtual time until which an isolation holds: no other partition starts or heals before it.
+    isolated_until: u64,
     pub stats: NemesisStats,
 }
 
 impl Nemesis {
-    pub fn new(requested: &[FaultKind], mut rng: SimRng, leave_budget: usize) -> Nemesis {
+    pub fn new(requested: &[FaultKind], mut rng: SimRng, leave_budget: usize, isolation: Duration) -> Nemesis {
         let mut rates = BTreeMap::new();
         for &kind in requested {
             if rng.chance(0.8) {
@@ -114,7 +125,7 @@ impl Nemesis {
             let kind = requested[rng.index(requested.len())];
             rates.insert(kind, rng.duration(Duration::from_millis(150), Duration::from_secs(3)));
         }
-        Nemesis { rates, rng, active: true, leave_budget, stats: NemesisStats::default() }
+        Nemesis { rates, rng, active: true, leave_budget, isolation, isolated_until: 0, stats: NemesisStats::default() }
     }
 
     pub fn enabled(&self) -> Vec<FaultKind> {
@@ -153,7 +164,8 @@ impl Nemesis {
                 }
             }
             Fault::Resume(node) => world.resume(node),
-            Fault::Heal => world.net.heal_all(),
+            Fault::Heal if world.now() >= self.isolated_until => world.net.heal_all(),
+            Fault::Heal => {}
             Fault::End => self.end(world),
         }
     }
@@ -222,7 +234,7 @@ impl Nemesis {
                 let at = self.later(world, Duration::from_millis(5), Duration::from_millis(1500));
                 world.schedule(at, Event::Fault(Fault::Resume(node)));
             }
-            FaultKind::Partition => {
+            FaultKind::Partition if world.now() >= self.isolated_until => {
                 self.partition(&ids, world);
                 self.stats.partitions += 1;
                 let at = self.later(world, Duration::from_millis(50), Duration::from_secs(3));
@@ -238,7 +250,19 @@ impl Nemesis {
                 world.clock_mut(node).step_wall(wall);
                 self.stats.wall_steps += 1;
             }
-            FaultKind::Crash | FaultKind::Kill | FaultKind::Pause | FaultKind::Leave => {}
+            FaultKind::Isolate if world.is_up(node) && world.now() >= self.isolated_until => {
+                world.net.heal_all();
+                isolate(node, &ids, world);
+                self.isolated_until = world.now() + self.isolation.as_nanos() as u64;
+                world.schedule(self.isolated_until, Event::Fault(Fault::Heal));
+                self.stats.isolations += 1;
+            }
+            FaultKind::Crash
+            | FaultKind::Kill
+            | FaultKind::Pause
+            | FaultKind::Leave
+            | FaultKind::Partition
+            | FaultKind::Isolate => {}
         }
     }
 
@@ -259,10 +283,7 @@ impl Nemesis {
         match self.rng.index(4) {
             0 => {
                 let lone = pick(&mut self.rng);
-                for &o in ids.iter().filter(|&&o| o != lone) {
-                    world.net.cut(lone, o);
-                    world.net.cut(o, lone);
-                }
+                isolate(lone, ids, world);
             }
             1 => {
                 let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(0.5)).collect();
@@ -288,6 +309,14 @@ impl Nemesis {
     }
 }
 
+/// Cuts `lone` off from every other node, both ways.
+fn isolate<P: Process>(lone: NodeId, ids: &[NodeId], world: &mut World<P>) {
+    for &o in ids.iter().filter(|&&o| o != lone) {
+        world.net.cut(lone, o);
+        world.net.cut(o, lone);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,7 +331,7 @@ mod tests {
     #[test]
     fn swarm_enables_at_least_one_requested_kind() {
         for seed in 0..50 {
-            let n = Nemesis::new(&[FaultKind::Crash, FaultKind::Clock], SimRng::new(seed), 0);
+            let n = Nemesis::new(&[FaultKind::Crash, FaultKind::Clock], SimRng::new(seed), 0, Duration::ZERO);
             let enabled = n.enabled();
             assert!(!enabled.is_empty());
             assert!(enabled.iter().all(|k| matches!(k, FaultKind::Crash | FaultKind::Clock)));

@@ -19,8 +19,10 @@ pub struct RunOptions {
     /// Further nodes, started by the `join` nemesis.
     pub spares: usize,
     pub nemesis: Vec<FaultKind>,
-    /// How long faults are injected.
+    /// How long faults are injected; with `isolate` among them, at least twice the isolation time.
     pub faults: Duration,
+    /// How long the `isolate` fault cuts a node off (see [`FaultKind::Isolate`]).
+    pub isolation: Duration,
     /// After the faults end, how long the cluster gets to heal before every operation must succeed.
     pub grace: Duration,
     /// How long, once progress is required, every key may take to show a successful write and read.
@@ -41,6 +43,7 @@ impl RunOptions {
             spares: 0,
             nemesis,
             faults: Duration::from_secs(10),
+            isolation: Duration::from_secs(15),
             grace: Duration::from_secs(3),
             liveness: Duration::from_secs(30),
             max_events: 5_000_000,
@@ -99,17 +102,19 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let disk = DiskParams::random(&mut root.derive("disk"));
     let mut world = World::new(&ids, net, disk, root.derive("world"), hooks);
     let ms = |d: Duration| d.as_nanos() as u64;
+    let isolates = opts.nemesis.contains(&FaultKind::Isolate);
+    let faults = if isolates { opts.faults.max(opts.isolation * 2) } else { opts.faults };
     let phases = Phases {
-        faults_end: ms(opts.faults),
-        must_progress: ms(opts.faults + opts.grace),
-        deadline: ms(opts.faults + opts.grace + opts.liveness),
+        faults_end: ms(faults),
+        must_progress: ms(faults + opts.grace),
+        deadline: ms(faults + opts.grace + opts.liveness),
     };
     let power_loss = opts.nemesis.iter().any(|k| k.is_power_loss());
     let mut params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout, power_loss);
     params.default_evicts = opts.default_evicts;
     let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
-    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares);
+    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation);
     ids[..opts.nodes].iter().for_each(|&id| world.boot(id));
     workload.start(&mut world);
     nemesis.start(&mut world, phases.faults_end);

@@ -58,6 +58,21 @@ fn chain_is_linearizable_under_membership_changes_and_manager_failover() {
     assert!(keyspaces > 10 && elsewhere > 1000, "keys must live in other keyspaces too: {keyspaces}, {elsewhere}");
 }
 
+/// A node cut off from the others long enough for the manager to declare it failed and move its chains on, while
+/// clients still reach it: the tail it was keeps getting reads, and must not answer them once its lease is gone.
+/// With the other faults beside it, isolations are fewer (no other partition starts or heals during one).
+#[test]
+fn chain_is_linearizable_when_a_live_node_is_cut_off_until_the_manager_moves_on() {
+    for (nemesis, isolations) in [("isolate", 60), ("crash,partition,pause,clock,join,leave,manager,isolate", 40)] {
+        let results = sweep_without_failures(&sweep(0..40, nemesis));
+        let nem: u64 = results.iter().map(|r| r.nemesis.isolations).sum();
+        let sum = |name: &str| results.iter().map(|r| r.counters.get(name).copied().unwrap_or(0)).sum::<u64>();
+        assert!(nem >= isolations, "{nemesis}: the nemesis must isolate nodes: {nem}");
+        // The manager moved chains off the cut-off node, and it joined them again once healed.
+        assert!(sum("chains left") > 10 && sum("pre-copies") > 10, "{nemesis}: chains must move");
+    }
+}
+
 /// Under `ausi`, a write that waits for its invalidations when its chain shrinks to the head alone must still be
 /// answered, and must not hold later reads of its key back: seed 43 lost every read of one key for good once
 /// both other members had left, before the head answered such writes at its tick once LA covered them.
