@@ -17,9 +17,10 @@ use bytes::Bytes;
 use meridian_core::{ChainId, NodeId, Read, Reply, Time};
 
 impl ChainNode {
-    /// The head owes `origin` the answer `reply` once the chain holds the invalidation of `u`'s key, which
-    /// leaves for `succ` once `u` is durable here.
-    pub(super) fn invalidate(&mut self, u: &Update, succ: NodeId, origin: Origin, reply: Reply, out: &mut Fx) {
+    /// The head owes `origin` (if a client asked for `u`) the answer `reply` once the chain holds the
+    /// invalidation of `u`'s key, which leaves for `succ` once `u` is durable here; until then it holds reads of
+    /// the key back (`defer_at_head`).
+    pub(super) fn invalidate(&mut self, u: &Update, succ: NodeId, origin: Option<Origin>, reply: Reply, out: &mut Fx) {
         let r = self.replicas.get_mut(&u.chain).expect("the head holds the chain");
         r.awaiting.insert(u.seq, (u.key.clone(), origin, reply));
         let view = r.view().expect("members have a view");
@@ -54,22 +55,39 @@ impl ChainNode {
 
     pub(super) fn on_invalidated(&mut self, now: Time, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
         if self.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.is_head()) {
-            self.answer_invalidated(now, chain, seq, out);
+            self.answer_invalidated(now, chain, Some(seq), out);
         }
     }
 
-    /// Answers the writes up to `seq` whose invalidations (or updates) the whole chain holds, then the reads
-    /// that waited for them.
-    pub(super) fn answer_invalidated(&mut self, now: Time, chain: ChainId, seq: u64, out: &mut Fx) {
+    /// Answers the writes whose invalidations the whole chain holds, then the reads that waited for them: the
+    /// write whose invalidation the tail just reported (`invalidated`), and every write the chain has acknowledged
+    /// (up to LA). Only that one write: an earlier one's invalidation may have been lost (a broken connection, or
+    /// sent in an earlier view), and it waits for LA. Only with a lease on the head's view, as a tail answers
+    /// only with its own: until the manager's fence has passed, the last view's readers may still answer under
+    /// theirs, and they hold no invalidation of these writes; without one they wait, and a later tick answers them
+    /// (`answer_acknowledged`).
+    pub(super) fn answer_invalidated(&mut self, now: Time, chain: ChainId, invalidated: Option<u64>, out: &mut Fx) {
+        // Most acknowledgements find nothing waiting (every `su` write's do): they need no lease lookup.
+        let Some(r) = self.replicas.get(&chain) else { return };
+        if r.awaiting.is_empty() && r.deferred.is_empty() || !self.lease_ok(chain, r, now) {
+            return;
+        }
         let Some(r) = self.replicas.get_mut(&chain) else { return };
-        let later = r.awaiting.split_off(&(seq + 1));
-        let due = std::mem::replace(&mut r.awaiting, later);
+        let later = r.awaiting.split_off(&(r.la + 1));
+        let mut due = std::mem::replace(&mut r.awaiting, later);
+        if let Some((seq, entry)) = invalidated.and_then(|seq| Some((seq, r.awaiting.remove(&seq)?))) {
+            due.insert(seq, entry);
+        }
         let reads = std::mem::take(&mut r.deferred);
         for (_, origin, reply) in due.into_values() {
-            self.answer(origin, reply, false, out);
+            if let Some(origin) = origin {
+                self.answer(origin, reply, false, out);
+            }
         }
+        // Taken again from the start, as the view may have changed since they were held back: a head that
+        // lost its lease (or its place) meanwhile must not answer them.
         for (origin, key, read) in reads {
-            self.serve_read(now, origin, chain, &key, read, out);
+            self.on_get(now, origin, chain, key, read, out);
         }
     }
 
@@ -92,14 +110,14 @@ impl ChainNode {
     /// successor left to acknowledge anything or return an invalidation, so without this a write that waited
     /// when the view changed held every later read of its key back for good.
     pub(super) fn answer_acknowledged(&mut self, now: Time, out: &mut Fx) {
-        let due: Vec<(ChainId, u64)> = self
+        let due: Vec<ChainId> = self
             .replicas
             .iter()
             .filter(|(_, r)| r.awaiting.first_key_value().is_some_and(|(&seq, _)| seq <= r.la))
-            .map(|(&chain, r)| (chain, r.la))
+            .map(|(&chain, _)| chain)
             .collect();
-        for (chain, la) in due {
-            self.answer_invalidated(now, chain, la, out);
+        for chain in due {
+            self.answer_invalidated(now, chain, None, out);
         }
     }
 

@@ -75,9 +75,9 @@ pub struct Replica {
     pub kind: ReplicaKind,
     /// Under `ausi`, after the head: keys with a write this member does not have yet, by the write's seq.
     pub invalid: HashMap<Bytes, u64>,
-    /// Under `ausi`, at the head: writes whose answers are owed once the chain holds their invalidations, by
-    /// seq, with their keys.
-    pub awaiting: BTreeMap<u64, (Bytes, Origin, Reply)>,
+    /// Under `ausi`, at the head: writes whose invalidations the chain does not hold yet, by seq, with their keys
+    /// and the answers owed once it does (to nobody for a delete the head ordered itself).
+    pub awaiting: BTreeMap<u64, (Bytes, Option<Origin>, Reply)>,
     /// Under `ausi`, at the head: reads of keys with a write in `awaiting`, answered once it is answered.
     pub deferred: Vec<(Origin, Bytes, Read)>,
     /// The node restarted as a member of the chain with a replica of a kind that does not survive a restart

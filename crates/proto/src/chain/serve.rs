@@ -350,15 +350,21 @@ impl ChainNode {
     /// With `au`, the head answers a write once it has logged it (durably, for its replica's kind); with `ausi`,
     /// once the rest of the chain also holds an invalidation of its key (`invalidate.rs`). Either way the rest
     /// of the chain gets the update without anyone to answer.
+    ///
+    /// Under `ausi` a delete the head orders itself (an expiry, an eviction), which nobody waits for, is
+    /// invalidated all the same: the head shows a write only once the chain holds its invalidation, or a member
+    /// after it could answer the older value after the head had answered the newer one.
     fn answer_at_head(&mut self, mut u: Update, out: &mut Fx) -> Update {
         let update = self.update_mode(u.chain);
         let r = &self.replicas[&u.chain];
-        let (Some(origin), true) = (u.origin, r.is_head()) else { return u };
+        if !r.is_head() || update == UpdateMode::Su {
+            return u;
+        }
         let written = u.outcome.reply();
-        match (update, r.succ()) {
-            (UpdateMode::Su, _) => return u,
-            (UpdateMode::Ausi, Some(succ)) => self.invalidate(&u, succ, origin, written, out),
-            (UpdateMode::Au | UpdateMode::Ausi, _) => self.answer(origin, written, true, out),
+        match (update, r.succ(), u.origin) {
+            (UpdateMode::Ausi, Some(succ), origin) => self.invalidate(&u, succ, origin, written, out),
+            (_, _, Some(origin)) => self.answer(origin, written, true, out),
+            (_, _, None) => {}
         }
         u.origin = None;
         u
@@ -383,8 +389,7 @@ impl ChainNode {
         if let Some(pred) = r.pred() {
             out.send(pred, ChainMsg::Ack { chain, view, seq: r.la });
         }
-        let la = r.la;
-        self.answer_invalidated(now, chain, la, out);
+        self.answer_invalidated(now, chain, None, out);
     }
 
     /// Whether a Sync from `from` is this member's to answer: it comes from the successor of its current view.

@@ -99,3 +99,25 @@ fn deadlines_survive_a_new_head_and_a_restart() {
     assert_eq!(h.request(mid.0, get("k")), Some(Reply::Value(None)));
     assert_eq!(h.nodes[&mid].stats().expired, 1);
 }
+
+/// Under `ausi` the head shows an expiry it ordered only once the chain holds its invalidation, as it does a
+/// client's write: until then a member after it, with neither the delete nor an invalidation, still answers the
+/// value, and a reader the head had told "absent" would see the key come back (found by the simulator's `isolate`
+/// fault, which leaves a tail far behind its head).
+#[test]
+fn an_ausi_head_holds_reads_of_a_key_it_expired_until_the_chain_holds_the_invalidation() {
+    let mut h = Harness::with_config(3, ausi(meridian_core::QueryNode::Head));
+    h.set_wall(T0);
+    assert_eq!(h.request(1, put_for("k", "v", 10)), Some(OK_NEW));
+    let (head, _, tail) = h.members();
+    h.drop_to = vec![tail];
+    h.set_wall(T0 + 10);
+    h.tick_all();
+    assert_eq!(h.nodes[&head].stats().expired, 1, "the head ordered the delete");
+    assert_eq!(h.request(head.0, get("k")), None, "held back at the head");
+    h.drop_to.clear();
+    h.tick_all();
+    h.tick_all();
+    assert!(h.replies.values().any(|r| *r == Reply::Value(None)), "{:?}", h.replies);
+    assert_eq!(h.request(tail.0, get("k")), Some(Reply::Value(None)));
+}

@@ -732,6 +732,50 @@ fn ausi_answers_once_the_chain_holds_the_invalidation_and_holds_reads_of_the_key
     assert!(replies.contains(&&value("v2")), "{replies:?}");
 }
 
+/// An `ausi` head answers a write only while it holds a lease on its view, as a tail does: in a new view, the last
+/// view's tail may still answer reads under its own lease until the manager's fence passes, and it has neither
+/// the write nor its invalidation.
+#[test]
+fn an_ausi_head_without_a_lease_answers_a_write_only_once_it_has_one() {
+    let mut h = Harness::with_config(3, ausi(meridian_core::QueryNode::Tail));
+    h.written(1, "k", "v1");
+    let (head, _, _) = h.members();
+    h.nodes.get_mut(&head).unwrap().leases.retain(|_, _| false);
+    assert_eq!(h.request(head.0, put("k", "v2")), None, "invalidated everywhere, but the head has no lease");
+    h.tick_all();
+    assert!(h.replies.is_empty(), "{:?}", h.replies);
+    h.grant_tail();
+    h.tick_all();
+    let replies: Vec<&Reply> = h.replies.values().collect();
+    assert_eq!(replies, vec![&Reply::Written { applied: true, existed: true }]);
+}
+
+/// The tail's report that a write's invalidation reached it covers that write alone: an earlier write whose
+/// invalidation was lost on the way (a broken connection, or sent in an earlier view) is answered once the chain
+/// acknowledges its update, not with the later one, or a member without its invalidation would go on answering
+/// its key's older value after the answer (found by the simulator's `isolate` fault).
+#[test]
+fn an_ausi_head_answers_only_the_write_whose_invalidation_came_back() {
+    let mut h = Harness::with_config(3, ausi(meridian_core::QueryNode::Tail));
+    h.written(1, "a", "a1");
+    let (head, mid, tail) = h.members();
+    h.drop_to = vec![mid];
+    assert_eq!(h.request(head.0, put("a", "a2")), None, "its invalidation and update were lost");
+    assert_eq!(h.request(head.0, put("b", "b1")), None, "so were these");
+    let (view, seq) = (h.chain().view, h.lu(head.0));
+    let reported = ChainMsg::Invalidated { chain: ChainId(0), view, seq };
+    h.feed(head, |n, fx| n.on_message(Time::ZERO, tail, reported, fx));
+    let replies: Vec<&Reply> = h.replies.values().collect();
+    assert_eq!(replies, vec![&OK_NEW], "only the write of b is answered");
+    h.replies.clear();
+    h.drop_to.clear();
+    h.tick_all();
+    h.tick_all();
+    let replies: Vec<&Reply> = h.replies.values().collect();
+    assert_eq!(replies, vec![&Reply::Written { applied: true, existed: true }], "a's, once acknowledged");
+    assert_eq!(h.request(tail.0, get("a")), Some(value("a2")));
+}
+
 /// A member after the head reads a key it holds an invalidation for at the head, which has the write.
 #[test]
 fn ausi_secondaries_read_invalidated_keys_at_the_head() {
