@@ -84,6 +84,7 @@ pub struct Replica {
     /// (see [`ReplicaKind::survives_restart`]): it may miss acknowledged writes, so it takes no part until the
     /// manager repairs the chain, or restores the chain from it.
     pub lost: bool,
+    /// The last read this member answered from its store (`ChainNode::answered`).
     pub answered: Option<Answered>,
 }
 
