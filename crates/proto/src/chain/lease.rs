@@ -6,7 +6,9 @@
 //! at its current view. The manager's leader grants leases in its heartbeat replies and never grants one for
 //! a new view while a lease of an older view may still be valid. A lease runs on the holder's monotonic clock
 //! from the moment it *sent* the heartbeat the grant answers, for half the lease term, so clock drift and
-//! message delay only ever shorten it.
+//! message delay only ever shorten it. Every other member that answers clients without the tail holds the same
+//! lease: a query node before the tail, and an `au` or `ausi` head, which acknowledges writes
+//! ([`crate::manager::map::ClusterMap::leased_at`]).
 //!
 //! Answers that wait for a lease are held here, at most [`HELD_MAX`] per chain; the front-end's timeout
 //! covers a lease that never comes.

@@ -330,7 +330,7 @@ impl ChainNode {
         }
         #[cfg(feature = "planted-bugs")]
         self.evict_locally(u.chain, u.seq);
-        let u = self.answer_at_head(u, out);
+        let u = self.answer_at_head(now, u, out);
         let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
         r.record(&u);
         let (succ, view) = (r.succ(), r.view().expect("members have a view"));
@@ -349,22 +349,24 @@ impl ChainNode {
 
     /// With `au`, the head answers a write once it has logged it (durably, for its replica's kind); with `ausi`,
     /// once the rest of the chain also holds an invalidation of its key (`invalidate.rs`). Either way the rest
-    /// of the chain gets the update without anyone to answer.
+    /// of the chain gets the update without anyone to answer. A head that is also the tail answers as the tail.
+    ///
+    /// Like a tail, an `au` head answers only with a lease on its view: a head removed without hearing of it
+    /// would otherwise go on answering writes the chain never gets, for as long as clients reach it. Without a
+    /// lease the write goes on as under `su`, answered by the tail once committed.
     ///
     /// Under `ausi` a delete the head orders itself (an expiry, an eviction), which nobody waits for, is
     /// invalidated all the same: the head shows a write only once the chain holds its invalidation, or a member
     /// after it could answer the older value after the head had answered the newer one.
-    fn answer_at_head(&mut self, mut u: Update, out: &mut Fx) -> Update {
+    fn answer_at_head(&mut self, now: Time, mut u: Update, out: &mut Fx) -> Update {
         let update = self.update_mode(u.chain);
         let r = &self.replicas[&u.chain];
-        if !r.is_head() || update == UpdateMode::Su {
-            return u;
-        }
+        let Some(succ) = r.succ().filter(|_| r.is_head() && update != UpdateMode::Su) else { return u };
         let written = u.outcome.reply();
-        match (update, r.succ(), u.origin) {
-            (UpdateMode::Ausi, Some(succ), origin) => self.invalidate(&u, succ, origin, written, out),
-            (_, _, Some(origin)) => self.answer(origin, written, true, out),
-            (_, _, None) => {}
+        match (update, u.origin) {
+            (UpdateMode::Ausi, origin) => self.invalidate(&u, succ, origin, written, out),
+            (_, Some(origin)) if self.lease_valid(u.chain, r, now) => self.answer(origin, written, true, out),
+            _ => return u,
         }
         u.origin = None;
         u

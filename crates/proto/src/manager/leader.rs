@@ -2,16 +2,16 @@
 //! detection, seed 003 §2.6), the newest map epoch each node reported, the tail leases it granted, and the
 //! proposals it has in flight.
 //!
-//! **Lease fencing.** Leases go to each chain's tail and to its query node (the member its keyspace reads from,
-//! if not the tail). A new tail may answer clients only once no older tail of the chain can: otherwise a
-//! deposed tail that has not heard of its removal keeps serving reads of a history the new tail moves past.
-//! The leader grants a lease for a chain at its current view only if every lease it granted for another view
-//! has expired or its holder has reported the epoch that made the current tail the tail (it then knows the
-//! new view and serves no older one; when reads are not at the tail, the epoch that made the current members,
-//! [`ClusterMap::fence_epoch`]), and, early in a term, only once every node has reported that epoch
-//! or leases from earlier leaders have surely expired: a deposed leader may grant until it notices it lost
-//! its quorum, two election timeouts at most, and its leases last one lease term after that. In Raft's first
-//! term there was no earlier leader, so nothing to wait for.
+//! **Lease fencing.** Leases go to each chain's tail, to its query node (the member its keyspace reads from, if not the
+//! tail) and to a head that acknowledges writes (`au`, `ausi`). A new tail may answer clients only once no older tail
+//! of the chain can: otherwise a deposed tail that has not heard of its removal keeps serving reads of a history the
+//! new tail moves past. The leader grants a lease for a chain at its current view only if every lease it granted for
+//! another view has expired or its holder has reported the epoch that made the current tail the tail (it then knows the
+//! new view and serves no older one; when other members hold leases too, the epoch that made the current members,
+//! [`ClusterMap::fence_epoch`]), and, early in a term, only once every node has reported that epoch or leases from
+//! earlier leaders have surely expired: a deposed leader may grant until it notices it lost its quorum, two election
+//! timeouts at most, and its leases last one lease term after that. In Raft's first term there was no earlier leader,
+//! so nothing to wait for.
 
 use super::map::{ChainView, ClusterMap};
 use meridian_core::time::DRIFT_MAX_PPM;
@@ -119,7 +119,7 @@ impl Leadership {
         let chains: Vec<(ChainId, u64)> = map
             .chains
             .values()
-            .filter(|c| map.reads_at(c, node))
+            .filter(|c| map.leased_at(c, node))
             .filter(|c| self.may_grant(c, node, map, now, lease, fence))
             .map(|c| (c.id, c.view))
             .collect();
@@ -185,16 +185,14 @@ mod tests {
     const FENCE: Duration = Duration::from_secs(10);
 
     fn map3() -> ClusterMap {
+        map3_with(meridian_core::KeyspaceConfig::durable(3))
+    }
+
+    fn map3_with(default: meridian_core::KeyspaceConfig) -> ClusterMap {
         let addrs = |i: u32| NodeAddrs { peer_addr: format!("h:{i}"), resp_addr: String::new(), http_addr: None };
         let nodes = (1..=3).map(|i| (NodeId(i), addrs(i))).collect();
         let mut map = ClusterMap::default();
-        let boot = MapCommand::Bootstrap {
-            nodes,
-            default: meridian_core::KeyspaceConfig::durable(3),
-            partitions: 1,
-            vnodes: 4,
-            voters: vec![NodeId(1)],
-        };
+        let boot = MapCommand::Bootstrap { nodes, default, partitions: 1, vnodes: 4, voters: vec![NodeId(1)] };
         map.apply(&boot).unwrap();
         map
     }
@@ -258,6 +256,22 @@ mod tests {
         truncate(&mut map);
         (1..=3).for_each(|n| lead.heard(NodeId(n), map.epoch, t(1.1)));
         assert_eq!(lead.grant(tail(&map), &map, t(1.2), LEASE, FENCE).len(), 1, "the old tail knows");
+    }
+
+    /// A head that answers writes (`au`, `ausi`) gets a lease as the tail does; a member that answers neither
+    /// reads nor writes gets none.
+    #[test]
+    fn heads_that_answer_writes_get_leases() {
+        use meridian_core::UpdateMode;
+        for (update, head_leased) in [(UpdateMode::Su, false), (UpdateMode::Au, true), (UpdateMode::Ausi, true)] {
+            let map = map3_with(meridian_core::KeyspaceConfig { update, ..meridian_core::KeyspaceConfig::durable(3) });
+            let mut lead = Leadership::new(1, at(0.0));
+            let c = &map.chains[&ChainId(0)];
+            let (head, mid) = (c.members[0], c.members[1]);
+            assert_eq!(!lead.grant(head, &map, at(0.1), LEASE, FENCE).is_empty(), head_leased, "{update:?}");
+            assert!(lead.grant(mid, &map, at(0.1), LEASE, FENCE).is_empty(), "{update:?}");
+            assert_eq!(lead.grant(tail(&map), &map, at(0.1), LEASE, FENCE).len(), 1, "{update:?}");
+        }
     }
 
     #[test]

@@ -129,12 +129,12 @@ impl Harness {
         self.settle();
     }
 
-    /// Grants the chain's lease to every member that reads (tail, query node, `ausi`'s head), as the manager's
-    /// leader would.
+    /// Grants the chain's lease to every member the manager's leader would (tail, query node, and the head of an
+    /// `au` or `ausi` keyspace).
     fn grant_tail(&mut self) {
         let view = self.chain().view;
         let c = self.chain();
-        let readers = c.members.iter().copied().filter(|&m| self.map.reads_at(c, m));
+        let readers = c.members.iter().copied().filter(|&m| self.map.leased_at(c, m));
         let holders: Vec<NodeId> = readers.filter(|n| self.nodes.contains_key(n)).collect();
         for holder in holders {
             self.feed(holder, |n, fx| n.grant(&[(ChainId(0), view)], Time::ZERO.plus(LEASE), Time::ZERO, fx));
@@ -748,6 +748,29 @@ fn an_ausi_head_without_a_lease_answers_a_write_only_once_it_has_one() {
     h.tick_all();
     let replies: Vec<&Reply> = h.replies.values().collect();
     assert_eq!(replies, vec![&Reply::Written { applied: true, existed: true }]);
+}
+
+/// An `au` head answers a write at once only while it holds a lease on its view: a head removed without hearing
+/// of it would otherwise go on answering writes the chain never gets, for as long as clients reach it (found by
+/// the simulator's `isolate` fault). Without a lease the write goes on down the chain, answered by the tail.
+#[test]
+fn an_au_head_without_a_lease_leaves_the_answer_to_the_tail() {
+    let au =
+        meridian_core::KeyspaceConfig { update: meridian_core::UpdateMode::Au, ..ausi(meridian_core::QueryNode::Tail) };
+    let mut h = Harness::with_config(3, au);
+    h.written(1, "k", "v1");
+    let (head, mid, _) = h.members();
+    h.drop_to = vec![mid];
+    let existed = Reply::Written { applied: true, existed: true };
+    assert_eq!(h.request(head.0, put("k", "v2")), Some(existed.clone()), "answered at the head, with its lease");
+    h.nodes.get_mut(&head).unwrap().leases.retain(|_, _| false);
+    assert_eq!(h.request(head.0, put("k", "v3")), None, "without a lease, not at the head");
+    h.drop_to.clear();
+    h.tick_all();
+    h.tick_all();
+    let replies: Vec<&Reply> = h.replies.values().collect();
+    assert_eq!(replies, vec![&existed], "by the tail, once the chain has it");
+    assert_eq!(h.request(head.0, get("k")), Some(value("v3")));
 }
 
 /// The tail's report that a write's invalidation reached it covers that write alone: an earlier write whose

@@ -309,17 +309,29 @@ impl ClusterMap {
     pub fn reads_at(&self, c: &ChainView, node: NodeId) -> bool {
         // The keyspace's update mode is looked up only if the tail and the query node are not `node`: the tail,
         // the common answer, needs no lookup at all.
-        let ausi = || self.keyspaces.get(&c.id.keyspace()).is_some_and(|k| k.config.update == UpdateMode::Ausi);
+        let ausi = || self.update_mode(c.id.keyspace()) == Some(UpdateMode::Ausi);
         c.tail() == Some(node) || self.query_node(c) == Some(node) || (c.members.first() == Some(&node) && ausi())
     }
 
-    /// The epoch a node must have seen before a read lease of `c`'s current view may be granted while another
-    /// view's lease may still be held: the one that made the current tail the tail when only the tail reads,
-    /// otherwise the one that made the current members (the other readers move with any of them).
+    /// Whether the manager grants `node` a lease on `c`: every member that [`Self::reads_at`] it, and the head
+    /// of a keyspace that answers writes at the head (`au`, `ausi`), which answers them only with a lease on
+    /// its view, so a head removed without hearing of it stops once its lease runs out.
+    pub fn leased_at(&self, c: &ChainView, node: NodeId) -> bool {
+        self.reads_at(c, node)
+            || c.members.first() == Some(&node) && self.update_mode(c.id.keyspace()) != Some(UpdateMode::Su)
+    }
+
+    fn update_mode(&self, keyspace: KeyspaceId) -> Option<UpdateMode> {
+        self.keyspaces.get(&keyspace).map(|k| k.config.update)
+    }
+
+    /// The epoch a node must have seen before a lease of `c`'s current view may be granted while another view's
+    /// lease may still be held: the one that made the current tail the tail when only the tail holds leases,
+    /// otherwise the one that made the current members (the other holders move with any of them).
     pub fn fence_epoch(&self, c: &ChainView) -> u64 {
         let config = self.keyspaces.get(&c.id.keyspace()).map(|k| &k.config);
         match config {
-            Some(k) if k.read_from != QueryNode::Tail || k.update == UpdateMode::Ausi => c.view_epoch,
+            Some(k) if k.read_from != QueryNode::Tail || k.update != UpdateMode::Su => c.view_epoch,
             _ => c.tail_epoch,
         }
     }
