@@ -38,7 +38,7 @@ impl LogStore {
     /// to check its key's exact token.
     pub(super) fn drop_victims(&self, start: u64, end: u64) -> Result<Vec<IndexEntry>, StoreError> {
         let mut victims = Vec::new();
-        for entry in self.index.iter().filter(|e| prefix_may_be_in_range(e.prefix, start, end)) {
+        for entry in self.index.near_range(start, end).filter(|e| prefix_may_be_in_range(e.prefix, start, end)) {
             if prefix_inside_range(entry.prefix, start, end)
                 || ring_range_contains(start, end, key_token(&self.read_indexed(entry)?.key))
             {

@@ -122,6 +122,20 @@ impl Index {
         self.slots.iter().filter(|s| !s.is_empty()).map(|s| s.unpack())
     }
 
+    /// Every entry whose prefix may lie in the ring range `(start, end]`, among others near it for the caller to
+    /// filter out. Homes follow tokens and an entry sits in the probe run from its home, so only the slots from
+    /// the range's first home through the end of the run at its last home are read: a range of the ring costs
+    /// its share of the table, not all of it.
+    pub(super) fn near_range(&self, start: u64, end: u64) -> impl Iterator<Item = IndexEntry> + '_ {
+        let (size, mask) = (self.slots.len(), self.slots.len() - 1);
+        let first = start.wrapping_add(1);
+        let (lo, hi) = (self.home(prefix_of(first)), self.home(prefix_of(end)));
+        // A range that wraps past the ring's end with both ends in one home covers nearly all of the ring.
+        let homes = if first > end && lo == hi { size } else { (hi.wrapping_sub(lo) & mask) + 1 };
+        let run = (homes..size).take_while(|&n| !self.slots[(lo + n) & mask].is_empty()).count();
+        (0..homes + run).map(move |n| self.slots[(lo + n) & mask]).filter(|s| !s.is_empty()).map(Slot::unpack)
+    }
+
     /// The slots and entries whose prefix is `prefix`: the only ones that can belong to a key with that prefix.
     pub(super) fn candidates(&self, prefix: u64) -> impl Iterator<Item = (usize, IndexEntry)> + '_ {
         self.probe(prefix).filter(move |&(_, s)| s.prefix() == prefix).map(|(i, s)| (i, s.unpack()))
@@ -283,10 +297,32 @@ mod tests {
                     ids.push(n);
                 }
             }
+            if n % 1000 == 0 {
+                assert_ranges_read_what_a_pass_would(&index, &mut rng);
+            }
         }
         assert_matches(&index, &model);
         assert_eq!(index.iter().count(), model.len());
         assert!(index.bytes() >= model.len() as u64 * 16 * 4 / 3);
+    }
+
+    /// `near_range` misses no entry a pass over the whole table would keep, for ranges that wrap, cover the
+    /// whole ring, or end at its ends.
+    fn assert_ranges_read_what_a_pass_would(index: &Index, rng: &mut SplitMix64) {
+        use super::super::reading::prefix_may_be_in_range;
+        let keys = |it: &mut dyn Iterator<Item = IndexEntry>| {
+            let mut v: Vec<(u64, u16, u32)> = it.map(|e| (e.prefix, e.loc.seg, e.loc.offset)).collect();
+            v.sort_unstable();
+            v
+        };
+        for _ in 0..50 {
+            let (a, b) = (rng.next_u64(), rng.next_u64());
+            for (start, end) in [(a, b), (a, a), (u64::MAX, b), (a, u64::MAX), (b, 7), (a, a.wrapping_add(1 << 20))] {
+                let within = |e: &IndexEntry| prefix_may_be_in_range(e.prefix, start, end);
+                let near = keys(&mut index.near_range(start, end).filter(within));
+                assert_eq!(near, keys(&mut index.iter().filter(within)), "({start}, {end}]");
+            }
+        }
     }
 
     #[test]

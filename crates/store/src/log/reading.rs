@@ -35,7 +35,7 @@ impl LogStore {
 
     /// Reads only the records whose index prefix can fall in the range, then checks each key's exact token.
     pub(super) fn scan_index(&self, start: u64, end: u64, f: &mut dyn FnMut(Bytes, Entry)) -> Result<(), StoreError> {
-        for entry in self.index.iter().filter(|e| prefix_may_be_in_range(e.prefix, start, end)) {
+        for entry in self.index.near_range(start, end).filter(|e| prefix_may_be_in_range(e.prefix, start, end)) {
             let rec = self.read_indexed(entry)?;
             if ring_range_contains(start, end, key_token(&rec.key)) {
                 let value = rec.entry().expect("read_indexed returns values and tombstones");
