@@ -176,7 +176,7 @@ pub struct ReplicaStatus {
     pub la: u64,
     /// A valid replica (not pre-copying or flushing).
     pub active: bool,
-    /// Holds a tail lease now.
+    /// Holds a lease on its view now: the right to answer clients as its tail, query node or `au`/`ausi` head.
     pub lease: bool,
     /// In a cache keyspace: the memory the replica holds, as the keyspace's cap counts it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -429,7 +429,7 @@ impl ChainNode {
             lu: r.lu,
             la: r.la,
             active: r.is_active(),
-            lease: self.lease_ok(chain, r, now),
+            lease: r.is_active() && self.lease_valid(chain, r, now),
             memory: self.cache_bytes(chain),
             held: self.held.get(&chain).map_or(0, VecDeque::len),
             copy,

@@ -27,8 +27,9 @@ pub struct Unconfirmed {
     pub sent: Option<u64>,
 }
 
-/// The last read a member answered from its own store: when, at which view, and whether as the tail. Recorded
-/// so that the simulator can hold every answer, not only the state it is given from, to what leases promise.
+/// The last read (a GET or a SCAN page) a member answered from its own store: when, at which view, and whether
+/// as the tail. Recorded so that the simulator can hold every answer, not only the state it is given from, to
+/// what leases promise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Answered {
     pub at: Time,

@@ -46,6 +46,7 @@ impl ChainNode {
         if !self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now)) {
             return self.bounce(origin, chain, Request::Scan(scan), out);
         }
+        self.note_answered(now, chain);
         let reply = self.scan_here(chain, &scan);
         // The store may hold writes this batch logged but has not made durable; the answer must not leave first.
         self.answer(origin, reply, true, out);

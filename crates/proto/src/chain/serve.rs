@@ -86,7 +86,7 @@ impl ChainNode {
     }
 
     /// Whether this node holds a lease on `chain` for `r`'s view at `now`, wherever it stands in the chain.
-    fn lease_valid(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
+    pub(super) fn lease_valid(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::IgnoresLease) {
             return true;
@@ -170,12 +170,18 @@ impl ChainNode {
     /// A read's answer from this member's store, given at `now`.
     fn read_reply(&mut self, now: Time, chain: ChainId, key: &[u8], read: Read) -> Reply {
         self.stats.reads += 1;
-        if let Some(r) = self.replicas.get_mut(&chain) {
-            r.answered = r.view().map(|view| Answered { at: now, view, tail: r.is_tail() });
-        }
+        self.note_answered(now, chain);
         match self.stored(chain, key) {
             Ok(stored) => reply_for(read, stored, self.wall_ms),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
+        }
+    }
+
+    /// Records that this member answers a read of `chain` from its own store at `now`, for the simulator to
+    /// hold to the lease rule ([`ChainNode::answered`]).
+    pub(super) fn note_answered(&mut self, now: Time, chain: ChainId) {
+        if let Some(r) = self.replicas.get_mut(&chain) {
+            r.answered = r.view().map(|view| Answered { at: now, view, tail: r.is_tail() });
         }
     }
 

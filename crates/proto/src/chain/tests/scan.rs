@@ -41,6 +41,9 @@ fn a_walk_from_any_node_returns_every_key_once() {
     }
     let total = scanned(h.request(2, scan(0, ScanWant::Count)));
     assert_eq!((total.matched, total.next), (40, None), "one partition, one answer");
+    // What the simulator's invariant holds the tail to, as for a GET: it answered as the tail at this view.
+    let (tail, view) = (h.chain().tail().unwrap(), h.chain().view);
+    assert_eq!(h.nodes[&tail].answered(Time::ZERO).collect::<Vec<_>>(), vec![(ChainId(0), view, true)]);
 }
 
 /// A ring position means the same keys whichever member answers it: removing the tail mid-walk loses none.
