@@ -1,9 +1,20 @@
-//! A node's data directory: one node id for life, one process at a time.
+//! A node's data directory: one node id for life, one process at a time, one data format.
+//!
+//! The format is a number in `FORMAT`, written when a directory is first used. A build refuses a directory of a
+//! format it does not know (a newer release's, after a downgrade) with an error that says so, rather than
+//! misreading segments, hints or the manager's log: their encodings (postcard for the manager's, not
+//! self-describing) change only with a new format number. Every release so far writes format 1, so a directory
+//! without the file, made before it existed, is of format 1.
 
 use meridian_core::NodeId;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
+
+/// The data format this build reads and writes.
+pub const FORMAT: u32 = 1;
+
+const FORMAT_PREFIX: &str = "meridian data format ";
 
 /// A claimed data directory. Its lock (an advisory `flock` on `LOCK`) is held for as long as this value
 /// lives, and released by the OS if the process dies, so a crashed node never leaves a stale lock behind.
@@ -20,6 +31,7 @@ impl DataDir {
     pub fn claim(path: &Path, node: NodeId) -> Result<DataDir, String> {
         std::fs::create_dir_all(path).map_err(|e| format!("cannot create data directory {}: {e}", path.display()))?;
         let lock = lock(path)?;
+        check_format(path)?;
         check_owner(path, node)?;
         Ok(DataDir { path: path.to_path_buf(), _lock: lock })
     }
@@ -54,19 +66,55 @@ fn lock(dir: &Path) -> Result<File, String> {
     Ok(file)
 }
 
+/// The format is written on first use (or found missing in a directory from before the file) and checked on
+/// every start after.
+fn check_format(dir: &Path) -> Result<(), String> {
+    let Some(text) = read_marker(dir, "FORMAT")? else {
+        return write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n"));
+    };
+    match text.trim().strip_prefix(FORMAT_PREFIX).and_then(|n| n.parse::<u32>().ok()) {
+        Some(FORMAT) => Ok(()),
+        Some(other) => Err(format!(
+            "data directory {} holds data format {other}, and this build of meridian reads format {FORMAT} only: run \
+             the release that wrote it (or a later one), or start this node on an empty --data-dir",
+            dir.display()
+        )),
+        None => Err(format!("{} is corrupt: {text:?}", dir.join("FORMAT").display())),
+    }
+}
+
 /// The id is written on first use and checked on every start after.
 fn check_owner(dir: &Path, node: NodeId) -> Result<(), String> {
-    let id_file = dir.join("node-id");
-    match std::fs::read_to_string(&id_file) {
-        Ok(text) => match text.trim().parse::<u32>() {
-            Ok(owner) if owner == node.0 => Ok(()),
-            Ok(owner) => Err(format!("data directory {} belongs to node {owner}, not node {}", dir.display(), node.0)),
-            Err(_) => Err(format!("{} is corrupt: {text:?}", id_file.display())),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::write(&id_file, format!("{}\n", node.0))
-            .map_err(|e| format!("cannot write {}: {e}", id_file.display())),
-        Err(e) => Err(format!("cannot read {}: {e}", id_file.display())),
+    let Some(text) = read_marker(dir, "node-id")? else {
+        return write_marker(dir, "node-id", &format!("{}\n", node.0));
+    };
+    match text.trim().parse::<u32>() {
+        Ok(owner) if owner == node.0 => Ok(()),
+        Ok(owner) => Err(format!("data directory {} belongs to node {owner}, not node {}", dir.display(), node.0)),
+        Err(_) => Err(format!("{} is corrupt: {text:?}", dir.join("node-id").display())),
     }
+}
+
+/// The contents of the marker file `name`, or None if there is none.
+fn read_marker(dir: &Path, name: &str) -> Result<Option<String>, String> {
+    let path = dir.join(name);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Writes the marker file `name` whole or not at all (a temporary file, fsynced, renamed over it, and the
+/// directory fsynced), so a crash during the first start cannot leave an empty marker that refuses every start
+/// after.
+fn write_marker(dir: &Path, name: &str, contents: &str) -> Result<(), String> {
+    let (tmp, path) = (dir.join(format!("{name}.tmp")), dir.join(name));
+    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let mut file = File::create(&tmp).map_err(cannot)?;
+    file.write_all(contents.as_bytes()).and_then(|()| file.sync_all()).map_err(cannot)?;
+    std::fs::rename(&tmp, &path).map_err(cannot)?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(cannot)
 }
 
 #[cfg(test)]
@@ -82,6 +130,31 @@ mod tests {
         assert!(refused.contains(&format!("pid {}", std::process::id())), "{refused}");
         drop(first);
         DataDir::claim(dir.path(), NodeId(1)).unwrap();
+    }
+
+    #[test]
+    fn a_directory_keeps_its_format_and_refuses_another() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
+        let written = std::fs::read_to_string(dir.path().join("FORMAT")).unwrap();
+        assert_eq!(written, format!("meridian data format {FORMAT}\n"));
+        drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
+
+        std::fs::write(dir.path().join("FORMAT"), format!("meridian data format {}\n", FORMAT + 1)).unwrap();
+        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err();
+        assert!(refused.contains(&format!("holds data format {}", FORMAT + 1)), "{refused}");
+        std::fs::write(dir.path().join("FORMAT"), "").unwrap();
+        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err();
+        assert!(refused.contains("FORMAT is corrupt"), "{refused}");
+    }
+
+    /// A directory made before the format file existed is of format 1: it gets the file and starts.
+    #[test]
+    fn a_directory_from_before_the_format_file_is_format_1() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("node-id"), "1\n").unwrap();
+        drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
+        assert_eq!(std::fs::read_to_string(dir.path().join("FORMAT")).unwrap(), "meridian data format 1\n");
     }
 
     #[test]

@@ -92,7 +92,8 @@
 //! # Evolution
 //! The map and the commands are postcard-encoded, which is not self-describing: new commands are added
 //! as new variants at the end of [`MapCommand`] and new map state (keyspaces, voter changes) as new
-//! fields at the end of [`ClusterMap`], with a log format version bump.
+//! fields at the end of [`ClusterMap`]. A change an older build would misread comes with a new data format
+//! number (`FORMAT` in the data directory, `meridian_node::data_dir::FORMAT`), which older builds refuse.
 
 mod chain;
 mod check;
