@@ -16,8 +16,9 @@
 //! of it, which costs no more per update than a tree would and a third of the memory.
 //!
 //! A ring range (a SCAN page, a range drop) is read through a third order, every slot by its key's ring token in
-//! a B-tree: a page then costs its own keys, not a pass over the whole store, at about 24 bytes per key. Only a
-//! new key or a range drop changes it; an overwrite, the common write, does not touch it.
+//! a B-tree: a page then costs its own keys, not a pass over the whole store, at about 30 bytes per key (measured
+//! with a million keys, `docs/performance.md` section 26). Only a new key or a range drop changes it; an
+//! overwrite, the common write, does not touch it.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet};
@@ -289,8 +290,8 @@ impl MemStore {
         self.squeeze_if_stale();
     }
 
-    /// The (token, slot) of every key whose ring token lies in `(start_exclusive, end_inclusive]`
-    /// ([`crate::datastore::ring_range_contains`]: the range wraps past `u64::MAX`, and equal ends mean the whole ring).
+    /// The (token, slot) of every key whose ring token lies in `(start_exclusive, end_inclusive]`, a range that
+    /// wraps past `u64::MAX` and is the whole ring if its ends are equal ([`crate::datastore::ring_range_contains`]).
     fn in_range(&self, start_exclusive: u64, end_inclusive: u64) -> Vec<(u64, u32)> {
         let after = Bound::Excluded((start_exclusive, u32::MAX));
         let through = Bound::Included((end_inclusive, u32::MAX));
@@ -375,11 +376,11 @@ impl Datastore for MemStore {
     }
 
     /// `index_bytes` approximates the memory held: hash table, slots, the two orders (the token order's B-tree
-    /// nodes taken as two-thirds full), and key and value bytes.
+    /// taken as twice its entries, which section 26 of `docs/performance.md` measured), and key and value bytes.
     fn stats(&self) -> StoreStats {
         let slots = self.index.allocation_size() + self.slots.capacity() * size_of::<Slot>();
-        let order = self.by_stamp.capacity() * size_of::<(u64, Latest)>()
-            + self.by_token.len() * size_of::<(u64, u32)>() * 3 / 2;
+        let order =
+            self.by_stamp.capacity() * size_of::<(u64, Latest)>() + self.by_token.len() * size_of::<(u64, u32)>() * 2;
         StoreStats {
             live_keys: self.live_keys,
             records: self.records,
