@@ -368,10 +368,9 @@ impl ChainNode {
         let update = self.update_mode(u.chain);
         let r = &self.replicas[&u.chain];
         let Some(succ) = r.succ().filter(|_| r.is_head() && update != UpdateMode::Su) else { return u };
-        let written = u.outcome.reply();
         match (update, u.origin) {
-            (UpdateMode::Ausi, origin) => self.invalidate(&u, succ, origin, written, out),
-            (_, Some(origin)) if self.lease_valid(u.chain, r, now) => self.answer(origin, written, true, out),
+            (UpdateMode::Ausi, origin) => self.invalidate(&u, succ, origin, u.outcome.reply(), out),
+            (_, Some(origin)) if self.lease_valid(u.chain, r, now) => self.answer(origin, u.outcome.reply(), true, out),
             _ => return u,
         }
         u.origin = None;
