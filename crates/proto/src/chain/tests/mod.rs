@@ -681,11 +681,7 @@ fn a_joiner_drops_what_it_copied_before_its_chain_was_restored() {
 /// (CRAQ's dirty read), so a write that may never commit is never seen; other keys are read at the head.
 #[test]
 fn a_head_that_answers_reads_sends_keys_with_tentative_writes_to_the_tail() {
-    let config = meridian_core::KeyspaceConfig {
-        read_from: meridian_core::QueryNode::Head,
-        ..meridian_core::KeyspaceConfig::durable(3)
-    };
-    let mut h = Harness::with_config(3, config);
+    let mut h = Harness::with_config(3, keyspace(meridian_core::UpdateMode::Su, meridian_core::QueryNode::Head));
     h.written(1, "k", "v1");
     h.written(1, "other", "o1");
     let (head, mid, _) = h.members();
@@ -704,12 +700,13 @@ fn a_head_that_answers_reads_sends_keys_with_tentative_writes_to_the_tail() {
     assert_eq!(h.request(head.0, get("k")), Some(value("v2")));
 }
 
+/// Three `log` replicas, `update` and `read_from` as given.
+fn keyspace(update: meridian_core::UpdateMode, read_from: meridian_core::QueryNode) -> meridian_core::KeyspaceConfig {
+    meridian_core::KeyspaceConfig { update, read_from, ..meridian_core::KeyspaceConfig::durable(3) }
+}
+
 fn ausi(read_from: meridian_core::QueryNode) -> meridian_core::KeyspaceConfig {
-    meridian_core::KeyspaceConfig {
-        update: meridian_core::UpdateMode::Ausi,
-        read_from,
-        ..meridian_core::KeyspaceConfig::durable(3)
-    }
+    keyspace(meridian_core::UpdateMode::Ausi, read_from)
 }
 
 /// Seed 003 §5.3, AUSI: a write is answered once every member holds an invalidation of its key (or, if those
@@ -755,9 +752,7 @@ fn an_ausi_head_without_a_lease_answers_a_write_only_once_it_has_one() {
 /// the simulator's `isolate` fault). Without a lease the write goes on down the chain, answered by the tail.
 #[test]
 fn an_au_head_without_a_lease_leaves_the_answer_to_the_tail() {
-    let au =
-        meridian_core::KeyspaceConfig { update: meridian_core::UpdateMode::Au, ..ausi(meridian_core::QueryNode::Tail) };
-    let mut h = Harness::with_config(3, au);
+    let mut h = Harness::with_config(3, keyspace(meridian_core::UpdateMode::Au, meridian_core::QueryNode::Tail));
     h.written(1, "k", "v1");
     let (head, mid, _) = h.members();
     h.drop_to = vec![mid];
