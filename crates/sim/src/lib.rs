@@ -10,6 +10,7 @@ pub mod net;
 pub mod protocols;
 pub mod rng;
 pub mod run;
+pub mod scans;
 pub mod sweep;
 pub mod workload;
 pub mod world;

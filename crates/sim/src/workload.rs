@@ -18,6 +18,9 @@
 //! history records a delete of its value, its outcome unknown, from the put's invocation on. An eviction that
 //! takes a newer value, or a value that comes back after it went, is a violation.
 //!
+//! Some runs also send SCAN pages (`scans.rs`): a workload key a page covered and left out is recorded as a get
+//! that found it absent.
+//!
 //! Some runs also spread the keys over extra keyspaces of their own replication factor, created at the
 //! start by a setup client through the manager: key `k{i}` of the history is key `k{i / n}` of keyspace
 //! `i mod n` (n keyspaces, `default` included), so the same key bytes live in several keyspaces at once
@@ -26,6 +29,7 @@
 
 use crate::clock::WALL_ERROR_MS;
 use crate::rng::SimRng;
+use crate::scans::Page;
 use crate::world::{Event, World};
 use bytes::Bytes;
 use meridian_check::{History, OpKind, Recorder};
@@ -43,6 +47,9 @@ pub enum ClientEvent {
 
 /// The client that creates the run's extra keyspaces (the nemesis's admin client is `usize::MAX`).
 pub const SETUP_CLIENT: usize = usize::MAX - 1;
+/// Operation handles from here on are SCAN pages (this plus the page's index), which the history records only
+/// once answered; below it they are the history's operations.
+const PAGE_OP: usize = 1 << 48;
 /// History processes of the expiry deletes a put with a time to live stands for: this plus the put's index.
 /// Every process below it is a client.
 pub const EXPIRY_PROCESS: u64 = 1 << 32;
@@ -59,6 +66,8 @@ pub struct WorkloadParams {
     pub keyspaces: Vec<KeyspaceConfig>,
     pub read_ratio: f64,
     pub delete_ratio: f64,
+    /// The fraction of operations before the heal that are SCAN pages.
+    pub scan_ratio: f64,
     /// The fraction of puts with a time to live (1 ms to [`TTL_MAX_MS`]).
     pub ttl_ratio: f64,
     /// `default` is a cache keyspace (the extra keyspaces say so in their configurations).
@@ -83,6 +92,7 @@ impl WorkloadParams {
             default_evicts: false,
             timeout,
             think_max: rng.duration(Duration::from_micros(100), Duration::from_millis(20)),
+            scan_ratio: if rng.unit() < 0.5 { 0.0 } else { rng.unit() * 0.3 },
         }
     }
 }
@@ -140,6 +150,10 @@ pub struct Workload {
     recorder: Recorder,
     /// Kind, key index and invocation time of every operation, by index.
     ops: Vec<(OpKind, usize, u64)>,
+    /// Every SCAN page sent, by index.
+    pages: Vec<Page>,
+    /// SCAN pages answered, and the absent keys they recorded.
+    page_counts: (u64, u64),
     nodes: Vec<NodeId>,
     /// Per key: (written, read) successfully by an operation invoked after progress became required.
     after_heal: Vec<(bool, bool)>,
@@ -164,6 +178,8 @@ impl Workload {
             clients,
             recorder: Recorder::new(),
             ops: Vec::new(),
+            pages: Vec::new(),
+            page_counts: (0, 0),
             nodes,
             after_heal,
             wrong_answer: None,
@@ -207,6 +223,9 @@ impl Workload {
         if now >= self.phases.deadline || self.progress_proven() {
             return;
         }
+        if now < self.phases.must_progress && self.params.scan_ratio > 0.0 && self.rng.chance(self.params.scan_ratio) {
+            return self.issue_page(client, world);
+        }
         let (k, kind) = if now >= self.phases.must_progress { self.final_choice(client) } else { self.random_choice() };
         let key = format!("k{k}");
         let value = (kind == OpKind::Put).then(|| {
@@ -233,12 +252,27 @@ impl Workload {
             let from = now + ms.saturating_sub(2 * WALL_ERROR_MS) * 1_000_000;
             self.record_delete(EXPIRY_PROCESS + op as u64, k, key, v, from);
         }
+        self.send(client, op, req, world);
+    }
+
+    /// Sends a page of a random keyspace's keys.
+    fn issue_page<P: Process>(&mut self, client: usize, world: &mut World<P>) {
+        let keyspace = KeyspaceId(self.rng.index(1 + self.params.keyspaces.len()) as u32);
+        let keys: Vec<Bytes> = self.keys_of(keyspace).into_iter().map(|(_, key)| key).collect();
+        let (page, req) = Page::random(&mut self.rng, keyspace, &keys, world.now());
+        let op = PAGE_OP + self.pages.len();
+        self.pages.push(page);
+        self.send(client, op, req, world);
+    }
+
+    /// Sends `client`'s operation `op` to a random node, and gives up on it after the timeout.
+    fn send<P: Process>(&mut self, client: usize, op: usize, req: Request, world: &mut World<P>) {
         self.clients[client].pending = Some(op);
         // Clients know the cluster's nodes, not spares that never started.
         let nodes: Vec<NodeId> = self.nodes.iter().copied().filter(|&n| world.was_started(n)).collect();
         let node = nodes[self.rng.index(nodes.len())];
         world.client_send(client, op, node, req);
-        let deadline = now + self.params.timeout.as_nanos() as u64;
+        let deadline = world.now() + self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client, op }));
     }
 
@@ -266,6 +300,12 @@ impl Workload {
     fn placed(&self, k: usize) -> (KeyspaceId, Bytes) {
         let n = 1 + self.params.keyspaces.len();
         (KeyspaceId((k % n) as u32), Bytes::from(format!("k{}", k / n)))
+    }
+
+    /// The history keys (by index) that live in `keyspace`, with their key bytes there.
+    fn keys_of(&self, keyspace: KeyspaceId) -> Vec<(usize, Bytes)> {
+        let placed = (0..self.params.keys).map(|k| (k, self.placed(k)));
+        placed.filter(|(_, (ks, _))| *ks == keyspace).map(|(k, (_, key))| (k, key)).collect()
     }
 
     /// Asks a random node to create the next extra keyspace, unless all exist.
@@ -338,6 +378,10 @@ impl Workload {
         }
         self.clients[client].pending = None;
         let now = world.now();
+        if let Some(page) = op.checked_sub(PAGE_OP) {
+            self.on_page(client, page, reply, now);
+            return self.next(client, world);
+        }
         let outside_default = self.placed(self.ops[op].1).0 != KeyspaceId::DEFAULT;
         self.elsewhere += u64::from(outside_default && matches!(reply, Reply::Value(_) | Reply::Written { .. }));
         match (self.ops[op].0, reply) {
@@ -362,6 +406,41 @@ impl Workload {
             }
         }
         self.next(client, world);
+    }
+
+    /// Records, as reads by `client`, the keys page `page` covered and found absent (`scans.rs`).
+    fn on_page(&mut self, client: usize, page: usize, reply: Reply, now: u64) {
+        let page = self.pages[page];
+        let scanned_dbg = format!(
+            "{reply:?} tokens {:?}",
+            self.keys_of(page.keyspace)
+                .iter()
+                .map(|(k, b)| (*k, meridian_core::ring::key_token(b)))
+                .collect::<Vec<_>>()
+        );
+        let absent = match reply {
+            Reply::Scanned(scanned) => page.absent(&scanned, &self.keys_of(page.keyspace)),
+            // A page changes nothing, so a refused or failed one has nothing to record.
+            Reply::Error(..) => return,
+            other => Err(format!("a scan of keyspace {} got the answer {other:?}", page.keyspace)),
+        };
+        let absent = match absent {
+            Ok(absent) => absent,
+            Err(wrong) => {
+                self.wrong_answer.get_or_insert(wrong);
+                return;
+            }
+        };
+        self.page_counts.0 += 1;
+        if std::env::var("PAGEDBG").is_ok() {
+            eprintln!("page {page:?} at {now} absent {absent:?} {scanned_dbg}");
+        }
+        for k in absent {
+            let op = self.recorder.invoke(client as u64, OpKind::Get, format!("k{k}"), None, None, page.invoke_ns);
+            self.recorder.complete(op, Some(true), None, now);
+            self.ops.push((OpKind::Get, k, page.invoke_ns));
+            self.page_counts.1 += 1;
+        }
     }
 
     fn progress_proven(&self) -> bool {
@@ -405,11 +484,13 @@ impl Workload {
     }
 
     /// What the run did with keyspaces, for the run's counters.
-    pub fn keyspace_counters(&self) -> [(&'static str, u64); 3] {
+    pub fn keyspace_counters(&self) -> [(&'static str, u64); 5] {
         [
             ("keyspaces created", self.setup.created as u64),
             ("operations outside default", self.elsewhere),
             ("keys of restored chains", self.set_aside.len() as u64),
+            ("scan pages answered", self.page_counts.0),
+            ("keys scans found absent", self.page_counts.1),
         ]
     }
 

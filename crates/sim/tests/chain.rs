@@ -56,6 +56,8 @@ fn chain_is_linearizable_under_membership_changes_and_manager_failover() {
     assert!(sum("chains left") > 10, "nodes must leave chains");
     let (keyspaces, elsewhere) = (sum("keyspaces created"), sum("operations outside default"));
     assert!(keyspaces > 10 && elsewhere > 1000, "keys must live in other keyspaces too: {keyspaces}, {elsewhere}");
+    let (pages, absent) = (sum("scan pages answered"), sum("keys scans found absent"));
+    assert!(pages > 1000 && absent > 100, "SCAN pages must be checked too: {pages} pages, {absent} absent keys");
 }
 
 /// A node cut off from the others long enough for the manager to declare it failed and move its chains on, while

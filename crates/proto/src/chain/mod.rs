@@ -128,6 +128,12 @@ pub enum PlantedBug {
     /// Instead of the head ordering evictions, the tail evicts on its own, from its own store, after each
     /// update it commits: the members before it keep what it dropped.
     EvictsLocally,
+    /// A query node answers SCAN pages without a lease (GETs keep theirs), so a tail removed without knowing
+    /// answers pages from a store the chain has moved on from.
+    ScanIgnoresLease,
+    /// A SCAN page leaves out the keys on its first token (an off-by-one on the range's start) while its
+    /// answer claims the whole range from there.
+    ScanSkipsFirstToken,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

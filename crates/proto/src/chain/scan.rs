@@ -13,15 +13,25 @@
 //! answers' ranges tile the ring from 0 to its end, as every answer covers exactly `from .. next`; partitions
 //! never move on the ring, only between nodes, so a range means the same keys whichever node answers it; and
 //! the answering member holds every write that was acknowledged before it answers (under `su` every member
-//! does; under `au` and `ausi` the query node, as for GET, may lag the head: docs/resp.md). Keys written or
-//! deleted during a scan may or may not be returned, and a key may be returned twice if a client repeats a
-//! cursor, both as in Redis.
+//! does; under `au` the query node, as for GET, may lag the head: docs/resp.md). Keys written or deleted during a
+//! scan may or may not be returned, and a key may be returned twice if a client repeats a cursor, both as in
+//! Redis.
 //!
-//! A key past its deadline on this node's wall clock is skipped though its delete may not have reached this
-//! node yet, as Redis' SCAN skips expired keys; a clock ahead of the head's can so hide a key that a PERSIST
-//! saves within that error.
+//! A page holds to more than that: to what a GET of each key of its range holds to, so under `su` and `ausi` a
+//! page is linearizable, per key, with every other read and write. Where a GET of one of its keys would be
+//! answered by another member ([`ChainNode::page_elsewhere`]: a write the tail has not acknowledged, under `su`,
+//! at a query node before the tail; an invalidation, under `ausi`, after the head), the whole page goes there;
+//! an `ausi` head leaves a page over a write that is not yet invalidated everywhere to the front-end's next try,
+//! where a GET of that key would wait. The simulator records every workload key a page covers and leaves out
+//! as a read of nothing, and checks it with the GETs (`crates/sim/src/scans.rs`).
+//!
+//! A key past its deadline is returned until its delete, which the chain's head orders (docs/keyspaces.md,
+//! "Expiry"), reaches this node, exactly as a GET here returns it. Skipping it on this node's own clock, as
+//! Redis' SCAN skips expired keys, would let a page call a key absent that a GET just after it still finds (the
+//! head's clock behind this one's, or a PERSIST the head applies first): the simulator's check of pages against
+//! GETs found exactly that.
 
-use super::msg::Origin;
+use super::msg::{ChainMsg, Origin};
 use super::serve::corrupt;
 use super::{ChainNode, Fx};
 use crate::manager::placement::partition_range;
@@ -29,9 +39,11 @@ use bytes::Bytes;
 use meridian_core::glob::glob_match;
 use meridian_core::ring::key_token;
 use meridian_core::{
-    ChainId, ErrorKind, Reply, Request, Scan, ScanWant, Scanned, Stored, Time, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
+    ChainId, ErrorKind, NodeId, Reply, Request, Scan, ScanWant, Scanned, Stored, Time, UpdateMode, SCAN_COUNT_MAX,
+    SCAN_REPLY_BYTES,
 };
 use meridian_store::{Datastore, StoreError};
+use std::ops::RangeInclusive;
 
 /// Keys a [`ScanWant::Count`] answer is sized to examine: a whole partition in one answer for keyspaces of up
 /// to a few million keys, and a bounded pause of the node's core for larger ones.
@@ -40,31 +52,94 @@ pub const COUNT_SPAN_KEYS: u64 = 1 << 16;
 /// A key of the scanned range: its token, the key, and whether it passes the scan's filters.
 type Found = (u64, Bytes, bool);
 
+/// Where a page goes instead of being answered here ([`ChainNode::page_elsewhere`]).
+enum Elsewhere {
+    Member(NodeId),
+    /// Nowhere yet: the front-end tries again at its next tick.
+    Later,
+}
+
 impl ChainNode {
     pub(super) fn on_scan(&mut self, now: Time, origin: Origin, chain: ChainId, scan: Scan, out: &mut Fx) {
+        let leased = self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now));
+        #[cfg(feature = "planted-bugs")]
+        let leased = leased
+            || self.cfg.planted_bug == Some(super::PlantedBug::ScanIgnoresLease)
+                && self.replicas.get(&chain).is_some_and(|r| r.is_active() && self.reads_here(chain));
         // No lease: the front-end tries again at its next tick, routed by its map as it is then.
-        if !self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now)) {
+        if !leased {
             return self.bounce(origin, chain, Request::Scan(scan), out);
         }
+        let last = match self.page_end(chain, &scan) {
+            Ok(last) => last,
+            Err(refusal) => return self.answer(origin, refusal, true, out),
+        };
+        match self.page_elsewhere(chain, scan.from..=last) {
+            Some(Elsewhere::Member(to)) => return self.send_page(origin, chain, scan, to, out),
+            Some(Elsewhere::Later) => return self.bounce(origin, chain, Request::Scan(scan), out),
+            None => {}
+        }
         self.note_answered(now, chain);
-        let reply = self.scan_here(chain, &scan);
+        let reply = self.scan_here(chain, &scan, last);
         // The store may hold writes this batch logged but has not made durable; the answer must not leave first.
         self.answer(origin, reply, true, out);
     }
 
-    fn scan_here(&self, chain: ChainId, scan: &Scan) -> Reply {
+    /// The last token a page of `chain` from `scan.from` covers, or the refusal of a position outside the
+    /// chain's partition.
+    fn page_end(&self, chain: ChainId, scan: &Scan) -> Result<u64, Reply> {
         let partitions = self.map.as_ref().expect("a lease implies a map").partitions;
         let partition = partition_range(chain, partitions);
         if !partition.contains(&scan.from) {
             let msg = format!("token {} is not in chain {chain}'s partition", scan.from);
-            return Reply::Error(ErrorKind::Invalid, msg);
+            return Err(Reply::Error(ErrorKind::Invalid, msg));
         }
         let want = match scan.want {
             ScanWant::Keys(count) => count.clamp(1, SCAN_COUNT_MAX) as u64,
             ScanWant::Count => COUNT_SPAN_KEYS,
         };
-        let last = range_end(scan.from, *partition.end(), partitions, want, self.keys_per_chain(chain));
-        match answer(self.store(chain), chain, scan, last, self.wall_ms) {
+        Ok(range_end(scan.from, *partition.end(), partitions, want, self.keys_per_chain(chain)))
+    }
+
+    /// Where a page over `range` must be answered instead of here, by the rule a GET of each of its keys follows
+    /// (`serve_read`): under `su`, a member before the tail holding a write of a key in the range that the tail
+    /// has not acknowledged sends the page to the tail; under `ausi`, a member after the head holding an
+    /// invalidation of such a key sends it to the head, and the head, while such a write is not yet invalidated
+    /// everywhere, leaves it to the front-end's next try (a GET waits at the head for its one key instead).
+    fn page_elsewhere(&self, chain: ChainId, range: RangeInclusive<u64>) -> Option<Elsewhere> {
+        let r = &self.replicas[&chain];
+        let members = &self.map.as_ref()?.chains.get(&chain)?.members;
+        let covers = |key: &[u8]| range.contains(&key_token(key));
+        match self.update_mode(chain) {
+            UpdateMode::Su if !r.is_tail() && r.unacked.iter().any(|u| covers(&u.key)) => {
+                members.last().copied().map(Elsewhere::Member)
+            }
+            UpdateMode::Ausi if r.is_head() => r.awaiting.values().any(|(k, ..)| covers(k)).then_some(Elsewhere::Later),
+            UpdateMode::Ausi if r.invalid.iter().any(|(k, &seq)| seq > r.lu && covers(k)) => {
+                members.first().copied().map(Elsewhere::Member)
+            }
+            _ => None,
+        }
+    }
+
+    /// Sends a page on to `to`, the member `page_elsewhere` named, keeping a copy for the front-end if it is ours.
+    fn send_page(&mut self, origin: Origin, chain: ChainId, scan: Scan, to: NodeId, out: &mut Fx) {
+        let Some(view) = self.replicas[&chain].view() else {
+            return self.bounce(origin, chain, Request::Scan(scan), out);
+        };
+        if origin.node == self.me {
+            self.fe.keep(&origin, Request::Scan(scan.clone()));
+        }
+        out.send(to, ChainMsg::Scan { origin, view, chain, scan })
+    }
+
+    /// The answer to a page from `scan.from` to `last` from this member's store.
+    fn scan_here(&self, chain: ChainId, scan: &Scan, last: u64) -> Reply {
+        #[cfg(feature = "planted-bugs")]
+        let skipped = Scan { from: scan.from.saturating_add(1), ..scan.clone() };
+        #[cfg(feature = "planted-bugs")]
+        let scan = if self.cfg.planted_bug == Some(super::PlantedBug::ScanSkipsFirstToken) { &skipped } else { scan };
+        match answer(self.store(chain), chain, scan, last) {
             Ok(scanned) => Reply::Scanned(scanned),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
         }
@@ -90,18 +165,12 @@ fn range_end(from: u64, end: u64, partitions: u32, want: u64, keys: u64) -> u64 
 
 /// The answer to `scan` over `scan.from ..= last` from `store`, which holds `chain`'s keys (and maybe other
 /// chains').
-pub fn answer(
-    store: &dyn Datastore,
-    chain: ChainId,
-    scan: &Scan,
-    last: u64,
-    now_ms: u64,
-) -> Result<Scanned, StoreError> {
+pub fn answer(store: &dyn Datastore, chain: ChainId, scan: &Scan, last: u64) -> Result<Scanned, StoreError> {
     let mut found: Vec<Found> = Vec::new();
     let mut failed = None;
     store.scan_range(scan.from.wrapping_sub(1), last, &mut |key, entry| {
         let Some(raw) = entry.value.filter(|_| entry.chain == chain.0) else { return };
-        match passes(scan, &key, &raw, now_ms) {
+        match passes(scan, &key, &raw) {
             Ok(pass) => found.push((key_token(&key), key, pass)),
             Err(e) => failed = Some(e),
         }
@@ -113,13 +182,10 @@ pub fn answer(
     Ok(cut(found, scan.want, last))
 }
 
-/// Whether a present key with stored value `raw` is one `scan` asks for: not past its deadline, of the kind
-/// TYPE names, matching MATCH.
-fn passes(scan: &Scan, key: &[u8], raw: &Bytes, now_ms: u64) -> Result<bool, StoreError> {
-    let (stored_kind, expires_ms) = Stored::header(raw).map_err(corrupt)?;
-    Ok(expires_ms.is_none_or(|at| at > now_ms)
-        && scan.kind.is_none_or(|kind| kind == stored_kind)
-        && scan.pattern.as_ref().is_none_or(|p| glob_match(p, key)))
+/// Whether a present key with stored value `raw` is one `scan` asks for: of the kind TYPE names, matching MATCH.
+fn passes(scan: &Scan, key: &[u8], raw: &Bytes) -> Result<bool, StoreError> {
+    let (stored_kind, _) = Stored::header(raw).map_err(corrupt)?;
+    Ok(scan.kind.is_none_or(|kind| kind == stored_kind) && scan.pattern.as_ref().is_none_or(|p| glob_match(p, key)))
 }
 
 /// Takes `found` (sorted by token) in order until COUNT keys were examined or [`SCAN_REPLY_BYTES`] of keys
@@ -214,7 +280,7 @@ mod tests {
     }
 
     #[test]
-    fn expired_keys_other_kinds_and_other_chains_are_skipped() {
+    fn keys_past_their_deadline_are_kept_and_other_kinds_and_chains_skipped() {
         let mut s =
             store_with(&[("s", Kind::String, None), ("h", Kind::Hash, None), ("old", Kind::String, Some(10))], 0);
         s.append(&Record {
@@ -225,16 +291,15 @@ mod tests {
         })
         .unwrap();
         s.append(&Record { chain: 0, seq: 9, key: Bytes::from_static(b"gone"), body: Body::Tombstone }).unwrap();
-        let all = answer(&s, ChainId(0), &scan(0, ScanWant::Keys(10)), u64::MAX, 10).unwrap();
+        let all = answer(&s, ChainId(0), &scan(0, ScanWant::Keys(10)), u64::MAX).unwrap();
         let mut got = keys(&all);
         got.sort();
-        assert_eq!((got, all.examined, all.next), (vec![&b"h"[..], b"s"], 3, None));
-        let before = answer(&s, ChainId(0), &scan(0, ScanWant::Count), u64::MAX, 9).unwrap();
-        assert_eq!(before.matched, 3, "not yet due");
+        // "old" is past its deadline, but only its head's delete takes it away, as from a GET.
+        assert_eq!((got, all.examined, all.next), (vec![&b"h"[..], b"old", b"s"], 3, None));
         let hashes = Scan { kind: Some(Kind::Hash), ..scan(0, ScanWant::Keys(10)) };
-        assert_eq!(keys(&answer(&s, ChainId(0), &hashes, u64::MAX, 0).unwrap()), vec![&b"h"[..]]);
+        assert_eq!(keys(&answer(&s, ChainId(0), &hashes, u64::MAX).unwrap()), vec![&b"h"[..]]);
         let matching = Scan { pattern: Some(Bytes::from_static(b"?")), ..scan(0, ScanWant::Count) };
-        assert_eq!(answer(&s, ChainId(0), &matching, u64::MAX, 0).unwrap().matched, 2);
+        assert_eq!(answer(&s, ChainId(0), &matching, u64::MAX).unwrap().matched, 2);
     }
 
     #[test]
@@ -244,11 +309,11 @@ mod tests {
         let mut tokens: Vec<u64> = names.iter().map(|n| key_token(n.as_bytes())).collect();
         tokens.sort_unstable();
         let (from, last) = (tokens[10], tokens[30]);
-        let got = answer(&s, ChainId(0), &scan(from, ScanWant::Keys(100)), last, 0).unwrap();
+        let got = answer(&s, ChainId(0), &scan(from, ScanWant::Keys(100)), last).unwrap();
         let got_tokens: Vec<u64> = got.keys.iter().map(|k| key_token(k)).collect();
         assert_eq!(got_tokens, tokens[10..=30], "from and last both included, in order");
         assert_eq!(got.next, Some(last + 1));
-        let page = answer(&s, ChainId(0), &scan(from, ScanWant::Keys(5)), last, 0).unwrap();
+        let page = answer(&s, ChainId(0), &scan(from, ScanWant::Keys(5)), last).unwrap();
         assert_eq!((page.keys.len(), page.next), (5, Some(tokens[14] + 1)));
     }
 }

@@ -75,3 +75,57 @@ fn a_query_node_without_a_lease_bounces_and_the_front_end_retries() {
     let total = h.replies.values().find_map(|r| if let Reply::Scanned(s) = r { Some(s.matched) } else { None });
     assert_eq!(total, Some(1));
 }
+
+/// The keys of a page from the ring's start, COUNT 10, through `via`, and the node that answered it from its
+/// store.
+fn page_keys(h: &mut Harness, via: NodeId) -> (Option<Vec<Bytes>>, Option<NodeId>) {
+    h.nodes.values_mut().flat_map(|n| n.replicas.values_mut()).for_each(|r| r.answered = None);
+    let keys = h.request(via.0, scan(0, ScanWant::Keys(10))).map(|r| scanned(Some(r)).keys);
+    let by = h.nodes.iter().find(|(_, n)| n.answered(Time::ZERO).next().is_some()).map(|(&id, _)| id);
+    (keys, by)
+}
+
+/// A page is held to what a GET of each of its keys is: a head answering reads under `su` does not show a write
+/// the tail has not acknowledged, but sends the page to the tail (`page_elsewhere`).
+#[test]
+fn a_head_that_answers_reads_sends_pages_over_tentative_writes_to_the_tail() {
+    let mut h = Harness::with_config(3, keyspace(meridian_core::UpdateMode::Su, meridian_core::QueryNode::Head));
+    h.written(1, "k", "v1");
+    let (head, mid, _) = h.members();
+    h.drop_to = vec![mid];
+    assert_eq!(h.request(head.0, del("k")), None, "stuck at the head");
+    let tail = h.chain().tail().unwrap();
+    assert_eq!(page_keys(&mut h, head), (Some(vec![Bytes::from_static(b"k")]), Some(tail)), "the committed state");
+    h.drop_to.clear();
+    h.tick_all();
+    h.tick_all();
+    assert_eq!(page_keys(&mut h, head), (Some(vec![]), Some(head)), "the delete once committed, at the head");
+}
+
+/// Under `ausi`, a member after the head that holds an invalidation of a key in the page's range sends the page
+/// to the head, which has the write; the head itself leaves a page over a write not yet invalidated everywhere
+/// to the front-end's next try.
+#[test]
+fn ausi_pages_over_invalidated_keys_are_answered_by_the_head() {
+    let mut h = Harness::with_config(3, ausi(meridian_core::QueryNode::Tail));
+    h.written(1, "k", "v1");
+    let (head, _, tail) = h.members();
+    h.written(1, "other", "o1");
+    let r = h.nodes.get_mut(&tail).unwrap().replicas.get_mut(&ChainId(0)).unwrap();
+    r.invalid.insert(Bytes::from_static(b"k"), r.lu + 1);
+    let (keys, by) = page_keys(&mut h, tail);
+    assert_eq!((keys.map(|k| k.len()), by), (Some(2), Some(head)), "the head answered it");
+
+    let mut h = Harness::with_config(3, ausi(meridian_core::QueryNode::Head));
+    h.written(1, "k", "v1");
+    let (head, _, tail) = h.members();
+    h.drop_to = vec![tail];
+    assert!(matches!(h.request(head.0, put("k", "v2")), None | Some(Reply::Written { .. })));
+    assert_eq!(page_keys(&mut h, head), (None, None), "left for the front-end's next tick");
+    h.drop_to.clear();
+    let answered = |h: &Harness| h.replies.values().any(|r| matches!(r, Reply::Scanned(s) if s.keys == [&b"k"[..]]));
+    for _ in 0..5 {
+        h.tick_all();
+    }
+    assert!(answered(&h), "answered once the write is invalidated everywhere: {:?}", h.replies);
+}
