@@ -411,13 +411,6 @@ impl Workload {
     /// Records, as reads by `client`, the keys page `page` covered and found absent (`scans.rs`).
     fn on_page(&mut self, client: usize, page: usize, reply: Reply, now: u64) {
         let page = self.pages[page];
-        let scanned_dbg = format!(
-            "{reply:?} tokens {:?}",
-            self.keys_of(page.keyspace)
-                .iter()
-                .map(|(k, b)| (*k, meridian_core::ring::key_token(b)))
-                .collect::<Vec<_>>()
-        );
         let absent = match reply {
             Reply::Scanned(scanned) => page.absent(&scanned, &self.keys_of(page.keyspace)),
             // A page changes nothing, so a refused or failed one has nothing to record.
@@ -432,9 +425,6 @@ impl Workload {
             }
         };
         self.page_counts.0 += 1;
-        if std::env::var("PAGEDBG").is_ok() {
-            eprintln!("page {page:?} at {now} absent {absent:?} {scanned_dbg}");
-        }
         for k in absent {
             let op = self.recorder.invoke(client as u64, OpKind::Get, format!("k{k}"), None, None, page.invoke_ns);
             self.recorder.complete(op, Some(true), None, now);
