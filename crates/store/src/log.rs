@@ -83,9 +83,31 @@ pub struct LogStore {
     /// the kernel dropped after a failed fsync), so only reopening, which re-runs recovery, can go on safely.
     failed: bool,
     compactor: Compactor,
+    /// How much of the log a completed sync covers ([`Frontier`]), and what the sync under way will.
+    synced: Frontier,
+    syncing: Option<Frontier>,
     /// Where the last existence check found its key (`Datastore::has_value`), for the append that usually follows
     /// it: a chain head checks a key, then writes it.
     found: RefCell<Found>,
+}
+
+/// The durable part of the log: every sealed segment (sealing syncs it) and the first `len` bytes of segment
+/// `slot` if it is the active one. Compaction asks it before it lets a record go: with group commit pipelined,
+/// its slices run when a sync ends, while records appended since that sync began are not yet durable, and a
+/// record that only those supersede (or a range drop among them takes) must outlive a power loss.
+#[derive(Clone, Copy, Debug, Default)]
+struct Frontier {
+    slot: u16,
+    len: u64,
+    /// The active segment's slot, whatever the frontier is: anything elsewhere is durable.
+    active: u16,
+}
+
+impl Frontier {
+    /// Whether the record at `loc` is durable.
+    fn covers(&self, loc: Loc) -> bool {
+        loc.seg != self.active || (loc.seg == self.slot && u64::from(loc.offset) + u64::from(loc.len) <= self.len)
+    }
 }
 
 /// A key, and the slot and entry it was found at.
@@ -133,9 +155,13 @@ impl LogStore {
             next_id: 1,
             failed: false,
             compactor: Compactor::default(),
+            synced: Frontier::default(),
+            syncing: None,
             found: RefCell::default(),
         };
         let report = store.recover()?;
+        // Recovery leaves the log durable to its end.
+        store.synced = store.frontier_now();
         Ok((store, report))
     }
 
@@ -169,7 +195,20 @@ impl LogStore {
     fn sync_active(&mut self) -> Result<(), StoreError> {
         self.flush_active()?;
         let result = self.segs.active_mut().file.sync();
-        self.note_failure(result)
+        self.note_failure(result)?;
+        self.synced = self.frontier_now();
+        Ok(())
+    }
+
+    /// The frontier once everything appended so far is durable.
+    fn frontier_now(&self) -> Frontier {
+        let active = self.segs.active_slot();
+        Frontier { slot: active, len: self.segs.active().len, active }
+    }
+
+    /// The durable part of the log as of now: [`LogStore::synced`], with the active segment as it is now.
+    fn frontier(&self) -> Frontier {
+        Frontier { active: self.segs.active_slot(), ..self.synced }
     }
 }
 
@@ -212,10 +251,14 @@ impl Datastore for LogStore {
         self.flush_active()?;
         let job = self.segs.active_mut().file.begin_sync();
         self.failed |= job.is_err();
+        self.syncing = Some(self.frontier_now());
         Ok(job?)
     }
 
     fn end_sync(&mut self) {
+        if let Some(synced) = self.syncing.take() {
+            self.synced = synced;
+        }
         self.compact_slice();
     }
 

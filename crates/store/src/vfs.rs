@@ -8,7 +8,7 @@ mod sim;
 use meridian_core::SyncJob;
 use std::fmt::Debug;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use real::RealVfs;
 pub use sim::SimVfs;
@@ -24,6 +24,15 @@ pub trait Vfs: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Names of the regular files directly in `dir`, sorted.
     fn list_files(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Removes files that nothing waits to see gone (segments a compaction replaced, which recovery knows by
+    /// name to remove if they outlive a crash), ignoring any that fail. The real backend removes them on a
+    /// thread of its own, since unlinking a large file and syncing its directory can take tens of
+    /// milliseconds that the caller, a node's core, would otherwise spend; this default removes them now.
+    fn remove_in_background(&self, paths: Vec<PathBuf>) {
+        for path in paths.iter().filter(|p| self.exists(p)) {
+            let _ = self.remove_file(path);
+        }
+    }
 }
 
 // No `is_empty`: a file's length is a fallible I/O query, and callers compare it with offsets, not zero.
@@ -37,6 +46,11 @@ pub trait VfsFile: Send + Debug {
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes all appends so far durable (fdatasync on the real backend).
     fn sync(&mut self) -> io::Result<()>;
+    /// Asks the OS to start writing what was appended so far to the device, without waiting for it (Linux's
+    /// `sync_file_range`), so that a later `sync` of a file written in many appends waits only for the last of
+    /// them rather than for all at once. It changes nothing of durability: only `sync` makes appends durable.
+    /// This default does nothing.
+    fn start_writeback(&self) {}
     /// `sync` taken off the handle, to run later on any thread while appends go on: the job makes durable at
     /// least what was appended when it was taken. `None` when nothing needs it (a handle that tracks what is
     /// synced may know).

@@ -20,6 +20,16 @@
 //! recognises as replaced by their name. Failures (a full disk, a damaged input) abandon the pass without
 //! touching the log.
 //!
+//! **Only on durable grounds.** A slice runs when a sync lands, and records appended while that fsync ran are not
+//! durable yet. A record that only such a record supersedes, or only such a range drop takes, may be its key's
+//! latest after a power loss, so the pass keeps it and lists it in the output's hint ([`LogStore::frontier`],
+//! `pass::stands`); the next pass over the output lets it go.
+//!
+//! **Off the core where it can be.** The output's bytes are handed to the device a slice at a time
+//! (`VfsFile::start_writeback`), so the commit's fsync has little left to wait for, and the replaced inputs are
+//! unlinked on a thread of the real file system's own (`Vfs::remove_in_background`): on the T2 set-up those two
+//! held a node's core for 20 and 40 ms of a commit's 75–120 ms (`docs/performance.md`, section 28).
+//!
 //! **When not.** A pass that reclaims nothing (everything superseded was above its watermark) or fails leaves
 //! a fingerprint of the state it ran in; no new pass starts until dead bytes or watermarks change, so an
 //! unacknowledged tail cannot make compaction rewrite the same segments forever.
@@ -28,7 +38,7 @@ mod pass;
 
 use std::ops::Range;
 
-use pass::{Inputs, Pass};
+use pass::{stands, Inputs, Pass};
 
 use super::index::{IndexEntry, Loc};
 use super::scan::CHUNK;
@@ -166,13 +176,15 @@ impl LogStore {
     fn advance(&mut self, pass: &mut Pass) -> Result<bool, StoreError> {
         let mut budget = self.opts.compaction.slice_bytes;
         let chunk = usize::try_from(budget).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK);
+        let frontier = self.frontier();
         while budget > 0 && pass.next < pass.inputs.len() {
             let slot = pass.inputs[pass.next];
             let (seg, index, drops) = (self.segs.get(slot), &self.index, &self.drops);
             let end = seg.read_records(pass.offset, chunk, |rec, offset, len| {
                 pass.read_bytes += len;
                 budget = budget.saturating_sub(len);
-                pass.take(rec, Loc { seg: slot, offset: offset as u32, len: len as u32 }, index, drops)?;
+                let loc = Loc { seg: slot, offset: offset as u32, len: len as u32 };
+                pass.take(rec, loc, index, drops, frontier)?;
                 Ok(budget > 0)
             })?;
             match end {
@@ -181,6 +193,9 @@ impl LogStore {
                 ReadEnd::Damaged { problem, .. } => return Err(problem),
             }
         }
+        // The output's bytes go to the device a slice at a time, so the commit's fsync has little left to wait
+        // for; left to the end, it held the node's core for tens of milliseconds per pass.
+        pass.out.start_writeback();
         Ok(pass.next == pass.inputs.len())
     }
 
@@ -197,10 +212,8 @@ impl LogStore {
             self.remove_quietly(&SegName::temp(&output.hint_file()));
         }
         let reclaimed = pass.out_len < pass.input_bytes;
-        for seg in self.install(pass) {
-            self.remove_quietly(&seg.name.file());
-            self.remove_quietly(&seg.name.hint_file());
-        }
+        let replaced = self.install(pass).into_iter().flat_map(|seg| [seg.name.file(), seg.name.hint_file()]);
+        self.vfs.remove_in_background(replaced.map(|file| self.path(&file)).collect());
         self.compactor.completed += 1;
         self.compactor.idle_at = (!reclaimed).then(|| self.fingerprint());
         Ok(())
@@ -209,10 +222,14 @@ impl LogStore {
     /// The output's hint: its copies that are still their key's latest, its restated ack marks and its range
     /// drops.
     fn output_hint(&self, pass: &Pass) -> Hint {
+        let frontier = self.frontier();
+        let pending = &self.drops[self.drops.partition_point(|d| frontier.covers(d.loc))..];
         let entries = pass
             .moved
             .iter()
-            .filter(|m| self.index.position_of(m.prefix, m.old).is_some())
+            .filter(|m| {
+                self.index.position_of(m.prefix, m.old).is_some() || stands(&self.index, frontier, pending, m.token)
+            })
             .map(|m| self.hint_entry(m.prefix, Loc { offset: m.offset, ..m.old }, m.tombstone))
             .collect();
         let (acks, drops) = (pass.restated.clone(), pass.markers.clone());

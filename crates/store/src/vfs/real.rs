@@ -1,10 +1,11 @@
 //! The [`Vfs`] over `std::fs`.
 
 use meridian_core::SyncJob;
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Vfs, VfsFile};
@@ -65,6 +66,26 @@ impl Vfs for RealVfs {
         names.sort();
         Ok(names)
     }
+
+    fn remove_in_background(&self, paths: Vec<PathBuf>) {
+        let for_thread = paths.clone();
+        let spawned = std::thread::Builder::new().name("meridian-unlink".into()).spawn(move || remove_all(&for_thread));
+        // Without a thread of its own the caller removes them, as it would have before.
+        if spawned.is_err() {
+            remove_all(&paths);
+        }
+    }
+}
+
+/// Removes `paths`, then syncs each directory they were in once; failures are ignored.
+fn remove_all(paths: &[PathBuf]) {
+    for path in paths {
+        let _ = fs::remove_file(path);
+    }
+    let dirs: BTreeSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
+    for dir in dirs {
+        let _ = File::open(dir).and_then(|d| d.sync_all());
+    }
 }
 
 fn sync_parent(path: &Path) -> io::Result<()> {
@@ -104,6 +125,14 @@ impl VfsFile for RealFile {
 
     fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn start_writeback(&self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for as long as `self.file` lives; the call only starts writeback of
+        // the file's dirty pages (offset 0, length 0: to its end) and reads or writes no memory of ours.
+        unsafe { libc::sync_file_range(self.file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
     }
 
     fn begin_sync(&mut self) -> io::Result<Option<SyncJob>> {

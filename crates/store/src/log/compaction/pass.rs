@@ -9,7 +9,7 @@ use crate::datastore::StoreError;
 use crate::hint::{HintAck, HintDrop};
 use crate::log::index::{prefix_of, Index, Loc};
 use crate::log::segment::SegName;
-use crate::log::{AckLoc, DropMark};
+use crate::log::{AckLoc, DropMark, Frontier};
 use crate::record::{encode, Body, Record};
 use crate::vfs::VfsFile;
 
@@ -65,6 +65,7 @@ pub(super) struct Pass {
 
 /// A copied record that was its key's latest: its index entry moves to the output when the pass commits.
 pub(super) struct Moved {
+    pub(super) token: u64,
     pub(super) prefix: u64,
     pub(super) old: Loc,
     pub(super) offset: u32,
@@ -130,11 +131,24 @@ impl Pass {
     /// at the oldest segment (no older record of the key can resurface) and no superseded record of a key with
     /// its prefix had to be kept. A value or tombstone in the range of a later drop is dead whatever its chain.
     /// Range drops themselves are always kept. `drops` is the store's list of markers.
-    pub(super) fn take(&mut self, rec: Record, loc: Loc, index: &Index, drops: &[DropMark]) -> Result<(), StoreError> {
-        let later = &drops[self.next_drop..];
+    ///
+    /// Only what is durable (`frontier`) lets a record go: a record that only a record not yet durable
+    /// supersedes, or only a range drop not yet durable takes, is kept as if it were its key's latest
+    /// ([`stands`]).
+    pub(super) fn take(
+        &mut self,
+        rec: Record,
+        loc: Loc,
+        index: &Index,
+        drops: &[DropMark],
+        frontier: Frontier,
+    ) -> Result<(), StoreError> {
+        // Drops are in log order and the durable part of the log is a prefix of it.
+        let durable = drops.partition_point(|d| frontier.covers(d.loc)).max(self.next_drop);
+        let (later, pending) = (&drops[self.next_drop..durable], &drops[durable..]);
         match rec.body {
             Body::DropRange { .. } => self.copy_marker(&rec, loc, drops),
-            Body::Value(_) | Body::Tombstone => self.take_keyed(rec, loc, index, later),
+            Body::Value(_) | Body::Tombstone => self.take_keyed(rec, loc, index, later, (frontier, pending)),
             // A covered ack mark is superseded, or its chain's latest, which the output restates.
             Body::Skip | Body::AckMark if self.covered(&rec, later) => Ok(()),
             Body::Skip | Body::AckMark => self.write(&rec).map(|_| ()),
@@ -148,11 +162,24 @@ impl Pass {
         later.iter().any(|d| d.chain == rec.chain) || self.watermarks.get(&rec.chain).is_some_and(|&w| rec.seq <= w)
     }
 
-    fn take_keyed(&mut self, rec: Record, loc: Loc, index: &Index, later: &[DropMark]) -> Result<(), StoreError> {
+    fn take_keyed(
+        &mut self,
+        rec: Record,
+        loc: Loc,
+        index: &Index,
+        later: &[DropMark],
+        (frontier, pending): (Frontier, &[DropMark]),
+    ) -> Result<(), StoreError> {
         let token = key_token(&rec.key);
         let prefix = prefix_of(token);
         let tombstone = rec.body == Body::Tombstone;
         let latest = index.position_of(prefix, loc).is_some();
+        if !latest && !later.iter().any(|d| d.takes(token)) && stands(index, frontier, pending, token) {
+            self.retained.insert(prefix);
+            let (offset, _) = self.write(&rec)?;
+            self.moved.push(Moved { token, prefix, old: loc, offset, tombstone });
+            return Ok(());
+        }
         let covered = self.covered(&rec, later);
         // A latest record is never in a later drop's range: the drop would have taken it out of the index.
         if !latest && (covered || later.iter().any(|d| d.takes(token))) {
@@ -167,7 +194,7 @@ impl Pass {
             return Ok(());
         }
         let (offset, _) = self.write(&rec)?;
-        self.moved.push(Moved { prefix, old: loc, offset, tombstone });
+        self.moved.push(Moved { token, prefix, old: loc, offset, tombstone });
         Ok(())
     }
 
@@ -204,4 +231,13 @@ impl Pass {
         self.out_records += 1;
         Ok((offset, buf.len() as u32))
     }
+}
+
+/// Whether a record of the key with ring token `token`, which the index no longer points at, may be its key's
+/// latest after a power loss: a record not yet durable (past `frontier`) may have taken its place in the index,
+/// as may one of another key with the same prefix (the index cannot tell them apart without reading), or a range
+/// drop not yet durable (`pending`) may have taken it out.
+pub(super) fn stands(index: &Index, frontier: Frontier, pending: &[DropMark], token: u64) -> bool {
+    let prefix = prefix_of(token);
+    index.candidates(prefix).any(|(_, e)| !frontier.covers(e.loc)) || pending.iter().any(|d| d.takes(token))
 }
