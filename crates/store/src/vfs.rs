@@ -8,7 +8,7 @@ mod sim;
 use meridian_core::SyncJob;
 use std::fmt::Debug;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub use real::RealVfs;
 pub use sim::SimVfs;
@@ -24,14 +24,13 @@ pub trait Vfs: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Names of the regular files directly in `dir`, sorted.
     fn list_files(&self, dir: &Path) -> io::Result<Vec<String>>;
-    /// Removes files that nothing waits to see gone (segments a compaction replaced, which recovery knows by
-    /// name to remove if they outlive a crash), ignoring any that fail. The real backend removes them on a
-    /// thread of its own, since unlinking a large file and syncing its directory can take tens of
-    /// milliseconds that the caller, a node's core, would otherwise spend; this default removes them now.
-    fn remove_in_background(&self, paths: Vec<PathBuf>) {
-        for path in paths.iter().filter(|p| self.exists(p)) {
-            let _ = self.remove_file(path);
-        }
+    /// Runs `job`, file work whose loss the next open repairs (writing a segment's hint, removing segments a
+    /// compaction replaced), where it does not hold the caller up: the real backend runs it on a thread of its
+    /// own, since an fsync, a directory sync or unlinking a large file can each take tens of milliseconds that
+    /// the caller, a node's core, would otherwise spend, and skips it if no thread can be started. This default
+    /// runs it now, as the simulator's disk does, so a run stays deterministic.
+    fn in_background(&self, job: Box<dyn FnOnce() + Send>) {
+        job()
     }
 }
 

@@ -14,10 +14,10 @@
 //! those the retention contract or a later range drop lets go (see `Pass::take`), so replay meets each
 //! watermark before the sparse records it covers. A chain with a range drop in the inputs has its watermark
 //! restated right after its last one instead, since replaying the drop forgets the watermark. Range drops are
-//! always copied. When the last input is copied: sync the output, write and sync its hint, rename the output
-//! into place (the commit point), move the index entries of copied records to it, and delete the inputs. A
-//! crash before the rename leaves `.tmp` files that recovery removes; after it, inputs that recovery
-//! recognises as replaced by their name. Failures (a full disk, a damaged input) abandon the pass without
+//! always copied. When the last input is copied: sync the output, rename it into place (the commit point), move
+//! the index entries of copied records to it, write its hint, and delete the inputs. A crash before the rename
+//! leaves `.tmp` files that recovery removes; after it, inputs that recovery recognises as replaced by their
+//! name, and perhaps no hint for the output, which recovery then scans. Failures (a full disk, a damaged input) abandon the pass without
 //! touching the log.
 //!
 //! **Only on durable grounds.** A slice runs when a sync lands, and records appended while that fsync ran are not
@@ -25,10 +25,13 @@
 //! latest after a power loss, so the pass keeps it and lists it in the output's hint ([`LogStore::frontier`],
 //! `pass::stands`); the next pass over the output lets it go.
 //!
-//! **Off the core where it can be.** The output's bytes are handed to the device a slice at a time
-//! (`VfsFile::start_writeback`), so the commit's fsync has little left to wait for, and the replaced inputs are
-//! unlinked on a thread of the real file system's own (`Vfs::remove_in_background`): on the T2 set-up those two
-//! held a node's core for 20 and 40 ms of a commit's 75–120 ms (`docs/performance.md`, section 28).
+//! **Off the core where it can be.** Slices run on a node's core, so the pass keeps them short: output records
+//! are written 64 KiB at a time and handed to the device at the end of each slice (`VfsFile::start_writeback`),
+//! so the commit's fsync has little left to wait for; the output's hint is written after the commit point, and
+//! it and the unlinking of the replaced inputs run where they do not hold the core up (`Vfs::in_background`: a
+//! thread of the real file system's own), since a hint only spares the next open a scan and the next open
+//! removes what a crash left. On the T2 set-up a commit held the core for 75–120 ms before, and slices of 1 MiB
+//! for 7–15 ms (`docs/performance.md`, section 28).
 //!
 //! **When not.** A pass that reclaims nothing (everything superseded was above its watermark) or fails leaves
 //! a fingerprint of the state it ran in; no new pass starts until dead bytes or watermarks change, so an
@@ -37,6 +40,8 @@
 mod pass;
 
 use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use pass::{stands, Inputs, Pass};
 
@@ -193,9 +198,7 @@ impl LogStore {
                 ReadEnd::Damaged { problem, .. } => return Err(problem),
             }
         }
-        // The output's bytes go to the device a slice at a time, so the commit's fsync has little left to wait
-        // for; left to the end, it held the node's core for tens of milliseconds per pass.
-        pass.out.start_writeback();
+        pass.end_slice()?;
         Ok(pass.next == pass.inputs.len())
     }
 
@@ -205,49 +208,45 @@ impl LogStore {
             return Err(std::io::Error::other("segment table full").into());
         }
         let output = pass.output;
-        let staged = self.stage_hint(&output, &self.output_hint(&pass)).is_ok();
         self.vfs.rename(&self.path(&SegName::temp(&output.file())), &self.path(&output.file()))?;
         // The rename committed the pass; nothing below may fail.
-        if !(staged && self.publish_hint(&output).is_ok()) {
-            self.remove_quietly(&SegName::temp(&output.hint_file()));
-        }
         let reclaimed = pass.out_len < pass.input_bytes;
-        let replaced = self.install(pass).into_iter().flat_map(|seg| [seg.name.file(), seg.name.hint_file()]);
-        self.vfs.remove_in_background(replaced.map(|file| self.path(&file)).collect());
+        let (replaced, hint) = self.install(pass);
+        self.write_hint_later(output, &hint);
+        let replaced: Vec<PathBuf> =
+            replaced.iter().flat_map(|seg| [seg.name.file(), seg.name.hint_file()]).map(|f| self.path(&f)).collect();
+        let vfs = Arc::clone(&self.vfs);
+        // Recovery removes inputs a committed output replaced, so nothing waits for them to go.
+        self.vfs.in_background(Box::new(move || {
+            for path in replaced.iter().filter(|p| vfs.exists(p)) {
+                let _ = vfs.remove_file(path);
+            }
+        }));
         self.compactor.completed += 1;
         self.compactor.idle_at = (!reclaimed).then(|| self.fingerprint());
         Ok(())
     }
 
-    /// The output's hint: its copies that are still their key's latest, its restated ack marks and its range
-    /// drops.
-    fn output_hint(&self, pass: &Pass) -> Hint {
+    /// Puts the output in the inputs' place and moves the index there; returns the replaced segments and the
+    /// output's hint: its copies that are still their key's latest (or may be after a power loss, `stands`),
+    /// its restated ack marks and its range drops.
+    fn install(&mut self, pass: Pass) -> (Vec<Segment>, Hint) {
         let frontier = self.frontier();
-        let pending = &self.drops[self.drops.partition_point(|d| frontier.covers(d.loc))..];
-        let entries = pass
-            .moved
-            .iter()
-            .filter(|m| {
-                self.index.position_of(m.prefix, m.old).is_some() || stands(&self.index, frontier, pending, m.token)
-            })
-            .map(|m| self.hint_entry(m.prefix, Loc { offset: m.offset, ..m.old }, m.tombstone))
-            .collect();
-        let (acks, drops) = (pass.restated.clone(), pass.markers.clone());
-        Hint { segment_len: pass.out_len, records: pass.out_records, acks, drops, entries }
-    }
-
-    /// Puts the output in the inputs' place and moves the index there; returns the replaced segments.
-    fn install(&mut self, pass: Pass) -> Vec<Segment> {
+        let pending = self.drops.partition_point(|d| frontier.covers(d.loc));
         let at = self.segs.order().iter().position(|&s| s == pass.inputs[0]).expect("inputs are in the log");
         let output = Segment { records: pass.out_records, ..Segment::new(pass.output, pass.out, pass.out_len, 0, 0) };
         let slot = self.segs.add(output).expect("commit checked for a free slot");
         let replaced = self.segs.replace_run(at, pass.inputs.len(), slot);
         let mut live = 0;
+        let mut hinted = Vec::with_capacity(pass.moved.len());
         for m in &pass.moved {
+            let loc = Loc { seg: slot, offset: m.offset, len: m.old.len };
             if let Some(i) = self.index.position_of(m.prefix, m.old) {
-                let loc = Loc { seg: slot, offset: m.offset, len: m.old.len };
                 self.index.replace(i, IndexEntry { loc, ..self.index.entry(i) });
                 live += u64::from(loc.len);
+                hinted.push((m.prefix, loc, m.tombstone));
+            } else if stands(&self.index, frontier, &self.drops[pending..], m.token) {
+                hinted.push((m.prefix, loc, m.tombstone));
             }
         }
         for &(prefix, loc) in &pass.dropped_tombstones {
@@ -275,13 +274,15 @@ impl LogStore {
                 && !self.drops.iter().any(|d| stale(d.loc.seg)),
             "compaction left index entries pointing into replaced segments"
         );
-        replaced
+        let entries =
+            hinted.into_iter().map(|(prefix, loc, tombstone)| self.hint_entry(prefix, loc, tombstone)).collect();
+        let (acks, drops) = (pass.restated, pass.markers);
+        (replaced, Hint { segment_len: pass.out_len, records: pass.out_records, acks, drops, entries })
     }
 
     /// Gives up on a pass: removes its temporary files and remembers why.
     fn abandon(&mut self, output: SegName, e: StoreError) {
         self.remove_quietly(&SegName::temp(&output.file()));
-        self.remove_quietly(&SegName::temp(&output.hint_file()));
         self.compactor.abandoned += 1;
         self.compactor.last_error = Some(e.to_string());
         self.compactor.idle_at = Some(self.fingerprint());

@@ -2,14 +2,17 @@
 //!
 //! A hint is written under a temporary name, synced, then renamed into place, so a hint file that exists was
 //! written whole; its checksum still guards against later damage. Hints are an optimisation: failing to write
-//! one costs a scan at the next open, so errors here are not the caller's problem.
+//! one costs a scan at the next open, so errors here are not the caller's problem, and the writing is left to
+//! [`crate::vfs::Vfs::in_background`] (an open removes a temporary hint, and one whose segment is gone).
 //!
-//! A hint lists only the entries that are their key's latest when it is written, so whatever superseded the
-//! rest must already be durable: sealing syncs the segment first, a compaction pass commits right after a
-//! sync, and recovery syncs the active segment before it rewrites hints.
+//! A hint lists only the entries that are their key's latest, or may be after a power loss, when its entries
+//! are fixed (by the caller, on the store's thread), so whatever superseded the rest must already be durable:
+//! sealing syncs the segment first and nothing after it exists yet, a compaction pass keeps what only records
+//! not yet durable supersede (`compaction.rs`), and recovery syncs the active segment before it rewrites hints.
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::index::Loc;
 use super::scan::READ_ATTEMPTS;
@@ -17,16 +20,29 @@ use super::segment::SegName;
 use super::LogStore;
 use crate::datastore::StoreError;
 use crate::hint::{self, Hint, HintAck, HintEntry};
-use crate::vfs::VfsFile;
+use crate::vfs::{Vfs, VfsFile};
 
 impl LogStore {
     /// Writes the hint of segment `slot` from the current index, if it can.
     pub(super) fn write_hint(&self, slot: u16) {
-        let name = self.segs.get(slot).name;
-        let written = self.stage_hint(&name, &self.hint_for(slot)).and_then(|()| self.publish_hint(&name));
-        if written.is_err() {
-            self.remove_quietly(&SegName::temp(&name.hint_file()));
-        }
+        self.write_hint_later(self.segs.get(slot).name, &self.hint_for(slot));
+    }
+
+    /// Writes `hint` for segment `name` under a temporary name, syncs it and then names it, on a thread of the
+    /// file system's own where it has one ([`crate::vfs::Vfs::in_background`]): a hint only spares the next open
+    /// a scan, and an open removes a temporary hint or one whose segment is gone, so nothing waits for it. Its
+    /// entries are fixed here, by the caller, from the index as it is.
+    pub(super) fn write_hint_later(&self, name: SegName, hint: &Hint) {
+        let (vfs, bytes) = (Arc::clone(&self.vfs), hint::encode(hint));
+        let (staged, named) = (self.path(&SegName::temp(&name.hint_file())), self.path(&name.hint_file()));
+        self.vfs.in_background(Box::new(move || {
+            let written = create_empty(&*vfs, &staged)
+                .and_then(|mut file| file.append(&bytes).and_then(|()| file.sync()))
+                .and_then(|()| vfs.rename(&staged, &named));
+            if written.is_err() && vfs.exists(&staged) {
+                let _ = vfs.remove_file(&staged);
+            }
+        }));
     }
 
     /// Segment `slot`'s index entries, latest ack marks and range drops, by offset.
@@ -57,18 +73,6 @@ impl LogStore {
         HintEntry { token_prefix: prefix, offset: loc.offset, len: loc.len, tombstone, shared_prefix }
     }
 
-    /// Writes `hint` for segment `name` under a temporary name and syncs it; [`LogStore::publish_hint`] names it.
-    pub(super) fn stage_hint(&self, name: &SegName, hint: &Hint) -> io::Result<()> {
-        let mut file = self.create_empty(&self.path(&SegName::temp(&name.hint_file())))?;
-        file.append(&hint::encode(hint))?;
-        file.sync()
-    }
-
-    pub(super) fn publish_hint(&self, name: &SegName) -> io::Result<()> {
-        let staged = self.path(&SegName::temp(&name.hint_file()));
-        self.vfs.rename(&staged, &self.path(&name.hint_file()))
-    }
-
     /// The hint of segment `name`. A read that fails its checksum is retried before the hint is given up on.
     pub(super) fn read_hint(&self, name: &SegName) -> Result<Hint, StoreError> {
         let file = self.vfs.open(&self.path(&name.hint_file()))?;
@@ -86,10 +90,7 @@ impl LogStore {
 
     /// Opens `path` as a new empty file, removing any leftover of that name first (open appends).
     pub(super) fn create_empty(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        if self.vfs.exists(path) {
-            self.vfs.remove_file(path)?;
-        }
-        self.vfs.open(path)
+        create_empty(&*self.vfs, path)
     }
 
     /// Removes a file if it is there. Used for leftovers that the next open would remove anyway, so a failure
@@ -100,4 +101,12 @@ impl LogStore {
             let _ = self.vfs.remove_file(&path);
         }
     }
+}
+
+/// Opens `path` in `vfs` as a new empty file, removing any leftover of that name first (open appends).
+fn create_empty(vfs: &dyn Vfs, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+    if vfs.exists(path) {
+        vfs.remove_file(path)?;
+    }
+    vfs.open(path)
 }

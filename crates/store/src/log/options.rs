@@ -30,7 +30,9 @@ pub struct LogOptions {
 pub struct CompactionOptions {
     /// Compaction runs while dead bytes exceed this fraction of the sealed segments' bytes.
     pub dead_ratio: f64,
-    /// Most bytes of input one `sync` compacts, so no call stalls for long.
+    /// Most bytes of input one `sync` compacts, so no call stalls for long: 256 KiB by default, a few
+    /// milliseconds of a node's core (1 MiB took 7–15 ms on the T2 set-up, `docs/performance.md` section 28), and
+    /// still hundreds of MB/s of compaction under the write rates that need it.
     pub slice_bytes: u64,
     /// Sealed segments there must be before compaction runs.
     pub min_segments: usize,
@@ -49,7 +51,7 @@ impl Default for LogOptions {
 
 impl Default for CompactionOptions {
     fn default() -> CompactionOptions {
-        CompactionOptions { dead_ratio: 0.5, slice_bytes: 1 << 20, min_segments: 2 }
+        CompactionOptions { dead_ratio: 0.5, slice_bytes: 256 << 10, min_segments: 2 }
     }
 }
 

@@ -1,11 +1,10 @@
 //! The [`Vfs`] over `std::fs`.
 
 use meridian_core::SyncJob;
-use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::{Vfs, VfsFile};
@@ -67,24 +66,9 @@ impl Vfs for RealVfs {
         Ok(names)
     }
 
-    fn remove_in_background(&self, paths: Vec<PathBuf>) {
-        let for_thread = paths.clone();
-        let spawned = std::thread::Builder::new().name("meridian-unlink".into()).spawn(move || remove_all(&for_thread));
-        // Without a thread of its own the caller removes them, as it would have before.
-        if spawned.is_err() {
-            remove_all(&paths);
-        }
-    }
-}
-
-/// Removes `paths`, then syncs each directory they were in once; failures are ignored.
-fn remove_all(paths: &[PathBuf]) {
-    for path in paths {
-        let _ = fs::remove_file(path);
-    }
-    let dirs: BTreeSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
-    for dir in dirs {
-        let _ = File::open(dir).and_then(|d| d.sync_all());
+    fn in_background(&self, job: Box<dyn FnOnce() + Send>) {
+        // A job's loss is repaired by the next open (`Vfs::in_background`), so a failed spawn only skips it.
+        let _ = std::thread::Builder::new().name("meridian-files".into()).spawn(job);
     }
 }
 
