@@ -17,8 +17,8 @@
 //! always copied. When the last input is copied: sync the output, rename it into place (the commit point), move
 //! the index entries of copied records to it, write its hint, and delete the inputs. A crash before the rename
 //! leaves `.tmp` files that recovery removes; after it, inputs that recovery recognises as replaced by their
-//! name, and perhaps no hint for the output, which recovery then scans. Failures (a full disk, a damaged input) abandon the pass without
-//! touching the log.
+//! name, and perhaps no hint for the output, which recovery then scans. Failures (a full disk, a damaged input)
+//! abandon the pass without touching the log.
 //!
 //! **Only on durable grounds.** A slice runs when a sync lands, and records appended while that fsync ran are not
 //! durable yet. A record that only such a record supersedes, or only such a range drop takes, may be its key's
