@@ -108,6 +108,12 @@ impl Frontier {
     fn covers(&self, loc: Loc) -> bool {
         loc.seg != self.active || (loc.seg == self.slot && u64::from(loc.offset) + u64::from(loc.len) <= self.len)
     }
+
+    /// How many of `drops`, the store's markers in log order, are durable: the durable part of the log is a
+    /// prefix of it.
+    fn durable_drops(&self, drops: &[DropMark]) -> usize {
+        drops.partition_point(|d| self.covers(d.loc))
+    }
 }
 
 /// A key, and the slot and entry it was found at.

@@ -32,7 +32,7 @@
 //! GETs found exactly that.
 
 use super::msg::{ChainMsg, Origin};
-use super::serve::corrupt;
+use super::serve::{corrupt, Span};
 use super::{ChainNode, Fx};
 use crate::manager::placement::partition_range;
 use bytes::Bytes;
@@ -101,25 +101,15 @@ impl ChainNode {
         Ok(range_end(scan.from, *partition.end(), partitions, want, self.keys_per_chain(chain)))
     }
 
-    /// Where a page over `range` must be answered instead of here, by the rule a GET of each of its keys follows
-    /// (`serve_read`): under `su`, a member before the tail holding a write of a key in the range that the tail
-    /// has not acknowledged sends the page to the tail; under `ausi`, a member after the head holding an
-    /// invalidation of such a key sends it to the head, and the head, while such a write is not yet invalidated
-    /// everywhere, leaves it to the front-end's next try (a GET waits at the head for its one key instead).
+    /// Where a page over `range` must be answered instead of here: where a GET of one of its keys would be
+    /// (`read_elsewhere`), except at an `ausi` head holding a write in the range that is not yet invalidated
+    /// everywhere, which leaves the page to the front-end's next try (a GET waits at the head for its one key).
     fn page_elsewhere(&self, chain: ChainId, range: RangeInclusive<u64>) -> Option<Elsewhere> {
-        let r = &self.replicas[&chain];
-        let members = &self.map.as_ref()?.chains.get(&chain)?.members;
-        let covers = |key: &[u8]| range.contains(&key_token(key));
-        match self.update_mode(chain) {
-            UpdateMode::Su if !r.is_tail() && r.unacked.iter().any(|u| covers(&u.key)) => {
-                members.last().copied().map(Elsewhere::Member)
-            }
-            UpdateMode::Ausi if r.is_head() => r.awaiting.values().any(|(k, ..)| covers(k)).then_some(Elsewhere::Later),
-            UpdateMode::Ausi if r.invalid.iter().any(|(k, &seq)| seq > r.lu && covers(k)) => {
-                members.first().copied().map(Elsewhere::Member)
-            }
-            _ => None,
+        let (r, update, span) = (&self.replicas[&chain], self.update_mode(chain), Span::Tokens(range));
+        if update == UpdateMode::Ausi && r.is_head() {
+            return r.awaiting.values().any(|(key, ..)| span.holds(key)).then_some(Elsewhere::Later);
         }
+        self.read_elsewhere(chain, &span, update).map(Elsewhere::Member)
     }
 
     /// Sends a page on to `to`, the member `page_elsewhere` named, keeping a copy for the front-end if it is ours.

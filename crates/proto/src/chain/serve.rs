@@ -8,11 +8,13 @@ use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::{Answered, Replica};
 use super::{ChainNode, Fx};
 use bytes::Bytes;
+use meridian_core::ring::key_token;
 use meridian_core::{
     ChainId, ErrorKind, KeyExpiry, Kind, NodeId, Read, Reply, Request, Stored, Time, UpdateMode, Write,
 };
 use meridian_store::{Body, Record, StoreError};
 use meridian_store::{Durability, Entry};
+use std::ops::RangeInclusive;
 
 #[cfg(feature = "planted-bugs")]
 use super::PlantedBug;
@@ -78,6 +80,21 @@ fn reply_for(read: Read, stored: Option<Stored>, now_ms: u64) -> Reply {
     }
 }
 
+/// What a read covers: one key (a GET and its kin) or a range of ring tokens (a SCAN page).
+pub(super) enum Span<'a> {
+    Key(&'a [u8]),
+    Tokens(RangeInclusive<u64>),
+}
+
+impl Span<'_> {
+    pub(super) fn holds(&self, key: &[u8]) -> bool {
+        match self {
+            Span::Key(k) => *k == key,
+            Span::Tokens(range) => range.contains(&key_token(key)),
+        }
+    }
+}
+
 impl ChainNode {
     /// Whether this node may answer clients as the tail or the query node of `chain` at `now`: an active
     /// member in that place with a lease for its view.
@@ -134,7 +151,7 @@ impl ChainNode {
         if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key, read) {
             return;
         }
-        match (self.read_elsewhere(chain, key, update), self.replicas[&chain].view()) {
+        match (self.read_elsewhere(chain, &Span::Key(key), update), self.replicas[&chain].view()) {
             (Some(to), Some(view)) => {
                 let key = Bytes::copy_from_slice(key);
                 if origin.node == self.me {
@@ -146,14 +163,20 @@ impl ChainNode {
         }
     }
 
-    /// The member that must answer a read of `key` instead of this one, if any (see [`Self::serve_read`]).
-    fn read_elsewhere(&self, chain: ChainId, key: &[u8], update: UpdateMode) -> Option<NodeId> {
+    /// The member that must answer a read of `span` instead of this one, if any (see [`Self::serve_read`]).
+    pub(super) fn read_elsewhere(&self, chain: ChainId, span: &Span, update: UpdateMode) -> Option<NodeId> {
         let r = &self.replicas[&chain];
         let members = &self.map.as_ref()?.chains.get(&chain)?.members;
-        let dirty = !r.is_tail() && update == UpdateMode::Su && r.unacked.iter().any(|u| u.key == key);
+        let dirty = !r.is_tail() && update == UpdateMode::Su && r.unacked.iter().any(|u| span.holds(&u.key));
         #[cfg(feature = "planted-bugs")]
         let dirty = dirty && self.cfg.planted_bug != Some(PlantedBug::ReadsTentative);
-        let invalid = update == UpdateMode::Ausi && !r.is_head() && r.invalid.get(key).is_some_and(|&s| s > r.lu);
+        let invalidated = |(key, &seq): (&Bytes, &u64)| seq > r.lu && span.holds(key);
+        let invalid = update == UpdateMode::Ausi
+            && !r.is_head()
+            && match span {
+                Span::Key(key) => r.invalid.get_key_value(*key).is_some_and(invalidated),
+                Span::Tokens(_) => r.invalid.iter().any(invalidated),
+            };
         match (dirty, invalid) {
             (true, _) => members.last().copied(),
             (_, true) => members.first().copied(),
@@ -212,7 +235,7 @@ impl ChainNode {
                 || self.lease_ok(chain, r, now);
         #[cfg(not(feature = "planted-bugs"))]
         let leased = self.lease_ok(chain, r, now);
-        if waits || !leased || self.read_elsewhere(chain, key, update).is_some() {
+        if waits || !leased || self.read_elsewhere(chain, &Span::Key(key), update).is_some() {
             return None;
         }
         Some(self.read_reply(now, chain, key, *read))

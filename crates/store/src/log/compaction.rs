@@ -232,7 +232,7 @@ impl LogStore {
     /// its restated ack marks and its range drops.
     fn install(&mut self, pass: Pass) -> (Vec<Segment>, Hint) {
         let frontier = self.frontier();
-        let pending = self.drops.partition_point(|d| frontier.covers(d.loc));
+        let pending = frontier.durable_drops(&self.drops);
         let at = self.segs.order().iter().position(|&s| s == pass.inputs[0]).expect("inputs are in the log");
         let output = Segment { records: pass.out_records, ..Segment::new(pass.output, pass.out, pass.out_len, 0, 0) };
         let slot = self.segs.add(output).expect("commit checked for a free slot");

@@ -150,8 +150,7 @@ impl Pass {
         drops: &[DropMark],
         frontier: Frontier,
     ) -> Result<(), StoreError> {
-        // Drops are in log order and the durable part of the log is a prefix of it.
-        let durable = drops.partition_point(|d| frontier.covers(d.loc)).max(self.next_drop);
+        let durable = frontier.durable_drops(drops).max(self.next_drop);
         let (later, pending) = (&drops[self.next_drop..durable], &drops[durable..]);
         match rec.body {
             Body::DropRange { .. } => self.copy_marker(&rec, loc, drops),
