@@ -62,7 +62,7 @@ pub use recovery::{RecoveryReport, SegmentReport};
 
 use crate::datastore::{Datastore, Durability, LogPos, StoreError, StoreStats};
 use crate::record::{Entry, Record};
-use crate::vfs::{Vfs, VfsFile};
+use crate::vfs::{Background, Vfs, VfsFile};
 
 /// Appends are buffered in this process until a flush, so a process crash loses what was appended since the
 /// last `flush` or `sync`. Dropping the store does not flush: a drop is how tests and the simulator model a
@@ -89,6 +89,8 @@ pub struct LogStore {
     /// Where the last existence check found its key (`Datastore::has_value`), for the append that usually follows
     /// it: a chain head checks a key, then writes it.
     found: RefCell<Found>,
+    /// Hint writes and unlinks still running off the core, waited for when the store goes.
+    background: Background,
 }
 
 /// The durable part of the log: every sealed segment (sealing syncs it) and the first `len` bytes of segment
@@ -164,6 +166,7 @@ impl LogStore {
             synced: Frontier::default(),
             syncing: None,
             found: RefCell::default(),
+            background: Background::default(),
         };
         let report = store.recover()?;
         // Recovery leaves the log durable to its end.

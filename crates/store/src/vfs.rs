@@ -6,9 +6,11 @@ mod real;
 mod sim;
 
 use meridian_core::SyncJob;
+use std::cell::RefCell;
 use std::fmt::Debug;
 use std::io;
 use std::path::Path;
+use std::thread::JoinHandle;
 
 pub use real::RealVfs;
 pub use sim::SimVfs;
@@ -27,10 +29,36 @@ pub trait Vfs: Send + Sync + Debug {
     /// Runs `job`, file work whose loss the next open repairs (writing a segment's hint, removing segments a
     /// compaction replaced), where it does not hold the caller up: the real backend runs it on a thread of its
     /// own, since an fsync, a directory sync or unlinking a large file can each take tens of milliseconds that
-    /// the caller, a node's core, would otherwise spend, and skips it if no thread can be started. This default
-    /// runs it now, as the simulator's disk does, so a run stays deterministic.
-    fn in_background(&self, job: Box<dyn FnOnce() + Send>) {
-        job()
+    /// the caller, a node's core, would otherwise spend, and skips it if no thread can be started. It returns
+    /// that thread, for the caller to wait for before it goes ([`Background`]). This default runs it now, as
+    /// the simulator's disk does, so a run stays deterministic.
+    fn in_background(&self, job: Box<dyn FnOnce() + Send>) -> Option<JoinHandle<()>> {
+        job();
+        None
+    }
+}
+
+/// The jobs a store started through [`Vfs::in_background`], waited for when it is dropped: a closed store does
+/// not go on writing into its directory, where its owner may be removing or reopening it.
+#[derive(Debug, Default)]
+pub(crate) struct Background(RefCell<Vec<JoinHandle<()>>>);
+
+impl Background {
+    pub(crate) fn start(&self, vfs: &dyn Vfs, job: Box<dyn FnOnce() + Send>) {
+        if let Some(thread) = vfs.in_background(job) {
+            let mut threads = self.0.borrow_mut();
+            threads.retain(|t| !t.is_finished());
+            threads.push(thread);
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for thread in self.0.get_mut().drain(..) {
+            // A job that panicked left work the next open repairs; there is nothing more to do with it here.
+            let _ = thread.join();
+        }
     }
 }
 

@@ -92,3 +92,61 @@ fn space_reserved_ahead_of_the_data_is_no_damage_and_sealing_cuts_it() {
     assert_eq!((report.records, report.dropped_bytes), (5, 0));
     assert_eq!(store.get(b"k5").unwrap().unwrap().value, Some(value));
 }
+
+/// The real file system, with every background job held back a while, as a loaded disk would hold it.
+#[derive(Debug)]
+struct SlowBackground;
+
+impl Vfs for SlowBackground {
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        RealVfs.create_dir_all(path)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn meridian_store::VfsFile>> {
+        RealVfs.open(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        RealVfs.exists(path)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        RealVfs.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealVfs.rename(from, to)
+    }
+    fn list_files(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        RealVfs.list_files(dir)
+    }
+    fn in_background(&self, job: Box<dyn FnOnce() + Send>) -> Option<std::thread::JoinHandle<()>> {
+        RealVfs.in_background(Box::new(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            job()
+        }))
+    }
+}
+
+#[test]
+fn a_dropped_store_has_finished_its_background_file_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let opts = LogOptions { segment_bytes: 4096, ..LogOptions::default() };
+    let (mut store, _) = LogStore::open_with(Arc::new(SlowBackground), &dir, opts).unwrap();
+    let value = Bytes::from(vec![b'x'; 1500]);
+    for seq in 1..8 {
+        let rec = Record { chain: 2, seq, key: Bytes::from(format!("k{seq}")), body: Body::Value(value.clone()) };
+        store.append(&rec).unwrap();
+    }
+    store.sync().unwrap();
+    drop(store);
+
+    // Every sealed segment's hint is in place and nothing is half-written, so the directory can go at once and
+    // nothing comes back into it.
+    let files = RealVfs.list_files(&dir).unwrap();
+    let segments = files.iter().filter(|f| f.ends_with(".seg")).count();
+    let hints = files.iter().filter(|f| f.ends_with(".hint")).count();
+    assert!(segments >= 3, "{files:?}");
+    assert_eq!(hints, segments - 1, "one hint per sealed segment: {files:?}");
+    assert!(files.iter().all(|f| !f.ends_with(".tmp")), "{files:?}");
+    fs::remove_dir_all(&dir).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!dir.exists());
+}

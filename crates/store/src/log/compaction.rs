@@ -217,11 +217,14 @@ impl LogStore {
             replaced.iter().flat_map(|seg| [seg.name.file(), seg.name.hint_file()]).map(|f| self.path(&f)).collect();
         let vfs = Arc::clone(&self.vfs);
         // Recovery removes inputs a committed output replaced, so nothing waits for them to go.
-        self.vfs.in_background(Box::new(move || {
-            for path in replaced.iter().filter(|p| vfs.exists(p)) {
-                let _ = vfs.remove_file(path);
-            }
-        }));
+        self.background.start(
+            &*self.vfs,
+            Box::new(move || {
+                for path in replaced.iter().filter(|p| vfs.exists(p)) {
+                    let _ = vfs.remove_file(path);
+                }
+            }),
+        );
         self.compactor.completed += 1;
         self.compactor.idle_at = (!reclaimed).then(|| self.fingerprint());
         Ok(())

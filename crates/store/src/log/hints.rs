@@ -35,14 +35,17 @@ impl LogStore {
     pub(super) fn write_hint_later(&self, name: SegName, hint: &Hint) {
         let (vfs, bytes) = (Arc::clone(&self.vfs), hint::encode(hint));
         let (staged, named) = (self.path(&SegName::temp(&name.hint_file())), self.path(&name.hint_file()));
-        self.vfs.in_background(Box::new(move || {
-            let written = create_empty(&*vfs, &staged)
-                .and_then(|mut file| file.append(&bytes).and_then(|()| file.sync()))
-                .and_then(|()| vfs.rename(&staged, &named));
-            if written.is_err() && vfs.exists(&staged) {
-                let _ = vfs.remove_file(&staged);
-            }
-        }));
+        self.background.start(
+            &*self.vfs,
+            Box::new(move || {
+                let written = create_empty(&*vfs, &staged)
+                    .and_then(|mut file| file.append(&bytes).and_then(|()| file.sync()))
+                    .and_then(|()| vfs.rename(&staged, &named));
+                if written.is_err() && vfs.exists(&staged) {
+                    let _ = vfs.remove_file(&staged);
+                }
+            }),
+        );
     }
 
     /// Segment `slot`'s index entries, latest ack marks and range drops, by offset.

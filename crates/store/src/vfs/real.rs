@@ -6,6 +6,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use super::{Vfs, VfsFile};
 
@@ -66,9 +67,9 @@ impl Vfs for RealVfs {
         Ok(names)
     }
 
-    fn in_background(&self, job: Box<dyn FnOnce() + Send>) {
+    fn in_background(&self, job: Box<dyn FnOnce() + Send>) -> Option<JoinHandle<()>> {
         // A job's loss is repaired by the next open (`Vfs::in_background`), so a failed spawn only skips it.
-        let _ = std::thread::Builder::new().name("meridian-files".into()).spawn(job);
+        std::thread::Builder::new().name("meridian-files".into()).spawn(job).ok()
     }
 }
 
