@@ -7,7 +7,7 @@ use crate::puts::key;
 use crate::Limits;
 use bytes::Bytes;
 use meridian_core::splitmix::SplitMix64;
-use meridian_store::{Body, Datastore, LogOptions, LogStore, RealVfs, Record, StoreStats};
+use meridian_store::{Body, CompactionOptions, Datastore, LogOptions, LogStore, RealVfs, Record, StoreStats};
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
@@ -36,7 +36,10 @@ pub(crate) fn run(dir: &Path, value: &Bytes, limits: &Limits) -> io::Result<Comp
     let keys = (limits.max_bytes / (OVERWRITES * per_record)).clamp(1, KEYS_MAX);
     // About 32 segments of log, so compaction has many passes to make.
     let segment_bytes = (keys * OVERWRITES * per_record / 32).clamp(4 << 10, 4 << 20);
-    let opts = LogOptions { segment_bytes, ..LogOptions::default() };
+    // Unpaced: no writes run beside compaction here, so every slice is a full `slice_bytes`, as on a node that
+    // writes fast enough to earn it.
+    let compaction = CompactionOptions { pace: 0, ..CompactionOptions::default() };
+    let opts = LogOptions { segment_bytes, compaction, ..LogOptions::default() };
     let (mut store, _) = LogStore::open_with(Arc::new(RealVfs), dir, opts).map_err(io::Error::other)?;
     write_versions(&mut store, keys, value)?;
     let before = store.stats();

@@ -28,17 +28,21 @@ fn peer_addr(id: NodeId) -> String {
 /// Log-store settings swarm-randomised per run: segments small enough that runs seal many of them and
 /// compaction passes interleave with replication, crashes and recovery.
 pub fn log_options(rng: &mut SimRng) -> LogOptions {
-    LogOptions {
+    let mut opts = LogOptions {
         segment_bytes: rng.range(512, 32 << 10),
         write_buffer_bytes: rng.range(0, 4 << 10) as usize,
         compaction: CompactionOptions {
             dead_ratio: 0.2 + rng.unit() * 0.5,
             slice_bytes: rng.range(256, 16 << 10),
             min_segments: rng.range(1, 4) as usize,
+            pace: 0,
         },
         // Drawn last, so the draws above stay what they were for each seed.
         preallocate_bytes: rng.range(0, 2 << 10),
-    }
+    };
+    // Unpaced in a third of the runs; in the others slices larger than the pace's floor are paced.
+    opts.compaction.pace = [0, 2, 4][rng.range(0, 3) as usize];
+    opts
 }
 
 /// Partitions per run: few, so that the workload's handful of keys share chains and joins copy data.

@@ -33,6 +33,7 @@ impl LogStore {
         match seg.file.append_with(|pending| encode(rec, pending).map_err(io::Error::other)) {
             Ok(()) => {
                 seg.len += len as u64;
+                self.compactor.note_appended(len as u64);
                 Ok(Loc { seg: slot, offset: before as u32, len: len as u32 })
             }
             Err(e) if e.kind() == io::ErrorKind::StorageFull => {

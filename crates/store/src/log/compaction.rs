@@ -2,7 +2,9 @@
 //! background thread (the deterministic simulator drives the same code).
 //!
 //! **When.** After each `sync`, if at least `min_segments` segments are sealed and dead bytes exceed
-//! `dead_ratio` of the sealed bytes, a pass starts; each `sync` then copies at most `slice_bytes` of its input.
+//! `dead_ratio` of the sealed bytes, a pass starts; each `sync` then copies at most `slice_bytes` of its input,
+//! and no more than `pace` times what was appended since the previous slice (a few KiB at least): compaction
+//! keeps up with the writes that make garbage without taking the core from them.
 //!
 //! **What.** A run of consecutive sealed segments: the oldest one whose own dead ratio passes the threshold,
 //! widened over its neighbours while the run's live bytes fit in one segment and its total bytes in two. So
@@ -55,6 +57,10 @@ use crate::hint::Hint;
 /// Smallest read a slice issues, however small `slice_bytes` is.
 const SLICE_CHUNK_MIN: usize = 4 << 10;
 
+/// Least input a paced slice copies, however little was appended since the previous one, so a pass still ends
+/// on a store that syncs with few writes.
+const PACED_SLICE_MIN: u64 = 4 << 10;
+
 #[derive(Default)]
 pub(super) struct Compactor {
     pass: Option<Pass>,
@@ -63,11 +69,17 @@ pub(super) struct Compactor {
     last_error: Option<String>,
     /// Where the last pass that reclaimed nothing, or failed, left off.
     idle_at: Option<Fingerprint>,
+    /// Bytes appended to the log since the last slice, which pace the next one (`CompactionOptions::pace`).
+    appended: u64,
 }
 
 impl Compactor {
     pub(super) fn completed(&self) -> u64 {
         self.completed
+    }
+
+    pub(super) fn note_appended(&mut self, bytes: u64) {
+        self.appended = self.appended.saturating_add(bytes);
     }
 }
 
@@ -119,11 +131,14 @@ impl LogStore {
         // Compaction moves entries and frees segment slots for reuse: an existence check's find from before it
         // could name a location that now holds another record.
         self.found.get_mut().at = None;
+        // Taken whether or not a pass runs, so a store that compacts nothing for a while does not then make up
+        // for it in one long slice.
+        let budget = self.slice_budget();
         let Some(mut pass) = self.compactor.pass.take().or_else(|| self.begin_pass()) else {
             return;
         };
         let output = pass.output;
-        let result = match self.advance(&mut pass) {
+        let result = match self.advance(&mut pass, budget) {
             Ok(true) => self.commit(pass).map(|()| None),
             Ok(false) => Ok(Some(pass)),
             Err(e) => Err(e),
@@ -177,9 +192,19 @@ impl LogStore {
         }
     }
 
-    /// Copies up to `slice_bytes` of input; returns whether the input is done.
-    fn advance(&mut self, pass: &mut Pass) -> Result<bool, StoreError> {
-        let mut budget = self.opts.compaction.slice_bytes;
+    /// The input this slice may copy: `slice_bytes`, or less as `pace` and the bytes appended since the last one
+    /// say.
+    fn slice_budget(&mut self) -> u64 {
+        let c = self.opts.compaction;
+        let appended = std::mem::take(&mut self.compactor.appended);
+        if c.pace == 0 {
+            return c.slice_bytes;
+        }
+        appended.saturating_mul(c.pace.into()).max(PACED_SLICE_MIN).min(c.slice_bytes)
+    }
+
+    /// Copies up to `budget` bytes of input; returns whether the input is done.
+    fn advance(&mut self, pass: &mut Pass, mut budget: u64) -> Result<bool, StoreError> {
         let chunk = usize::try_from(budget).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK);
         let frontier = self.frontier();
         while budget > 0 && pass.next < pass.inputs.len() {

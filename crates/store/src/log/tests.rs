@@ -439,7 +439,7 @@ fn an_append_after_an_existence_check_of_its_key_does_not_read_the_record_again(
 #[test]
 fn an_existence_check_is_forgotten_by_any_other_record_and_by_compaction() {
     let vfs = SimVfs::new();
-    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 150, min_segments: 1 };
+    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 150, min_segments: 1, pace: 0 };
     let opts = LogOptions { segment_bytes: 256, compaction, ..LogOptions::default() };
     let reopen = || LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0;
     let mut store = reopen();
@@ -489,7 +489,7 @@ fn compaction_keeps_what_only_unsynced_records_supersede_or_drop() {
     for (case, append_later) in later.iter().enumerate() {
         for entropy in 0..8 {
             let vfs = SimVfs::new();
-            let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 1 << 20, min_segments: 1 };
+            let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 1 << 20, min_segments: 1, pace: 0 };
             let opts = LogOptions { segment_bytes: 256, compaction, ..LogOptions::default() };
             let reopen = || LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0;
             let mut store = reopen();
@@ -516,4 +516,47 @@ fn compaction_keeps_what_only_unsynced_records_supersede_or_drop() {
             assert!(matches!(&got, Some(Some(v)) if fine(v)), "case {case}, {entropy}: the key holds {got:?}");
         }
     }
+}
+
+/// A sync copies no more compaction input than `pace` times what was appended since the previous one (or a few
+/// KiB when that is less), so old garbage is not compacted at the writes' expense; and a pass still ends on
+/// syncs with nothing appended.
+#[test]
+fn compaction_keeps_pace_with_appends() {
+    let vfs = SimVfs::new();
+    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 1 << 20, min_segments: 1, pace: 4 };
+    let opts = LogOptions { segment_bytes: 64 << 10, compaction, ..LogOptions::default() };
+    let mut store = LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0;
+    let value = "x".repeat(200);
+    let mut seq = 0;
+    let mut write = |store: &mut LogStore, records: u64| {
+        for _ in 0..records {
+            seq += 1;
+            store.append(&put(seq, &format!("k{}", seq % 20), &value)).unwrap();
+        }
+        store.append(&meta(seq, "", Body::AckMark)).unwrap();
+    };
+    write(&mut store, 1500);
+    let garbage = store.stats().log_bytes;
+    // What was written so far earns the first slice a whole pass; the next one starts another.
+    store.sync().unwrap();
+    assert_eq!(store.compaction_progress().passes_completed, 1);
+    let read = |store: &LogStore| store.compaction_progress().pass.map_or(0, |p| p.read_bytes);
+    let record = 256;
+    store.sync().unwrap();
+    assert!((1..=(4 << 10) + record).contains(&read(&store)), "an idle slice copies the floor: {}", read(&store));
+    for records in [2, 40] {
+        let (before, log_before) = (read(&store), store.stats().log_bytes);
+        write(&mut store, records);
+        let appended = store.stats().log_bytes - log_before;
+        store.sync().unwrap();
+        let (copied, budget) = (read(&store) - before, (4 * appended).max(4 << 10));
+        assert!((budget..=budget + record).contains(&copied), "{copied} copied after {appended} appended");
+    }
+    for _ in 0..1000 {
+        store.sync().unwrap();
+    }
+    let progress = store.compaction_progress();
+    assert!(progress.pass.is_none() && progress.passes_completed > 2, "{progress:?}");
+    assert!(store.stats().log_bytes < garbage / 4, "{} of {garbage} bytes left", store.stats().log_bytes);
 }

@@ -36,7 +36,7 @@ pub fn no_compaction() -> CompactionOptions {
 }
 
 pub fn eager_compaction(slice_bytes: u64) -> CompactionOptions {
-    CompactionOptions { dead_ratio: 0.3, slice_bytes, min_segments: 1 }
+    CompactionOptions { dead_ratio: 0.3, slice_bytes, min_segments: 1, pace: 0 }
 }
 
 pub fn try_open(vfs: &SimVfs, opts: LogOptions) -> Result<(LogStore, RecoveryReport), StoreError> {
