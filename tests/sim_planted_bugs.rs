@@ -74,6 +74,18 @@ fn a_sync_without_an_fsync_is_caught() {
     assert!(caught.len() >= 5, "only {} of 40 seeds caught syncs that skip the fsync", caught.len());
 }
 
+/// A head whose store has lost a key is seen only by a conditional write, which the head decides from its own
+/// store (reads go to the tail, and a member after the head gets a lost write resent): the workload's SET NX
+/// applies over a value the history says is there.
+#[test]
+fn a_head_whose_store_forgets_keys_is_caught_by_set_nx() {
+    let results = sweep(PlantedBug::HeadStoreForgets, 20);
+    let caught = caught(&results);
+    assert!(caught.len() >= 5, "only {} of 20 seeds caught a head whose store forgets keys", caught.len());
+    let report = caught[0].failure.as_deref().unwrap();
+    assert!(report.contains("cas"), "the violation is a SET NX that applied: {report}");
+}
+
 /// Liveness has teeth too: without resends, a chain that lost an update stays stuck after the heal.
 #[test]
 fn a_chain_that_never_resends_is_reported_stuck() {
@@ -136,16 +148,17 @@ fn the_staleness_check_finds_stale_reads_only_where_they_are() {
 
 /// Reads from the head are linearizable only because a key with a write the tail has not acknowledged is read
 /// at the tail: a head that answers such reads itself returns writes that may never commit. Only a write lost
-/// with its head (a memory head restarting before forwarding it) shows it, so it is rare per seed; the unit test
+/// with its head (a memory head restarting before forwarding it) shows it, so it is rare per seed (2 of these 200,
+/// and 4 of the first 300, at the time of writing; crashes and pauses alone make it likeliest); the unit test
 /// `a_head_that_answers_reads_sends_keys_with_tentative_writes_to_the_tail` checks the mechanism directly.
 #[test]
 fn a_head_that_reads_tentative_writes_is_caught() {
     let replicas = vec![ReplicaKind::Mem, ReplicaKind::Log, ReplicaKind::Log];
     let config = KeyspaceConfig { read_from: QueryNode::Head, ..KeyspaceConfig::with_replicas(replicas) };
-    let nemesis = "crash,partition,pause,clock,join,leave,manager";
-    let results = sweep_config(Some(PlantedBug::ReadsTentative), 100, nemesis, CheckModel::Linearizable, config);
+    let nemesis = "crash,pause";
+    let results = sweep_config(Some(PlantedBug::ReadsTentative), 200, nemesis, CheckModel::Linearizable, config);
     let caught = caught(&results);
-    assert!(!caught.is_empty(), "no seed of 100 caught a head reading tentative writes");
+    assert!(!caught.is_empty(), "no seed of 200 caught a head reading tentative writes");
 }
 
 /// Under `ausi` a read at the head must not show a write before every member holds its invalidation: a member

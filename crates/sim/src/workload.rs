@@ -21,6 +21,11 @@
 //! Some runs also send SCAN pages (`scans.rs`): a workload key a page covered and left out is recorded as a get
 //! that found it absent.
 //!
+//! Some runs send some puts as SET NX, recorded as a cas from absent. The head alone decides whether one applies,
+//! from its own store, so this is what checks a head's store: one that lost a key the chain holds lets the put
+//! apply over a value the history says is there. Reads do not see that loss, since they go to the tail, and a
+//! member after the head gets a lost write resent by its predecessor.
+//!
 //! Some runs also spread the keys over extra keyspaces of their own replication factor, created at the
 //! start by a setup client through the manager: key `k{i}` of the history is key `k{i / n}` of keyspace
 //! `i mod n` (n keyspaces, `default` included), so the same key bytes live in several keyspaces at once
@@ -34,8 +39,8 @@ use crate::world::{Event, World};
 use bytes::Bytes;
 use meridian_check::{History, OpKind, Recorder};
 use meridian_core::{
-    Admin, Deadline, DurabilityMode, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply, Request,
-    Ttl, Write, WriteOp,
+    Admin, Condition, Deadline, DurabilityMode, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply,
+    Request, Ttl, Write, WriteOp,
 };
 use std::time::Duration;
 
@@ -70,6 +75,8 @@ pub struct WorkloadParams {
     pub scan_ratio: f64,
     /// The fraction of puts with a time to live (1 ms to [`TTL_MAX_MS`]).
     pub ttl_ratio: f64,
+    /// The fraction of puts before the heal sent as SET NX (never with a time to live).
+    pub nx_ratio: f64,
     /// `default` is a cache keyspace (the extra keyspaces say so in their configurations).
     pub default_evicts: bool,
     /// How long a client waits before recording the outcome as unknown.
@@ -93,6 +100,7 @@ impl WorkloadParams {
             timeout,
             think_max: rng.duration(Duration::from_micros(100), Duration::from_millis(20)),
             scan_ratio: if rng.unit() < 0.5 { 0.0 } else { rng.unit() * 0.3 },
+            nx_ratio: if rng.unit() < 0.5 { 0.0 } else { rng.unit() * 0.5 },
         }
     }
 }
@@ -154,6 +162,8 @@ pub struct Workload {
     pages: Vec<Page>,
     /// SCAN pages answered, and the absent keys they recorded.
     page_counts: (u64, u64),
+    /// SET NX answered: applied, and refused (the key was there).
+    nx_counts: (u64, u64),
     nodes: Vec<NodeId>,
     /// Per key: (written, read) successfully by an operation invoked after progress became required.
     after_heal: Vec<(bool, bool)>,
@@ -180,6 +190,7 @@ impl Workload {
             ops: Vec::new(),
             pages: Vec::new(),
             page_counts: (0, 0),
+            nx_counts: (0, 0),
             nodes,
             after_heal,
             wrong_answer: None,
@@ -227,8 +238,10 @@ impl Workload {
             return self.issue_page(client, world);
         }
         let (k, kind) = if now >= self.phases.must_progress { self.final_choice(client) } else { self.random_choice() };
+        let nx = self.params.nx_ratio > 0.0 && now < self.phases.must_progress;
+        let kind = if kind == OpKind::Put && nx && self.rng.chance(self.params.nx_ratio) { OpKind::Cas } else { kind };
         let key = format!("k{k}");
-        let value = (kind == OpKind::Put).then(|| {
+        let value = matches!(kind, OpKind::Put | OpKind::Cas).then(|| {
             self.clients[client].writes += 1;
             format!("c{client}-{}", self.clients[client].writes)
         });
@@ -241,6 +254,7 @@ impl Workload {
         };
         let req = match kind {
             OpKind::Get => Request::Get { keyspace, key: key_bytes, read: Read::Value },
+            OpKind::Cas => Request::Write(Write { cond: Condition::IfAbsent, ..Write::new(keyspace, key_bytes, op) }),
             _ => Request::Write(Write::new(keyspace, key_bytes, op)),
         };
         let op = self.recorder.invoke(client as u64, kind, key.clone(), value.clone(), None, now);
@@ -396,6 +410,10 @@ impl Workload {
                 let (_, key, invoked) = self.ops[op];
                 self.after_heal[key].0 |= invoked >= self.phases.must_progress;
             }
+            (OpKind::Cas, Reply::Written { applied, .. }) => {
+                *if applied { &mut self.nx_counts.0 } else { &mut self.nx_counts.1 } += 1;
+                self.recorder.complete(op, Some(applied), None, now);
+            }
             (_, Reply::Error(kind, _)) => {
                 if kind.certainly_not_applied() {
                     self.recorder.complete(op, Some(false), None, now);
@@ -474,13 +492,15 @@ impl Workload {
     }
 
     /// What the run did with keyspaces, for the run's counters.
-    pub fn keyspace_counters(&self) -> [(&'static str, u64); 5] {
+    pub fn keyspace_counters(&self) -> [(&'static str, u64); 7] {
         [
             ("keyspaces created", self.setup.created as u64),
             ("operations outside default", self.elsewhere),
             ("keys of restored chains", self.set_aside.len() as u64),
             ("scan pages answered", self.page_counts.0),
             ("keys scans found absent", self.page_counts.1),
+            ("SET NX applied", self.nx_counts.0),
+            ("SET NX refused", self.nx_counts.1),
         ]
     }
 

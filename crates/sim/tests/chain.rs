@@ -58,6 +58,8 @@ fn chain_is_linearizable_under_membership_changes_and_manager_failover() {
     assert!(keyspaces > 10 && elsewhere > 1000, "keys must live in other keyspaces too: {keyspaces}, {elsewhere}");
     let (pages, absent) = (sum("scan pages answered"), sum("keys scans found absent"));
     assert!(pages > 1000 && absent > 100, "SCAN pages must be checked too: {pages} pages, {absent} absent keys");
+    let (applied, refused) = (sum("SET NX applied"), sum("SET NX refused"));
+    assert!(applied > 100 && refused > 1000, "heads' stores must be checked too: {applied} applied, {refused} refused");
 }
 
 /// A node cut off from the others long enough for the manager to declare it failed and move its chains on, while

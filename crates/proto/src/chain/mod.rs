@@ -134,6 +134,10 @@ pub enum PlantedBug {
     /// A SCAN page leaves out the keys on its first token (an off-by-one on the range's start) while its
     /// answer claims the whole range from there.
     ScanSkipsFirstToken,
+    /// The head's store says a key is absent when a conditional write asks whether it exists, as a store that
+    /// lost the key would (a compaction that took unsynced records for durable once did, after a power loss).
+    /// Reads go to the tail, so only the outcome of a SET NX shows it.
+    HeadStoreForgets,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

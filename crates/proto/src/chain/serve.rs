@@ -296,6 +296,11 @@ impl ChainNode {
             (false, store) if store.has_value(&write.key)? => Current::Exists,
             (false, _) => Current::Absent,
         };
+        #[cfg(feature = "planted-bugs")]
+        let current = match current {
+            Current::Exists if self.cfg.planted_bug == Some(super::PlantedBug::HeadStoreForgets) => Current::Absent,
+            current => current,
+        };
         let existed = if matches!(current, Current::Unknown) { Existed::AtAppend } else { Existed::Decided };
         let key = write.key.clone();
         let Decision { change, outcome } = decide(write, current, self.wall_ms, self.cfg.limits.max_value_bytes);
