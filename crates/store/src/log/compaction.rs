@@ -2,9 +2,9 @@
 //! background thread (the deterministic simulator drives the same code).
 //!
 //! **When.** After each `sync`, if at least `min_segments` segments are sealed and dead bytes exceed
-//! `dead_ratio` of the sealed bytes, a pass starts; each `sync` then copies at most `slice_bytes` of its input,
-//! and no more than `pace` times what was appended since the previous slice (a few KiB at least): compaction
-//! keeps up with the writes that make garbage without taking the core from them.
+//! `dead_ratio` of the sealed bytes, a pass starts; each `sync` then reads at most `slice_bytes` of its input,
+//! and stops once it has freed `pace` times what was appended since the previous slice (having read a few KiB at
+//! least): compaction frees space faster than the writes take it, without taking the core from them.
 //!
 //! **What.** A run of consecutive sealed segments: the oldest one whose own dead ratio passes the threshold,
 //! widened over its neighbours while the run's live bytes fit in one segment and its total bytes in two. So
@@ -57,9 +57,24 @@ use crate::hint::Hint;
 /// Smallest read a slice issues, however small `slice_bytes` is.
 const SLICE_CHUNK_MIN: usize = 4 << 10;
 
-/// Least input a paced slice copies, however little was appended since the previous one, so a pass still ends
+/// Least input a paced slice reads, however little was appended since the previous one, so a pass still ends
 /// on a store that syncs with few writes.
 const PACED_SLICE_MIN: u64 = 4 << 10;
+
+/// How far one slice goes: until it has freed `free` bytes (input read less output written) and read at least
+/// `floor`, and never past `input` bytes read.
+#[derive(Clone, Copy, Debug)]
+struct SliceBudget {
+    free: u64,
+    floor: u64,
+    input: u64,
+}
+
+impl SliceBudget {
+    fn spent(&self, read: u64, written: u64) -> bool {
+        read >= self.input || (read >= self.floor && read.saturating_sub(written) >= self.free)
+    }
+}
 
 #[derive(Default)]
 pub(super) struct Compactor {
@@ -125,8 +140,8 @@ impl LogStore {
         }
     }
 
-    /// One slice of compaction work: starts a pass if one is due, copies up to `slice_bytes`, commits the pass
-    /// if its input is done.
+    /// One slice of compaction work: starts a pass if one is due, copies as far as [`Self::slice_budget`] says,
+    /// commits the pass if its input is done.
     pub(super) fn compact_slice(&mut self) {
         // Compaction moves entries and frees segment slots for reuse: an existence check's find from before it
         // could name a location that now holds another record.
@@ -192,30 +207,30 @@ impl LogStore {
         }
     }
 
-    /// The input this slice may copy: `slice_bytes`, or less as `pace` and the bytes appended since the last one
-    /// say.
-    fn slice_budget(&mut self) -> u64 {
+    /// How far this slice goes: `slice_bytes` of input, or as far as frees `pace` times the bytes appended since
+    /// the last one.
+    fn slice_budget(&mut self) -> SliceBudget {
         let c = self.opts.compaction;
         let appended = std::mem::take(&mut self.compactor.appended);
-        if c.pace == 0 {
-            return c.slice_bytes;
-        }
-        appended.saturating_mul(c.pace.into()).max(PACED_SLICE_MIN).min(c.slice_bytes)
+        let free = if c.pace == 0 { u64::MAX } else { appended.saturating_mul(c.pace.into()) };
+        SliceBudget { free, floor: PACED_SLICE_MIN, input: c.slice_bytes }
     }
 
-    /// Copies up to `budget` bytes of input; returns whether the input is done.
-    fn advance(&mut self, pass: &mut Pass, mut budget: u64) -> Result<bool, StoreError> {
-        let chunk = usize::try_from(budget).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK);
+    /// Copies input until `budget` is spent; returns whether the input is done.
+    fn advance(&mut self, pass: &mut Pass, budget: SliceBudget) -> Result<bool, StoreError> {
+        let chunk = usize::try_from(budget.input).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK);
         let frontier = self.frontier();
-        while budget > 0 && pass.next < pass.inputs.len() {
+        let (read, written) = (pass.read_bytes, pass.out_len);
+        let mut spent = false;
+        while !spent && pass.next < pass.inputs.len() {
             let slot = pass.inputs[pass.next];
             let (seg, index, drops) = (self.segs.get(slot), &self.index, &self.drops);
             let end = seg.read_records(pass.offset, chunk, |rec, offset, len| {
                 pass.read_bytes += len;
-                budget = budget.saturating_sub(len);
                 let loc = Loc { seg: slot, offset: offset as u32, len: len as u32 };
                 pass.take(rec, loc, index, drops, frontier)?;
-                Ok(budget > 0)
+                spent = budget.spent(pass.read_bytes - read, pass.out_len - written);
+                Ok(!spent)
             })?;
             match end {
                 ReadEnd::Stopped(next) => pass.offset = next,

@@ -36,12 +36,12 @@ pub struct CompactionOptions {
     pub slice_bytes: u64,
     /// Sealed segments there must be before compaction runs.
     pub min_segments: usize,
-    /// Bytes of input a slice may copy per byte appended since the previous slice (but at least a few KiB, and
-    /// at most `slice_bytes`), so compaction keeps pace with the writes that make garbage rather than spending
-    /// `slice_bytes` on every sync: a store whose log is mostly garbage from earlier writes otherwise gave up
-    /// a quarter of its write rate while it compacted (`docs/performance.md` section 29). A pass reclaims at
-    /// least about half its input (`dead_ratio`), so a pace of 4 frees twice what is appended and the log
-    /// shrinks under any write load. 0 turns pacing off: every slice copies `slice_bytes`.
+    /// Bytes a slice frees (input read less output written) per byte appended since the previous slice: it stops
+    /// there, having read at least a few KiB and at most `slice_bytes`. So compaction keeps pace with the writes
+    /// that make garbage rather than spending `slice_bytes` on every sync: a store whose log is mostly garbage
+    /// from earlier writes otherwise gave up a quarter of its write rate while it compacted (`docs/performance.md`
+    /// section 29). At 2 the log shrinks by at least what is appended while compaction has work, unless
+    /// `slice_bytes` of input free less than that. 0 turns pacing off: every slice reads `slice_bytes`.
     pub pace: u32,
 }
 
@@ -58,7 +58,7 @@ impl Default for LogOptions {
 
 impl Default for CompactionOptions {
     fn default() -> CompactionOptions {
-        CompactionOptions { dead_ratio: 0.5, slice_bytes: 256 << 10, min_segments: 2, pace: 4 }
+        CompactionOptions { dead_ratio: 0.5, slice_bytes: 256 << 10, min_segments: 2, pace: 2 }
     }
 }
 
