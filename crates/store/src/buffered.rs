@@ -121,6 +121,10 @@ impl Datastore for BufferedStore {
         }
     }
 
+    fn maintain_if_idle(&mut self) {
+        self.log.maintain_if_idle()
+    }
+
     fn flush(&mut self) -> Result<(), StoreError> {
         self.log.flush()
     }

@@ -180,6 +180,10 @@ pub trait Datastore: Send {
     /// What `sync` does after its fsync (maintenance), for the caller to call once a job of `begin_sync` has
     /// succeeded.
     fn end_sync(&mut self) {}
+    /// A bounded amount of maintenance if nothing was appended since the last call and no sync is under way,
+    /// for the caller to call on a timer: the log store's compaction, which under writes keeps their pace
+    /// (`CompactionOptions::pace`), catches up while the store is idle.
+    fn maintain_if_idle(&mut self) {}
     /// Hands everything appended so far to the OS: not durable against power loss, durable against a process
     /// crash (the kernel's page cache survives that). A store that buffers nothing in the process has
     /// nothing to do.

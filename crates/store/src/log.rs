@@ -271,6 +271,10 @@ impl Datastore for LogStore {
         self.compact_slice();
     }
 
+    fn maintain_if_idle(&mut self) {
+        self.compact_if_idle();
+    }
+
     fn flush(&mut self) -> Result<(), StoreError> {
         self.flush_active()
     }

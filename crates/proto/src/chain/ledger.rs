@@ -195,6 +195,10 @@ impl Datastore for Ledgered {
         self.store.end_sync()
     }
 
+    fn maintain_if_idle(&mut self) {
+        self.store.maintain_if_idle()
+    }
+
     fn flush(&mut self) -> Result<(), StoreError> {
         self.store.flush()
     }

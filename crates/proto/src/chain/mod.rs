@@ -629,6 +629,7 @@ impl ChainNode {
         self.tend_answers(now, out);
         self.reap_expired(now, out);
         self.evict_all(now, out);
+        self.stores.maintain_if_idle();
     }
 
     /// Probes successors whose acknowledgements stalled and logs ack watermarks.

@@ -151,6 +151,10 @@ impl Stores {
         self.open.values_mut().for_each(|s| s.end_sync());
     }
 
+    pub fn maintain_if_idle(&mut self) {
+        self.open.values_mut().for_each(|s| s.maintain_if_idle());
+    }
+
     /// Every open store's figures added up.
     pub fn stats(&self) -> StoreStats {
         self.open.values().map(|s| s.stats()).fold(StoreStats::default(), |a, b| StoreStats {

@@ -4,7 +4,9 @@
 //! **When.** After each `sync`, if at least `min_segments` segments are sealed and dead bytes exceed
 //! `dead_ratio` of the sealed bytes, a pass starts; each `sync` then reads at most `slice_bytes` of its input,
 //! and stops once it has freed `pace` times what was appended since the previous slice (having read a few KiB at
-//! least): compaction frees space faster than the writes take it, without taking the core from them.
+//! least): compaction frees space faster than the writes take it, without taking the core from them. A store
+//! that took no writes since the last timer tick instead compacts a whole slice on it
+//! (`Datastore::maintain_if_idle`), so old garbage goes while no one writes.
 //!
 //! **What.** A run of consecutive sealed segments: the oldest one whose own dead ratio passes the threshold,
 //! widened over its neighbours while the run's live bytes fit in one segment and its total bytes in two. So
@@ -86,6 +88,8 @@ pub(super) struct Compactor {
     idle_at: Option<Fingerprint>,
     /// Bytes appended to the log since the last slice, which pace the next one (`CompactionOptions::pace`).
     appended: u64,
+    /// Whether anything was appended since the last `maintain_if_idle`.
+    busy: bool,
 }
 
 impl Compactor {
@@ -95,6 +99,7 @@ impl Compactor {
 
     pub(super) fn note_appended(&mut self, bytes: u64) {
         self.appended = self.appended.saturating_add(bytes);
+        self.busy = true;
     }
 }
 
@@ -143,12 +148,25 @@ impl LogStore {
     /// One slice of compaction work: starts a pass if one is due, copies as far as [`Self::slice_budget`] says,
     /// commits the pass if its input is done.
     pub(super) fn compact_slice(&mut self) {
-        // Compaction moves entries and frees segment slots for reuse: an existence check's find from before it
-        // could name a location that now holds another record.
-        self.found.get_mut().at = None;
         // Taken whether or not a pass runs, so a store that compacts nothing for a while does not then make up
         // for it in one long slice.
         let budget = self.slice_budget();
+        self.compact_within(budget);
+    }
+
+    /// An unpaced slice of `slice_bytes`, if nothing was appended since the last call and no sync is under way
+    /// (compaction never runs while one is: [`Frontier`](super::Frontier)).
+    pub(super) fn compact_if_idle(&mut self) {
+        if !std::mem::take(&mut self.compactor.busy) && self.syncing.is_none() {
+            let input = self.opts.compaction.slice_bytes;
+            self.compact_within(SliceBudget { free: u64::MAX, floor: input, input });
+        }
+    }
+
+    fn compact_within(&mut self, budget: SliceBudget) {
+        // Compaction moves entries and frees segment slots for reuse: an existence check's find from before it
+        // could name a location that now holds another record.
+        self.found.get_mut().at = None;
         let Some(mut pass) = self.compactor.pass.take().or_else(|| self.begin_pass()) else {
             return;
         };

@@ -41,7 +41,9 @@ pub struct CompactionOptions {
     /// that make garbage rather than spending `slice_bytes` on every sync: a store whose log is mostly garbage
     /// from earlier writes otherwise gave up a quarter of its write rate while it compacted (`docs/performance.md`
     /// section 29). At 2 the log shrinks by at least what is appended while compaction has work, unless
-    /// `slice_bytes` of input free less than that. 0 turns pacing off: every slice reads `slice_bytes`.
+    /// `slice_bytes` of input free less than that; the space comes back as each pass commits, so by up to two
+    /// segments later. A store that takes no writes compacts a whole slice on each timer tick instead
+    /// (`Datastore::maintain_if_idle`). 0 turns pacing off: every slice reads `slice_bytes`.
     pub pace: u32,
 }
 

@@ -564,3 +564,35 @@ fn compaction_keeps_pace_with_appends() {
     assert!(progress.pass.is_none() && progress.passes_completed > 2, "{progress:?}");
     assert!(store.stats().log_bytes < garbage / 4, "{} of {garbage} bytes left", store.stats().log_bytes);
 }
+
+/// A store that took no writes since the last `maintain_if_idle` compacts a whole slice in it, so garbage that
+/// paced compaction leaves goes while no one writes; a write since the last call, or a sync under way, skips it.
+#[test]
+fn an_idle_store_compacts_when_maintained() {
+    let vfs = SimVfs::new();
+    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 16 << 10, min_segments: 1, pace: 2 };
+    let opts = LogOptions { segment_bytes: 16 << 10, compaction, ..LogOptions::default() };
+    let mut store = LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0;
+    let value = "x".repeat(200);
+    for seq in 1..=1500 {
+        store.append(&put(seq, &format!("k{}", seq % 20), &value)).unwrap();
+    }
+    store.append(&meta(1500, "", Body::AckMark)).unwrap();
+    let garbage = store.stats().log_bytes;
+    let untouched = |store: &LogStore| store.compaction_progress() == CompactionProgress::default();
+    store.maintain_if_idle();
+    assert!(untouched(&store), "appended since the last call: {:?}", store.compaction_progress());
+    let job = store.begin_sync().unwrap();
+    store.maintain_if_idle();
+    assert!(untouched(&store), "a sync under way: {:?}", store.compaction_progress());
+    if let Some(job) = job {
+        job().unwrap();
+    }
+    store.end_sync();
+    for _ in 0..100 {
+        store.maintain_if_idle();
+    }
+    let progress = store.compaction_progress();
+    assert!(progress.passes_completed > 3 && progress.pass.is_none(), "{progress:?}");
+    assert!(store.stats().log_bytes < garbage / 4, "{} of {garbage} bytes left", store.stats().log_bytes);
+}
