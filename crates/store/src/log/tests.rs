@@ -518,25 +518,31 @@ fn compaction_keeps_what_only_unsynced_records_supersede_or_drop() {
     }
 }
 
+/// A store compacting at pace 2, with slices of `slice_bytes` and segments of `segment_bytes`.
+fn paced(vfs: &SimVfs, slice_bytes: u64, segment_bytes: u64) -> LogStore {
+    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes, min_segments: 1, pace: 2 };
+    let opts = LogOptions { segment_bytes, compaction, ..LogOptions::default() };
+    LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0
+}
+
+/// Appends `records` puts of 200 B over 20 keys after `seq`, then an ack mark covering them (so all but each
+/// key's latest are garbage); returns the last seq.
+fn overwrite(store: &mut LogStore, seq: u64, records: u64) -> u64 {
+    let value = "x".repeat(200);
+    for seq in seq + 1..=seq + records {
+        store.append(&put(seq, &format!("k{}", seq % 20), &value)).unwrap();
+    }
+    store.append(&meta(seq + records, "", Body::AckMark)).unwrap();
+    seq + records
+}
+
 /// A sync's compaction stops once it has freed `pace` times what was appended since the previous one (having
 /// read a few KiB at least), so old garbage is not compacted at the writes' expense; and a pass still ends on
 /// syncs with nothing appended.
 #[test]
 fn compaction_keeps_pace_with_appends() {
-    let vfs = SimVfs::new();
-    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 1 << 20, min_segments: 1, pace: 2 };
-    let opts = LogOptions { segment_bytes: 64 << 10, compaction, ..LogOptions::default() };
-    let mut store = LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0;
-    let value = "x".repeat(200);
-    let mut seq = 0;
-    let mut write = |store: &mut LogStore, records: u64| {
-        for _ in 0..records {
-            seq += 1;
-            store.append(&put(seq, &format!("k{}", seq % 20), &value)).unwrap();
-        }
-        store.append(&meta(seq, "", Body::AckMark)).unwrap();
-    };
-    write(&mut store, 1500);
+    let mut store = paced(&SimVfs::new(), 1 << 20, 64 << 10);
+    let mut seq = overwrite(&mut store, 0, 1500);
     let garbage = store.stats().log_bytes;
     // What was written so far earns the first slice a whole pass; the next one starts another.
     store.sync().unwrap();
@@ -548,7 +554,7 @@ fn compaction_keeps_pace_with_appends() {
     assert!((floor..=floor + record).contains(&read), "an idle slice reads the floor: {read}");
     for records in [2, 40] {
         let (before, log_before) = (progress(&store).unwrap(), store.stats().log_bytes);
-        write(&mut store, records);
+        seq = overwrite(&mut store, seq, records);
         let appended = store.stats().log_bytes - log_before;
         store.sync().unwrap();
         let after = progress(&store).expect("the pass goes on");
@@ -569,15 +575,8 @@ fn compaction_keeps_pace_with_appends() {
 /// paced compaction leaves goes while no one writes; a write since the last call, or a sync under way, skips it.
 #[test]
 fn an_idle_store_compacts_when_maintained() {
-    let vfs = SimVfs::new();
-    let compaction = CompactionOptions { dead_ratio: 0.3, slice_bytes: 16 << 10, min_segments: 1, pace: 2 };
-    let opts = LogOptions { segment_bytes: 16 << 10, compaction, ..LogOptions::default() };
-    let mut store = LogStore::open_with(Arc::new(vfs.clone()), Path::new(DIR), opts).unwrap().0;
-    let value = "x".repeat(200);
-    for seq in 1..=1500 {
-        store.append(&put(seq, &format!("k{}", seq % 20), &value)).unwrap();
-    }
-    store.append(&meta(1500, "", Body::AckMark)).unwrap();
+    let mut store = paced(&SimVfs::new(), 16 << 10, 16 << 10);
+    overwrite(&mut store, 0, 1500);
     let garbage = store.stats().log_bytes;
     let untouched = |store: &LogStore| store.compaction_progress() == CompactionProgress::default();
     store.maintain_if_idle();
