@@ -73,8 +73,20 @@ struct SliceBudget {
 }
 
 impl SliceBudget {
+    /// An unpaced slice: `input` bytes read, whatever they free.
+    fn whole(input: u64) -> SliceBudget {
+        SliceBudget { free: u64::MAX, floor: 0, input }
+    }
+
     fn spent(&self, read: u64, written: u64) -> bool {
         read >= self.input || (read >= self.floor && read.saturating_sub(written) >= self.free)
+    }
+
+    /// How much of a segment to read at a time: about what the slice expects to read (a paced slice often needs
+    /// a few KiB, and a read of the whole `slice_bytes` would copy the rest out of the page cache for nothing).
+    fn chunk(&self) -> usize {
+        let expected = self.free.max(self.floor).min(self.input);
+        usize::try_from(expected).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK)
     }
 }
 
@@ -158,8 +170,7 @@ impl LogStore {
     /// (compaction never runs while one is: [`Frontier`](super::Frontier)).
     pub(super) fn compact_if_idle(&mut self) {
         if !std::mem::take(&mut self.compactor.busy) && self.syncing.is_none() {
-            let input = self.opts.compaction.slice_bytes;
-            self.compact_within(SliceBudget { free: u64::MAX, floor: input, input });
+            self.compact_within(SliceBudget::whole(self.opts.compaction.slice_bytes));
         }
     }
 
@@ -230,13 +241,15 @@ impl LogStore {
     fn slice_budget(&mut self) -> SliceBudget {
         let c = self.opts.compaction;
         let appended = std::mem::take(&mut self.compactor.appended);
-        let free = if c.pace == 0 { u64::MAX } else { appended.saturating_mul(c.pace.into()) };
-        SliceBudget { free, floor: PACED_SLICE_MIN, input: c.slice_bytes }
+        if c.pace == 0 {
+            return SliceBudget::whole(c.slice_bytes);
+        }
+        SliceBudget { free: appended.saturating_mul(c.pace.into()), floor: PACED_SLICE_MIN, input: c.slice_bytes }
     }
 
     /// Copies input until `budget` is spent; returns whether the input is done.
     fn advance(&mut self, pass: &mut Pass, budget: SliceBudget) -> Result<bool, StoreError> {
-        let chunk = usize::try_from(budget.input).unwrap_or(CHUNK).clamp(SLICE_CHUNK_MIN, CHUNK);
+        let chunk = budget.chunk();
         let frontier = self.frontier();
         let (read, written) = (pass.read_bytes, pass.out_len);
         let mut spent = false;
