@@ -134,6 +134,17 @@ fn a_node_that_trusts_a_replica_lost_to_its_restart_is_caught() {
     assert!(caught.len() >= 5, "only {} of 100 seeds caught a node trusting a lost replica", caught.len());
 }
 
+/// A head that passed updates on before its fsync and trusts its log after a power loss would order new writes
+/// from a history shorter than its successors': the chain property catches it first (a successor ahead of it).
+#[test]
+fn a_head_that_trusts_its_log_after_passing_updates_on_early_is_caught() {
+    let results = sweep(PlantedBug::TrustsEarlyHead, 70);
+    let caught = caught(&results);
+    assert!(caught.len() >= 3, "only {} of 70 seeds caught a head trusting its log", caught.len());
+    let report = caught[0].failure.as_deref().unwrap();
+    assert!(report.contains("but its predecessor"), "{report}");
+}
+
 /// The staleness check measures what the linearizability check only rejects: a correct chain has no stale read
 /// at all, and a head that answers before the tail has the write shows some (a read at the tail misses it).
 #[test]

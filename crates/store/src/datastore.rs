@@ -180,6 +180,13 @@ pub trait Datastore: Send {
     /// What `sync` does after its fsync (maintenance), for the caller to call once a job of `begin_sync` has
     /// succeeded.
     fn end_sync(&mut self) {}
+    /// Makes every append so far durable at once, without maintenance, even while a job of `begin_sync` is
+    /// out: for a caller about to record, elsewhere, something that relies on them (a chain node storing a map
+    /// in which it no longer heads a chain it passed updates on early for). Only a store that comes back whole
+    /// from a restart ([`Durability::Durable`]) has anything to do; by default it does nothing.
+    fn sync_now(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// A bounded amount of maintenance if nothing was appended since the last call and no sync is under way,
     /// for the caller to call on a timer: the log store's compaction, which under writes keeps their pace
     /// (`CompactionOptions::pace`), catches up while the store is idle.

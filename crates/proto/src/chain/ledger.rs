@@ -195,6 +195,10 @@ impl Datastore for Ledgered {
         self.store.end_sync()
     }
 
+    fn sync_now(&mut self) -> Result<(), StoreError> {
+        self.store.sync_now()
+    }
+
     fn maintain_if_idle(&mut self) {
         self.store.maintain_if_idle()
     }

@@ -5,8 +5,8 @@
 //! loss on broken connections, partitions, pauses, clock drift, joins, leaves, failures (real or suspected)
 //! and manager failover. Availability is not promised while a chain is being repaired: its requests are
 //! retried by the front-end and time out with "outcome unknown" if the repair takes longer than the request
-//! timeout. A replica kept in a datastore that does not survive a restart (`mem`, `buffered`: seed 003 §5.3)
-//! is lost when its node restarts: the node takes no part in the chain until the manager repairs it, and a chain
+//! timeout. A replica kept in a datastore that does not survive a restart (`mem`, `buffered`: seed 003 §5.3),
+//! and the `log` replica of a head that passed updates on before its fsync, is lost when its node restarts: the node takes no part in the chain until the manager repairs it, and a chain
 //! whose every replica was lost is restored from the best of them, without the writes it lacked
 //! (docs/keyspaces.md, "Replica types"). A keyspace may trade these guarantees for speed: `au` acknowledges a
 //! write once the head has it, and reads may be answered by the head or the middle member (docs/keyspaces.md,
@@ -19,8 +19,11 @@
 //!   condition against its own state, logs it and forwards it; sequence numbers continue from the head's LU,
 //!   also when the head changes. Nothing is ever rolled back, so the head's order is the order the tail
 //!   commits in.
-//! - Every member logs an update and makes it durable before forwarding it (`send_after_sync`), so
-//!   `LU(successor) ≤ durable LU(predecessor)` survives any crash.
+//! - Every member after the head logs an update and makes it durable before forwarding it (`send_after_sync`),
+//!   so `LU(successor) ≤ durable LU(predecessor)` survives any crash between them. The head of an `su` chain
+//!   with a `log` member after it forwards at once (`ClusterMap::head_forwards_early`), so its fsync overlaps
+//!   its successor's; after a restart its replica is lost and repaired from the others
+//!   ([`ChainNode::sync_before_map`] keeps the stored map, which that is judged by, in step with it).
 //! - Messages between members carry the chain's view; a member drops messages of any other view, so a
 //!   member removed from the chain (and unaware of it) can never feed the new chain.
 //! - The tail answers clients only while it holds a lease for its view ([`lease`]), and only from durable
@@ -116,6 +119,9 @@ pub enum PlantedBug {
     SkipsFlush,
     /// A node that restarts trusts its replicas of kinds that do not survive a restart, as if they were whole.
     TrustsLostReplicas,
+    /// A node that restarts trusts its log replicas of chains it headed passing updates on before its fsync, as
+    /// if its log held everything it passed on.
+    TrustsEarlyHead,
     /// A query node before the tail answers reads of keys with unacknowledged writes from its own state.
     ReadsTentative,
     /// Under `ausi`, the head answers a read of a key whose write is not yet invalidated everywhere.
@@ -240,7 +246,8 @@ pub struct ChainStats {
     pub reads: u64,
     /// Writes this node committed as a tail.
     pub writes: u64,
-    /// Replicas this node found lost when it started (kept in a kind that does not survive a restart).
+    /// Replicas this node found lost when it started (kept in a kind that does not survive a restart, or of a
+    /// chain it headed passing updates on before its fsync).
     pub lost: u64,
     /// Keys this node deleted as a head because their deadline had passed.
     pub expired: u64,
@@ -284,8 +291,9 @@ pub struct ChainNode {
 impl ChainNode {
     /// Builds the node's state from its datastores' logs. `incarnation` must differ between runs of the
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
-    /// `previous` is the map the node last acted on before this start, if it ran before: the replicas it
-    /// gave this node in kinds that do not survive a restart are lost.
+    /// `previous` is the map the node stored last before this start, if it ran before: the replicas it gave
+    /// this node in kinds that do not survive a restart, or as a head passing updates on before its fsync, are
+    /// lost.
     pub fn new(
         me: NodeId,
         cfg: ChainConfig,
@@ -301,11 +309,14 @@ impl ChainNode {
                 store.append(&membership::drop_record(chain, map.partitions))?;
             }
             #[cfg(feature = "planted-bugs")]
-            let trusting = cfg.planted_bug == Some(PlantedBug::TrustsLostReplicas);
+            let (trusting, trusting_heads) = (
+                cfg.planted_bug == Some(PlantedBug::TrustsLostReplicas),
+                cfg.planted_bug == Some(PlantedBug::TrustsEarlyHead),
+            );
             #[cfg(not(feature = "planted-bugs"))]
-            let trusting = false;
+            let (trusting, trusting_heads) = (false, false);
             if !trusting {
-                recovery::mark_lost(me, map, &mut replicas);
+                recovery::mark_lost(me, map, &mut replicas, trusting_heads);
             }
         }
         let lost = replicas.values().filter(|r| r.lost).count() as u64;
@@ -373,6 +384,12 @@ impl ChainNode {
     /// When writes to `chain` are acknowledged, as its keyspace says (`su` without one).
     fn update_mode(&self, chain: ChainId) -> UpdateMode {
         self.keyspace_config(chain).map_or(UpdateMode::Su, |k| k.update)
+    }
+
+    /// Whether this node, as `chain`'s head, passes updates on before its own fsync
+    /// ([`ClusterMap::head_forwards_early`]).
+    fn forwards_early(&self, chain: ChainId) -> bool {
+        self.map.as_ref().is_some_and(|m| m.chains.get(&chain).is_some_and(|c| m.head_forwards_early(c, self.me)))
     }
 
     /// Records a write to `chain`'s store: the runner owes it a sync in its keyspace's durability mode, or in
@@ -651,6 +668,14 @@ impl ChainNode {
                 }
             }
         }
+    }
+
+    /// Makes every write so far durable at once, for the caller to call before it stores a newer map: a node that
+    /// restarts judges from its stored map alone whether it headed a chain that passed updates on before its
+    /// fsync (`ClusterMap::head_forwards_early`), so a map in which it no longer does may be stored only once
+    /// those updates are durable.
+    pub fn sync_before_map(&mut self) -> std::io::Result<()> {
+        self.stores.sync_now().map_err(std::io::Error::other)
     }
 
     pub fn sync(&mut self) -> std::io::Result<()> {

@@ -12,7 +12,7 @@
 use super::msg::{Change, Outcome, Update};
 use super::replica::Replica;
 use super::stores::{StoreKey, Stores};
-use crate::manager::map::ClusterMap;
+use crate::manager::map::{ChainView, ClusterMap};
 use meridian_core::{ChainId, ChainMap, NodeId, ReplicaKind};
 use meridian_store::{Body, Datastore, Record, StoreError};
 use std::collections::BTreeMap;
@@ -81,12 +81,16 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
     Ok(replicas)
 }
 
-/// Marks lost the replicas `map` (the one the node last acted on) gave this node as a member in kinds that do
-/// not survive a restart: they may miss acknowledged writes. A `buffered` one keeps what its log holds, in case
-/// the chain has nothing better.
-pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut ChainMap<Replica>) {
+/// Marks lost the replicas `map` (the one the node stored last) gave this node as a member that may miss
+/// acknowledged writes: those of kinds that do not survive a restart, and those of chains it headed passing
+/// updates on before its fsync ([`ClusterMap::head_forwards_early`]; unless `trust_early_heads`, a planted bug).
+/// A `buffered` or `log` one keeps what its log holds, in case the chain has nothing better.
+pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut ChainMap<Replica>, trust_early_heads: bool) {
+    let at_risk = |c: &ChainView, kind: ReplicaKind| {
+        !kind.survives_restart() || (!trust_early_heads && map.head_forwards_early(c, me))
+    };
     for c in map.chains.values() {
-        let Some(kind) = c.position(me).map(|i| c.kinds[i]).filter(|k| !k.survives_restart()) else { continue };
+        let Some(kind) = c.position(me).map(|i| c.kinds[i]).filter(|&k| at_risk(c, k)) else { continue };
         let r = replicas.get_or_insert_with(c.id, || Replica::empty(kind));
         if r.kind != kind {
             *r = Replica::empty(kind);

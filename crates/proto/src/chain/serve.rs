@@ -335,7 +335,7 @@ impl ChainNode {
     }
 
     /// Logs an update in sequence and passes it on: down the chain, or, at the tail, back up as an ack
-    /// and to the client as the answer, always only once it is durable.
+    /// and to the client as the answer, only once it is durable (but at a head that forwards early).
     pub(super) fn log_and_pass(&mut self, now: Time, u: Update, out: &mut Fx) {
         self.log_and_pass_as(now, u, Existed::Decided, out)
     }
@@ -376,6 +376,7 @@ impl ChainNode {
             }
         }
         match succ {
+            Some(succ) if self.forwards_early(u.chain) => out.send(succ, ChainMsg::Update { view, update: u }),
             Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
             None => self.commit_at_tail(now, u, out),
         }

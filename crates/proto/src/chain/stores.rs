@@ -151,6 +151,10 @@ impl Stores {
         self.open.values_mut().for_each(|s| s.end_sync());
     }
 
+    pub fn sync_now(&mut self) -> Result<(), StoreError> {
+        self.open.values_mut().try_for_each(|s| s.sync_now())
+    }
+
     pub fn maintain_if_idle(&mut self) {
         self.open.values_mut().for_each(|s| s.maintain_if_idle());
     }

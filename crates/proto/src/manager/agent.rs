@@ -19,6 +19,9 @@ const SENT_MAX: usize = 16;
 /// that a slow link between regions does not send it round the voters.
 const UNANSWERED_MAX: u32 = 10;
 
+/// What the node does before the agent stores a newer map (see [`Agent::adopt`]).
+pub type BeforeStore<'a> = &'a mut dyn FnMut() -> std::io::Result<()>;
+
 /// What the agent learned from a message, for the node to act on.
 #[derive(Debug)]
 pub enum Learned {
@@ -124,16 +127,17 @@ impl Agent {
         self.map.as_ref().and_then(|m| m.nodes.get(&self.me)).is_some_and(|n| n.state != NodeState::Removed)
     }
 
-    /// Handles a message for the agent; what it learned is durable before it is returned.
-    pub fn on_msg(&mut self, from: NodeId, msg: MgrMsg) -> std::io::Result<Vec<Learned>> {
+    /// Handles a message for the agent; what it learned is durable before it is returned. `before_store` runs
+    /// before a newer map is stored ([`Agent::adopt`]).
+    pub fn on_msg(&mut self, from: NodeId, msg: MgrMsg, before_store: BeforeStore) -> std::io::Result<Vec<Learned>> {
         let mut learned = Vec::new();
         match msg {
             MgrMsg::NotLeader { leader } => match leader {
                 Some(l) if l != from => self.leader = Some(l),
                 _ => self.forget_leader(),
             },
-            MgrMsg::Map(map) => learned.extend(self.adopt(*map)?),
-            MgrMsg::HeartbeatReply(reply) => self.on_reply(from, reply, &mut learned)?,
+            MgrMsg::Map(map) => learned.extend(self.adopt(*map, before_store)?),
+            MgrMsg::HeartbeatReply(reply) => self.on_reply(from, reply, before_store, &mut learned)?,
             MgrMsg::Refused { reason, ask: Some(ask) } => learned.push(Learned::Refused { ask, reason }),
             MgrMsg::Refused { reason, ask: None } => {
                 if self.refused.as_ref() != Some(&reason) {
@@ -146,11 +150,17 @@ impl Agent {
         Ok(learned)
     }
 
-    fn on_reply(&mut self, from: NodeId, reply: HeartbeatReply, learned: &mut Vec<Learned>) -> std::io::Result<()> {
+    fn on_reply(
+        &mut self,
+        from: NodeId,
+        reply: HeartbeatReply,
+        before_store: BeforeStore,
+        learned: &mut Vec<Learned>,
+    ) -> std::io::Result<()> {
         self.leader = Some(from);
         self.unanswered = 0;
         if let Some(map) = reply.map {
-            learned.extend(self.adopt(*map)?);
+            learned.extend(self.adopt(*map, before_store)?);
         }
         if let Some(&(_, sent)) = self.sent.iter().find(|(seq, _)| *seq == reply.seq) {
             learned.push(Learned::Leases { chains: reply.leases, until: sent.plus(reply.hold) });
@@ -158,11 +168,13 @@ impl Agent {
         Ok(())
     }
 
-    /// Takes `map` if it is newer than the current one, durably first.
-    pub fn adopt(&mut self, map: ClusterMap) -> std::io::Result<Option<Learned>> {
+    /// Takes `map` if it is newer than the current one, durably first, after `before_store` has run: what the
+    /// node must make durable before a restart would judge it by this map.
+    pub fn adopt(&mut self, map: ClusterMap, before_store: BeforeStore) -> std::io::Result<Option<Learned>> {
         if map.epoch <= self.epoch() {
             return Ok(None);
         }
+        before_store()?;
         self.file.store(&map)?;
         let map = Arc::new(map);
         self.map = Some(map.clone());

@@ -198,7 +198,9 @@ impl ClusterNode {
         let Some(map) = self.manager.as_ref().map(|m| m.map()).filter(|m| m.epoch > self.agent.epoch()) else {
             return;
         };
-        let learned = self.agent.adopt(map.clone()).expect("the node's map file must be writable (fail-stop)");
+        let chain = &mut self.chain;
+        let learned = self.agent.adopt(map.clone(), &mut || chain.sync_before_map());
+        let learned = learned.expect("the node's map file and datastores must be writable (fail-stop)");
         learned.into_iter().for_each(|l| self.act_on(now, l, out));
     }
 
@@ -221,7 +223,9 @@ impl ClusterNode {
                 self.send_mgr(now, mgr, out);
             }
             MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) | MgrMsg::Refused { .. } => {
-                let learned = self.agent.on_msg(from, msg).expect("the node's map file must be writable (fail-stop)");
+                let chain = &mut self.chain;
+                let learned = self.agent.on_msg(from, msg, &mut || chain.sync_before_map());
+                let learned = learned.expect("the node's map file and datastores must be writable (fail-stop)");
                 learned.into_iter().for_each(|l| self.act_on(now, l, out));
             }
         }

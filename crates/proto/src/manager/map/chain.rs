@@ -46,7 +46,8 @@ pub struct ChainView {
     /// The replica kind of each member, in the order of `members`.
     pub kinds: Vec<ReplicaKind>,
     /// Members whose node restarted without a whole replica (a replica of a kind that does not survive a
-    /// restart), with the incarnation that reported it: they take no part until repaired.
+    /// restart, or a head's that passed updates on before its fsync), with the incarnation that reported it:
+    /// they take no part until repaired.
     pub lost: BTreeMap<NodeId, u64>,
     /// The member, and its incarnation, whose lost replica became the chain's state because no member held
     /// a whole one: the writes it missed are lost (see [`super::MapCommand::ReplicaRestored`]).

@@ -56,7 +56,8 @@
 //! # Replica kinds and lost replicas
 //! Each member keeps its replica in a datastore of the kind the map gives it (`ChainView::kinds`, chosen
 //! as [`kinds`] describes). A node that restarts holds a whole replica only of the chains it keeps in a
-//! kind that survives a restart (`log`); its `mem` and `buffered` replicas may miss acknowledged writes. It
+//! kind that survives a restart (`log`), but for a head that passed updates on before its fsync
+//! ([`ClusterMap::head_forwards_early`]); its other replicas may miss acknowledged writes. It
 //! reports them, and `ReplicaLost` records them in `ChainView::lost`: such a member holds nothing the chain
 //! can use, so the planner removes it as it removes a Failed one (while another member holds a whole
 //! replica) and adds it back with a fresh copy. If no member holds a whole replica any more and none keeps
@@ -320,6 +321,19 @@ impl ClusterMap {
     pub fn leased_at(&self, c: &ChainView, node: NodeId) -> bool {
         self.reads_at(c, node)
             || c.members.first() == Some(&node) && self.update_mode(c.id.keyspace()) != Some(UpdateMode::Su)
+    }
+
+    /// Whether `node`, as the head of `c`, passes an update on before its own fsync: when the keyspace answers
+    /// writes from the tail (`su`) and a member after the head keeps a log, fsynced before that member passes
+    /// the update on or commits it. An acknowledged write is then durable on a member that comes back whole
+    /// from a restart, while the head's copy may not be (a power loss takes its unsynced updates after its
+    /// successor has them), so a node that restarts as such a head counts its replica lost and the chain is
+    /// repaired from the others (`chain/recovery.rs`). Under `au` and `ausi` the head answers writes itself, so
+    /// it must hold them durably.
+    pub fn head_forwards_early(&self, c: &ChainView, node: NodeId) -> bool {
+        c.members.first() == Some(&node)
+            && c.kinds.iter().skip(1).any(|k| k.survives_restart())
+            && self.update_mode(c.id.keyspace()) == Some(UpdateMode::Su)
     }
 
     fn update_mode(&self, keyspace: KeyspaceId) -> Option<UpdateMode> {
