@@ -62,6 +62,12 @@ pub trait Process {
     }
     /// The core's part after a job of [`Process::begin_sync`] has succeeded (a store's compaction, say).
     fn end_sync(&mut self) {}
+    /// The runner has made every write durable and will give the core no further input: a clean stop. A core
+    /// may record it, for its next start to trust what only a clean stop vouches for; the runner only logs a
+    /// failure, so such a record must be one whose absence is safe.
+    fn stopped(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// An fsync taken off a core by [`Process::begin_sync`]: run anywhere, once, it makes durable every write the

@@ -279,6 +279,9 @@ impl<P: Process + Send + 'static> Driver<P> {
             if core.batch(first, &mut self.inbox).await == Flow::Stop {
                 // A clean shutdown loses no write, async ones included, and answers every write it took.
                 core.settle().await;
+                if let Err(e) = core.process.stopped() {
+                    tracing::warn!("could not record the clean stop; the next start copies more: {e}");
+                }
                 core.running = false;
                 return;
             }

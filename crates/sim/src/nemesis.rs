@@ -32,6 +32,9 @@ pub enum FaultKind {
     /// A process crash (SIGKILL, OOM kill): the node restarts later from what it handed to the OS, which
     /// survives in the page cache whether synced or not.
     Kill,
+    /// A clean shutdown (SIGTERM) and a restart later: every write is made durable and what waited for that is
+    /// carried out before the node stops; the power may then go while it is down.
+    Stop,
     /// A live node is cut off from every other node, though not from clients, for longer than the manager takes
     /// to declare it failed, move its chains on and grant their new tails leases (the run's isolation time). It
     /// is the fault tail leases exist for: a tail removed without knowing keeps getting clients' reads. No other
@@ -62,9 +65,10 @@ impl FromStr for FaultKind {
             "leave" => Ok(FaultKind::Leave),
             "manager" => Ok(FaultKind::Manager),
             "kill" => Ok(FaultKind::Kill),
+            "stop" => Ok(FaultKind::Stop),
             "isolate" => Ok(FaultKind::Isolate),
             other => Err(format!(
-                "unknown nemesis {other:?}; expected crash, partition, pause, clock, join, leave, manager, kill or isolate"
+                "unknown nemesis {other:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop or isolate"
             )),
         }
     }
@@ -96,6 +100,7 @@ pub struct NemesisStats {
     pub leaves: u64,
     pub manager_crashes: u64,
     pub kills: u64,
+    pub stops: u64,
     pub isolations: u64,
 }
 
@@ -210,6 +215,11 @@ impl Nemesis {
                 self.restart_later(node, world);
                 self.stats.kills += 1;
             }
+            FaultKind::Stop if world.is_up(node) && !world.is_paused(node) => {
+                world.stop_cleanly(node);
+                self.restart_later(node, world);
+                self.stats.stops += 1;
+            }
             FaultKind::Manager => {
                 if let Some(&leader) = world.leaders().first() {
                     self.crash(leader, world);
@@ -259,6 +269,7 @@ impl Nemesis {
             }
             FaultKind::Crash
             | FaultKind::Kill
+            | FaultKind::Stop
             | FaultKind::Pause
             | FaultKind::Leave
             | FaultKind::Partition

@@ -383,6 +383,26 @@ impl<P: Process> World<P> {
         self.stop(id, false);
     }
 
+    /// Clean shutdown (SIGTERM), then a power loss while the node is down: its writes are made durable and
+    /// the effects waiting for that carried out (as the driver's `settle`), the core is told
+    /// ([`Process::stopped`]), and only then does the node stop.
+    pub fn stop_cleanly(&mut self, id: NodeId) {
+        // The fsync under way, if any, completes now; then one more covers what came since.
+        self.sync_done(id, self.nodes[&id].life);
+        let node = self.nodes.get_mut(&id).expect("known node");
+        let Some(p) = node.proc.as_mut() else { return };
+        let covers = node.written;
+        if let Err(e) = p.sync() {
+            return self.fail(format!("{id}: sync failed: {e}"));
+        }
+        self.end_sync(id, covers);
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if let Some(Err(e)) = node.proc.as_mut().map(|p| p.stopped()) {
+            return self.fail(format!("{id}: recording its clean stop failed: {e}"));
+        }
+        self.stop(id, true);
+    }
+
     fn stop(&mut self, id: NodeId, power_loss: bool) {
         let node = self.nodes.get_mut(&id).expect("known node");
         let Some(proc) = node.proc.take() else { return };

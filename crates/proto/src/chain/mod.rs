@@ -292,14 +292,16 @@ impl ChainNode {
     /// Builds the node's state from its datastores' logs. `incarnation` must differ between runs of the
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
     /// `previous` is the map the node stored last before this start, if it ran before: the replicas it gave
-    /// this node in kinds that do not survive a restart, or as a head passing updates on before its fsync, are
-    /// lost.
+    /// this node in kinds that do not survive a restart are lost, and so are those it gave it as a head passing
+    /// updates on before its fsync, unless the previous run made every write durable as it stopped
+    /// (`clean_stop`).
     pub fn new(
         me: NodeId,
         cfg: ChainConfig,
         mut stores: Stores,
         incarnation: u64,
         previous: Option<&ClusterMap>,
+        clean_stop: bool,
     ) -> Result<ChainNode, StoreError> {
         let kind_in = |chain: ChainId| previous.and_then(|m| m.chains.get(&chain)).and_then(|c| c.kind_of(me));
         let (mut replicas, stale) = recovery::recover_all(&stores, &kind_in)?;
@@ -316,7 +318,7 @@ impl ChainNode {
             #[cfg(not(feature = "planted-bugs"))]
             let (trusting, trusting_heads) = (false, false);
             if !trusting {
-                recovery::mark_lost(me, map, &mut replicas, trusting_heads);
+                recovery::mark_lost(me, map, &mut replicas, trusting_heads || clean_stop);
             }
         }
         let lost = replicas.values().filter(|r| r.lost).count() as u64;

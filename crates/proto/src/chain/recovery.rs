@@ -82,12 +82,13 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
 }
 
 /// Marks lost the replicas `map` (the one the node stored last) gave this node as a member that may miss
-/// acknowledged writes: those of kinds that do not survive a restart, and those of chains it headed passing
-/// updates on before its fsync ([`ClusterMap::head_forwards_early`]; unless `trust_early_heads`, a planted bug).
-/// A `buffered` or `log` one keeps what its log holds, in case the chain has nothing better.
-pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut ChainMap<Replica>, trust_early_heads: bool) {
+/// acknowledged writes: those of kinds that do not survive a restart, and, unless `heads_synced` (the previous
+/// run made every write durable as it stopped), those of chains it headed passing updates on before its fsync
+/// ([`ClusterMap::head_forwards_early`]). A `buffered` or `log` one keeps what its log holds, in case the chain
+/// has nothing better.
+pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut ChainMap<Replica>, heads_synced: bool) {
     let at_risk = |c: &ChainView, kind: ReplicaKind| {
-        !kind.survives_restart() || (!trust_early_heads && map.head_forwards_early(c, me))
+        !kind.survives_restart() || (!heads_synced && map.head_forwards_early(c, me))
     };
     for c in map.chains.values() {
         let Some(kind) = c.position(me).map(|i| c.kinds[i]).filter(|&k| at_risk(c, k)) else { continue };

@@ -96,6 +96,9 @@ impl ClusterNode {
         for (metric, help, value) in counters {
             e.single(metric, MetricKind::Counter, help, value);
         }
+        let help = "Replicas this node found lost when it started, to be copied again: kept in memory, or of chains \
+                    it headed passing updates on before its fsync, after a stop that was not clean.";
+        e.single("meridian_replicas_lost_at_start", MetricKind::Gauge, help, s.lost);
     }
 
     fn store_families(&self, e: &mut Exposition, name: &dyn Fn(KeyspaceId) -> String) {

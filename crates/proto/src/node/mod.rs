@@ -7,6 +7,7 @@
 //! belongs to, and recovery from what is durable is the safe way on.
 
 mod admin;
+mod clean_stop;
 mod metrics;
 mod status;
 
@@ -94,6 +95,9 @@ pub struct ClusterNode {
     agent: Agent,
     manager: Option<ManagerCore>,
     chain: ChainNode,
+    /// Where the node keeps its files, for the marker of a clean stop ([`clean_stop`]).
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
     /// What the manager said while opening, sent at start.
     opened: MgrOut,
     /// The peer address last announced to the runner for each node.
@@ -107,7 +111,7 @@ pub struct ClusterNode {
 }
 
 impl ClusterNode {
-    /// Opens the node in `setup.dir`: its map in `map/`, the manager's log in `raft/` (voters), each
+    /// Opens the node in `setup.dir`: its map in `map/`, the marker of a clean stop, the manager's log in `raft/` (voters), each
     /// keyspace's datastore in `keyspaces/ks-<id>/`, log stores with options `log`.
     pub fn open(setup: NodeSetup, cfg: NodeConfig, log: LogOptions) -> Result<ClusterNode, String> {
         let me = setup.me;
@@ -124,13 +128,16 @@ impl ClusterNode {
         };
         let spec = StoreSpec { vfs: setup.vfs.clone(), dir: setup.dir.join("keyspaces"), log };
         let stores = Stores::open(spec, keyspaces, dropped).map_err(|e| format!("datastores: {e}"))?;
-        let chain = ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation, agent.map().map(|m| m.as_ref()))
+        let clean = clean_stop::take(&*setup.vfs, &setup.dir).map_err(|e| format!("clean-stop marker: {e}"))?;
+        let previous = agent.map().map(|m| m.as_ref());
+        let chain = ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation, previous, clean)
             .map_err(|e: StoreError| e.to_string())?;
         let (manager, opened) = if voters.contains(&me) {
             let boot = bootstrap(&setup.initial, cfg.partitions);
             let dir = setup.dir.join("raft");
-            let (core, out) = ManagerCore::open(me, setup.vfs, &dir, &voters, boot, cfg.manager.clone(), setup.jitter)
-                .map_err(|e| format!("manager log: {e}"))?;
+            let (core, out) =
+                ManagerCore::open(me, setup.vfs.clone(), &dir, &voters, boot, cfg.manager.clone(), setup.jitter)
+                    .map_err(|e| format!("manager log: {e}"))?;
             (Some(core), out)
         } else {
             (None, MgrOut::default())
@@ -142,6 +149,8 @@ impl ClusterNode {
             agent,
             manager,
             chain,
+            vfs: setup.vfs,
+            dir: setup.dir,
             opened,
             addressed,
             pending_admin: Vec::new(),
@@ -356,5 +365,9 @@ impl Process for ClusterNode {
 
     fn end_sync(&mut self) {
         self.chain.end_sync()
+    }
+
+    fn stopped(&mut self) -> std::io::Result<()> {
+        clean_stop::leave(&*self.vfs, &self.dir)
     }
 }

@@ -33,13 +33,14 @@ fn addrs(id: u32) -> NodeAddrs {
     NodeAddrs { peer_addr: format!("h:{id}"), resp_addr: String::new(), http_addr: None }
 }
 
-/// Node `id` on `disk`, in its `run`-th start; `previous` is the map it acted on before.
-fn open(id: NodeId, disk: &SimVfs, run: u64, previous: Option<&ClusterMap>) -> ChainNode {
+/// Node `id` on `disk`, in its `run`-th start; `previous` is the map it acted on before, and `clean_stop` says
+/// whether its previous run stopped cleanly.
+fn open(id: NodeId, disk: &SimVfs, run: u64, previous: Option<&ClusterMap>, clean_stop: bool) -> ChainNode {
     let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/d".into(), log: LogOptions::default() };
     let stores = Stores::open(spec, [(KeyspaceId::DEFAULT, previous.is_some_and(cache))], []).unwrap();
     // The harness's clock stands still, so pre-copies must not wait for their pace.
     let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
-    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000 + run, previous).unwrap()
+    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000 + run, previous, clean_stop).unwrap()
 }
 
 /// Whether the map makes `default` a cache keyspace.
@@ -104,12 +105,16 @@ impl Harness {
     }
 
     fn boot(&mut self, id: NodeId) {
+        self.boot_after(id, false)
+    }
+
+    fn boot_after(&mut self, id: NodeId, clean_stop: bool) {
         let disk = self.disks.entry(id).or_default().clone();
         let (run, previous) = match self.nodes.get(&id) {
             Some(old) => (old.incarnation % 1000 + 1, old.map.clone()),
             None => (0, None),
         };
-        self.nodes.insert(id, open(id, &disk, run, previous.as_deref()));
+        self.nodes.insert(id, open(id, &disk, run, previous.as_deref(), clean_stop));
         self.feed(id, |n, fx| n.start(Time::ZERO, fx));
     }
 
@@ -235,8 +240,14 @@ impl Harness {
 
     /// Power loss on `id` and a restart from what its disk kept; it adopts the current map again.
     fn restart(&mut self, id: NodeId) {
+        self.restart_after(id, false)
+    }
+
+    /// `restart`, after a clean stop (every write durable, as the harness keeps them, and the node told) if
+    /// `clean_stop`.
+    fn restart_after(&mut self, id: NodeId, clean_stop: bool) {
         self.disks[&id].crash(7);
-        self.boot(id);
+        self.boot_after(id, clean_stop);
         let map = Arc::new(self.map.clone());
         self.feed(id, |n, fx| n.adopt(map, Time::ZERO, fx));
         self.grant_tail();
@@ -659,6 +670,18 @@ fn updates_passed_on_early_are_durable_before_a_map_is_stored() {
     h.unsynced.clear();
     h.restart(head);
     assert_eq!(h.lu(head.0), 1, "synced before the map, so a power loss kept it");
+}
+
+/// A head that stopped cleanly made every write durable first, so it keeps its log replica and goes on ordering.
+#[test]
+fn a_head_that_stopped_cleanly_keeps_its_replica() {
+    let mut h = Harness::new(3, 3);
+    h.written(1, "a", "1");
+    let head = h.members().0;
+    h.restart_after(head, true);
+    assert!(h.lost(head).is_empty());
+    h.written(head.0, "b", "2");
+    assert_eq!(h.lu(head.0), 2);
 }
 
 /// Only the head of an `su` chain passes updates on early, so only it is lost after a restart: under `au` the
