@@ -111,8 +111,8 @@ pub struct ClusterNode {
 }
 
 impl ClusterNode {
-    /// Opens the node in `setup.dir`: its map in `map/`, the marker of a clean stop, the manager's log in `raft/` (voters), each
-    /// keyspace's datastore in `keyspaces/ks-<id>/`, log stores with options `log`.
+    /// Opens the node in `setup.dir`: its map in `map/`, the marker of a clean stop, the manager's log in `raft/`
+    /// (voters), each keyspace's datastore in `keyspaces/ks-<id>/`, log stores with options `log`.
     pub fn open(setup: NodeSetup, cfg: NodeConfig, log: LogOptions) -> Result<ClusterNode, String> {
         let me = setup.me;
         let file = MapFile::new(setup.vfs.clone(), &setup.dir.join("map")).map_err(|e| e.to_string())?;
