@@ -6,9 +6,9 @@
 //! and manager failover. Availability is not promised while a chain is being repaired: its requests are
 //! retried by the front-end and time out with "outcome unknown" if the repair takes longer than the request
 //! timeout. A replica kept in a datastore that does not survive a restart (`mem`, `buffered`: seed 003 §5.3),
-//! and the `log` replica of a head that passed updates on before its fsync, is lost when its node restarts: the node takes no part in the chain until the manager repairs it, and a chain
-//! whose every replica was lost is restored from the best of them, without the writes it lacked
-//! (docs/keyspaces.md, "Replica types"). A keyspace may trade these guarantees for speed: `au` acknowledges a
+//! and the `log` replica of a head that passed updates on before its fsync, is lost when its node restarts:
+//! the node takes no part in the chain until the manager repairs it, and a chain whose every replica was lost
+//! is restored from the best of them, without the writes it lacked (docs/keyspaces.md, "Replica types"). A keyspace may trade these guarantees for speed: `au` acknowledges a
 //! write once the head has it, and reads may be answered by the head or the middle member (docs/keyspaces.md,
 //! "Update modes and query nodes").
 //!
