@@ -47,11 +47,17 @@ fn caught(results: &[SeedResult]) -> Vec<&SeedResult> {
     results.iter().filter(|r| r.failure.is_some()).collect()
 }
 
+/// The seeds that caught the bug, which must be at least `min` of them.
+fn caught_at_least<'a>(results: &'a [SeedResult], min: usize, what: &str) -> Vec<&'a SeedResult> {
+    let caught = caught(results);
+    assert!(caught.len() >= min, "only {} of {} seeds caught {what}", caught.len(), results.len());
+    caught
+}
+
 #[test]
 fn a_head_that_answers_before_the_tail_is_caught() {
     let results = sweep(PlantedBug::HeadAcksEarly, 20);
-    let caught = caught(&results);
-    assert!(caught.len() >= 10, "only {} of 20 seeds caught an early-acking head", caught.len());
+    let caught = caught_at_least(&results, 10, "an early-acking head");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("not linearizable"), "{report}");
 }
@@ -70,8 +76,7 @@ fn a_tail_that_acks_before_its_write_is_durable_is_caught() {
 #[test]
 fn a_sync_without_an_fsync_is_caught() {
     let results = sweep_with(PlantedBug::SkipsFsync, 40, "crash");
-    let caught = caught(&results);
-    assert!(caught.len() >= 5, "only {} of 40 seeds caught syncs that skip the fsync", caught.len());
+    caught_at_least(&results, 5, "syncs that skip the fsync");
 }
 
 /// A head whose store has lost a key is seen only by a conditional write, which the head decides from its own
@@ -80,8 +85,7 @@ fn a_sync_without_an_fsync_is_caught() {
 #[test]
 fn a_head_whose_store_forgets_keys_is_caught_by_set_nx() {
     let results = sweep(PlantedBug::HeadStoreForgets, 20);
-    let caught = caught(&results);
-    assert!(caught.len() >= 5, "only {} of 20 seeds caught a head whose store forgets keys", caught.len());
+    let caught = caught_at_least(&results, 5, "a head whose store forgets keys");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("cas"), "the violation is a SET NX that applied: {report}");
 }
@@ -100,8 +104,7 @@ fn a_chain_that_never_resends_is_reported_stuck() {
 #[test]
 fn a_tail_that_answers_without_a_lease_is_caught() {
     let results = sweep_with(PlantedBug::IgnoresLease, 40, "crash,partition,pause,clock,join,leave,manager");
-    let caught = caught(&results);
-    assert!(caught.len() >= 4, "only {} of 40 seeds caught a tail answering without a lease", caught.len());
+    caught_at_least(&results, 4, "a tail answering without a lease");
 }
 
 /// The fast path answers a read within the step the request arrives in, without asking `serving`: the state
@@ -111,8 +114,7 @@ fn a_tail_that_answers_without_a_lease_is_caught() {
 #[test]
 fn a_fast_path_read_without_a_lease_is_caught() {
     let results = sweep_with(PlantedBug::FastReadIgnoresLease, 40, "isolate");
-    let caught = caught(&results);
-    assert!(caught.len() >= 10, "only {} of 40 seeds caught a fast-path read without a lease", caught.len());
+    let caught = caught_at_least(&results, 10, "a fast-path read without a lease");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("both serve as tail") || report.contains("serves reads at view"), "{report}");
 }
@@ -121,8 +123,7 @@ fn a_fast_path_read_without_a_lease_is_caught() {
 #[test]
 fn a_joiner_that_skips_its_flush_is_caught() {
     let results = sweep_with(PlantedBug::SkipsFlush, 40, "crash,partition,pause,clock,join,leave,manager");
-    let caught = caught(&results);
-    assert!(caught.len() >= 4, "only {} of 40 seeds caught a joiner skipping its flush", caught.len());
+    caught_at_least(&results, 4, "a joiner skipping its flush");
 }
 
 /// A node that trusts a memory replica after a restart serves (or passes on) a state that lost acknowledged
@@ -130,8 +131,7 @@ fn a_joiner_that_skips_its_flush_is_caught() {
 #[test]
 fn a_node_that_trusts_a_replica_lost_to_its_restart_is_caught() {
     let results = sweep_with(PlantedBug::TrustsLostReplicas, 100, "crash,partition,pause,clock,join,leave,manager");
-    let caught = caught(&results);
-    assert!(caught.len() >= 5, "only {} of 100 seeds caught a node trusting a lost replica", caught.len());
+    caught_at_least(&results, 5, "a node trusting a lost replica");
 }
 
 /// A head that passed updates on before its fsync and trusts its log after a power loss would order new writes
@@ -139,8 +139,7 @@ fn a_node_that_trusts_a_replica_lost_to_its_restart_is_caught() {
 #[test]
 fn a_head_that_trusts_its_log_after_passing_updates_on_early_is_caught() {
     let results = sweep(PlantedBug::TrustsEarlyHead, 70);
-    let caught = caught(&results);
-    assert!(caught.len() >= 3, "only {} of 70 seeds caught a head trusting its log", caught.len());
+    let caught = caught_at_least(&results, 3, "a head trusting its log");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("but its predecessor"), "{report}");
 }
@@ -179,8 +178,7 @@ fn an_ausi_head_that_shows_a_write_before_its_invalidations_is_caught() {
     let config = KeyspaceConfig { update: UpdateMode::Ausi, ..KeyspaceConfig::durable(3) };
     let results =
         sweep_config(Some(PlantedBug::ShowsUninvalidated), 40, "pause,clock", CheckModel::Linearizable, config);
-    let caught = caught(&results);
-    assert!(caught.len() >= 4, "only {} of 40 seeds caught an ausi head showing a write early", caught.len());
+    caught_at_least(&results, 4, "an ausi head showing a write early");
 }
 
 /// Keys' expiry: a head that deletes keys a second before their deadline (by its wall clock, which the clock
@@ -189,8 +187,7 @@ fn an_ausi_head_that_shows_a_write_before_its_invalidations_is_caught() {
 #[test]
 fn a_head_that_expires_keys_early_is_caught() {
     let results = sweep_with(PlantedBug::ExpiresEarly, 60, "crash,partition,pause,clock");
-    let caught = caught(&results);
-    assert!(caught.len() >= 6, "only {} of 60 seeds caught early expiry", caught.len());
+    let caught = caught_at_least(&results, 6, "early expiry");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("not linearizable"), "{report}");
 }
@@ -202,8 +199,7 @@ fn a_tail_that_evicts_on_its_own_is_caught() {
     let config = KeyspaceConfig { maxmemory: Some(1 << 10), ..KeyspaceConfig::durable(3) };
     let nemesis = "crash,partition,pause,clock,join,leave,manager";
     let results = sweep_config(Some(PlantedBug::EvictsLocally), 100, nemesis, CheckModel::Linearizable, config);
-    let caught = caught(&results);
-    assert!(caught.len() >= 2, "only {} of 100 seeds caught a tail evicting on its own", caught.len());
+    caught_at_least(&results, 2, "a tail evicting on its own");
 }
 
 /// Async durability acknowledges a write before it is on disk, so a power loss may take it: the simulator
@@ -229,8 +225,7 @@ fn async_durability_loses_writes_to_power_loss_but_not_to_process_crashes() {
 #[test]
 fn a_scan_page_without_a_lease_is_caught() {
     let results = sweep_with(PlantedBug::ScanIgnoresLease, 40, "isolate");
-    let caught = caught(&results);
-    assert!(caught.len() >= 5, "only {} of 40 seeds caught a scan page without a lease", caught.len());
+    caught_at_least(&results, 5, "a scan page without a lease");
 }
 
 /// A page that leaves out the keys on its first token, while its answer says it covered them, is caught by the
@@ -238,8 +233,7 @@ fn a_scan_page_without_a_lease_is_caught() {
 #[test]
 fn a_scan_page_that_skips_its_first_token_is_caught() {
     let results = sweep(PlantedBug::ScanSkipsFirstToken, 20);
-    let caught = caught(&results);
-    assert!(caught.len() >= 10, "only {} of 20 seeds caught a page that skips its first token", caught.len());
+    let caught = caught_at_least(&results, 10, "a page that skips its first token");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("not linearizable"), "{report}");
 }
