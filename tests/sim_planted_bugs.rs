@@ -67,8 +67,7 @@ fn a_head_that_answers_before_the_tail_is_caught() {
 #[test]
 fn a_tail_that_acks_before_its_write_is_durable_is_caught() {
     let results = sweep(PlantedBug::TailAcksEarly, 500);
-    let caught = caught(&results);
-    assert!(!caught.is_empty(), "no seed of 500 caught a tail that acks before syncing");
+    caught_at_least(&results, 1, "a tail that acks before syncing");
 }
 
 /// The simulator takes a node's syncs in the driver's two halves (`Process::begin_sync`, then the job when the
@@ -167,8 +166,7 @@ fn a_head_that_reads_tentative_writes_is_caught() {
     let config = KeyspaceConfig { read_from: QueryNode::Head, ..KeyspaceConfig::with_replicas(replicas) };
     let nemesis = "crash,pause";
     let results = sweep_config(Some(PlantedBug::ReadsTentative), 200, nemesis, CheckModel::Linearizable, config);
-    let caught = caught(&results);
-    assert!(!caught.is_empty(), "no seed of 200 caught a head reading tentative writes");
+    caught_at_least(&results, 1, "a head reading tentative writes");
 }
 
 /// Under `ausi` a read at the head must not show a write before every member holds its invalidation: a member

@@ -8,9 +8,9 @@
 //! timeout. A replica kept in a datastore that does not survive a restart (`mem`, `buffered`: seed 003 §5.3),
 //! and the `log` replica of a head that passed updates on before its fsync, is lost when its node restarts:
 //! the node takes no part in the chain until the manager repairs it, and a chain whose every replica was lost
-//! is restored from the best of them, without the writes it lacked (docs/keyspaces.md, "Replica types"). A keyspace may trade these guarantees for speed: `au` acknowledges a
-//! write once the head has it, and reads may be answered by the head or the middle member (docs/keyspaces.md,
-//! "Update modes and query nodes").
+//! is restored from the best of them, without the writes it lacked (docs/keyspaces.md, "Replica types"). A
+//! keyspace may trade these guarantees for speed: `au` acknowledges a write once the head has it, and reads may
+//! be answered by the head or the middle member (docs/keyspaces.md, "Update modes and query nodes").
 //!
 //! The cluster map (`crate::manager::map`) says who is in each chain and in which order, and the chain's view
 //! number; this node acts on the newest map it has seen ([`ChainNode::adopt`]). How it holds (see
