@@ -118,6 +118,17 @@ fn a_fast_path_read_without_a_lease_is_caught() {
     assert!(report.contains("both serve as tail") || report.contains("serves reads at view"), "{report}");
 }
 
+/// The fast path logs and answers a write within its step only as the only member of a chain in memory, with
+/// nothing to make durable. One that also answers writes to a log before their fsync loses them to a power loss.
+#[test]
+fn a_fast_path_write_answered_before_its_fsync_is_caught() {
+    let bug = Some(PlantedBug::FastWriteSkipsSync);
+    let results = sweep_config(bug, 200, "crash", CheckModel::Linearizable, KeyspaceConfig::durable(1));
+    let caught = caught_at_least(&results, 5, "a fast-path write answered before its fsync");
+    let report = caught[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable"), "{report}");
+}
+
 /// A joiner that takes part without flushing what changed after its pre-copy breaks the chain.
 #[test]
 fn a_joiner_that_skips_its_flush_is_caught() {

@@ -483,11 +483,14 @@ impl<P: Process + Send + 'static> Core<P> {
 
     /// Steps a request taken through the inbox at `now`; its answer goes to `reply`.
     fn request(&mut self, now: Time, req: Request, reply: oneshot::Sender<Reply>) {
-        if let Some(answer) = self.answer_at_once(now, &req) {
-            // A closed receiver means the client left.
-            let _ = reply.send(answer);
-            return;
-        }
+        let req = match self.answer_at_once(now, req) {
+            Ok(answer) => {
+                // A closed receiver means the client left.
+                let _ = reply.send(answer);
+                return;
+            }
+            Err(req) => req,
+        };
         let id = self.next_id();
         self.clients.add(id, reply);
         self.process.on_request(now, id, req, &mut self.fx);
@@ -500,15 +503,14 @@ impl<P: Process + Send + 'static> Core<P> {
 
     /// The process's answer to `req` if it gives one at once ([`Process::answer_at_once`]): only while the
     /// answer could leave at once as a reply effect too, with no write waiting to be made durable (`absorb`).
-    fn answer_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
-        // A write is logged, an effect, so only a read is asked about: this keeps the question off a write's path.
-        if !req.is_read() || self.owes_sync || !self.deferred.is_empty() || self.in_flight.is_some() {
-            return None;
+    fn answer_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
+        if self.owes_sync || !self.deferred.is_empty() || self.in_flight.is_some() {
+            return Err(req);
         }
         let answer = self.process.answer_at_once(now, req)?;
         // What it saw must reach the OS before it leaves, as for a reply effect (`absorb`).
         self.flush();
-        Some(answer)
+        Ok(answer)
     }
 
     /// Whether a caller may step the core now: it is running, and nothing the core task must do first is
@@ -521,12 +523,20 @@ impl<P: Process + Send + 'static> Core<P> {
     /// work: a sync or async fsync now owed, an earlier deadline, or self-sent messages. Syncs begin and land
     /// only in the core task, which gathers a batch's writes into one.
     fn serve(&mut self, req: Request) -> Answer {
-        // The wall clock is read only for a full step (see `Process::answer_at_once`).
+        // The wall clock is read for a write or a full step, not for a read answered at once (see
+        // `Process::answer_at_once`).
         let now = self.monotonic();
-        if let Some(answer) = self.answer_at_once(now, &req) {
-            return Answer::Given(Some(answer));
+        let read = req.is_read();
+        if !read {
+            self.set_wall_clock();
         }
-        self.set_wall_clock();
+        let req = match self.answer_at_once(now, req) {
+            Ok(answer) => return Answer::Given(Some(answer)),
+            Err(req) => req,
+        };
+        if read {
+            self.set_wall_clock();
+        }
         let (owed_before, deadline_before) = (self.owes_sync, self.next_deadline());
         let id = self.next_id();
         self.clients.step_here(id);

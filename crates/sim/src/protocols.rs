@@ -91,6 +91,7 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
             ("chains left", chain.drops),
             ("reads served", chain.reads),
             ("writes committed", chain.writes),
+            ("writes answered at once", chain.writes_at_once),
             ("replicas lost", chain.lost),
             ("keys expired", chain.expired),
             ("keys evicted", chain.evicted),

@@ -575,10 +575,8 @@ impl<P: Process> World<P> {
 
     fn step(&mut self, id: NodeId, input: Input<P>) {
         let node = self.nodes.get_mut(&id).expect("known node");
-        // As the driver asks `answer_at_once`: only about reads, and only while a reply would leave at once too
-        // (`apply`).
-        let read = matches!(&input, Input::Request(_, req) if req.is_read());
-        let answers_at_once = read && node.synced >= node.strict && node.held.is_empty();
+        // As the driver asks `answer_at_once`: only while a reply would leave at once too (`apply`).
+        let answers_at_once = node.synced >= node.strict && node.held.is_empty();
         let Some(p) = node.proc.as_mut() else { return };
         let now: Time = node.clock.local(self.now);
         p.set_wall_clock(node.clock.wall_ms(self.now));
@@ -595,11 +593,12 @@ impl<P: Process> World<P> {
             Input::Start => p.start(now, &mut fx),
             Input::Message(from, msg) => p.on_message(now, from, msg, &mut fx),
             Input::Timer(t) => p.on_timer(now, t, &mut fx),
-            Input::Request(rid, req) => match answers_at_once.then(|| p.answer_at_once(now, &req)).flatten() {
+            Input::Request(rid, req) if answers_at_once => match p.answer_at_once(now, req) {
                 // Marked to follow the writes before it, so `apply` hands them to the OS first, as the driver does.
-                Some(reply) => fx.reply_after_sync(rid, reply),
-                None => p.on_request(now, rid, req, &mut fx),
+                Ok(reply) => fx.reply_after_sync(rid, reply),
+                Err(req) => p.on_request(now, rid, req, &mut fx),
             },
+            Input::Request(rid, req) => p.on_request(now, rid, req, &mut fx),
         }
         self.apply(id, fx);
         self.check_invariants();

@@ -77,6 +77,18 @@ fn chain_is_linearizable_when_a_live_node_is_cut_off_until_the_manager_moves_on(
     }
 }
 
+/// A keyspace of one memory replica: its member logs and answers writes within their step (`at_once.rs`) while it
+/// holds its lease, and a restart loses its chains' data, which the check allows for.
+#[test]
+fn a_lone_memory_replica_is_linearizable_under_all_faults() {
+    let default = meridian_core::KeyspaceConfig::with_replicas(vec![meridian_core::ReplicaKind::Mem]);
+    let s = ChainSweep { default, ..sweep(0..40, "crash,partition,pause,clock,join,leave,manager,isolate") };
+    let results = sweep_without_failures(&s);
+    let sum = |name: &str| results.iter().map(|r| r.counters.get(name).copied().unwrap_or(0)).sum::<u64>();
+    let (at_once, lost) = (sum("writes answered at once"), sum("replicas lost"));
+    assert!(at_once > 1000 && lost > 10, "{at_once} writes answered at once, {lost} replicas lost to restarts");
+}
+
 /// Under `ausi`, a write that waits for its invalidations when its chain shrinks to the head alone must still be
 /// answered, and must not hold later reads of its key back: seed 43 lost every read of one key for good once
 /// both other members had left, before the head answered such writes at its tick once LA covered them.

@@ -85,20 +85,20 @@ enum Value {
 }
 
 impl Slot {
-    fn new(key: &[u8], entry: Entry, stamp: u64) -> Slot {
+    fn new(key: &[u8], entry: Set, stamp: u64) -> Slot {
         let key_len = u32::try_from(key.len()).expect("keys are bounded by KEY_MAX");
         let (bytes, value) = pack(key, entry.value);
         Slot { bytes, key_len, chain: entry.chain, seq: entry.seq, stamp, value }
     }
 
     /// Makes `entry` the key's latest, stamped `stamp`.
-    fn set(&mut self, key: &[u8], entry: Entry, stamp: u64) {
+    fn set(&mut self, key: &[u8], entry: Set, stamp: u64) {
         (self.chain, self.seq, self.stamp) = (entry.chain, entry.seq, stamp);
         match entry.value {
             // An inline value replacing one of the same length (the common overwrite) takes its place in the
             // key's allocation: no allocation, no free, no copy of the key.
             Some(v) if matches!(self.value, Value::Inline) && self.bytes.len() == key.len() + v.len() => {
-                self.bytes[key.len()..].copy_from_slice(&v);
+                self.bytes[key.len()..].copy_from_slice(v);
             }
             value => (self.bytes, self.value) = pack(key, value),
         }
@@ -140,12 +140,21 @@ impl Slot {
 }
 
 /// The key's allocation (the key, then the value if it is small enough to live there) and where the value is.
-fn pack(key: &[u8], value: Option<Bytes>) -> (Box<[u8]>, Value) {
+fn pack(key: &[u8], value: Option<&Bytes>) -> (Box<[u8]>, Value) {
     match value {
         None => (Box::from(key), Value::Tombstone),
         Some(v) if v.len() <= INLINE_VALUE_MAX => ([key, &v[..]].concat().into_boxed_slice(), Value::Inline),
-        Some(v) => (Box::from(key), Value::Shared(v)),
+        Some(v) => (Box::from(key), Value::Shared(v.clone())),
     }
+}
+
+/// What an appended value or tombstone makes its key's latest entry, borrowed from the record: an inline value
+/// is only copied, so it is never shared (sharing a `Vec`-backed value allocates its shared count).
+#[derive(Clone, Copy)]
+struct Set<'a> {
+    chain: u32,
+    seq: u64,
+    value: Option<&'a Bytes>,
 }
 
 /// A chain's latest ack watermark, and the stamp of the update that set it.
@@ -208,21 +217,21 @@ impl MemStore {
         rec.check_limits()?;
         self.records += 1;
         let mut existed = None;
-        match rec.body {
-            Body::Value(_) | Body::Tombstone => {
-                existed = Some(self.set_key(&rec.key, rec.entry().expect("values and tombstones are indexed")))
-            }
-            Body::AckMark => self.set_ack(rec.chain, rec.seq),
+        let (chain, seq) = (rec.chain, rec.seq);
+        match &rec.body {
+            Body::Value(v) => existed = Some(self.set_key(&rec.key, Set { chain, seq, value: Some(v) })),
+            Body::Tombstone => existed = Some(self.set_key(&rec.key, Set { chain, seq, value: None })),
+            Body::AckMark => self.set_ack(chain, seq),
             Body::Skip => {}
-            Body::DropRange { start_exclusive, end_inclusive } => {
-                self.drop_range(rec.chain, rec.seq, start_exclusive, end_inclusive)
+            &Body::DropRange { start_exclusive, end_inclusive } => {
+                self.drop_range(chain, seq, start_exclusive, end_inclusive)
             }
         }
         Ok(existed)
     }
 
     /// Indexes `key`'s new entry and says whether the key had a value before.
-    fn set_key(&mut self, key: &Bytes, entry: Entry) -> bool {
+    fn set_key(&mut self, key: &Bytes, entry: Set) -> bool {
         let stamp = self.records;
         let mut existed = false;
         let i = match self.slot_of(key) {

@@ -18,13 +18,17 @@ type Gate = Arc<Mutex<std::sync::mpsc::Receiver<()>>>;
 /// of key `sync`, `group` or `async` is made in that durability mode, any other in the node's default.
 /// A request for key `read` writes nothing and only replies after sync; one with the value `clock` also logs the
 /// time it was stepped at. A GET is answered at once where the driver asks for that (`answer_at_once`), and
-/// otherwise like `read`. A timer set at start sends a message
+/// otherwise like `read`; so is a write of key `at once`, which logs whether the driver gave the wall clock since
+/// the last answer at once. A timer set at start sends a message
 /// to itself; another is set and cancelled at once. Its fsync jobs log `sync` when they run, after waiting
 /// for the gate if it has one.
 struct Probe {
     log: Log,
     writes: u32,
     gate: Option<Gate>,
+    /// The wall clock the driver last gave (`set_wall_clock`); 0 until it gives one, and once an answer at once
+    /// has taken it.
+    wall_ms: u64,
 }
 
 impl Process for Probe {
@@ -62,9 +66,22 @@ impl Process for Probe {
         self.writes += 1;
     }
 
-    fn answer_at_once(&mut self, _: Time, req: &Request) -> Option<Reply> {
-        let get = matches!(req, Request::Get { .. });
-        get.then(|| self.log.lock().unwrap().push("at once".into())).map(|()| ABSENT)
+    fn answer_at_once(&mut self, _: Time, req: Request) -> Result<Reply, Request> {
+        // Each answer takes the wall clock it was given, so the next shows whether it was given one of its own.
+        let wall_set = std::mem::take(&mut self.wall_ms) > 0;
+        match &req {
+            Request::Get { .. } => self.log.lock().unwrap().push("at once".into()),
+            Request::Write(w) if w.key == "at once" => {
+                self.log.lock().unwrap().push(format!("write at once, wall clock set: {wall_set}"));
+                return Ok(WRITTEN);
+            }
+            _ => return Err(req),
+        }
+        Ok(ABSENT)
+    }
+
+    fn set_wall_clock(&mut self, unix_ms: u64) {
+        self.wall_ms = unix_ms;
     }
 
     fn sync(&mut self) -> std::io::Result<()> {
@@ -141,7 +158,7 @@ fn gated_probe_driver(
     queues.route(NodeId(2), "127.0.0.1:2".into());
     let mut outbound = std::mem::take(&mut *started.lock().unwrap());
     let persistence = Arc::new(Persistence::new(policy));
-    let probe = Probe { log: log.clone(), writes: 0, gate };
+    let probe = Probe { log: log.clone(), writes: 0, gate, wall_ms: 0 };
     let driver = Driver::new(NodeId(1), probe, inbox_rx, queues, persistence.clone());
     let sent_to_n2 = move || std::iter::from_fn(|| outbound[0].rx.try_recv().ok()).collect();
     (driver, inbox_tx, sent_to_n2, persistence)
@@ -542,6 +559,25 @@ async fn a_request_is_answered_at_once_only_while_no_write_waits_for_its_fsync()
 
 fn get() -> Request {
     Request::Get { keyspace: KeyspaceId::DEFAULT, key: "k".into(), read: meridian_core::Read::Value }
+}
+
+/// A write's outcome may depend on the wall clock (deadlines), so the driver gives it before asking about a write,
+/// in the caller's task as in the core task's batch; a read asked about needs none.
+#[tokio::test]
+async fn a_write_is_asked_about_at_once_with_the_wall_clock_set() {
+    let log = Log::default();
+    let (handle, inbox_tx, task, _) = idle_core(SyncPolicy::default(), &log).await;
+    let mut here = handle.submit(get());
+    assert!(matches!(here, Answer::Given(Some(_))), "answered within submit: {here:?}");
+    assert_eq!(here.try_recv().unwrap(), ABSENT);
+    let mut write = handle.submit(put_value_at("at once"));
+    assert!(matches!(write, Answer::Given(Some(_))), "answered within submit: {write:?}");
+    assert_eq!(write.try_recv().unwrap(), WRITTEN);
+    assert_eq!(await_reply(&mut inbox_tx.submit(put_value_at("at once"))).await, WRITTEN);
+    shut_down(&inbox_tx).await;
+    task.await.unwrap();
+    let at_once = "write at once, wall clock set: true";
+    assert_eq!(requests_and_syncs(&log), ["at once", at_once, at_once]);
 }
 
 /// A group-commit write taken in the caller's task is answered after the fsync the core task begins for it;

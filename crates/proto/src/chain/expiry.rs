@@ -18,7 +18,7 @@ pub const REAP_MAX: usize = 1024;
 
 impl ChainNode {
     /// The wall clock by which this node judges deadlines.
-    fn deadline_clock(&self) -> u64 {
+    pub(super) fn deadline_clock(&self) -> u64 {
         #[cfg(feature = "planted-bugs")]
         if self.cfg.planted_bug == Some(PlantedBug::ExpiresEarly) {
             return self.wall_ms + 1_000;

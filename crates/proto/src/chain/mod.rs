@@ -32,6 +32,7 @@
 //!   from the tail (pre-copy) and, once inserted, from its successor (flush) before it takes part ([`copy`]).
 
 mod answers;
+mod at_once;
 mod copy;
 mod decide;
 mod evict;
@@ -115,6 +116,9 @@ pub enum PlantedBug {
     IgnoresLease,
     /// Only the fast path (`read_at_once`) answers without a lease; the long way (`on_get`, `serving`) keeps it.
     FastReadIgnoresLease,
+    /// The fast path (`write_at_once`) also takes writes to a store that must make them durable, and answers
+    /// them before it has.
+    FastWriteSkipsSync,
     /// A member inserted by a join takes part at once, without flushing what it missed since its pre-copy.
     SkipsFlush,
     /// A node that restarts trusts its replicas of kinds that do not survive a restart, as if they were whole.
@@ -246,6 +250,8 @@ pub struct ChainStats {
     pub reads: u64,
     /// Writes this node committed as a tail.
     pub writes: u64,
+    /// Of those, the writes it logged and answered within their step, as its chain's only member (`at_once.rs`).
+    pub writes_at_once: u64,
     /// Replicas this node found lost when it started (kept in a kind that does not survive a restart, or of a
     /// chain it headed passing updates on before its fsync).
     pub lost: u64,

@@ -22,7 +22,7 @@ use super::PlantedBug;
 /// Where a write's `existed` comes from: the head's decision, or, for a [`blind`] write, the head's store as
 /// it logs the write.
 #[derive(Clone, Copy)]
-enum Existed {
+pub(super) enum Existed {
     Decided,
     AtAppend,
 }
@@ -191,7 +191,7 @@ impl ChainNode {
     }
 
     /// A read's answer from this member's store, given at `now`.
-    fn read_reply(&mut self, now: Time, chain: ChainId, key: &[u8], read: Read) -> Reply {
+    pub(super) fn read_reply(&mut self, now: Time, chain: ChainId, key: &[u8], read: Read) -> Reply {
         self.stats.reads += 1;
         self.note_answered(now, chain);
         match self.stored(chain, key) {
@@ -206,39 +206,6 @@ impl ChainNode {
         if let Some(r) = self.replicas.get_mut(&chain) {
             r.answered = r.view().map(|view| Answered { at: now, view, tail: r.is_tail() });
         }
-    }
-
-    /// The answer to `req` if it is a read this node serves without waiting and without a message: the key's
-    /// query node is this node, which may answer the chain's reads now (`lease_ok`), and no write of the key
-    /// makes the read wait or go elsewhere (`serve_read`). It is the answer `on_request` would give at once,
-    /// given without the front-end's tracking or a message to itself. The caller must not let it overtake
-    /// writes that are not yet durable (see `serve_read`'s answer); None sends the request the usual way.
-    pub fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
-        let Request::Get { keyspace, key, read } = req else { return None };
-        // A TTL is reckoned on the wall clock, which the runner need not have set (`Process::answer_at_once`).
-        if *read == Read::Expiry || self.cfg.limits.check(req).is_err() {
-            return None;
-        }
-        let map = self.map.as_ref()?;
-        let view = map.chain_of(*keyspace, req.token()?)?;
-        if map.query_node(view) != Some(self.me) {
-            return None;
-        }
-        let chain = view.id;
-        let update = self.update_mode(chain);
-        let r = self.replicas.get(&chain)?;
-        // Under `ausi` a head may hold a read back behind a write (`defer_at_head`), which needs its origin.
-        let waits = update == UpdateMode::Ausi && r.is_head();
-        #[cfg(feature = "planted-bugs")]
-        let leased =
-            self.cfg.planted_bug == Some(PlantedBug::FastReadIgnoresLease) && r.is_active() && self.reads_here(chain)
-                || self.lease_ok(chain, r, now);
-        #[cfg(not(feature = "planted-bugs"))]
-        let leased = self.lease_ok(chain, r, now);
-        if waits || !leased || self.read_elsewhere(chain, &Span::Key(key), update).is_some() {
-            return None;
-        }
-        Some(self.read_reply(now, chain, key, *read))
     }
 
     /// The value this member holds for `key`, taken apart; None if absent or deleted.
@@ -280,7 +247,7 @@ impl ChainNode {
         // A key past its deadline is deleted first, in order, so the write meets it absent, as every member
         // will once the delete reaches it.
         self.reap_if_due(now, chain, &write.key, out);
-        match self.order(chain, origin, write) {
+        match self.order(chain, Some(origin), write) {
             Ok((update, existed)) => self.log_and_pass_as(now, update, existed, out),
             Err(e) => return self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
         }
@@ -289,7 +256,12 @@ impl ChainNode {
 
     /// The head's decision: the next sequence number and the write's outcome against current state. A
     /// [`blind`] write looks nothing up: whether its key existed is learned as it is logged.
-    fn order(&self, chain: ChainId, origin: Origin, write: Write) -> Result<(Update, Existed), StoreError> {
+    pub(super) fn order(
+        &self,
+        chain: ChainId,
+        origin: Option<Origin>,
+        mut write: Write,
+    ) -> Result<(Update, Existed), StoreError> {
         let current = match (needs_value(&write), self.store(chain)) {
             (true, _) => Current::from(self.stored(chain, &write.key)?),
             (false, _) if blind(&write) => Current::Unknown,
@@ -302,10 +274,11 @@ impl ChainNode {
             current => current,
         };
         let existed = if matches!(current, Current::Unknown) { Existed::AtAppend } else { Existed::Decided };
-        let key = write.key.clone();
+        // Taken, not shared: `decide` has no use for the key, and sharing a `Vec`-backed one allocates its count.
+        let key = std::mem::take(&mut write.key);
         let Decision { change, outcome } = decide(write, current, self.wall_ms, self.cfg.limits.max_value_bytes);
         let seq = self.replicas[&chain].lu + 1;
-        Ok((Update { chain, seq, key, change, outcome, origin: Some(origin) }, existed))
+        Ok((Update { chain, seq, key, change, outcome, origin }, existed))
     }
 
     pub(super) fn on_update(&mut self, now: Time, from: NodeId, view: u64, u: Update, out: &mut Fx) {
@@ -341,22 +314,13 @@ impl ChainNode {
     }
 
     fn log_and_pass_as(&mut self, now: Time, mut u: Update, existed: Existed, out: &mut Fx) {
-        let record = if self.replicas[&u.chain].is_tail() { record_taken(&mut u) } else { record_of(&u) };
-        let store = self.store_mut(u.chain);
-        let logged = match existed {
-            Existed::Decided => store.append(&record).map(|()| u.outcome.existed),
-            Existed::AtAppend => store.append_existed(&record),
-        };
-        match logged {
-            Ok(existed) => u.outcome.existed = existed,
-            Err(e) => {
-                // Not logged, not acknowledged: the predecessor still holds it and will resend.
-                tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
-                if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred()) {
-                    self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out);
-                }
-                return;
+        if let Err(e) = self.append(&mut u, existed) {
+            // Not logged, not acknowledged: the predecessor still holds it and will resend.
+            tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
+            if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred()) {
+                self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out);
             }
+            return;
         }
         // A memory replica has nothing to make durable: its node's batch owes no fsync for it.
         if self.store(u.chain).durability() != Durability::Volatile {
@@ -380,6 +344,18 @@ impl ChainNode {
             Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
             None => self.commit_at_tail(now, u, out),
         }
+    }
+
+    /// Appends `u` to its replica's store, learning at the append whether its key existed if the head did not
+    /// decide that (`Existed`).
+    pub(super) fn append(&mut self, u: &mut Update, existed: Existed) -> Result<(), StoreError> {
+        let record = if self.replicas[&u.chain].is_tail() { record_taken(u) } else { record_of(u) };
+        let store = self.store_mut(u.chain);
+        u.outcome.existed = match existed {
+            Existed::Decided => store.append(&record).map(|()| u.outcome.existed)?,
+            Existed::AtAppend => store.append_existed(&record)?,
+        };
+        Ok(())
     }
 
     /// With `au`, the head answers a write once it has logged it (durably, for its replica's kind); with `ausi`,

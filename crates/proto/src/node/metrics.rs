@@ -22,12 +22,21 @@ pub(super) struct KeyspaceRequests {
 
 /// Counts a client request under its keyspace, before it is routed.
 pub(super) fn count_request(counts: &mut BTreeMap<KeyspaceId, KeyspaceRequests>, req: &Request) {
-    let (keyspace, write) = match req {
-        Request::Get { keyspace, .. } => (*keyspace, false),
-        Request::Write(w) => (w.keyspace, true),
-        Request::Scan(scan) => (scan.keyspace, false),
-        Request::Admin(_) => return,
-    };
+    count(counts, counted_as(req))
+}
+
+/// What `req` counts as: its keyspace, and whether it is a write; None for administration, which is not counted.
+pub(super) fn counted_as(req: &Request) -> Option<(KeyspaceId, bool)> {
+    match req {
+        Request::Get { keyspace, .. } => Some((*keyspace, false)),
+        Request::Write(w) => Some((w.keyspace, true)),
+        Request::Scan(scan) => Some((scan.keyspace, false)),
+        Request::Admin(_) => None,
+    }
+}
+
+pub(super) fn count(counts: &mut BTreeMap<KeyspaceId, KeyspaceRequests>, counted: Option<(KeyspaceId, bool)>) {
+    let Some((keyspace, write)) = counted else { return };
     let c = counts.entry(keyspace).or_default();
     if write {
         c.writes += 1;

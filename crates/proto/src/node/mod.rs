@@ -341,10 +341,14 @@ impl Process for ClusterNode {
         }
     }
 
-    fn answer_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
-        let reply = self.chain.read_at_once(now, req)?;
-        metrics::count_request(&mut self.requests, req);
-        Some(reply)
+    fn answer_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
+        let counted = metrics::counted_as(&req);
+        let reply = match req {
+            Request::Write(_) => self.chain.write_at_once(now, req)?,
+            req => self.chain.read_at_once(now, &req).ok_or(req)?,
+        };
+        metrics::count(&mut self.requests, counted);
+        Ok(reply)
     }
 
     fn set_wall_clock(&mut self, unix_ms: u64) {

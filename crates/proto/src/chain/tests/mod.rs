@@ -10,6 +10,7 @@ use meridian_core::{Condition, Effect, ReplicaKind, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
 use stores::StoreSpec;
 
+mod at_once;
 mod cache;
 mod expiry;
 mod scan;

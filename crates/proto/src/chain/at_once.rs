@@ -1,0 +1,96 @@
+//! Requests answered within their step, without the front-end's tracking, a message to this node itself or any
+//! effect but the answer ([`meridian_core::Process::answer_at_once`]). They are the common case of a small
+//! deployment, a key whose chain has its query node (reads) or its only member (writes) here, and the long
+//! way's bookkeeping would cost more than serving them. Each gives exactly the answer `on_request` would give
+//! at that moment, or declines.
+
+use super::serve::Span;
+use super::ChainNode;
+use meridian_core::{ChainId, ErrorKind, Read, Reply, Request, Time, UpdateMode, Write};
+use meridian_store::Durability;
+
+#[cfg(feature = "planted-bugs")]
+use super::PlantedBug;
+
+impl ChainNode {
+    /// The answer to `req` if it is a read this node serves without waiting and without a message: the key's
+    /// query node is this node, which may answer the chain's reads now (`lease_ok`), and no write of the key
+    /// makes the read wait or go elsewhere (`serve_read`). The caller must not let it overtake writes that are
+    /// not yet durable (see `serve_read`'s answer); None sends the request the usual way.
+    pub fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
+        let Request::Get { keyspace, key, read } = req else { return None };
+        // A TTL is reckoned on the wall clock, which the runner need not have set (`Process::answer_at_once`).
+        if *read == Read::Expiry || self.cfg.limits.check(req).is_err() {
+            return None;
+        }
+        let map = self.map.as_ref()?;
+        let view = map.chain_of(*keyspace, req.token()?)?;
+        if map.query_node(view) != Some(self.me) {
+            return None;
+        }
+        let chain = view.id;
+        let update = self.update_mode(chain);
+        let r = self.replicas.get(&chain)?;
+        // Under `ausi` a head may hold a read back behind a write (`defer_at_head`), which needs its origin.
+        let waits = update == UpdateMode::Ausi && r.is_head();
+        #[cfg(feature = "planted-bugs")]
+        let leased =
+            self.cfg.planted_bug == Some(PlantedBug::FastReadIgnoresLease) && r.is_active() && self.reads_here(chain)
+                || self.lease_ok(chain, r, now);
+        #[cfg(not(feature = "planted-bugs"))]
+        let leased = self.lease_ok(chain, r, now);
+        if waits || !leased || self.read_elsewhere(chain, &Span::Key(key), update).is_some() {
+            return None;
+        }
+        Some(self.read_reply(now, chain, key, *read))
+    }
+
+    /// The answer to `req` if it is a write this node logs and answers within the step: it is the only member of
+    /// the key's chain, so head and tail at once, may answer as the tail now (`lease_ok`), owes no earlier answer,
+    /// and keeps the chain in memory, with nothing to make durable; and the write deletes nothing first (a key
+    /// past its deadline) or after (a cache's eviction), which would be effects of their own. The caller sets the
+    /// wall clock first, as for any write, and must not let the answer overtake writes not yet durable; otherwise
+    /// the request comes back, to go the usual way (`on_write`, `log_and_pass`, `commit_at_tail`).
+    pub fn write_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
+        let chain = match &req {
+            Request::Write(write) if self.cfg.limits.check(&req).is_ok() => self.writes_at_once(now, write),
+            _ => None,
+        };
+        match (chain, req) {
+            (Some(chain), Request::Write(write)) => Ok(self.log_at_once(chain, write)),
+            (_, req) => Err(req),
+        }
+    }
+
+    /// Orders, logs and commits `write` as `chain`'s only member; the answer, or the store's error.
+    fn log_at_once(&mut self, chain: ChainId, write: Write) -> Reply {
+        let ordered = self.order(chain, None, write.fixed_at(self.wall_ms));
+        let logged = ordered.and_then(|(mut u, existed)| self.append(&mut u, existed).map(|()| u));
+        match logged {
+            Ok(u) => {
+                self.replicas.get_mut(&chain).expect("the chain's only member").record(&u);
+                self.stats.writes += 1;
+                self.stats.writes_at_once += 1;
+                u.outcome.reply()
+            }
+            Err(e) => {
+                tracing::error!(%chain, "cannot log update: {e}");
+                Reply::Error(ErrorKind::Storage, e.to_string())
+            }
+        }
+    }
+
+    /// The chain `write` falls in, if this node may log and answer it within the step ([`Self::write_at_once`]).
+    fn writes_at_once(&self, now: Time, write: &Write) -> Option<ChainId> {
+        let map = self.map.as_ref()?;
+        let view = map.chain_of(write.keyspace, meridian_core::ring::key_token(&write.key))?;
+        let (chain, r) = (view.id, self.replicas.get(&view.id)?);
+        let alone = view.members[..] == [self.me] && r.is_head() && r.is_tail();
+        let quiet = r.unconfirmed.is_empty() && !self.budgets.contains_key(&chain);
+        let volatile = self.store(chain).durability() == Durability::Volatile;
+        #[cfg(feature = "planted-bugs")]
+        let volatile = volatile || self.cfg.planted_bug == Some(PlantedBug::FastWriteSkipsSync);
+        let due = self.ledger(chain).is_some_and(|l| l.is_due(&write.key, self.deadline_clock()));
+        (alone && quiet && volatile && !due && self.lease_ok(chain, r, now)).then_some(chain)
+    }
+}
