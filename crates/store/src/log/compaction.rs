@@ -347,9 +347,9 @@ impl LogStore {
         }
         self.segs.get_mut(slot).live = live;
         let stale = |seg: u16| pass.inputs.contains(&seg);
-        let checked = self.index.len() <= CHECKED_INDEX_MAX;
+        let keys_stale = self.index.len() <= CHECKED_INDEX_MAX && self.index.iter().any(|e| stale(e.loc.seg));
         assert!(
-            !(checked && self.index.iter().any(|e| stale(e.loc.seg)))
+            !keys_stale
                 && !self.acks.values().any(|a| stale(a.loc.seg))
                 && !self.drops.iter().any(|d| stale(d.loc.seg)),
             "compaction left index entries pointing into replaced segments"
