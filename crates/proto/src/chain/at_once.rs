@@ -6,6 +6,7 @@
 
 use super::serve::Span;
 use super::ChainNode;
+use meridian_core::ring::key_token;
 use meridian_core::{ChainId, ErrorKind, Read, Reply, Request, Time, UpdateMode, Write};
 use meridian_store::Durability;
 
@@ -52,8 +53,9 @@ impl ChainNode {
     /// wall clock first, as for any write, and must not let the answer overtake writes not yet durable; otherwise
     /// the request comes back, to go the usual way (`on_write`, `log_and_pass`, `commit_at_tail`).
     pub fn write_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
+        // The limits last: a write that goes the long way has them checked there.
         let chain = match &req {
-            Request::Write(write) if self.cfg.limits.check(&req).is_ok() => self.writes_at_once(now, write),
+            Request::Write(write) => self.writes_at_once(now, write).filter(|_| self.cfg.limits.check(&req).is_ok()),
             _ => None,
         };
         match (chain, req) {
@@ -83,14 +85,17 @@ impl ChainNode {
     /// The chain `write` falls in, if this node may log and answer it within the step ([`Self::write_at_once`]).
     fn writes_at_once(&self, now: Time, write: &Write) -> Option<ChainId> {
         let map = self.map.as_ref()?;
-        let view = map.chain_of(write.keyspace, meridian_core::ring::key_token(&write.key))?;
+        let view = map.chain_of(write.keyspace, key_token(&write.key))?;
         let (chain, r) = (view.id, self.replicas.get(&view.id)?);
-        let alone = view.members[..] == [self.me] && r.is_head() && r.is_tail();
-        let quiet = r.unconfirmed.is_empty() && !self.budgets.contains_key(&chain);
+        // A chain of several members, the common case that declines, is told by its view alone.
+        if view.members[..] != [self.me] || !r.is_head() || !r.is_tail() || !r.unconfirmed.is_empty() {
+            return None;
+        }
         let volatile = self.store(chain).durability() == Durability::Volatile;
         #[cfg(feature = "planted-bugs")]
         let volatile = volatile || self.cfg.planted_bug == Some(PlantedBug::FastWriteSkipsSync);
-        let due = self.ledger(chain).is_some_and(|l| l.is_due(&write.key, self.deadline_clock()));
-        (alone && quiet && volatile && !due && self.lease_ok(chain, r, now)).then_some(chain)
+        let due = || self.ledger(chain).is_some_and(|l| l.is_due(&write.key, self.deadline_clock()));
+        let cache = self.budgets.contains_key(&chain);
+        (volatile && !cache && !due() && self.lease_ok(chain, r, now)).then_some(chain)
     }
 }
