@@ -237,6 +237,17 @@ fn a_scan_page_without_a_lease_is_caught() {
     caught_at_least(&results, 5, "a scan page without a lease");
 }
 
+/// A page that also lists keys whose latest record is a delete is caught by the present reads alone: the GETs,
+/// and the keys pages leave out, see nothing wrong.
+#[test]
+fn a_scan_page_that_lists_deleted_keys_is_caught() {
+    let results = sweep(PlantedBug::ScanShowsTombstones, 20);
+    let caught = caught_at_least(&results, 4, "a page listing deleted keys");
+    for report in caught.iter().filter_map(|r| r.failure.as_deref()) {
+        assert!(report.contains("SCAN page's process"), "{report}");
+    }
+}
+
 /// A page that leaves out the keys on its first token, while its answer says it covered them, is caught by the
 /// history alone: the workload starts a third of its pages at a key's token, and records that key absent.
 #[test]

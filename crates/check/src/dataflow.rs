@@ -5,20 +5,21 @@
 
 use crate::history::{Op, OpKind};
 
-/// The value the operation stores if it takes effect, or `None` for a get.
+/// The value the operation stores if it takes effect, or `None` for a read.
 pub(crate) fn written(op: &Op) -> Option<Option<&str>> {
     match op.op {
         OpKind::Put | OpKind::Cas => Some(op.value.as_deref()),
         OpKind::Delete => Some(None),
-        OpKind::Get => None,
+        OpKind::Get | OpKind::Present => None,
     }
 }
 
-/// The value the register must hold for the operation to take effect, or `None` for a blind write.
+/// The one value the register must hold for the operation to take effect, or `None` for a blind write and for a
+/// present read (which any value but absent satisfies).
 pub(crate) fn observed(op: &Op) -> Option<Option<&str>> {
     match op.op {
         OpKind::Get => Some(op.value.as_deref()),
         OpKind::Cas => Some(op.expected.as_deref()),
-        OpKind::Put | OpKind::Delete => None,
+        OpKind::Put | OpKind::Delete | OpKind::Present => None,
     }
 }

@@ -3,8 +3,11 @@
 //! A history is a list of [`Op`]s, stored as JSON lines (one operation per line, see [`History::read_jsonl`]):
 //!
 //! ```text
-//! {"process":P,"op":"put|get|delete|cas","key":K,"value":V|null,"ok":true|false|null,"invoke_ns":T,"complete_ns":T|null}
+//! {"process":P,"op":"put|get|present|delete|cas","key":K,"value":V|null,"ok":true|false|null,"invoke_ns":T,"complete_ns":T|null}
 //! ```
+//!
+//! A `present` line is a read that learned only that the key held some value, not which (a SCAN page that listed
+//! the key); its `value` is always `null`. A read that found the key absent is a `get` of `null`.
 //!
 //! A `cas` line carries one more field, `"expected":V|null`: the value that must be current for the cas to apply
 //! (`null` = the key must be absent). Other operations omit it. The meaning of each outcome:
@@ -23,6 +26,8 @@ use std::fmt;
 pub enum OpKind {
     Put,
     Get,
+    /// A read that found the key present, with a value it did not learn.
+    Present,
     Delete,
     Cas,
 }
@@ -32,6 +37,7 @@ impl fmt::Display for OpKind {
         f.write_str(match self {
             OpKind::Put => "put",
             OpKind::Get => "get",
+            OpKind::Present => "present",
             OpKind::Delete => "delete",
             OpKind::Cas => "cas",
         })
@@ -49,7 +55,7 @@ pub struct Op {
     pub op: OpKind,
     pub key: String,
     /// Put and cas: the value written (a cas writing `None` deletes). Get: the value returned (`None` = absent).
-    /// Delete: always `None`.
+    /// Present and delete: always `None`.
     #[serde(deserialize_with = "nullable")]
     pub value: Option<String>,
     /// Cas only: the value that must be current for the cas to apply (`None` = the key must be absent).
@@ -82,6 +88,8 @@ pub enum OpError {
     PutWithoutValue,
     #[error("delete has a value; a delete's value must be null")]
     DeleteWithValue,
+    #[error("present has a value; a present read learns no value, so its value must be null")]
+    PresentWithValue,
     #[error("{kind} has an \"expected\" field; only cas takes one")]
     ExpectedOnNonCas { kind: OpKind },
 }
@@ -100,6 +108,7 @@ impl Op {
         match self.op {
             OpKind::Put if self.value.is_none() => Err(OpError::PutWithoutValue),
             OpKind::Delete if self.value.is_some() => Err(OpError::DeleteWithValue),
+            OpKind::Present if self.value.is_some() => Err(OpError::PresentWithValue),
             kind if kind != OpKind::Cas && self.expected.is_some() => Err(OpError::ExpectedOnNonCas { kind }),
             _ => Ok(()),
         }

@@ -3,8 +3,9 @@
 //! A [`History`] records what clients invoked, what they were told and when; the deterministic simulator and
 //! real-process tests build one with a [`Recorder`] or read it from JSON lines. [`check`] decides whether some
 //! order of the operations, consistent with real time, explains every result under a per-key register model, and
-//! otherwise returns a small [`Counterexample`]. [`staleness`] measures how stale reads were, for configurations
-//! that promise less.
+//! otherwise returns a small [`Counterexample`]. Present reads (a key found holding some value) are left out of
+//! that search; [`present_violations`] judges them. [`staleness`] measures how stale reads were, for
+//! configurations that promise less.
 
 mod counterexample;
 mod dataflow;
@@ -26,4 +27,4 @@ pub use history::{History, Op, OpError, OpKind};
 pub use jsonl::HistoryError;
 pub use linearizable::{check, Budget, Verdict};
 pub use recorder::Recorder;
-pub use staleness::{staleness, Staleness};
+pub use staleness::{present_violations, staleness, Staleness};

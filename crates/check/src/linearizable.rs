@@ -33,7 +33,7 @@ impl Default for Budget {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Every key is linearizable. `ops` counts the operations that constrained the check: all but `ok:false`
-    /// ones, unknown-outcome gets, and unknown-outcome writes whose value nothing observed.
+    /// ones, unknown-outcome gets, unknown-outcome writes whose value nothing observed, and present reads.
     Linearizable { keys: usize, ops: usize },
     /// A key is not linearizable; the first such key in sorted order, shrunk.
     Violation(Counterexample),

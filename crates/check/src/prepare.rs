@@ -2,6 +2,10 @@
 //!
 //! - `ok:false` operations certainly had no effect, so they are dropped.
 //! - `ok:null` gets are dropped: their result is unknown, so they constrain nothing.
+//! - Present reads are left out of the search. One could be satisfied by any write of a value, so every unknown
+//!   write of a value nothing else observes would have to stay in the search for it, which multiplies the
+//!   configurations a failing search must exhaust by the number of such writes (past a 4 M-state budget in a
+//!   5,000-operation history with 7% present reads). [`crate::present_violations`] judges them instead.
 //! - `ok:null` writes (put, delete, cas) get no deadline: each may be linearized anywhere after its invocation, or
 //!   left out entirely (see [`crate::search`] for how omission is modelled).
 //! - An `ok:null` write whose value no remaining operation observes (no get returned it, no cas expected it) is
@@ -33,9 +37,10 @@ pub(crate) fn prepare(ops: &[&Op]) -> Vec<Call> {
     let kept: Vec<usize> = effective.into_iter().filter(|&i| relevant(ops[i])).collect();
     let mut interner = Interner::new(observed);
     kept.into_iter()
-        .map(|source| {
+        .filter_map(|source| {
             let op = ops[source];
-            Call { source, action: action(op, &mut interner), invoke: op.invoke_ns, deadline: op.complete_ns }
+            let action = action(op, &mut interner)?;
+            Some(Call { source, action, invoke: op.invoke_ns, deadline: op.complete_ns })
         })
         .collect()
 }
@@ -46,11 +51,13 @@ fn may_take_effect(op: &Op) -> bool {
     op.ok != Some(false) && !unknown_get
 }
 
-fn action<'a>(op: &'a Op, interner: &mut Interner<'a>) -> Action {
+/// What the operation does to the register, or `None` for a present read, which the search leaves out.
+fn action<'a>(op: &'a Op, interner: &mut Interner<'a>) -> Option<Action> {
     let value = interner.intern(op.value.as_deref());
-    match op.op {
+    Some(match op.op {
         OpKind::Put | OpKind::Delete => Action::Write(value),
         OpKind::Get => Action::Read(value),
         OpKind::Cas => Action::Cas { expected: interner.intern(op.expected.as_deref()), new: value },
-    }
+        OpKind::Present => return None,
+    })
 }

@@ -19,7 +19,7 @@
 //! takes a newer value, or a value that comes back after it went, is a violation.
 //!
 //! Some runs also send SCAN pages (`scans.rs`): a workload key a page covered and left out is recorded as a get
-//! that found it absent.
+//! that found it absent, and one it listed as a present read.
 //!
 //! Some runs send some puts as SET NX, recorded as a cas from absent. The head alone decides whether one applies,
 //! from its own store, so this is what checks a head's store: one that lost a key the chain holds lets the put
@@ -160,8 +160,8 @@ pub struct Workload {
     ops: Vec<(OpKind, usize, u64)>,
     /// Every SCAN page sent, by index.
     pages: Vec<Page>,
-    /// SCAN pages answered, and the absent keys they recorded.
-    page_counts: (u64, u64),
+    /// SCAN pages answered, and the absent and present keys they recorded.
+    page_counts: (u64, u64, u64),
     /// SET NX answered: applied, and refused (the key was there).
     nx_counts: (u64, u64),
     nodes: Vec<NodeId>,
@@ -189,7 +189,7 @@ impl Workload {
             recorder: Recorder::new(),
             ops: Vec::new(),
             pages: Vec::new(),
-            page_counts: (0, 0),
+            page_counts: (0, 0, 0),
             nx_counts: (0, 0),
             nodes,
             after_heal,
@@ -426,28 +426,34 @@ impl Workload {
         self.next(client, world);
     }
 
-    /// Records, as reads by `client`, the keys page `page` covered and found absent (`scans.rs`).
+    /// Records, as reads by `client`, the keys page `page` covered: a get of nothing for each it left out, a
+    /// present read for each it listed (`scans.rs`).
     fn on_page(&mut self, client: usize, page: usize, reply: Reply, now: u64) {
         let page = self.pages[page];
-        let absent = match reply {
-            Reply::Scanned(scanned) => page.absent(&scanned, &self.keys_of(page.keyspace)),
+        let covered = match reply {
+            Reply::Scanned(scanned) => page.covered(&scanned, &self.keys_of(page.keyspace)),
             // A page changes nothing, so a refused or failed one has nothing to record.
             Reply::Error(..) => return,
             other => Err(format!("a scan of keyspace {} got the answer {other:?}", page.keyspace)),
         };
-        let absent = match absent {
-            Ok(absent) => absent,
+        let covered = match covered {
+            Ok(covered) => covered,
             Err(wrong) => {
                 self.wrong_answer.get_or_insert(wrong);
                 return;
             }
         };
         self.page_counts.0 += 1;
-        for k in absent {
-            let op = self.recorder.invoke(client as u64, OpKind::Get, format!("k{k}"), None, None, page.invoke_ns);
+        for (k, present) in covered {
+            let kind = if present { OpKind::Present } else { OpKind::Get };
+            let op = self.recorder.invoke(client as u64, kind, format!("k{k}"), None, None, page.invoke_ns);
             self.recorder.complete(op, Some(true), None, now);
-            self.ops.push((OpKind::Get, k, page.invoke_ns));
-            self.page_counts.1 += 1;
+            self.ops.push((kind, k, page.invoke_ns));
+            if present {
+                self.page_counts.2 += 1;
+            } else {
+                self.page_counts.1 += 1;
+            }
         }
     }
 
@@ -492,13 +498,14 @@ impl Workload {
     }
 
     /// What the run did with keyspaces, for the run's counters.
-    pub fn keyspace_counters(&self) -> [(&'static str, u64); 7] {
+    pub fn keyspace_counters(&self) -> [(&'static str, u64); 8] {
         [
             ("keyspaces created", self.setup.created as u64),
             ("operations outside default", self.elsewhere),
             ("keys of restored chains", self.set_aside.len() as u64),
             ("scan pages answered", self.page_counts.0),
             ("keys scans found absent", self.page_counts.1),
+            ("keys scans found present", self.page_counts.2),
             ("SET NX applied", self.nx_counts.0),
             ("SET NX refused", self.nx_counts.1),
         ]

@@ -56,8 +56,12 @@ fn chain_is_linearizable_under_membership_changes_and_manager_failover() {
     assert!(sum("chains left") > 10, "nodes must leave chains");
     let (keyspaces, elsewhere) = (sum("keyspaces created"), sum("operations outside default"));
     assert!(keyspaces > 10 && elsewhere > 1000, "keys must live in other keyspaces too: {keyspaces}, {elsewhere}");
-    let (pages, absent) = (sum("scan pages answered"), sum("keys scans found absent"));
-    assert!(pages > 1000 && absent > 100, "SCAN pages must be checked too: {pages} pages, {absent} absent keys");
+    let (pages, absent, present) =
+        (sum("scan pages answered"), sum("keys scans found absent"), sum("keys scans found present"));
+    assert!(
+        pages > 1000 && absent > 100 && present > 100,
+        "SCAN pages must be checked too: {pages} pages, {absent} absent keys, {present} present"
+    );
     let (applied, refused) = (sum("SET NX applied"), sum("SET NX refused"));
     assert!(applied > 100 && refused > 1000, "heads' stores must be checked too: {applied} applied, {refused} refused");
 }

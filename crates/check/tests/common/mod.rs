@@ -166,6 +166,8 @@ fn execute(planned: &mut [Planned]) {
             OpKind::Put => *current = op.value.clone(),
             OpKind::Delete => *current = None,
             OpKind::Get => op.value = current.clone(),
+            // Not generated: the search leaves present reads out (`staleness.rs` judges them).
+            OpKind::Present => {}
             OpKind::Cas if *current == op.expected => *current = op.value.clone(),
             // A cas that finds another value fails; an unknown one simply stays unknown.
             OpKind::Cas => op.ok = op.ok.map(|_| false),

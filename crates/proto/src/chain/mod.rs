@@ -144,6 +144,9 @@ pub enum PlantedBug {
     /// A SCAN page leaves out the keys on its first token (an off-by-one on the range's start) while its
     /// answer claims the whole range from there.
     ScanSkipsFirstToken,
+    /// A SCAN page also lists the keys of its range whose latest record is a delete, taking every key the
+    /// store's range read yields for a present one (`Datastore::scan_range` yields tombstones too).
+    ScanShowsTombstones,
     /// The head's store says a key is absent when a conditional write asks whether it exists, as a store that
     /// lost the key would (a compaction that took unsynced records for durable once did, after a power loss).
     /// Reads go to the tail, so only the outcome of a SET NX shows it.

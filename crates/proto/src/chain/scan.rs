@@ -23,7 +23,7 @@
 //! at a query node before the tail; an invalidation, under `ausi`, after the head), the whole page goes there;
 //! an `ausi` head leaves a page over a write that is not yet invalidated everywhere to the front-end's next try,
 //! where a GET of that key would wait. The simulator records every workload key a page covers and leaves out
-//! as a read of nothing, and checks it with the GETs (`crates/sim/src/scans.rs`).
+//! as a read of nothing, and checks it with the GETs; a key it lists, as a present read (`crates/sim/src/scans.rs`).
 //!
 //! A key past its deadline is returned until its delete, which the chain's head orders (docs/keyspaces.md,
 //! "Expiry"), reaches this node, exactly as a GET here returns it. Skipping it on this node's own clock, as
@@ -129,10 +129,29 @@ impl ChainNode {
         let skipped = Scan { from: scan.from.saturating_add(1), ..scan.clone() };
         #[cfg(feature = "planted-bugs")]
         let scan = if self.cfg.planted_bug == Some(super::PlantedBug::ScanSkipsFirstToken) { &skipped } else { scan };
-        match answer(self.store(chain), chain, scan, last) {
+        let answered = answer(self.store(chain), chain, scan, last);
+        #[cfg(feature = "planted-bugs")]
+        let answered = answered.and_then(|scanned| self.with_tombstones(chain, scan, scanned));
+        match answered {
             Ok(scanned) => Reply::Scanned(scanned),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
         }
+    }
+
+    /// With `ScanShowsTombstones`: the answer with the deleted keys of the range it covered added.
+    #[cfg(feature = "planted-bugs")]
+    fn with_tombstones(&self, chain: ChainId, scan: &Scan, mut scanned: Scanned) -> Result<Scanned, StoreError> {
+        if self.cfg.planted_bug != Some(super::PlantedBug::ScanShowsTombstones) {
+            return Ok(scanned);
+        }
+        let last = scanned.next.map_or(u64::MAX, |next| next - 1);
+        self.store(chain).scan_range(scan.from.wrapping_sub(1), last, &mut |key, entry| {
+            if entry.value.is_none() && entry.chain == chain.0 {
+                scanned.keys.push(key);
+            }
+        })?;
+        scanned.keys.sort_by_key(|key| key_token(key));
+        Ok(scanned)
     }
 
     /// About how many keys each chain kept in `chain`'s store holds: the store's keys shared evenly, as tokens
