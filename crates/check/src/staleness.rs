@@ -115,10 +115,11 @@ fn by_key(history: &History) -> BTreeMap<&str, (Vec<&Op>, Vec<&Op>)> {
 fn source_completion(read: &Op, writes: &[&Op]) -> Option<u64> {
     let done = |w: &Op| w.complete_ns.unwrap_or(u64::MAX);
     let read_done = read.complete_ns.unwrap_or(u64::MAX);
+    if read.op == OpKind::Present {
+        // Any write of a value begun by the read's completion (an equal instant counts as concurrent).
+        return writes.iter().filter(|w| w.value.is_some() && w.invoke_ns <= read_done).map(|w| done(w)).max();
+    }
     match &read.value {
-        _ if read.op == OpKind::Present => {
-            writes.iter().filter(|w| w.value.is_some() && w.invoke_ns <= read_done).map(|w| done(w)).max()
-        }
         Some(v) => writes.iter().filter(|w| w.value.as_ref() == Some(v)).map(|w| done(w)).max(),
         // A delete, or a cas that deleted, invoked before the read completed; or the initial state.
         None => {

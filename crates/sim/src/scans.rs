@@ -53,12 +53,12 @@ impl Page {
     /// whether it returned it (present) or left it out (absent); or what is wrong with the answer: a key it
     /// returned that is not one of `keys`, or lies outside the range it claims to cover.
     pub fn covered(&self, scanned: &Scanned, keys: &[(usize, Bytes)]) -> Result<Vec<(usize, bool)>, String> {
-        let covered = |key: &[u8]| {
+        let in_range = |key: &[u8]| {
             let token = key_token(key);
             token >= self.from && scanned.next.is_none_or(|next| token < next)
         };
         for returned in &scanned.keys {
-            if !keys.iter().any(|(_, k)| k == returned) || !covered(returned) {
+            if !keys.iter().any(|(_, k)| k == returned) || !in_range(returned) {
                 let next = scanned.next.map_or("the ring's end".to_string(), |n| n.to_string());
                 return Err(format!(
                     "a scan of keyspace {} from {} to {next} returned {returned:?} (token {})",
@@ -68,7 +68,7 @@ impl Page {
                 ));
             }
         }
-        let found = keys.iter().filter(|(_, k)| covered(k));
+        let found = keys.iter().filter(|(_, k)| in_range(k));
         Ok(found.map(|(index, k)| (*index, scanned.keys.contains(k))).collect())
     }
 }
