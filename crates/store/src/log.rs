@@ -266,6 +266,9 @@ impl Datastore for LogStore {
 
     fn end_sync(&mut self) {
         if let Some(synced) = self.syncing.take() {
+            if synced.active == self.segs.active_slot() {
+                self.segs.active_mut().file.job_done();
+            }
             self.synced = synced;
         }
         self.compact_slice();

@@ -29,9 +29,12 @@ pub(super) struct WriteBuffer {
     pending: Vec<u8>,
     /// `pending` is written out once it holds this many bytes; 0 writes every append at once.
     capacity: usize,
-    /// Nothing was written to the file since its last fsync, so another would make nothing more durable: a
-    /// node whose batch wrote only to other stores does not pay an fsync for this one.
-    synced: bool,
+    /// Nothing was written to the file since its last fsync or sync job was taken, so another job would make
+    /// nothing more durable: a node whose batch wrote only to other stores does not pay an fsync for this one.
+    taken: bool,
+    /// Nothing was written to the file since an fsync that has completed: what `sync` may skip on. A job that
+    /// is taken but not yet run does not count, since `sync` promises durability on return.
+    durable: bool,
     /// Space is reserved this many bytes at a time ahead of the data; 0 reserves none.
     reserve_step: u64,
     /// How far the file's space is reserved (at least `written` when anything is).
@@ -41,7 +44,16 @@ pub(super) struct WriteBuffer {
 impl WriteBuffer {
     /// Wraps `file`, which holds `written` bytes and nothing reserved after them.
     pub(super) fn new(file: Box<dyn VfsFile>, written: u64, capacity: usize, reserve_step: u64) -> WriteBuffer {
-        WriteBuffer { file, written, pending: Vec::new(), capacity, synced: false, reserve_step, reserved: written }
+        WriteBuffer {
+            file,
+            written,
+            pending: Vec::new(),
+            capacity,
+            taken: false,
+            durable: false,
+            reserve_step,
+            reserved: written,
+        }
     }
 
     /// Hands the pending bytes to the OS in one write. On a full disk it cuts off whatever part made it and
@@ -50,7 +62,7 @@ impl WriteBuffer {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.synced = false;
+        (self.taken, self.durable) = (false, false);
         self.reserve_ahead()?;
         match self.file.append(&self.pending) {
             Ok(()) => {
@@ -77,6 +89,12 @@ impl WriteBuffer {
             Err(e) if e.kind() != io::ErrorKind::StorageFull => Err(e),
             _ => Ok(()),
         }
+    }
+
+    /// The last job of [`VfsFile::begin_sync`] has run: what it covered is durable, which is everything if
+    /// nothing was written since it was taken.
+    pub(super) fn job_done(&mut self) {
+        self.durable |= self.taken;
     }
 
     /// Writes out the pending bytes and gives back the space reserved past them, durably, so the file ends
@@ -134,25 +152,29 @@ impl VfsFile for WriteBuffer {
         })
     }
 
+    /// Skips the fsync only when one has completed since the last write: with a job taken but not yet run, the
+    /// bytes it covers are not durable yet, and a caller of `sync` may record elsewhere, at once, that they are
+    /// (a chain node storing a map in which it no longer heads a chain it forwarded early for, a segment being
+    /// sealed).
     fn sync(&mut self) -> io::Result<()> {
         self.flush()?;
-        if !self.synced {
+        if !self.durable {
             self.file.sync()?;
-            self.synced = true;
+            (self.taken, self.durable) = (true, true);
         }
         Ok(())
     }
 
     /// Writes the pending bytes out first, since the job runs on the file; `None` when nothing was written
-    /// since the last sync or job. The written bytes count as synced from here on: a job that fails stops
-    /// the node (fail-stop), so no later sync relies on it.
+    /// since the last sync or job. A job that fails stops the node (fail-stop), so no later job need cover its
+    /// bytes again; the bytes count as durable only once it has run ([`WriteBuffer::job_done`]).
     fn begin_sync(&mut self) -> io::Result<Option<SyncJob>> {
         self.flush()?;
-        if self.synced {
+        if self.taken {
             return Ok(None);
         }
         let job = self.file.begin_sync()?;
-        self.synced = true;
+        self.taken = true;
         Ok(job)
     }
 
@@ -162,7 +184,7 @@ impl VfsFile for WriteBuffer {
             return Ok(());
         }
         self.pending.clear();
-        self.synced = false;
+        (self.taken, self.durable) = (false, false);
         self.file.truncate(len)?;
         (self.written, self.reserved) = (len, len);
         Ok(())
@@ -270,10 +292,23 @@ mod tests {
         let job = buf.begin_sync().unwrap().expect("a write owes a sync");
         assert_eq!(buf.file.len().unwrap(), 2, "the pending bytes reach the file before the job is taken");
         assert!(buf.begin_sync().unwrap().is_none(), "nothing new since the job");
-        buf.sync().unwrap();
-        assert_eq!(count(), 0, "the job stands for the sync");
         job().unwrap();
+        buf.job_done();
         assert_eq!(count(), 1);
+        buf.sync().unwrap();
+        assert_eq!(count(), 1, "the job that ran stands for the sync");
+    }
+
+    /// Seed 160 of the simulator's membership sweep: a head that forwarded an update before its fsync stored a map
+    /// in which it no longer heads the chain, trusting a `sync` that returned while the job covering the update
+    /// had not yet run; power was lost before it did.
+    #[test]
+    fn a_sync_while_a_job_is_out_makes_the_bytes_durable_itself() {
+        let (vfs, mut buf) = buffered(64);
+        buf.append(b"update").unwrap();
+        let _job = buf.begin_sync().unwrap().expect("a write owes a sync");
+        buf.sync().unwrap();
+        assert_eq!(vfs.unsynced_bytes(), 0, "a power loss now would keep the update");
     }
 
     #[test]
