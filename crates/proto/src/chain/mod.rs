@@ -59,7 +59,7 @@ use meridian_core::{
 };
 use meridian_store::{Datastore, StoreError, StoreStats};
 use replica::{Answered, Replica, Role};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use stores::Stores;
@@ -297,24 +297,34 @@ pub struct ChainNode {
     budgets: BTreeMap<ChainId, u64>,
 }
 
+/// What a node knows of its run before this start, as [`ChainNode::new`] judges its replicas by it.
+#[derive(Clone, Copy, Debug)]
+pub struct PreviousRun<'a> {
+    /// The map the node stored last, if it ran before.
+    pub map: Option<&'a ClusterMap>,
+    /// The run made every write durable as it stopped (`node/clean_stop.rs`).
+    pub clean_stop: bool,
+    /// The chains whose replicas it had counted lost and neither left nor had restored (`node/lost_replicas.rs`).
+    pub lost: &'a BTreeSet<ChainId>,
+}
+
 impl ChainNode {
     /// Builds the node's state from its datastores' logs. `incarnation` must differ between runs of the
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
-    /// `previous` is the map the node stored last before this start, if it ran before: the replicas it gave
-    /// this node in kinds that do not survive a restart are lost, and so are those it gave it as a head passing
-    /// updates on before its fsync, unless the previous run made every write durable as it stopped
-    /// (`clean_stop`).
+    /// `previous` says what the node knows of its run before this start ([`PreviousRun`]): the replicas the map
+    /// it stored last gave it in kinds that do not survive a restart are lost, so are those it gave it as a head
+    /// passing updates on before its fsync, unless that run made every write durable as it stopped, and so are
+    /// those that run had counted lost.
     pub fn new(
         me: NodeId,
         cfg: ChainConfig,
         mut stores: Stores,
         incarnation: u64,
-        previous: Option<&ClusterMap>,
-        clean_stop: bool,
+        previous: PreviousRun,
     ) -> Result<ChainNode, StoreError> {
-        let kind_in = |chain: ChainId| previous.and_then(|m| m.chains.get(&chain)).and_then(|c| c.kind_of(me));
+        let kind_in = |chain: ChainId| previous.map.and_then(|m| m.chains.get(&chain)).and_then(|c| c.kind_of(me));
         let (mut replicas, stale) = recovery::recover_all(&stores, &kind_in)?;
-        if let Some(map) = previous {
+        if let Some(map) = previous.map {
             for (chain, key) in stale {
                 let store = stores.get_mut(key).expect("a store that holds a chain is open");
                 store.append(&membership::drop_record(chain, map.partitions))?;
@@ -327,7 +337,8 @@ impl ChainNode {
             #[cfg(not(feature = "planted-bugs"))]
             let (trusting, trusting_heads) = (false, false);
             if !trusting {
-                recovery::mark_lost(me, map, &mut replicas, trusting_heads || clean_stop);
+                let heads_synced = trusting_heads || previous.clean_stop;
+                recovery::mark_lost(me, map, &mut replicas, heads_synced, previous.lost);
             }
         }
         let lost = replicas.values().filter(|r| r.lost).count() as u64;
@@ -414,6 +425,11 @@ impl ChainNode {
     }
 
     /// (chain, LU, LA, view) for every chain this node is an active member of.
+    /// The chains whose replicas here are lost: what a restart must count lost again.
+    pub fn lost_chains(&self) -> BTreeSet<ChainId> {
+        self.replicas.iter().filter(|(_, r)| r.lost).map(|(&id, _)| id).collect()
+    }
+
     pub fn positions(&self) -> impl Iterator<Item = (ChainId, u64, u64, u64)> + '_ {
         self.replicas.iter().filter(|(_, r)| r.is_active()).filter_map(|(&id, r)| Some((id, r.lu, r.la, r.view()?)))
     }

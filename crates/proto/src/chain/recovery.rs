@@ -15,7 +15,7 @@ use super::stores::{StoreKey, Stores};
 use crate::manager::map::{ChainView, ClusterMap};
 use meridian_core::{ChainId, ChainMap, NodeId, ReplicaKind};
 use meridian_store::{Body, Datastore, Record, StoreError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Every chain's replica, and the stale copies to drop: see [`recover_all`].
 type Recovered = (ChainMap<Replica>, Vec<(ChainId, StoreKey)>);
@@ -82,13 +82,20 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
 }
 
 /// Marks lost the replicas `map` (the one the node stored last) gave this node as a member that may miss
-/// acknowledged writes: those of kinds that do not survive a restart, and, unless `heads_synced` (the previous
+/// acknowledged writes: those of kinds that do not survive a restart; unless `heads_synced` (the previous
 /// run made every write durable as it stopped), those of chains it headed passing updates on before its fsync
-/// ([`ClusterMap::head_forwards_early`]). A `buffered` or `log` one keeps what its log holds, in case the chain
+/// ([`ClusterMap::head_forwards_early`]); and those an earlier run counted lost (`was_lost`), whatever the map
+/// has made of their position since. A `buffered` or `log` one keeps what its log holds, in case the chain
 /// has nothing better.
-pub fn mark_lost(me: NodeId, map: &ClusterMap, replicas: &mut ChainMap<Replica>, heads_synced: bool) {
+pub fn mark_lost(
+    me: NodeId,
+    map: &ClusterMap,
+    replicas: &mut ChainMap<Replica>,
+    heads_synced: bool,
+    was_lost: &BTreeSet<ChainId>,
+) {
     let at_risk = |c: &ChainView, kind: ReplicaKind| {
-        !kind.survives_restart() || (!heads_synced && map.head_forwards_early(c, me))
+        !kind.survives_restart() || (!heads_synced && map.head_forwards_early(c, me)) || was_lost.contains(&c.id)
     };
     for c in map.chains.values() {
         let Some(kind) = c.position(me).map(|i| c.kinds[i]).filter(|&k| at_risk(c, k)) else { continue };

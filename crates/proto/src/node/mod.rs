@@ -8,11 +8,12 @@
 
 mod admin;
 mod clean_stop;
+mod lost_replicas;
 mod metrics;
 mod status;
 
 use crate::chain::stores::{StoreSpec, Stores};
-use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx};
+use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx, PreviousRun};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
 use crate::manager::map::{ClusterMap, MapCommand, NodeAddrs};
@@ -21,11 +22,11 @@ use crate::manager::msg::MgrMsg;
 use crate::manager::placement::DEFAULT_PARTITIONS;
 use crate::manager::raft::RaftMsg;
 use meridian_core::{
-    ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
+    ChainId, ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
 };
 use meridian_store::{LogOptions, StoreError, StoreStats, Vfs};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -108,6 +109,8 @@ pub struct ClusterNode {
     requests: BTreeMap<KeyspaceId, metrics::KeyspaceRequests>,
     /// The chain core's effects, lifted into the node's after each step; kept so a step allocates nothing.
     chain_fx: ChainFx,
+    /// The lost replicas as `lost_replicas` last stored them.
+    lost_stored: BTreeSet<ChainId>,
 }
 
 impl ClusterNode {
@@ -128,10 +131,15 @@ impl ClusterNode {
         };
         let spec = StoreSpec { vfs: setup.vfs.clone(), dir: setup.dir.join("keyspaces"), log };
         let stores = Stores::open(spec, keyspaces, dropped).map_err(|e| format!("datastores: {e}"))?;
-        let clean = clean_stop::take(&*setup.vfs, &setup.dir).map_err(|e| format!("clean-stop marker: {e}"))?;
-        let previous = agent.map().map(|m| m.as_ref());
-        let chain = ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation, previous, clean)
+        let clean_stop = clean_stop::take(&*setup.vfs, &setup.dir).map_err(|e| format!("clean-stop marker: {e}"))?;
+        let lost = lost_replicas::load(&*setup.vfs, &setup.dir).map_err(|e| format!("lost replicas: {e}"))?;
+        let previous = PreviousRun { map: agent.map().map(|m| m.as_ref()), clean_stop, lost: &lost };
+        let chain = ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation, previous)
             .map_err(|e: StoreError| e.to_string())?;
+        let lost_stored = chain.lost_chains();
+        if lost_stored != lost {
+            lost_replicas::store(&*setup.vfs, &setup.dir, &lost_stored).map_err(|e| format!("lost replicas: {e}"))?;
+        }
         let (manager, opened) = if voters.contains(&me) {
             let boot = bootstrap(&setup.initial, cfg.partitions);
             let dir = setup.dir.join("raft");
@@ -156,6 +164,7 @@ impl ClusterNode {
             pending_admin: Vec::new(),
             requests: BTreeMap::new(),
             chain_fx: ChainFx::new(),
+            lost_stored,
         })
     }
 
@@ -245,10 +254,22 @@ impl ClusterNode {
             Learned::Map(map) => {
                 self.announce_addresses(&map, out);
                 self.chain_step(out, |c, fx| c.adopt(map, now, fx));
+                self.store_lost();
                 self.settle_admin(out);
             }
             Learned::Leases { chains, until } => self.chain_step(out, |c, fx| c.grant(&chains, until, now, fx)),
             Learned::Refused { ask, reason } => self.admin_refused(ask, reason, out),
+        }
+    }
+
+    /// Stores the lost replicas again if a map took some out of that state (the node left their chains, or the
+    /// map restored from them) or marked more: a restart must count lost what is lost now, and only that.
+    fn store_lost(&mut self) {
+        let lost = self.chain.lost_chains();
+        if lost != self.lost_stored {
+            let stored = lost_replicas::store(&*self.vfs, &self.dir, &lost);
+            stored.expect("the node's lost-replica file must be writable (fail-stop)");
+            self.lost_stored = lost;
         }
     }
 

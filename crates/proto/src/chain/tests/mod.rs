@@ -34,14 +34,13 @@ fn addrs(id: u32) -> NodeAddrs {
     NodeAddrs { peer_addr: format!("h:{id}"), resp_addr: String::new(), http_addr: None }
 }
 
-/// Node `id` on `disk`, in its `run`-th start; `previous` is the map it acted on before, and `clean_stop` says
-/// whether its previous run stopped cleanly.
-fn open(id: NodeId, disk: &SimVfs, run: u64, previous: Option<&ClusterMap>, clean_stop: bool) -> ChainNode {
+/// Node `id` on `disk`, in its `run`-th start; `previous` says what it knew of the run before.
+fn open(id: NodeId, disk: &SimVfs, run: u64, previous: PreviousRun) -> ChainNode {
     let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/d".into(), log: LogOptions::default() };
-    let stores = Stores::open(spec, [(KeyspaceId::DEFAULT, previous.is_some_and(cache))], []).unwrap();
+    let stores = Stores::open(spec, [(KeyspaceId::DEFAULT, previous.map.is_some_and(cache))], []).unwrap();
     // The harness's clock stands still, so pre-copies must not wait for their pace.
     let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
-    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000 + run, previous, clean_stop).unwrap()
+    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000 + run, previous).unwrap()
 }
 
 /// Whether the map makes `default` a cache keyspace.
@@ -111,11 +110,13 @@ impl Harness {
 
     fn boot_after(&mut self, id: NodeId, clean_stop: bool) {
         let disk = self.disks.entry(id).or_default().clone();
-        let (run, previous) = match self.nodes.get(&id) {
-            Some(old) => (old.incarnation % 1000 + 1, old.map.clone()),
-            None => (0, None),
+        // The lost chains stand for the node's lost-replica file, which it keeps across restarts.
+        let (run, map, lost) = match self.nodes.get(&id) {
+            Some(old) => (old.incarnation % 1000 + 1, old.map.clone(), old.lost_chains()),
+            None => (0, None, BTreeSet::new()),
         };
-        self.nodes.insert(id, open(id, &disk, run, previous.as_deref(), clean_stop));
+        let previous = PreviousRun { map: map.as_deref(), clean_stop, lost: &lost };
+        self.nodes.insert(id, open(id, &disk, run, previous));
         self.feed(id, |n, fx| n.start(Time::ZERO, fx));
     }
 
@@ -683,6 +684,26 @@ fn a_head_that_stopped_cleanly_keeps_its_replica() {
     assert!(h.lost(head).is_empty());
     h.written(head.0, "b", "2");
     assert_eq!(h.lu(head.0), 2);
+}
+
+/// A replica counted lost stays lost across later restarts until the map deals with it, even when the restart
+/// follows a clean stop (which spares a head that forwarded early its verdict) or a map in which the node no
+/// longer heads the chain: neither makes its log whole. Sim seed 500018 (a power loss, then a clean stop before
+/// the manager had recorded the loss) restarted such a head trusting a log shorter than its successor's.
+#[test]
+fn a_lost_replica_stays_lost_after_a_clean_stop() {
+    let mut h = Harness::new(3, 3);
+    h.written(1, "a", "1");
+    let (head, mid, _) = h.members();
+    h.unsynced = vec![head];
+    assert_eq!(h.request(mid.0, put("b", "2")), Some(OK_NEW));
+    h.unsynced.clear();
+    h.restart(head);
+    // Before the manager records the loss, the node stops cleanly and starts again.
+    assert_eq!(h.nodes[&head].reports().lost, vec![(ChainId(0), 1)]);
+    h.restart_after(head, true);
+    assert_eq!(h.nodes[&head].reports().lost, vec![(ChainId(0), 1)], "the clean stop made nothing whole");
+    assert_eq!(h.request(mid.0, put("c", "3")), None, "the chain still waits for its repair");
 }
 
 /// Only the head of an `su` chain passes updates on early, so only it is lost after a restart: under `au` the
