@@ -78,7 +78,8 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
         }
         same_epoch_same_map(live)?;
         one_tail_per_chain(live)?;
-        chain_property(live)
+        chain_property(live)?;
+        restored_only_without_a_durable_kind(live)
     });
     let counters = Box::new(|node: &ClusterNode| {
         let stats = node.store_stats();
@@ -156,6 +157,23 @@ fn one_tail_per_chain(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(
             if let Some((o, v)) = other(&mut readers).filter(|&(_, v)| v != view) {
                 return Err(format!("chain {chain}: {o} serves reads at view {v} and {id} at view {view}"));
             }
+        }
+    }
+    Ok(())
+}
+
+/// A chain is restored from a lost replica, giving up the writes it missed, only in a keyspace that keeps no
+/// replica that survives a restart (`docs/keyspaces.md`, "Replica types"): with a `log` replica in the chain, some
+/// member always holds every acknowledged write durably, and the chain waits for it.
+fn restored_only_without_a_durable_kind(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+    let Some(map) = live.values().filter_map(|(n, _)| n.map()).max_by_key(|m| m.epoch) else { return Ok(()) };
+    for c in map.chains.values().filter(|c| c.restored.is_some()) {
+        let Some(keyspace) = map.keyspaces.get(&c.id.keyspace()) else { continue };
+        if keyspace.config.replicas.iter().any(|k| k.survives_restart()) {
+            return Err(format!(
+                "chain {} was restored from a lost replica though its keyspace keeps {:?}: acknowledged writes may be lost",
+                c.id, keyspace.config.replicas
+            ));
         }
     }
     Ok(())

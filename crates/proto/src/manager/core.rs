@@ -215,11 +215,9 @@ impl ManagerCore {
         lead.prune_proposals(now, self.cfg.retry);
         let failed = lead.overdue(&self.map, now, self.cfg.failure_timeout);
         let mut cmds: Vec<MapCommand> = failed.into_iter().map(|id| MapCommand::NodeFailed { id }).collect();
-        // A removal has nothing to wait for: the chain's members repair themselves as they adopt the view.
-        cmds.extend(self.map.chains.values().filter_map(|c| match c.change {
-            Some(ChainChange::Remove { step, .. }) => Some(MapCommand::StepDone { chain: c.id, step }),
-            _ => None,
-        }));
+        // The chain's members repair themselves as they adopt the view, so a removal waits at most for its head.
+        let removed = lead.removals_done(&self.map);
+        cmds.extend(removed.into_iter().map(|(chain, step)| MapCommand::StepDone { chain, step }));
         cmds.extend(self.restorations());
         cmds.extend(
             next_steps_with(&self.map, &self.cfg.limits)
@@ -265,7 +263,8 @@ impl ManagerCore {
     }
 
     /// `ReplicaRestored` for each chain that has no whole replica left, once every live member that lost its
-    /// replica has said what it holds: the one holding the most is kept (the lowest node id on a tie).
+    /// replica has said what it holds: of those the map would restore from, the one holding the most is kept
+    /// (the lowest node id on a tie).
     fn restorations(&self) -> Vec<MapCommand> {
         let lead = self.lead.as_ref().expect("leading");
         let mut cmds = Vec::new();
@@ -276,11 +275,10 @@ impl ManagerCore {
                 .filter_map(|(&node, &inc)| lead.lost_lu(c.id, node, inc).map(|lu| (lu, node, inc)))
                 .collect();
             let silent = c.lost.keys().any(|&n| self.map.is_live(n) && !held.iter().any(|h| h.1 == n));
-            let best = held.into_iter().max_by_key(|&(lu, node, _)| (lu, std::cmp::Reverse(node)));
+            let restorable = held.into_iter().filter(|&(_, node, inc)| self.map.restorable(c.id, node, inc).is_ok());
+            let best = restorable.max_by_key(|&(lu, node, _)| (lu, std::cmp::Reverse(node)));
             if let (false, Some((_, node, incarnation))) = (silent, best) {
-                if self.map.restorable(c.id, node, incarnation).is_ok() {
-                    cmds.push(MapCommand::ReplicaRestored { chain: c.id, node, incarnation });
-                }
+                cmds.push(MapCommand::ReplicaRestored { chain: c.id, node, incarnation });
             }
         }
         cmds

@@ -13,7 +13,7 @@
 //! timeouts at most, and its leases last one lease term after that. In Raft's first term there was no earlier leader,
 //! so nothing to wait for.
 
-use super::map::{ChainView, ClusterMap};
+use super::map::{ChainChange, ChainView, ClusterMap};
 use meridian_core::time::DRIFT_MAX_PPM;
 use meridian_core::{ChainId, NodeId, Time};
 use std::collections::BTreeMap;
@@ -44,6 +44,9 @@ pub struct Leadership {
     proposed: BTreeMap<Vec<u8>, Time>,
     /// The replicas each node last reported lost: (chain, node) → (the node's incarnation, LU it holds).
     lost: BTreeMap<(ChainId, NodeId), (u64, u64)>,
+    /// Removals that wait for their chain's head (`ClusterMap::early_forwarding_ended_by`), by step, with the
+    /// map epoch at which this leader first saw each under way: one the head must report.
+    removals: BTreeMap<u64, u64>,
 }
 
 /// `d` stretched by the drift bound and the safety factor: a wait on this clock that surely covers `d` on
@@ -62,6 +65,7 @@ impl Leadership {
             grants: BTreeMap::new(),
             proposed: BTreeMap::new(),
             lost: BTreeMap::new(),
+            removals: BTreeMap::new(),
         }
     }
 
@@ -101,6 +105,28 @@ impl Leadership {
             .map(|(&id, _)| id)
             .filter(|id| now.since(*self.heard.get(id).unwrap_or(&self.since)) > timeout)
             .collect()
+    }
+
+    /// The Remove steps of `map` that may end now: all of them, but those whose chain's head must first adopt a
+    /// map in which the step is under way ([`ClusterMap::early_forwarding_ended_by`]) and has not yet said so.
+    pub fn removals_done(&mut self, map: &ClusterMap) -> Vec<(ChainId, u64)> {
+        let mut done = Vec::new();
+        let mut waiting = BTreeMap::new();
+        for c in map.chains.values() {
+            let Some(ChainChange::Remove { step, .. }) = c.change else { continue };
+            match map.early_forwarding_ended_by(c) {
+                Some(head) => {
+                    let since = self.removals.get(&step).copied().unwrap_or(map.epoch);
+                    if self.knows(head, since) {
+                        done.push((c.id, step));
+                    }
+                    waiting.insert(step, since);
+                }
+                None => done.push((c.id, step)),
+            }
+        }
+        self.removals = waiting;
+        done
     }
 
     fn knows(&self, node: NodeId, epoch: u64) -> bool {
@@ -281,5 +307,47 @@ mod tests {
         lead.heard(NodeId(1), 1, at(2.0));
         let overdue = lead.overdue(&map, at(3.5), Duration::from_secs(3));
         assert_eq!(overdue, vec![NodeId(2), NodeId(3)]);
+    }
+
+    /// A Remove that takes out the last member after an `su` head that keeps a log (here the tail of a
+    /// `log,mem,log` chain) ends only once the head has adopted a map in which it is under way: until then the
+    /// head may hold, unsynced, updates it passed on early whose only durable copy is on the removed member. Sim
+    /// seed 930384 (`mem,log`, full nemesis) lost such writes when the head lost power right after the TRUNCATE.
+    /// Any other Remove ends at once.
+    #[test]
+    fn a_removal_that_ends_early_forwarding_waits_for_the_head() {
+        use meridian_core::ReplicaKind::{Log, Mem};
+        let config = meridian_core::KeyspaceConfig::with_replicas(vec![Log, Mem, Log]);
+        for (mut map, waits) in [(map3_with(config), true), (map3(), false)] {
+            let mut lead = Leadership::new(1, at(0.0));
+            let c = &map.chains[&ChainId(0)];
+            let (head, view, node, step) = (c.members[0], c.view, c.tail().unwrap(), map.next_step);
+            let change = ChainChange::Remove { node, step };
+            map.apply(&MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change }).unwrap();
+            lead.heard(head, map.epoch - 1, at(0.1));
+            let done = lead.removals_done(&map);
+            assert_eq!(done.is_empty(), waits, "before the head has the step's map");
+            lead.heard(head, map.epoch, at(0.2));
+            assert_eq!(lead.removals_done(&map), vec![(ChainId(0), step)]);
+        }
+    }
+
+    /// A joiner still flushing keeps what it is sent in memory, so it gives an `su` head no reason to pass updates
+    /// on before its fsync: with a `log,mem` chain taking a `log` joiner before its tail, the head forwards early
+    /// only once the flush is done. Sim seed 930746 (`mem,log`, full nemesis) lost acknowledged writes when such a
+    /// head and the memory tail lost power during the flush.
+    #[test]
+    fn a_flushing_joiner_does_not_let_the_head_forward_early() {
+        use meridian_core::ReplicaKind::{Log, Mem};
+        let mut map = map3_with(meridian_core::KeyspaceConfig::with_replicas(vec![Log, Mem]));
+        let c = &map.chains[&ChainId(0)];
+        let (head, view, step) = (c.members[0], c.view, map.next_step);
+        let node = (1..=3).map(NodeId).find(|n| !c.contains(*n)).unwrap();
+        let change = ChainChange::Add { node, position: 1, step, inserted: false, kind: Log };
+        map.apply(&MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change }).unwrap();
+        map.apply(&MapCommand::AddInserted { chain: ChainId(0), step }).unwrap();
+        assert!(!map.head_forwards_early(&map.chains[&ChainId(0)], head), "the joiner is flushing");
+        map.apply(&MapCommand::StepDone { chain: ChainId(0), step }).unwrap();
+        assert!(map.head_forwards_early(&map.chains[&ChainId(0)], head), "the joiner's log holds every update");
     }
 }

@@ -19,7 +19,9 @@
 //! 3. **Remove surplus**: otherwise, a member that is not in the target is removed, unless it is the last
 //!    member: the one nearest the tail whose kind the chain has more of than its configuration wants, else
 //!    the one nearest the tail. With a new node inserted before the old tail this is the seed's TRUNCATE of
-//!    the surplus tail (R+1 → R).
+//!    the surplus tail (R+1 → R). A member that keeps the chain's only replica surviving a restart stays until
+//!    the chain has another (rule 4 makes room for it), so draining nodes never leaves a keyspace configured
+//!    with a `log` replica without one.
 //! 4. **Retype**: a chain whose members are its target but whose kinds are not the configured ones (targets
 //!    moved in the middle of a swap) removes the member nearest the tail of a kind it has too many of; rule
 //!    2 then adds it back, copied afresh into a kind the chain lacks.
@@ -159,6 +161,14 @@ fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) ->
     // Members not in the target, nearest the tail first.
     let surplus: Vec<usize> = (0..c.members.len()).rev().filter(|&i| !target.contains(&c.members[i])).collect();
     let remove = |i: usize| Some(ChainChange::Remove { node: c.members[i], step });
+    // A configuration with a kind that survives a restart never runs without one (`kinds.rs`).
+    let durable = |k: &ReplicaKind| k.survives_restart();
+    let keeps_durable =
+        |i: usize| !config.iter().any(durable) || c.kinds.iter().enumerate().any(|(j, k)| j != i && durable(k));
+    let retype = || {
+        let extra = |&i: &usize| too_many.contains(&c.kinds[i]) && keeps_durable(i);
+        (0..c.members.len()).rev().find(extra).and_then(remove)
+    };
     match missing {
         Some(node) if c.members.len() <= map.replication(c.id) => {
             let staying: Vec<ReplicaKind> =
@@ -171,9 +181,15 @@ fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) ->
         _ if c.members.len() <= 1 => None,
         _ if !surplus.is_empty() => {
             let extra = surplus.iter().copied().find(|&i| too_many.contains(&c.kinds[i]));
-            remove(extra.unwrap_or(surplus[0]))
+            let leaving = extra.unwrap_or(surplus[0]);
+            // The last durable member leaves only once a staying member holds that kind, copied afresh.
+            if keeps_durable(leaving) {
+                remove(leaving)
+            } else {
+                retype()
+            }
         }
-        None => (0..c.members.len()).rev().find(|&i| too_many.contains(&c.kinds[i])).and_then(remove),
+        None => retype(),
         Some(_) => None,
     }
 }

@@ -51,6 +51,7 @@ impl Sim {
             panic!("after {cmd:?}: {e}\n{:#?}", self.map);
         }
         keeps_a_live_replica(&before, &self.map, &cmd);
+        keeps_a_durable_replica(&before, &self.map, &cmd);
         views_follow_members(&before, &self.map, &cmd);
         if !matches!(cmd, MapCommand::StepDone { .. }) {
             let shrank = |b: &&ChainView| self.map.chains.get(&b.id).is_some_and(|a| a.members.len() < b.members.len());
@@ -147,6 +148,36 @@ fn assert_ids_follow(map: &ClusterMap, steps: &[(ChainId, u64, ChainChange)]) {
     let expected: Vec<u64> = (map.next_step..).take(steps.len()).collect();
     assert_eq!(ids, expected);
     assert!(steps.iter().all(|(_, _, c)| !matches!(c, ChainChange::Add { inserted: true, .. })));
+}
+
+/// A chain of a keyspace configured with a kind that survives a restart, once it holds a whole replica of such a
+/// kind, keeps one through every step, unless an operator removed
+/// the node of the last one for good after it failed, it was a joiner not yet flushed (which holds nothing the
+/// chain relies on), or a fault took it: draining nodes out never leaves such a keyspace with only memory
+/// replicas.
+fn keeps_a_durable_replica(before: &ClusterMap, after: &ClusterMap, cmd: &MapCommand) {
+    let wants_durable = |id: &ChainId| {
+        let config = after.keyspaces.get(&id.keyspace()).map(|k| &k.config.replicas);
+        config.is_some_and(|kinds| kinds.iter().any(|k| k.survives_restart()))
+    };
+    for (id, b) in before.chains.iter().filter(|(id, _)| after.chains.contains_key(id) && wants_durable(id)) {
+        let durable = |c: &ChainView| {
+            let kept =
+                |(&m, k): (&NodeId, &ReplicaKind)| (k.survives_restart() && !c.lost.contains_key(&m)).then_some(m);
+            c.members.iter().zip(&c.kinds).filter_map(kept).collect::<Vec<_>>()
+        };
+        let (had, has) = (durable(b), durable(&after.chains[id]));
+        let joiner = |m: NodeId| matches!(b.change, Some(ChainChange::Add { node, .. }) if node == m);
+        let given_up = |m: NodeId| joiner(m) || (!after.is_live(m) && after.nodes.get(&m).is_some_and(|n| n.departed));
+        // A replica's loss is a fault, not a step; restoring settles a chain with no whole replica left.
+        let fault = matches!(cmd, MapCommand::ReplicaLost { .. } | MapCommand::ReplicaRestored { .. });
+        assert!(
+            had.is_empty() || !has.is_empty() || fault || had.iter().all(|&m| given_up(m)),
+            "chain {id} lost its last durable replica to {cmd:?}: {b:?} -> {:?}; {:?}",
+            after.chains[id],
+            before.nodes
+        );
+    }
 }
 
 /// A chain goes from some live member to none only when its members fail.
@@ -731,6 +762,29 @@ fn lost_replicas_are_repaired_and_the_only_log_replica_is_waited_for() {
     let refusal = MapError::WholeReplica { chain: id, node: d };
     assert_eq!(sim.map.restorable(id, m, 8), Err(refusal), "a failed log member comes back whole");
     sim.apply(MapCommand::NodeRecovered { id: d }).unwrap();
+    sim.drain();
+    assert_converged(&sim.map);
+}
+
+/// A chain whose members all lost their replicas is restored from one of them, whichever kinds they are: a
+/// `log` member recorded lost (a head that passed updates on before its fsync and then lost power) does not come
+/// back whole, so it is no reason to wait. Sim seed 930384 (`mem,log`, full nemesis) stuck a chain of a lost
+/// `log` head and a lost memory tail for good: the leader picked the memory one, and the map refused it for the
+/// `log` one's sake.
+#[test]
+fn a_chain_whose_log_member_is_lost_too_is_restored() {
+    use meridian_core::{KeyspaceConfig, KeyspaceId, ReplicaKind::*};
+    let mut sim = Sim::new(bootstrapped(2, 2, 1), PlanLimits::default());
+    let config = KeyspaceConfig::with_replicas(vec![Log, Mem]);
+    sim.apply(MapCommand::CreateKeyspace { name: "dm".into(), config }).unwrap();
+    let id = ChainId::new(KeyspaceId(1), 0);
+    let (d, m) = (sim.map.chains[&id].members[0], sim.map.chains[&id].members[1]);
+    sim.apply(MapCommand::ReplicaLost { chain: id, node: d, incarnation: 7 }).unwrap();
+    sim.apply(MapCommand::ReplicaLost { chain: id, node: m, incarnation: 8 }).unwrap();
+    assert_eq!(sim.map.restorable(id, m, 8), Ok(()), "the lost log replica is no whole one");
+    assert_eq!(sim.map.restorable(id, d, 7), Ok(()));
+    sim.apply(MapCommand::ReplicaRestored { chain: id, node: m, incarnation: 8 }).unwrap();
+    assert_eq!(sim.map.chains[&id].members, vec![m]);
     sim.drain();
     assert_converged(&sim.map);
 }

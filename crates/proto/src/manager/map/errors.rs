@@ -99,6 +99,13 @@ pub enum MapError {
         chain: ChainId,
         node: NodeId,
     },
+    /// `ReplicaRestored` of a member that is not live while `live`, another member, is: the chain would be
+    /// left with no member that serves.
+    RestoreFromFailed {
+        chain: ChainId,
+        node: NodeId,
+        live: NodeId,
+    },
     KeyspaceExists(String),
     UnknownKeyspace(String),
     /// `default` cannot be dropped.
@@ -153,6 +160,9 @@ impl fmt::Display for MapError {
             }
             MapError::NotLost { chain, node } => write!(f, "{node}'s replica of chain {chain} is not lost"),
             MapError::WholeReplica { chain, node } => write!(f, "{node} still holds a whole replica of chain {chain}"),
+            MapError::RestoreFromFailed { chain, node, live } => {
+                write!(f, "chain {chain} cannot be restored from {node}, which is down, while {live} is up")
+            }
             MapError::KeyspaceExists(name) => write!(f, "keyspace {name:?} already exists"),
             MapError::UnknownKeyspace(name) => write!(f, "unknown keyspace {name:?}"),
             MapError::DefaultKeyspace => write!(f, "the {DEFAULT_KEYSPACE} keyspace cannot be dropped"),

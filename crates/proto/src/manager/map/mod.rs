@@ -281,6 +281,23 @@ pub enum Applied {
     Unchanged,
 }
 
+/// The member the Remove in flight on `c` takes out, if one is under way.
+fn removed_by(c: &ChainView) -> Option<NodeId> {
+    match c.change {
+        Some(ChainChange::Remove { node, .. }) => Some(node),
+        _ => None,
+    }
+}
+
+/// The joiner the Add in flight on `c` has inserted, if one is flushing: it keeps what it is sent in memory
+/// (the temporary store) until its flush is done.
+fn flushing_in(c: &ChainView) -> Option<NodeId> {
+    match c.change {
+        Some(ChainChange::Add { node, inserted: true, .. }) => Some(node),
+        _ => None,
+    }
+}
+
 impl ClusterMap {
     pub fn is_bootstrapped(&self) -> bool {
         self.partitions != 0
@@ -330,10 +347,33 @@ impl ClusterMap {
     /// successor has them), so a node that restarts as such a head counts its replica lost and the chain is
     /// repaired from the others (`chain/recovery.rs`). Under `au` and `ausi` the head answers writes itself, so
     /// it must hold them durably.
+    ///
+    /// A member a Remove in flight takes out does not count: from the map that starts the step on, the head
+    /// makes its updates durable before it passes them on, so that once it has adopted that map (and synced
+    /// every earlier write as it did, `ChainNode::sync_before_map`) the step may end without leaving an
+    /// acknowledged write durable on the removed member alone ([`ClusterMap::early_forwarding_ended_by`]).
+    ///
+    /// Nor does a joiner still flushing, which holds what it is sent in memory: with it the only `log` member
+    /// after the head, an acknowledged write would be durable nowhere until the head's own fsync.
     pub fn head_forwards_early(&self, c: &ChainView, node: NodeId) -> bool {
-        c.members.first() == Some(&node)
-            && c.kinds.iter().skip(1).any(|k| k.survives_restart())
-            && self.update_mode(c.id.keyspace()) == Some(UpdateMode::Su)
+        self.forwards_early_without(c, node, removed_by(c))
+    }
+
+    /// The head whose early forwarding the Remove in flight on `c` ends, if it does: the step may end only once
+    /// that head has adopted a map in which the step is under way, having made every earlier write durable.
+    /// Otherwise the removed member could hold the only durable copy of an acknowledged write the head passed
+    /// on before its fsync (and then lost to a power loss).
+    pub fn early_forwarding_ended_by(&self, c: &ChainView) -> Option<NodeId> {
+        let head = *c.members.first()?;
+        let removed = removed_by(c)?;
+        let ends = self.forwards_early_without(c, head, None) && !self.forwards_early_without(c, head, Some(removed));
+        (head != removed && ends).then_some(head)
+    }
+
+    fn forwards_early_without(&self, c: &ChainView, node: NodeId, removed: Option<NodeId>) -> bool {
+        let holds = |m: NodeId| Some(m) != removed && Some(m) != flushing_in(c);
+        let durable_after = c.members.iter().zip(&c.kinds).skip(1).any(|(&m, k)| holds(m) && k.survives_restart());
+        c.members.first() == Some(&node) && durable_after && self.update_mode(c.id.keyspace()) == Some(UpdateMode::Su)
     }
 
     fn update_mode(&self, keyspace: KeyspaceId) -> Option<UpdateMode> {
@@ -501,16 +541,22 @@ impl ClusterMap {
     }
 
     /// Whether `ReplicaRestored` would be accepted: `node`'s replica is lost as `incarnation`, every other
-    /// member is lost or Failed, and none of them keeps a replica that survives a restart (a Failed `log`
-    /// member comes back whole: the chain waits for it).
+    /// member is lost or Failed, no Failed one that is not lost keeps a replica that survives a restart (a
+    /// Failed `log` member comes back whole: the chain waits for it), and `node` is live unless no member is. A
+    /// member recorded lost never comes back whole, whatever its kind: a `log` replica is lost when its head
+    /// passed updates on before its fsync, and its node keeps that verdict across restarts.
     pub fn restorable(&self, chain: ChainId, node: NodeId, incarnation: u64) -> Result<(), MapError> {
         let c = self.member_of(chain, node)?;
         if c.lost.get(&node) != Some(&incarnation) {
             return Err(MapError::NotLost { chain, node });
         }
-        let whole = |m: NodeId| self.holds_whole(c, m) || c.kind_of(m).is_some_and(ReplicaKind::survives_restart);
-        match c.members.iter().find(|&&m| m != node && whole(m)) {
-            Some(&other) => Err(MapError::WholeReplica { chain, node: other }),
+        let comes_back = |m: NodeId| c.kind_of(m).is_some_and(ReplicaKind::survives_restart);
+        let whole = |m: NodeId| !c.lost.contains_key(&m) && (self.is_live(m) || comes_back(m));
+        if let Some(&other) = c.members.iter().find(|&&m| m != node && whole(m)) {
+            return Err(MapError::WholeReplica { chain, node: other });
+        }
+        match c.members.iter().find(|&&m| m != node && self.is_live(m)).filter(|_| !self.is_live(node)) {
+            Some(&live) => Err(MapError::RestoreFromFailed { chain, node, live }),
             None => Ok(()),
         }
     }
