@@ -105,6 +105,17 @@ impl ChainNode {
             self.replicas.insert(chain.id, r);
         } else if r.lost && restored {
             r.lost = false;
+            // The map made what this replica holds the chain's state, copied states above its history included
+            // (a pre-copy or flush cut short): it continues from the highest sequence number it holds, as a
+            // watermark that rides on the next sync.
+            if !r.complete {
+                let top = r.top;
+                r.restore_watermark(top);
+                r.complete = true;
+                if let Err(e) = self.store_mut(chain.id).append(&ack_mark(chain.id, top)) {
+                    tracing::warn!(chain = %chain.id, "cannot log the watermark of a restored replica: {e}");
+                }
+            }
         }
     }
 

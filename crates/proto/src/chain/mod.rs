@@ -197,8 +197,10 @@ pub struct ReplicaStatus {
     pub view: Option<u64>,
     pub lu: u64,
     pub la: u64,
-    /// A valid replica (not pre-copying or flushing).
+    /// A valid replica (not pre-copying or flushing, not lost).
     pub active: bool,
+    /// Lost to a restart: it may miss acknowledged writes, and waits for the manager to repair or restore it.
+    pub lost: bool,
     /// Holds a lease on its view now: the right to answer clients as its tail, query node or `au`/`ausi` head.
     pub lease: bool,
     /// In a cache keyspace: the memory the replica holds, as the keyspace's cap counts it.
@@ -227,7 +229,9 @@ impl std::fmt::Display for ReplicaStatus {
             write!(f, " v{v}")?;
         }
         write!(f, " lu {} la {}", self.lu, self.la)?;
-        if !self.active {
+        if self.lost {
+            f.write_str(" lost")?;
+        } else if !self.active {
             f.write_str(" inactive")?;
         }
         if self.lease {
@@ -483,6 +487,7 @@ impl ChainNode {
             lu: r.lu,
             la: r.la,
             active: r.is_active(),
+            lost: r.lost,
             lease: r.is_active() && self.lease_valid(chain, r, now),
             memory: self.cache_bytes(chain),
             held: self.held.get(&chain).map_or(0, VecDeque::len),

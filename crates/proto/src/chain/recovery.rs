@@ -76,7 +76,8 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
         }
     })?;
     for (chain, r) in replicas.iter_mut() {
-        r.complete = highest.get(chain).is_none_or(|&top| top <= r.lu);
+        r.top = highest.get(chain).map_or(r.lu, |&top| top.max(r.lu));
+        r.complete = r.top <= r.lu;
     }
     Ok(replicas)
 }

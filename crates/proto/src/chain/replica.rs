@@ -59,6 +59,9 @@ pub struct Replica {
     pub unacked: VecDeque<Update>,
     /// False while the log holds copied states above `lu` (see the module docs).
     pub complete: bool,
+    /// The highest sequence number of a record the log held for the chain when the node started (at least
+    /// `lu` once recovered): where a replica the map restores the chain from continues, incomplete or not.
+    pub top: u64,
     /// The Add step whose flush this node completed in this run; with the map still showing that step in
     /// flight, it is what makes the inserted member valid.
     pub flushed: Option<u64>,
@@ -99,6 +102,7 @@ impl Default for Replica {
             la_logged: 0,
             unacked: VecDeque::new(),
             complete: true,
+            top: 0,
             flushed: None,
             la_at_tick: 0,
             gap_sync_tick: None,

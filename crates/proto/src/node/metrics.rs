@@ -235,6 +235,7 @@ mod tests {
             lu,
             la,
             active: true,
+            lost: false,
             lease: false,
             memory: None,
             held: 0,

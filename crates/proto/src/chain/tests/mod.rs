@@ -746,6 +746,40 @@ fn a_chain_with_no_whole_replica_is_restored_from_a_lost_one() {
     assert!(!h.nodes[&first].replicas.contains_key(&ChainId(0)), "the other member left the chain");
 }
 
+/// A replica restored from may hold copied states above its history (a flush whose history a crash cut short):
+/// it continues from the highest sequence number it holds, and serves. Sim seed 931742 (a `buffered` keyspace
+/// of one replica) restored such a replica and left it inactive for good, the chain stuck.
+#[test]
+fn a_restored_replica_with_copied_states_above_its_history_serves() {
+    let mut h = Harness::with_kinds(1, &[ReplicaKind::Buffered]);
+    h.written(1, "a", "1");
+    let only = h.chain().members[0];
+    let record = serve::record_of(&Update {
+        chain: ChainId(0),
+        seq: 5,
+        key: Bytes::from_static(b"b"),
+        change: Change::Put(Stored::wrap(b"2", None).into()),
+        outcome: Outcome::default(),
+        origin: None,
+    });
+    let store = h.nodes.get_mut(&only).unwrap().stores.get_mut((KeyspaceId::DEFAULT, ReplicaKind::Buffered)).unwrap();
+    store.append(&record).unwrap();
+    store.flush().unwrap();
+    // A buffered store fsyncs a batch at a time; here the whole log is made durable by hand.
+    let (disk, dir): (&dyn meridian_store::Vfs, _) = (&h.disks[&only], std::path::Path::new("/d/ks-0-buffered"));
+    disk.list_files(dir).unwrap().iter().for_each(|f| disk.open(&dir.join(f)).unwrap().sync().unwrap());
+    h.restart(only);
+    assert_eq!(h.lost(only).len(), 1);
+    assert!(!h.nodes[&only].replicas[&ChainId(0)].complete, "seq 5 is above its history");
+    let incarnation = h.nodes[&only].reports().incarnation;
+    h.apply(MapCommand::ReplicaRestored { chain: ChainId(0), node: only, incarnation });
+    h.publish();
+    assert!(h.nodes[&only].replicas[&ChainId(0)].is_active(), "the restored replica is the chain's state");
+    assert_eq!(h.request(1, get("b")), Some(value("2")));
+    h.written(1, "c", "3");
+    assert_eq!(h.lu(only.0), 6, "numbered after every record it holds");
+}
+
 /// A joiner keeps what it copied across an aborted step, as a base for its next pre-copy, but not across a
 /// restoration: the restored replica numbers its writes afresh, so the same sequence numbers name other writes.
 /// The joiner here misses the map that restored the chain and sees only the next Add of itself.
