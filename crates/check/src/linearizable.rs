@@ -104,7 +104,7 @@ fn by_key(history: &History) -> BTreeMap<&str, Vec<&Op>> {
 
 /// Shrinks the operations that took part in the failed search, in invocation order.
 fn counterexample(key: &str, ops: &[&Op], calls: &[Call], budget: Budget) -> Counterexample {
-    let mut start: Vec<usize> = calls.iter().map(|call| call.source).collect();
+    let mut start: Vec<usize> = calls.iter().flat_map(|call| std::iter::once(call.source).chain(call.fused)).collect();
     start.sort_by_key(|&source| (ops[source].invoke_ns, source));
     let shrunk = shrink(ops, start, budget);
     let kept = shrunk.kept.iter().map(|&source| ops[source].clone()).collect();

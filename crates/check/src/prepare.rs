@@ -12,11 +12,15 @@
 //!   dropped as well. Omitting it is always allowed, and it can never help: in any linearization that includes it,
 //!   nothing between it and the next write reads its value, so removing it leaves every other operation seeing
 //!   the same value. Dropping it keeps the search from doubling its states for every such write.
+//! - An `ok:null` write of a value that one other `ok:null` operation alone observes, a cas from that value, is
+//!   fused with it ([`fuse`]): the pair becomes one unknown write of the cas's new value, invoked when the later
+//!   of the two was. In a cache keyspace every put stands beside an unknown delete of its value (an eviction);
+//!   unfused, each unknown put is kept for its eviction's sake and doubles the configurations.
 
 use crate::dataflow::{observed, written};
 use crate::history::{Op, OpKind};
-use crate::register::{Action, Interner};
-use std::collections::HashSet;
+use crate::register::{Action, Interner, Value, ABSENT};
+use std::collections::{BTreeMap, HashSet};
 
 /// One operation as the search sees it.
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +31,8 @@ pub(crate) struct Call {
     pub(crate) invoke: u64,
     /// When the operation returned; `None` for an unknown outcome, which may be linearized late or never.
     pub(crate) deadline: Option<u64>,
+    /// The source of the operation this call was fused with ([`fuse`]), if any.
+    pub(crate) fused: Option<usize>,
 }
 
 /// The calls for one key's (already validated) operations.
@@ -36,13 +42,49 @@ pub(crate) fn prepare(ops: &[&Op]) -> Vec<Call> {
     let relevant = |op: &Op| op.ok.is_some() || written(op).is_some_and(|value| observed.contains(&value));
     let kept: Vec<usize> = effective.into_iter().filter(|&i| relevant(ops[i])).collect();
     let mut interner = Interner::new(observed);
-    kept.into_iter()
+    let calls = kept
+        .into_iter()
         .filter_map(|source| {
             let op = ops[source];
             let action = action(op, &mut interner)?;
-            Some(Call { source, action, invoke: op.invoke_ns, deadline: op.complete_ns })
+            Some(Call { source, action, invoke: op.invoke_ns, deadline: op.complete_ns, fused: None })
         })
-        .collect()
+        .collect();
+    fuse(calls)
+}
+
+/// Fuses each unknown write `w` of a value `v` (`v` not absent) with the unknown cas `c` from `v` that is the only
+/// operation observing `v`, when `w` is the only one writing it. In any linearization where `c` takes effect, `w`
+/// comes right before it: the register holds `v` only after `w`, nothing but `c` can tell, and any other write in
+/// between would leave `c` unable to apply. So `w; c` is one write of `c`'s new value where `c` stands, which may be
+/// anywhere after both were invoked. Where `c` does not take effect, `w` writes a value nothing observes, which
+/// changes nothing anyone sees (as for the writes dropped above). A fused write that leaves the value it requires
+/// (a cas from absent fused with a delete) changes nothing and goes too.
+fn fuse(mut calls: Vec<Call>) -> Vec<Call> {
+    let mut writers: BTreeMap<Value, Vec<usize>> = BTreeMap::new();
+    let mut observers: BTreeMap<Value, Vec<usize>> = BTreeMap::new();
+    for (i, call) in calls.iter().enumerate() {
+        call.action.written().into_iter().for_each(|v| writers.entry(v).or_default().push(i));
+        call.action.observed().into_iter().for_each(|v| observers.entry(v).or_default().push(i));
+    }
+    let mut gone = vec![false; calls.len()];
+    for (&v, watching) in observers.iter().filter(|(&v, w)| v != ABSENT && w.len() == 1) {
+        let (c, Some(&[w])) = (watching[0], writers.get(&v).map(Vec::as_slice)) else { continue };
+        let Action::Cas { new, .. } = calls[c].action else { continue };
+        // Each call takes part in one fusion at most: chains of them stay as they are.
+        let taken = |i: usize| gone[i] || calls[i].fused.is_some();
+        if w == c || calls[c].deadline.is_some() || calls[w].deadline.is_some() || taken(w) || taken(c) {
+            continue;
+        }
+        let (invoke, source) = (calls[c].invoke, calls[c].source);
+        let fused = &mut calls[w];
+        fused.action = fused.action.with_written(new);
+        fused.invoke = fused.invoke.max(invoke);
+        fused.fused = Some(source);
+        gone[c] = true;
+        gone[w] = fused.action.observed() == Some(new);
+    }
+    calls.into_iter().zip(gone).filter(|(_, gone)| !gone).map(|(call, _)| call).collect()
 }
 
 /// Whether the operation may have taken effect and, if it did, whether we know what it did.

@@ -57,6 +57,23 @@ impl Action {
         }
     }
 
+    /// The value this action leaves in the register when it applies, if it writes one.
+    pub(crate) fn written(self) -> Option<Value> {
+        match self {
+            Action::Write(new) | Action::Cas { new, .. } => Some(new),
+            Action::Read(_) => None,
+        }
+    }
+
+    /// The same action writing `value` instead (a write's or a cas's new value); a read is unchanged.
+    pub(crate) fn with_written(self, value: Value) -> Action {
+        match self {
+            Action::Write(_) => Action::Write(value),
+            Action::Cas { expected, .. } => Action::Cas { expected, new: value },
+            read @ Action::Read(_) => read,
+        }
+    }
+
     /// The value this action requires the register to hold, if any.
     pub(crate) fn observed(self) -> Option<Value> {
         match self {

@@ -31,7 +31,7 @@
 
 use crate::fingerprint::{op_key, state_key, Visited};
 use crate::prepare::Call;
-use crate::register::{Action, Value, ABSENT};
+use crate::register::{Action, Value, ABSENT, UNOBSERVED};
 use crate::timeline::{Event, Timeline};
 use std::collections::HashMap;
 
@@ -65,12 +65,14 @@ struct State {
     must_observe: bool,
 }
 
-/// A linearized call: its node in the timeline, the state before it, and whether it was an eager get.
+/// A linearized call: its node in the timeline, the state before it, whether it was an eager get, and how many
+/// operations the search had counted dead before it (see [`Search::dead_after`]).
 struct Choice {
     node: usize,
     op: usize,
     before: State,
     eager: bool,
+    dead_before: usize,
 }
 
 /// The search needed more configurations than allowed.
@@ -98,6 +100,10 @@ struct Search<'a> {
     done: Vec<bool>,
     /// For each unknown operation, the previous identical one, which must be linearized first.
     twin_before: Vec<Option<usize>>,
+    /// By value: the unknown operations that observe it, if exactly one operation writes it.
+    dead_after: Vec<Vec<usize>>,
+    /// Unknown operations counted as linearized because they can no longer be, most recent last.
+    dead: Vec<usize>,
 }
 
 impl<'a> Search<'a> {
@@ -113,6 +119,8 @@ impl<'a> Search<'a> {
             linearized: 0,
             done: vec![false; calls.len()],
             twin_before: twins(calls),
+            dead_after: dead_after(calls),
+            dead: Vec::new(),
         }
     }
 
@@ -184,18 +192,30 @@ impl<'a> Search<'a> {
         let call = self.calls[op];
         let Some(value) = call.action.apply(self.state.value) else { return Ok(false) };
         let after = State { value, must_observe: call.deadline.is_none() };
-        let linearized = self.linearized ^ self.op_keys[op];
+        let gone = self.state.value;
+        let dying = if value != gone { self.dead_after.get(gone as usize).map_or(0, Vec::len) } else { 0 };
+        let pending = |i: usize| Some(self.dead_after[gone as usize][i]).filter(|&d| d != op && !self.done[d]);
+        let dead_keys = (0..dying).filter_map(pending).fold(0, |keys, d| keys ^ self.op_keys[d]);
+        let linearized = self.linearized ^ self.op_keys[op] ^ dead_keys;
         if !self.visited.insert(linearized ^ state_key(after.value, after.must_observe)) {
             return Ok(false);
         }
         if self.visited.len() > self.max_states {
             return Err(Exhausted);
         }
-        self.choices.push(Choice { node, op, before: self.state, eager });
+        self.choices.push(Choice { node, op, before: self.state, eager, dead_before: self.dead.len() });
         self.state = after;
         self.linearized = linearized;
         self.done[op] = true;
         self.timeline.lift(node);
+        for i in 0..dying {
+            let d = self.dead_after[gone as usize][i];
+            if d != op && !self.done[d] {
+                self.done[d] = true;
+                self.timeline.lift(self.timeline.call_of(d));
+                self.dead.push(d);
+            }
+        }
         Ok(true)
     }
 
@@ -205,6 +225,13 @@ impl<'a> Search<'a> {
     fn backtrack(&mut self) -> Option<usize> {
         loop {
             let choice = self.choices.pop()?;
+            // Relinked in the reverse order of lifting, so the list comes back exactly.
+            while self.dead.len() > choice.dead_before {
+                let d = self.dead.pop().expect("above the choice's mark");
+                self.done[d] = false;
+                self.linearized ^= self.op_keys[d];
+                self.timeline.unlift(self.timeline.call_of(d));
+            }
             self.state = choice.before;
             self.linearized ^= self.op_keys[choice.op];
             self.done[choice.op] = false;
@@ -214,6 +241,26 @@ impl<'a> Search<'a> {
             }
         }
     }
+}
+
+/// For each value written by exactly one operation (not [`ABSENT`], which every delete writes and the register
+/// starts as, nor [`UNOBSERVED`]), the unknown operations that observe it. Once the register leaves such a value it
+/// never holds it again, so those operations can never be linearized and constrain nothing (they have no return
+/// event): the search counts them as linearized, so configurations that differ only in whether one of them took
+/// effect while it could are one configuration. In a cache keyspace, where every value may vanish (an unknown
+/// delete of it), that is the difference between 2^n configurations and one.
+fn dead_after(calls: &[Call]) -> Vec<Vec<usize>> {
+    let values = calls.iter().flat_map(|c| [c.action.written(), c.action.observed()]).flatten().max().unwrap_or(0);
+    let mut writers = vec![0usize; values as usize + 1];
+    calls.iter().filter_map(|c| c.action.written()).for_each(|v| writers[v as usize] += 1);
+    let mut dead_after = vec![Vec::new(); values as usize + 1];
+    for (op, call) in calls.iter().enumerate().filter(|(_, c)| c.deadline.is_none()) {
+        let single = |v: &Value| *v != ABSENT && *v != UNOBSERVED && writers[*v as usize] == 1;
+        if let Some(v) = call.action.observed().filter(single) {
+            dead_after[v as usize].push(op);
+        }
+    }
+    dead_after
 }
 
 /// Links each unknown operation to the previous unknown one (in invocation order) with the same action.

@@ -26,6 +26,8 @@ pub(crate) struct Timeline {
     events: Vec<Event>,
     next: Vec<usize>,
     prev: Vec<usize>,
+    /// The node of each operation's call event.
+    calls: Vec<usize>,
 }
 
 impl Timeline {
@@ -35,7 +37,18 @@ impl Timeline {
         let next = (0..=len).map(|node| if node < len { node + 1 } else { NIL }).collect();
         // The head has no predecessor; wrapping makes it NIL.
         let prev = (0..=len).map(|node| node.wrapping_sub(1)).collect();
-        Timeline { events, next, prev }
+        let mut call_nodes = vec![NIL; calls.len()];
+        for (i, event) in events.iter().enumerate() {
+            if let Event::Call { op, .. } = *event {
+                call_nodes[op] = i + 1;
+            }
+        }
+        Timeline { events, next, prev, calls: call_nodes }
+    }
+
+    /// The node of operation `op`'s call event.
+    pub(crate) fn call_of(&self, op: usize) -> usize {
+        self.calls[op]
     }
 
     pub(crate) fn first(&self) -> Option<usize> {

@@ -129,3 +129,62 @@ fn agrees_with_exhaustive_search_on_small_histories() {
     assert!(presents_caught * 2 > presents_wrong, "present reads caught in {presents_caught} of {presents_wrong}");
     eprintln!("present reads caught in {presents_caught} of {presents_wrong} histories only they make wrong");
 }
+
+/// A cache keyspace's history in small: every value is written once, and a write may stand beside an eviction of
+/// its value (an unknown cas from it to absent, invoked with it), which the checker fuses with an unknown write.
+fn cache_history(rng: &mut Rng) -> History {
+    let len = rng.range(2, 7) as usize;
+    let mut ops = Vec::new();
+    let mut written: Vec<String> = Vec::new();
+    while ops.len() < len {
+        let invoke = rng.range(0, 11);
+        let ok = [Some(true), Some(true), None, Some(false)][rng.range(0, 3) as usize];
+        let complete_ns = ok.map(|_| invoke + rng.range(0, 5));
+        let process = rng.range(0, 2);
+        let op = |op, value, expected, ok, complete_ns| Op {
+            process,
+            op,
+            key: "k0".to_string(),
+            value,
+            expected,
+            ok,
+            invoke_ns: invoke,
+            complete_ns,
+        };
+        if rng.range(0, 2) == 0 {
+            let pick = rng.range(0, written.len() as u64) as usize;
+            ops.push(op(OpKind::Get, written.get(pick).cloned(), None, ok, complete_ns));
+            continue;
+        }
+        let value = format!("v{}", written.len());
+        written.push(value.clone());
+        let kind = [OpKind::Put, OpKind::Cas][rng.range(0, 1) as usize];
+        ops.push(op(kind, Some(value.clone()), None, ok, complete_ns));
+        if rng.range(0, 2) > 0 {
+            ops.push(op(OpKind::Cas, None, Some(value), None, None));
+        }
+    }
+    History { ops }
+}
+
+#[test]
+fn agrees_with_exhaustive_search_on_cache_histories() {
+    let (mut accepted, mut rejected) = (0, 0);
+    for seed in 0..20_000 {
+        let history = cache_history(&mut Rng::new(seed));
+        let expected = brute_force_linearizable(&history.ops);
+        match check(&history, Budget::default()) {
+            Verdict::Linearizable { .. } => {
+                assert!(expected, "seed {seed}: accepted a non-linearizable history {history:#?}");
+                accepted += 1;
+            }
+            Verdict::Violation(counterexample) => {
+                assert!(!expected, "seed {seed}: rejected a linearizable history {history:#?}\n{counterexample}");
+                assert!(!brute_force_linearizable(&counterexample.ops), "seed {seed}: counterexample is linearizable");
+                rejected += 1;
+            }
+            other => panic!("seed {seed}: {other}"),
+        }
+    }
+    assert!(accepted > 1_000 && rejected > 1_000, "too one-sided: {accepted} accepted, {rejected} rejected");
+}
