@@ -39,6 +39,7 @@ fn sweep_config(
         vnodes: 4,
         node: NodeConfig { chain, ..NodeConfig::default() },
         threads: 2,
+        trace: false,
     };
     sweep_chain(&s, &|_| {})
 }

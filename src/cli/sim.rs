@@ -64,15 +64,20 @@ pub struct SimArgs {
     durability: Option<DurabilityMode>,
     #[arg(long, default_value_t = 4)]
     vnodes: usize,
-    /// Worker threads (default: one per core).
-    #[arg(long)]
+    /// Worker threads the seeds are spread over (default: one per core). Each seed runs alone on one thread, so
+    /// its result and trace hash are the same whatever the number.
+    #[arg(long, visible_alias = "jobs")]
     threads: Option<usize>,
-    /// Where to write the history of the first failing seed (JSON lines).
+    /// Where to write the history of the lowest failing seed (JSON lines).
     #[arg(long)]
     history_out: Option<PathBuf>,
     /// Print one line per seed with its trace hash.
     #[arg(long)]
     verbose: bool,
+    /// Print every input each node handles (messages, timers, client requests) and every fault, with its virtual
+    /// time in microseconds, to stderr: a failing seed's story. Only with `--seeds 1`.
+    #[arg(long)]
+    trace: bool,
     /// Run a seed's experiment instead of correctness seeds: `join` (seed 003 §4.2, throughput of every node
     /// while a node joins; uses --seed and --nodes).
     #[arg(long, value_parser = ["join"])]
@@ -101,6 +106,9 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
                     `crash` and `manager` are; run it under `kill` (a process crash) instead"
             .into());
     }
+    if args.trace && args.seeds != 1 {
+        return Err("--trace prints every step of one run; give it --seeds 1".into());
+    }
     let check = match args.check.as_str() {
         "auto" => CheckModel::claimed(&default),
         other => other.parse::<CheckModel>()?,
@@ -115,9 +123,10 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         vnodes: args.vnodes,
         node: NodeConfig::default(),
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        trace: args.trace,
     };
     meridian_sim::protocols::cluster(args.nodes, &sweep.default, args.vnodes).map_err(|e| e.to_string())?;
-    let saved = std::sync::Mutex::new(false);
+    let saved = std::sync::Mutex::new(None);
     let keep = |report: &RunReport| save_history(&args.history_out, report, &saved);
     let results = sweep_chain(&sweep, &keep);
     if args.verbose || args.seeds == 1 {
@@ -134,15 +143,17 @@ fn print_seed(r: &SeedResult) {
     );
 }
 
-fn save_history(path: &Option<PathBuf>, report: &RunReport, saved: &std::sync::Mutex<bool>) {
+/// Writes the history of the lowest failing seed seen so far, so that what the file holds does not depend on
+/// which worker finished first.
+fn save_history(path: &Option<PathBuf>, report: &RunReport, saved: &std::sync::Mutex<Option<u64>>) {
     let Some(path) = path else { return };
-    let mut done = saved.lock().expect("lock");
-    if *done {
+    let mut lowest = saved.lock().expect("lock");
+    if lowest.is_some_and(|seed| seed <= report.seed) {
         return;
     }
     match std::fs::File::create(path).map(std::io::BufWriter::new) {
         Ok(f) => match report.history.write_jsonl(f) {
-            Ok(()) => *done = true,
+            Ok(()) => *lowest = Some(report.seed),
             Err(e) => eprintln!("cannot write {}: {e}", path.display()),
         },
         Err(e) => eprintln!("cannot create {}: {e}", path.display()),

@@ -33,6 +33,8 @@ pub struct RunOptions {
     pub client_timeout: Duration,
     /// The `default` keyspace is a cache keyspace: any value in it may be evicted.
     pub default_evicts: bool,
+    /// Print every input each node handles, and every fault, to stderr.
+    pub trace: bool,
 }
 
 impl RunOptions {
@@ -49,6 +51,7 @@ impl RunOptions {
             max_events: 5_000_000,
             client_timeout: Duration::from_secs(3),
             default_evicts: false,
+            trace: false,
         }
     }
 }
@@ -101,6 +104,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let net = Network::new(params, placements, root.derive("net"));
     let disk = DiskParams::random(&mut root.derive("disk"));
     let mut world = World::new(&ids, net, disk, root.derive("world"), hooks);
+    world.tracing = opts.trace;
     let ms = |d: Duration| d.as_nanos() as u64;
     let isolates = opts.nemesis.contains(&FaultKind::Isolate);
     let faults = if isolates { opts.faults.max(opts.isolation * 2) } else { opts.faults };
@@ -129,7 +133,12 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
             Some(Event::Client(e)) => workload.handle(e, &mut world),
             Some(Event::Response { client: ADMIN_CLIENT, .. }) => {}
             Some(Event::Response { client, op, reply }) => workload.on_response(client, op, reply, &mut world),
-            Some(Event::Fault(f)) => nemesis.handle(f, &mut world),
+            Some(Event::Fault(f)) => {
+                if opts.trace {
+                    eprintln!("{} fault {f:?}", world.now() / 1_000);
+                }
+                nemesis.handle(f, &mut world)
+            }
             Some(other) => unreachable!("node event escaped the world: {other:?}"),
         }
         if world.failure.is_some() || workload.done() {

@@ -78,6 +78,8 @@ pub struct ChainSweep {
     /// Partitions 0 are drawn per seed (`protocols::partitions`).
     pub node: NodeConfig,
     pub threads: usize,
+    /// Print every step of the run to stderr (meant for one seed).
+    pub trace: bool,
 }
 
 /// The verdict on one seed.
@@ -148,6 +150,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     opts.nodes = s.nodes;
     opts.spares = s.spares;
     opts.default_evicts = s.default.maxmemory.is_some();
+    opts.trace = s.trace;
     // As an operator would: timings follow the round trip between the farthest nodes. A write crosses the
     // network about R + 1 times; front-ends and clients wait several such trips before giving up.
     let (net, placements) = topology(&opts);

@@ -196,6 +196,19 @@ pub struct World<P: Process> {
     pub stats: WorldStats,
     /// Set when an invariant breaks or a node cannot recover; the run stops there.
     pub failure: Option<String>,
+    /// Print every input a node handles to stderr (`meridian sim --trace`).
+    pub tracing: bool,
+}
+
+/// One line per input for `meridian sim --trace`: the virtual time in microseconds, the node and what it got.
+fn trace_input<P: Process>(now: u64, id: NodeId, input: &Input<P>) {
+    let us = now / 1_000;
+    match input {
+        Input::Start => eprintln!("{us} {id} start"),
+        Input::Message(from, msg) => eprintln!("{us} {id} <- {from} {msg:?}"),
+        Input::Timer(timer) => eprintln!("{us} {id} timer {timer:?}"),
+        Input::Request(rid, req) => eprintln!("{us} {id} request {} {req:?}", rid.0),
+    }
 }
 
 enum Input<P: Process> {
@@ -249,6 +262,7 @@ impl<P: Process> World<P> {
             hash: Xxh3::new(),
             stats: WorldStats::default(),
             failure: None,
+            tracing: false,
         }
     }
 
@@ -581,6 +595,9 @@ impl<P: Process> World<P> {
         let now: Time = node.clock.local(self.now);
         p.set_wall_clock(node.clock.wall_ms(self.now));
         let mut fx = Effects::new();
+        if self.tracing {
+            trace_input(self.now, id, &input);
+        }
         if let Some(work) = self.charge.take() {
             let label = match &input {
                 Input::Message(_, msg) => (self.hooks.label)(msg),
