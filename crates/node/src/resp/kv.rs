@@ -4,15 +4,21 @@
 //! submitted, so an oversized key or value changes nothing anywhere. Multi-key commands (DEL, EXISTS,
 //! MGET, MSET) submit one request per key and answer once all have answered: each key is read or
 //! written independently, so MSET is atomic per key, not across keys, and if some of its keys fail
-//! the others may still have been written (the reply is then the first error).
+//! the others may still have been written (the reply is then the first error). A command of more than
+//! [`MULTI_KEY_WINDOW`] keys keeps that many of its requests in the core at once and submits the next as
+//! the oldest is answered, so one command cannot flood the queues to the other nodes.
 
 use super::commands::{syntax_error, wrong_arity, Action, Session};
 use super::expiry::deadline;
 use super::frame::Frame;
 use super::frontend::Frontend;
-use super::pending::Pending;
+use super::pending::{receive, Pending};
+use crate::inbox::{Answer, CoreInbox, Handover};
 use bytes::Bytes;
 use meridian_core::{Condition, ErrorKind, KeyExpiry, Kind, Read, Reply, Request, Ttl, Write, WriteOp};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use tokio::sync::oneshot;
 
 pub(super) fn get(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     submit_one(frontend, read(session, std::mem::take(&mut args[1])), session, value)
@@ -150,7 +156,13 @@ pub(super) fn submit_picked(
     Pending::Picked { rx: frontend.submit(session, req), pick: Box::new(pick) }.into()
 }
 
-/// Submits every request, or none if any is over the limits.
+/// Requests of one multi-key command in the core at once. Most of them go to other nodes, whose queues hold
+/// a few thousand messages (`PEER_QUEUE_MAX`): an MSET of 8,000 keys submitted at once through one node of
+/// three overflowed them, and the writes that were dropped timed out.
+pub(crate) const MULTI_KEY_WINDOW: usize = 512;
+
+/// Submits every request, or none if any is over the limits: all at once up to [`MULTI_KEY_WINDOW`] of them,
+/// a window at a time beyond.
 fn submit_many(
     frontend: &Frontend,
     reqs: Vec<Request>,
@@ -160,7 +172,35 @@ fn submit_many(
     if let Some(why) = reqs.iter().find_map(|req| frontend.limits.check(req).err()) {
         return Frame::error(format!("ERR {why}")).into();
     }
+    if reqs.len() > MULTI_KEY_WINDOW {
+        // A walk starts in its turn, once every earlier command of the connection is answered, and later
+        // commands on its keys wait for it (`order.rs`): the connection's order holds as if it went at once.
+        return Pending::Walk(Box::pin(windowed(frontend.core.clone(), reqs, fold))).into();
+    }
     Pending::many(reqs.into_iter().map(|req| frontend.submit(session, req)).collect(), fold).into()
+}
+
+/// Keeps at most [`MULTI_KEY_WINDOW`] of `reqs` in the core, topping the window up once half of it is
+/// answered, and folds the replies in order.
+async fn windowed(core: Arc<dyn CoreInbox>, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Frame {
+    let mut replies = Vec::with_capacity(reqs.len());
+    let mut todo = reqs.into_iter().peekable();
+    let mut in_flight: VecDeque<Answer> = VecDeque::with_capacity(MULTI_KEY_WINDOW);
+    loop {
+        if in_flight.len() <= MULTI_KEY_WINDOW / 2 && todo.peek().is_some() {
+            let mut handover = Handover::default();
+            for req in todo.by_ref().take(MULTI_KEY_WINDOW - in_flight.len()) {
+                let (tx, rx) = oneshot::channel();
+                if handover.push(req, tx) {
+                    handover.take().into_iter().for_each(|batch| core.enqueue(batch));
+                }
+                in_flight.push_back(Answer::Coming(rx));
+            }
+            handover.take().into_iter().for_each(|batch| core.enqueue(batch));
+        }
+        let Some(mut rx) = in_flight.pop_front() else { return fold(replies) };
+        replies.push(receive(&mut rx).await);
+    }
 }
 
 /// INCR, APPEND and the hash writes: their numeric result.
