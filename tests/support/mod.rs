@@ -77,7 +77,7 @@ impl Cluster {
 impl Server {
     /// Starts node `id` on `ip` with its peer listener at `peer`, its data under `dir`, and `start` saying
     /// which cluster it belongs to (`--peers …` or `--join …`).
-    fn launch(id: u32, ip: &str, peer: SocketAddr, start: &[String], dir: &Path) -> Server {
+    pub fn launch(id: u32, ip: &str, peer: SocketAddr, start: &[String], dir: &Path) -> Server {
         let resp: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
         let http: SocketAddr = format!("{ip}:{}", free_port(ip)).parse().unwrap();
         let mut args: Vec<String> = vec!["server".into(), "--node-id".into(), id.to_string()];
@@ -113,6 +113,12 @@ impl Server {
         let server = Server::launch(1, ip, peer, &start, dir);
         server.wait_ready(Duration::from_secs(20));
         server
+    }
+
+    /// Where it listens for peers (`--peer-listen`).
+    pub fn peer(&self) -> SocketAddr {
+        let at = self.args.iter().position(|a| a == "--peer-listen").expect("a node with a peer listener");
+        self.args[at + 1].parse().expect("a socket address")
     }
 
     pub fn spawn(&mut self) {

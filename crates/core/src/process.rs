@@ -69,6 +69,12 @@ pub trait Process {
     fn stopped(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+    /// Whether the core can take client requests now: route each to where it is served, rather than turn them
+    /// all away (a cluster node before it has a cluster map). The runner opens its client port only once it
+    /// can, and reports it (`GET /ready`).
+    fn serving(&self) -> bool {
+        true
+    }
 }
 
 /// An fsync taken off a core by [`Process::begin_sync`]: run anywhere, once, it makes durable every write the

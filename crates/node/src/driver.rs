@@ -63,7 +63,7 @@ use syncer::{Outcome, Syncer};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::{Receiver, Sender};
-use tokio::sync::{oneshot, Mutex, Notify};
+use tokio::sync::{oneshot, watch, Mutex, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::timeout_at;
 use tracing::error;
@@ -127,6 +127,8 @@ pub(crate) struct Core<P: Process> {
     /// Wakes the idle core task: a step taken elsewhere left it work (a sync owed, a self-sent message, an
     /// earlier deadline), or its fsync ended.
     wake: Arc<Notify>,
+    /// What [`Process::serving`] said at the end of the last batch, for the client port and `GET /ready`.
+    serving: watch::Sender<bool>,
 }
 
 /// A sync whose job runs on the fsync thread.
@@ -235,6 +237,7 @@ impl<P: Process + Send + 'static> Driver<P> {
         inbox: Receiver<Input<P::Msg>>,
         peers: PeerQueues<P::Msg>,
         persistence: Arc<Persistence>,
+        serving: watch::Sender<bool>,
     ) -> Self {
         let wake = Arc::new(Notify::new());
         let core = Core {
@@ -260,6 +263,7 @@ impl<P: Process + Send + 'static> Driver<P> {
             running: false,
             settle_owed: false,
             wake: wake.clone(),
+            serving,
         };
         Driver { inbox, core: Arc::new(Mutex::new(core)), wake }
     }
@@ -630,6 +634,8 @@ impl<P: Process + Send + 'static> Core<P> {
         if self.in_flight.is_none() && self.sync_owed(Instant::now()) {
             self.begin_sync();
         }
+        let serving = self.process.serving();
+        self.serving.send_if_modified(|was| std::mem::replace(was, serving) != serving);
     }
 
     /// Lands the sync under way if its job has ended.

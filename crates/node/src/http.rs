@@ -1,4 +1,4 @@
-//! The HTTP server (axum): `GET /health` for liveness probes, `GET /metrics` for Prometheus (`docs/metrics.md`),
+//! The HTTP server (axum): `GET /health` for liveness probes, `GET /ready` (200 once the node serves clients), `GET /metrics` for Prometheus (`docs/metrics.md`),
 //! `GET /v1/cluster` for tools that need the
 //! cluster as this node sees it — its id, the configuration it started from (with its fingerprint), and
 //! what its protocol core reports (`Admin::Status`: for a Meridian node, the cluster map's nodes and
@@ -27,18 +27,33 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::error;
 
 /// How long shutdown lets in-flight HTTP requests finish before cutting them off.
 const DRAIN_MAX: Duration = Duration::from_secs(2);
 
-struct View {
+/// What the HTTP handlers read: the node, the configuration it started from, its core and its figures.
+pub(crate) struct View {
     node: NodeId,
     config: Value,
     core: Arc<dyn CoreInbox>,
     metrics: Arc<NodeMetrics>,
+    /// Whether the core serves clients (`GET /ready`).
+    serving: watch::Receiver<bool>,
+}
+
+impl View {
+    pub(crate) fn new(
+        node: NodeId,
+        cluster: &ClusterConfig,
+        core: Arc<dyn CoreInbox>,
+        metrics: Arc<NodeMetrics>,
+        serving: watch::Receiver<bool>,
+    ) -> View {
+        View { node, config: config_json(cluster), core, metrics, serving }
+    }
 }
 
 /// A running HTTP server.
@@ -47,16 +62,11 @@ pub(crate) struct HttpServer {
     task: JoinHandle<()>,
 }
 
-pub(crate) fn spawn(
-    listener: TcpListener,
-    node: NodeId,
-    cluster: &ClusterConfig,
-    core: Arc<dyn CoreInbox>,
-    metrics: Arc<NodeMetrics>,
-) -> HttpServer {
-    let view = Arc::new(View { node, config: config_json(cluster), core, metrics });
+pub(crate) fn spawn(listener: TcpListener, view: View) -> HttpServer {
+    let view = Arc::new(view);
     let app = Router::new()
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .route("/metrics", get(metrics_text))
         .route("/v1/cluster", get(layout))
         .route("/v1/nodes", post(add_node))
@@ -90,6 +100,17 @@ impl HttpServer {
 
 async fn health(State(view): State<Arc<View>>) -> Json<Value> {
     Json(json!({ "status": "ok", "node": view.node.0 }))
+}
+
+/// 200 once the node serves clients (its RESP port listens), 503 before: what an orchestrator or a script
+/// waits for. `/health` says only that the process is up.
+async fn ready(State(view): State<Arc<View>>) -> (StatusCode, Json<Value>) {
+    if *view.serving.borrow() {
+        (StatusCode::OK, Json(json!({ "status": "ready", "node": view.node.0 })))
+    } else {
+        let why = "no cluster map that places this node yet; clients are refused until it has one";
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "not ready", "node": view.node.0, "why": why })))
+    }
 }
 
 /// 503 with the reason when the core cannot answer (it is stopping, or its input queue is full).

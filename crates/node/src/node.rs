@@ -2,7 +2,9 @@
 //!
 //! [`start_node`] binds every listener first, so a port in use is an error returned to the caller rather
 //! than a log line from a task that quietly died; then it starts the core task, the peer transport,
-//! the RESP server and the optional HTTP server. [`NodeHandle::shutdown`] stops them in the order that
+//! the RESP server and the optional HTTP server. The RESP port is bound at once but listens only once the core
+//! can serve ([`Process::serving`]: a cluster node has its map): until then a client's connection is refused, so
+//! a script that waits for the port and then sends a command is not answered `-TRYAGAIN`. [`NodeHandle::shutdown`] stops them in the order that
 //! loses the least: clients first (drained: what they sent is answered), then the core (which finishes its
 //! batch and syncs), then the peer tasks.
 
@@ -21,8 +23,9 @@ use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Re
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::runtime::Handle;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// Everything a node needs besides its protocol core.
@@ -73,7 +76,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     opts.resp.check().map_err(NodeError::Options)?;
     let connections_max = open_files::fit_connections(opts.resp.connections_max).map_err(NodeError::Options)?;
     let resp_limits = RespLimits { connections_max, ..opts.resp };
-    let (resp_listener, resp_addr) = bind("RESP", opts.resp_listen).await?;
+    let (resp_socket, resp_addr) = bind_only("RESP", opts.resp_listen)?;
     let (peer_listener, peer_addr) = bind("peer", opts.peer_listen).await?;
     let http_listener = match opts.http_listen {
         Some(addr) => Some(bind("HTTP", addr).await?),
@@ -87,7 +90,8 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     // Where the nodes the cluster started with are; the core tells the driver of others as they join.
     opts.cluster.nodes.iter().filter(|n| n.id != me).for_each(|n| queues.route(n.id, n.peer_addr.clone()));
     let persistence = Arc::new(Persistence::new(opts.durability));
-    let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone());
+    let (serving_tx, serving) = watch::channel(false);
+    let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone(), serving_tx);
     let core: Arc<dyn CoreInbox> = Arc::new(driver.handle(inbox_tx.clone()));
     let core_task = driver::spawn(driver);
 
@@ -108,9 +112,10 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         drain,
         outbox: Default::default(),
     };
-    let resp = tokio::spawn(resp::serve(resp_listener, Arc::new(frontend)));
+    let resp = tokio::spawn(serve_resp_once_serving(resp_socket, Arc::new(frontend), serving.clone()));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
-    let http = http_listener.map(|(listener, _)| http::spawn(listener, me, &opts.cluster, core.clone(), metrics));
+    let http = http_listener
+        .map(|(listener, _)| http::spawn(listener, http::View::new(me, &opts.cluster, core.clone(), metrics, serving)));
     let _data_dir = opts.data_dir.clone();
     Ok(NodeHandle {
         resp_addr,
@@ -124,6 +129,39 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         peers,
         _data_dir,
     })
+}
+
+/// Connections the kernel queues for the RESP listener before it accepts them (tokio's default).
+const RESP_BACKLOG: u32 = 1024;
+
+/// Binds a socket without listening, so the port is the node's (and a clash an error now), and reports the
+/// address it got.
+fn bind_only(what: &'static str, addr: SocketAddr) -> Result<(TcpSocket, SocketAddr), NodeError> {
+    let bind_error = |source| NodeError::Bind { what, addr, source };
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(bind_error)?;
+    // As TcpListener::bind does: a restarted node may bind while its old connections linger in TIME_WAIT.
+    socket.set_reuseaddr(true).map_err(bind_error)?;
+    socket.bind(addr).map_err(bind_error)?;
+    let bound = socket.local_addr().map_err(bind_error)?;
+    Ok((socket, bound))
+}
+
+/// Listens on the RESP socket once the core serves, then serves clients until the node drains. A node that
+/// drains before it ever served never listens.
+async fn serve_resp_once_serving(socket: TcpSocket, frontend: Arc<Frontend>, mut serving: watch::Receiver<bool>) {
+    let mut drain = frontend.drain.watch();
+    tokio::select! {
+        () = drain.started() => return,
+        ready = serving.wait_for(|serving| *serving) => {
+            if ready.is_err() {
+                return;
+            }
+        }
+    }
+    match socket.listen(RESP_BACKLOG) {
+        Ok(listener) => resp::serve(listener, frontend).await,
+        Err(e) => tracing::error!("cannot listen for Redis clients: {e}"),
+    }
 }
 
 /// Binds one listener and reports the address it actually got (port 0 becomes a real port).

@@ -16,7 +16,7 @@ use crate::chain::stores::{StoreSpec, Stores};
 use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx, PreviousRun};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
-use crate::manager::map::{ClusterMap, MapCommand, NodeAddrs};
+use crate::manager::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
 use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
 use crate::manager::placement::DEFAULT_PARTITIONS;
@@ -394,5 +394,11 @@ impl Process for ClusterNode {
 
     fn stopped(&mut self) -> std::io::Result<()> {
         clean_stop::leave(&*self.vfs, &self.dir)
+    }
+
+    /// Once the node holds a map that places it in the cluster: before that every request would be turned away
+    /// (`-TRYAGAIN`), and after an operator removed it, it routes nothing of its own.
+    fn serving(&self) -> bool {
+        self.agent.map().and_then(|m| m.nodes.get(&self.me)).is_some_and(|n| n.state != NodeState::Removed)
     }
 }

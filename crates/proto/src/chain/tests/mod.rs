@@ -758,7 +758,7 @@ fn a_restored_replica_with_copied_states_above_its_history_serves() {
         chain: ChainId(0),
         seq: 5,
         key: Bytes::from_static(b"b"),
-        change: Change::Put(Stored::wrap(b"2", None).into()),
+        change: Change::Put(Stored::wrap(b"2", None)),
         outcome: Outcome::default(),
         origin: None,
     });
