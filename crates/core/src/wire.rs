@@ -1,7 +1,9 @@
 //! Peer frames: `len:u32 | version:u8 | crc32c(payload):u32 | payload`, big-endian, where the payload
 //! is a postcard-encoded message and `len` counts everything after itself. The checksum catches
 //! corruption a TCP checksum can miss; the version byte lets a node refuse a peer it cannot understand
-//! instead of misreading it.
+//! instead of misreading it. [`WIRE_VERSION`] names the encoding of every peer message and of the cluster map
+//! it carries: it must change whenever they do, which the schema lock in `meridian-proto`
+//! (`node/schema_lock.rs`) enforces.
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
@@ -55,6 +57,22 @@ pub fn encode<M: Serialize>(msg: &M, out: &mut Vec<u8>) -> Result<(), WireError>
     out[start + 4] = WIRE_VERSION;
     out[start + 5..start + HEADER].copy_from_slice(&crc.to_be_bytes());
     Ok(())
+}
+
+/// What starts the text a node writes back on a peer connection it refuses, before closing it: plain text, not
+/// a frame, so that a caller of any version can read why.
+pub const REFUSAL_PREFIX: &[u8] = b"MERIDIAN REFUSED ";
+
+/// The bytes of a refusal: [`REFUSAL_PREFIX`], the reason, a newline.
+pub fn refusal(reason: &str) -> Vec<u8> {
+    [REFUSAL_PREFIX, reason.as_bytes(), b"\n"].concat()
+}
+
+/// The reason in bytes a refused caller read back, if they are a refusal.
+pub fn refusal_reason(bytes: &[u8]) -> Option<String> {
+    let reason = bytes.strip_prefix(REFUSAL_PREFIX)?;
+    let end = reason.iter().position(|&b| b == b'\n').unwrap_or(reason.len());
+    Some(String::from_utf8_lossy(&reason[..end]).into_owned())
 }
 
 /// The size of the frame at the front of `buf`, once its length prefix has arrived.

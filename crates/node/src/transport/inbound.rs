@@ -1,5 +1,7 @@
 //! Receiving from peers: each accepted connection must open with an admissible `Hello` within
-//! [`HELLO_TIMEOUT`]; after that its frames are decoded and handed to the core as `(from, msg)`. Any
+//! [`HELLO_TIMEOUT`]; after that its frames are decoded and handed to the core as `(from, msg)`. A caller that
+//! is refused (another cluster, a clashing id, a frame version this node does not speak) is told why in plain
+//! text before the connection closes, so both ends log the reason. Any
 //! decode error (bad checksum, unknown version, oversized or undecodable frame) closes that connection
 //! only; the peer's sender reconnects.
 
@@ -14,7 +16,7 @@ use serde::de::DeserializeOwned;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::Sender;
 use tracing::{debug, warn};
@@ -61,6 +63,8 @@ async fn serve_peer<M: DeserializeOwned>(mut stream: TcpStream, addr: SocketAddr
         Ok(from) => from,
         Err(e) => {
             warn!(%addr, "refusing peer connection: {e}");
+            // The caller logs why, whatever version it speaks (`wire::refusal`); a failed write changes nothing.
+            let _ = stream.write_all(&wire::refusal(&e.to_string())).await;
             return;
         }
     };

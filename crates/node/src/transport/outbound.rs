@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
@@ -136,7 +137,7 @@ async fn pump<M: Serialize>(stream: TcpStream, hello: &Hello, rx: &mut mpsc::Rec
                 encode_batch(msg, rx, &mut buf);
                 writer.write_all(&buf).await?;
             }
-            read = reader.read(&mut probe) => return Err(hang_up(read)),
+            read = reader.read(&mut probe) => return Err(hang_up(read, &mut reader, probe[0]).await),
         }
     }
 }
@@ -156,12 +157,24 @@ fn encode_or_drop<M: Serialize>(msg: &M, buf: &mut Vec<u8>) {
     }
 }
 
-/// What a read on a send-only connection means: the peer closed it, it failed, or the peer broke the
-/// protocol by talking back.
-fn hang_up(read: io::Result<usize>) -> io::Error {
+/// Bytes of a peer's refusal read back at most (`wire::refusal`).
+const REFUSAL_MAX: usize = 4096;
+
+/// What a read on a send-only connection means: the peer closed it, it failed, it refused this node (and
+/// wrote why, starting with `first`), or it broke the protocol by talking back.
+async fn hang_up(read: io::Result<usize>, reader: &mut OwnedReadHalf, first: u8) -> io::Error {
     match read {
         Ok(0) => io::Error::new(io::ErrorKind::ConnectionAborted, "the peer closed the connection"),
-        Ok(_) => io::Error::new(io::ErrorKind::InvalidData, "the peer sent data on a send-only connection"),
+        Ok(_) => {
+            let mut said = vec![first];
+            let mut rest = reader.take(REFUSAL_MAX as u64);
+            // Whatever arrives in time; a refusal is one short line and the peer closes after it.
+            let _ = tokio::time::timeout(CONNECT_TIMEOUT, rest.read_to_end(&mut said)).await;
+            match wire::refusal_reason(&said) {
+                Some(reason) => io::Error::new(io::ErrorKind::PermissionDenied, format!("the peer refused: {reason}")),
+                None => io::Error::new(io::ErrorKind::InvalidData, "the peer sent data on a send-only connection"),
+            }
+        }
         Err(e) => e,
     }
 }

@@ -3,9 +3,13 @@
 //! A node acts on a map (drops the data of a chain it left, copies into one it joins) only after the map is
 //! durable here, so after a restart it never adopts an older map than one it acted on: an older map, say from
 //! a deposed leader, could tell it to drop the data of a chain it has since joined. The file is
-//! `len:u32 | crc32c:u32 | postcard(map)`, replaced atomically (written to a temporary file, synced, renamed).
+//! `"MMAP" | version:u8 | len:u32 | crc32c:u32 | postcard(map)`, replaced atomically (written to a temporary
+//! file, synced, renamed). The version is the peer protocol's (`meridian_core::wire::WIRE_VERSION`), which
+//! names the map's encoding too; a file of a version this build does not speak is refused with both versions
+//! named, rather than misread. A file without the magic was written before files had versions: version 1.
 
 use super::map::ClusterMap;
+use meridian_core::wire::WIRE_VERSION;
 use meridian_store::Vfs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -53,9 +57,16 @@ impl MapFile {
     }
 }
 
+/// What starts a map file that names its version.
+const MAGIC: &[u8; 4] = b"MMAP";
+/// The version of a map file written before files named theirs.
+const UNNAMED_VERSION: u8 = 1;
+
 fn encode(map: &ClusterMap) -> Vec<u8> {
     let body = postcard::to_allocvec(map).expect("maps serialize");
-    let mut out = Vec::with_capacity(body.len() + 8);
+    let mut out = Vec::with_capacity(body.len() + 13);
+    out.extend_from_slice(MAGIC);
+    out.push(WIRE_VERSION);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
     out.extend_from_slice(&body);
@@ -63,6 +74,15 @@ fn encode(map: &ClusterMap) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
+    let (version, bytes) = match bytes.strip_prefix(MAGIC) {
+        Some(rest) => rest.split_first().map(|(&v, rest)| (v, rest)).ok_or("shorter than its header")?,
+        None => (UNNAMED_VERSION, bytes),
+    };
+    if version != WIRE_VERSION {
+        return Err(format!(
+            "written in map format {version}, and this build reads format {WIRE_VERSION}; run the build that wrote it"
+        ));
+    }
     let (head, body) = bytes.split_at_checked(8).ok_or("shorter than its header")?;
     let len = u32::from_be_bytes(head[..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_be_bytes(head[4..].try_into().expect("4 bytes"));
@@ -92,5 +112,19 @@ mod tests {
         let mut f = disk.open(Path::new("/m/map")).unwrap();
         f.append(b"x").unwrap();
         assert!(file.load().is_err());
+    }
+
+    /// A map stored by a build of another version is refused with both versions named; one stored before files
+    /// named a version is read as version 1.
+    #[test]
+    fn a_map_of_another_format_is_refused_and_an_unnamed_one_read() {
+        let map = ClusterMap { epoch: 3, ..ClusterMap::default() };
+        let mut newer = encode(&map);
+        newer[MAGIC.len()] = WIRE_VERSION + 1;
+        let err = decode(&newer).unwrap_err();
+        let (theirs, ours) = (format!("map format {}", WIRE_VERSION + 1), format!("reads format {WIRE_VERSION}"));
+        assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
+        let unnamed = &encode(&map)[MAGIC.len() + 1..];
+        assert_eq!(decode(unnamed).is_ok(), WIRE_VERSION == UNNAMED_VERSION, "a file from before versions");
     }
 }

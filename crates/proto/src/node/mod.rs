@@ -9,6 +9,8 @@
 mod admin;
 mod clean_stop;
 mod lost_replicas;
+#[cfg(test)]
+mod schema_lock;
 mod metrics;
 mod status;
 

@@ -1,11 +1,13 @@
 //! [`RaftLog`]: raft-rs's [`Storage`], kept in memory and in one append-only file of checksummed frames.
 //!
-//! The file holds frames (see `frame.rs`) of six kinds, replayed in order on open:
+//! The file holds frames (see `frame.rs`) of seven kinds, replayed in order on open:
 //! - hard state (term, vote, commit) and conf state (the voter set), protobuf-encoded; the last one wins;
 //! - an entry, which must extend the log by exactly one index;
 //! - a truncation: entries from the given index on are dropped (raft overwrote a conflicting suffix);
 //! - a snapshot (metadata and the application's state bytes), which replaces every entry before it;
-//! - a batch: records of the first four kinds nested in one frame, so that a crash keeps all or none of them.
+//! - a batch: records of the first four kinds nested in one frame, so that a crash keeps all or none of them;
+//! - first in every file written since files named it, the file's format version (`KIND_FORMAT`); a file of
+//!   another version is refused with both named.
 //!   [`RaftLog::save`] writes what one raft Ready persists as a batch: were the entries and the hard state
 //!   separate frames, a torn write could keep entries of a term the hard state never reached (raft-rs refuses
 //!   to restart from that), or a commit index without the entries it covers.
@@ -24,6 +26,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use meridian_core::wire::WIRE_VERSION;
 use meridian_store::{Vfs, VfsFile};
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
@@ -40,6 +43,10 @@ const KIND_ENTRY: u8 = 3;
 const KIND_TRUNCATE: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
 const KIND_BATCH: u8 = 6;
+/// The version of what the file holds (`meridian_core::wire::WIRE_VERSION`, which names the encoding of the map
+/// commands in its entries): the first frame of every file written since files named it. A file without one
+/// was written before, in version 1.
+pub(super) const KIND_FORMAT: u8 = 7;
 
 /// Reads of the file before a bad frame is believed: a bit flipped on the way from the disk must not make
 /// recovery cut synced entries off as if they were a torn tail.
@@ -111,6 +118,12 @@ impl RaftLog {
         let (frames, tail) = frame::scan(&buf);
         for f in &frames {
             self.replay(f).map_err(|reason| corrupt(f.offset, reason))?;
+        }
+        if frames.is_empty() && buf.is_empty() {
+            // A new file names its version first; if the write is lost, the next open finds it empty again.
+            let mut header = Vec::new();
+            frame::encode(KIND_FORMAT, &[WIRE_VERSION], &mut header);
+            self.file.append(&header)?;
         }
         self.recovery = Recovery { frames: frames.len() as u64, kept_bytes: buf.len() as u64, ..Recovery::default() };
         match tail {
@@ -263,6 +276,7 @@ impl RaftLog {
             KIND_TRUNCATE => self.replay_truncate(f.payload)?,
             KIND_SNAPSHOT => self.replay_snapshot(parse(f.payload)?)?,
             KIND_BATCH => self.replay_batch(f)?,
+            KIND_FORMAT if f.offset == 0 => check_format(f.payload)?,
             kind => return Err(format!("unknown frame kind {kind}")),
         }
         Ok(())
@@ -339,6 +353,7 @@ impl RaftLog {
             self.vfs.remove_file(&tmp)?;
         }
         let mut buf = Vec::new();
+        frame::encode(KIND_FORMAT, &[WIRE_VERSION], &mut buf);
         if self.snapshot_index() > 0 {
             encode(KIND_SNAPSHOT, &self.snapshot, &mut buf);
         }
@@ -427,6 +442,18 @@ fn read_all(file: &dyn VfsFile) -> io::Result<Vec<u8>> {
     let mut buf = vec![0; len];
     file.read_exact_at(0, &mut buf)?;
     Ok(buf)
+}
+
+/// Refuses a file written in a version this build does not read, naming both.
+fn check_format(payload: &[u8]) -> Result<(), String> {
+    match payload {
+        [version] if *version == WIRE_VERSION => Ok(()),
+        [version] => Err(format!(
+            "written in raft log format {version}, and this build reads format {WIRE_VERSION}; run the build that \
+             wrote it"
+        )),
+        _ => Err(format!("a format frame of {} bytes", payload.len())),
+    }
 }
 
 fn encode(kind: u8, msg: &impl protobuf::Message, out: &mut Vec<u8>) {

@@ -1,0 +1,222 @@
+//! The lock that keeps `meridian_core::wire::WIRE_VERSION` honest. Peers refuse frames of another version, and
+//! the map file and the Raft log name it (`manager/mapfile.rs`, `manager/raft/storage.rs`), so a node of another
+//! build is refused rather than misread, but only if the version changes whenever the encoding does. These tests
+//! encode a sample of every peer message and map command, and a map, and compare a checksum of the bytes and the
+//! number of each enum's variants with what was recorded for the current version. A change to any of them fails
+//! here: bump `WIRE_VERSION`, then record the new figures below.
+
+use super::NodeMsg;
+use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState, Outcome, Refusal};
+use crate::chain::{ChainMsg, Change, Origin, ReplicaReports, StepReport, Update};
+use crate::manager::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs};
+use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
+use bytes::Bytes;
+use meridian_core::wire::WIRE_VERSION;
+use meridian_core::{
+    ChainId, Condition, ErrorKind, KeyspaceConfig, KeyspaceId, NodeId, Read, ReplicaKind, Reply, RequestId, Scan,
+    ScanWant, Write, WriteOp,
+};
+use std::time::Duration;
+
+/// The version these figures were recorded for, the checksum of the samples' encodings, and the variants of
+/// `ChainMsg`, `MgrMsg` and `MapCommand`.
+const RECORDED: (u8, u32, [usize; 3]) = (1, 0xdf86_ac87, [14, 8, 13]);
+
+fn origin() -> Origin {
+    Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
+}
+
+fn update(change: Change, answer: Answer) -> Update {
+    let outcome = Outcome { applied: true, existed: false, answer };
+    Update { chain: ChainId(4097), seq: 12, key: Bytes::from_static(b"k"), change, outcome, origin: Some(origin()) }
+}
+
+/// One of each `ChainMsg` variant, numbered by an exhaustive match: a new variant does not compile until it has
+/// a sample here.
+fn chain_messages() -> Vec<ChainMsg> {
+    let (chain, view, key) = (ChainId(3), 4, Bytes::from_static(b"key"));
+    let write = Write { cond: Condition::IfAbsent, ..Write::new(KeyspaceId(1), key.clone(), WriteOp::Delete) };
+    let part = CopyPart::States { since: 1, first: 2, last: 3 };
+    let states = vec![KeyState { key: key.clone(), seq: 5, value: Some(Bytes::from_static(b"v")) }];
+    let history = vec![update(Change::Skip, Answer::Refused(Refusal::Overflow))];
+    let scan = Scan { keyspace: KeyspaceId(0), from: 5, want: ScanWant::Keys(3), pattern: None, kind: None };
+    let samples = vec![
+        ChainMsg::Get { origin: origin(), view, chain, key: key.clone(), read: Read::Value },
+        ChainMsg::Write { origin: origin(), view, chain, write },
+        ChainMsg::Update { view, update: update(Change::Put(Bytes::from_static(b"v")), Answer::Integer(3)) },
+        ChainMsg::Ack { chain, view, seq: 5 },
+        ChainMsg::Sync { chain, view, lu: 6, la: 5 },
+        ChainMsg::Probe { chain, view },
+        ChainMsg::Reply { origin: origin(), reply: Reply::Error(ErrorKind::Timeout, "t".into()), confirm: None },
+        ChainMsg::Confirm { chain, seq: 8 },
+        ChainMsg::Bounce { origin: origin(), chain, view },
+        ChainMsg::Invalidate { chain, view, seq: 9, key: key.clone() },
+        ChainMsg::Invalidated { chain, view, seq: 9 },
+        ChainMsg::CopyReq(CopyReq { chain, view, kind: CopyKind::PreCopy { step: 2 }, part }),
+        ChainMsg::CopyData(Box::new(CopyData {
+            chain,
+            view,
+            kind: CopyKind::Flush,
+            part: CopyPart::History { after: Some(4) },
+            states,
+            covered: 3,
+            history,
+            lu: 12,
+            la: 11,
+        })),
+        ChainMsg::Scan { origin: origin(), view, chain, scan },
+        ChainMsg::Update { view, update: update(Change::Delete, Answer::Old(None)) },
+    ];
+    let numbered = |m: &ChainMsg| match m {
+        ChainMsg::Get { .. } => 0,
+        ChainMsg::Write { .. } => 1,
+        ChainMsg::Update { .. } => 2,
+        ChainMsg::Ack { .. } => 3,
+        ChainMsg::Sync { .. } => 4,
+        ChainMsg::Probe { .. } => 5,
+        ChainMsg::Reply { .. } => 6,
+        ChainMsg::Confirm { .. } => 7,
+        ChainMsg::Bounce { .. } => 8,
+        ChainMsg::Invalidate { .. } => 9,
+        ChainMsg::Invalidated { .. } => 10,
+        ChainMsg::CopyReq(_) => 11,
+        ChainMsg::CopyData(_) => 12,
+        ChainMsg::Scan { .. } => 13,
+    };
+    assert_covers(samples.iter().map(numbered), RECORDED.2[0] - 1, "ChainMsg");
+    samples
+}
+
+fn addrs(node: u32) -> NodeAddrs {
+    NodeAddrs { peer_addr: format!("p:{node}"), resp_addr: format!("r:{node}"), http_addr: Some(format!("h:{node}")) }
+}
+
+/// One of each `MapCommand` variant, as for [`chain_messages`].
+fn commands() -> Vec<MapCommand> {
+    let (chain, node) = (ChainId(1), NodeId(3));
+    let config = KeyspaceConfig::with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]);
+    let nodes = (1..=3).map(|i| (NodeId(i), addrs(i))).collect();
+    let change = ChainChange::Add { node, position: 1, step: 4, inserted: false, kind: ReplicaKind::Buffered };
+    let samples = vec![
+        MapCommand::Bootstrap {
+            nodes,
+            default: KeyspaceConfig::durable(3),
+            partitions: 4,
+            vnodes: 2,
+            voters: vec![NodeId(1), NodeId(2)],
+        },
+        MapCommand::AddNode { id: NodeId(4), addrs: addrs(4), vnodes: 2 },
+        MapCommand::RemoveNode { id: node },
+        MapCommand::NodeFailed { id: node },
+        MapCommand::NodeRecovered { id: node },
+        MapCommand::StepStarted { chain, expected_view: 2, change },
+        MapCommand::AddInserted { chain, step: 4 },
+        MapCommand::StepDone { chain, step: 4 },
+        MapCommand::StepAborted { chain, step: 4 },
+        MapCommand::CreateKeyspace { name: "md".into(), config },
+        MapCommand::DropKeyspace { name: "md".into() },
+        MapCommand::ReplicaLost { chain, node, incarnation: 5 },
+        MapCommand::ReplicaRestored { chain, node, incarnation: 5 },
+    ];
+    let numbered = |c: &MapCommand| match c {
+        MapCommand::Bootstrap { .. } => 0,
+        MapCommand::AddNode { .. } => 1,
+        MapCommand::RemoveNode { .. } => 2,
+        MapCommand::NodeFailed { .. } => 3,
+        MapCommand::NodeRecovered { .. } => 4,
+        MapCommand::StepStarted { .. } => 5,
+        MapCommand::AddInserted { .. } => 6,
+        MapCommand::StepDone { .. } => 7,
+        MapCommand::StepAborted { .. } => 8,
+        MapCommand::CreateKeyspace { .. } => 9,
+        MapCommand::DropKeyspace { .. } => 10,
+        MapCommand::ReplicaLost { .. } => 11,
+        MapCommand::ReplicaRestored { .. } => 12,
+    };
+    assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
+    samples
+}
+
+/// A map the first commands made: nodes, keyspaces of several kinds, a step in flight.
+fn map() -> ClusterMap {
+    let mut map = ClusterMap::default();
+    for cmd in
+        commands().iter().filter(|c| matches!(c, MapCommand::Bootstrap { .. } | MapCommand::CreateKeyspace { .. }))
+    {
+        map.apply(cmd).expect("a sample command applies");
+    }
+    map
+}
+
+/// One of each `MgrMsg` variant, as for [`chain_messages`].
+fn manager_messages() -> Vec<MgrMsg> {
+    let replicas = ReplicaReports {
+        steps: vec![
+            StepReport::PreCopied { chain: ChainId(1), step: 2 },
+            StepReport::Flushed { chain: ChainId(1), step: 3 },
+        ],
+        incarnation: 6,
+        lost: vec![(ChainId(2), 9)],
+    };
+    let samples = vec![
+        MgrMsg::Heartbeat(Heartbeat { seq: 1, epoch: 2, replicas }),
+        MgrMsg::HeartbeatReply(HeartbeatReply {
+            seq: 1,
+            leases: vec![(ChainId(1), 3)],
+            hold: Duration::from_millis(2_000),
+            map: Some(Box::new(map())),
+        }),
+        MgrMsg::NotLeader { leader: Some(NodeId(2)) },
+        MgrMsg::Map(Box::new(map())),
+        MgrMsg::Join { id: NodeId(4), addrs: addrs(4), vnodes: 2 },
+        MgrMsg::Leave { id: NodeId(4) },
+        MgrMsg::Refused { reason: "no".into(), ask: Some(3) },
+        MgrMsg::Admin { cmd: MapCommand::DropKeyspace { name: "md".into() }, ask: 3 },
+    ];
+    let numbered = |m: &MgrMsg| match m {
+        MgrMsg::Heartbeat(_) => 0,
+        MgrMsg::HeartbeatReply(_) => 1,
+        MgrMsg::NotLeader { .. } => 2,
+        MgrMsg::Map(_) => 3,
+        MgrMsg::Join { .. } => 4,
+        MgrMsg::Leave { .. } => 5,
+        MgrMsg::Refused { .. } => 6,
+        MgrMsg::Admin { .. } => 7,
+    };
+    assert_covers(samples.iter().map(numbered), RECORDED.2[1] - 1, "MgrMsg");
+    samples
+}
+
+/// The samples number every variant from 0 to `last`.
+fn assert_covers(numbers: impl Iterator<Item = usize>, last: usize, what: &str) {
+    let mut seen: Vec<usize> = numbers.collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen, (0..=last).collect::<Vec<_>>(), "a sample of every {what} variant");
+}
+
+/// The checksum of every sample's encoding, in order.
+fn fingerprint() -> u32 {
+    let mut bytes = Vec::new();
+    let mut add = |encoded: Vec<u8>| {
+        bytes.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&encoded);
+    };
+    chain_messages().into_iter().for_each(|m| add(postcard::to_allocvec(&NodeMsg::Chain(m)).unwrap()));
+    manager_messages().into_iter().for_each(|m| add(postcard::to_allocvec(&NodeMsg::Mgr(m)).unwrap()));
+    commands().iter().for_each(|c| add(postcard::to_allocvec(c).unwrap()));
+    add(postcard::to_allocvec(&map()).unwrap());
+    crc32c::crc32c(&bytes)
+}
+
+#[test]
+fn the_wire_version_names_the_encoding_of_every_message_and_the_map() {
+    assert_eq!(
+        (WIRE_VERSION, fingerprint()),
+        (RECORDED.0, RECORDED.1),
+        "the peer messages or the map encode differently from what WIRE_VERSION {} was recorded for: a build of \
+         either encoding would misread the other. Bump meridian_core::wire::WIRE_VERSION and record the version and the new \
+         fingerprint in schema_lock.rs",
+        RECORDED.0
+    );
+}
