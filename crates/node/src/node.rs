@@ -90,7 +90,18 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     // Where the nodes the cluster started with are; the core tells the driver of others as they join.
     opts.cluster.nodes.iter().filter(|n| n.id != me).for_each(|n| queues.route(n.id, n.peer_addr.clone()));
     let persistence = Arc::new(Persistence::new(opts.durability));
-    let (serving_tx, serving) = watch::channel(false);
+    // A core that serves from the start (a node that stored a map) listens before this returns.
+    let serving_now = process.serving();
+    let (serving_tx, serving) = watch::channel(serving_now);
+    let resp_port = if serving_now {
+        RespPort::Listening(resp_socket.listen(RESP_BACKLOG).map_err(|source| NodeError::Bind {
+            what: "RESP",
+            addr: opts.resp_listen,
+            source,
+        })?)
+    } else {
+        RespPort::Waiting(resp_socket)
+    };
     let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone(), serving_tx);
     let core: Arc<dyn CoreInbox> = Arc::new(driver.handle(inbox_tx.clone()));
     let core_task = driver::spawn(driver);
@@ -112,7 +123,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         drain,
         outbox: Default::default(),
     };
-    let resp = tokio::spawn(serve_resp_once_serving(resp_socket, Arc::new(frontend), serving.clone()));
+    let resp = tokio::spawn(serve_resp_once_serving(resp_port, Arc::new(frontend), serving.clone()));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
     let http = http_listener
         .map(|(listener, _)| http::spawn(listener, http::View::new(me, &opts.cluster, core.clone(), metrics, serving)));
@@ -146,22 +157,34 @@ fn bind_only(what: &'static str, addr: SocketAddr) -> Result<(TcpSocket, SocketA
     Ok((socket, bound))
 }
 
+/// The RESP port: listening, or bound and waiting for the core to serve.
+enum RespPort {
+    Listening(TcpListener),
+    Waiting(TcpSocket),
+}
+
 /// Listens on the RESP socket once the core serves, then serves clients until the node drains. A node that
 /// drains before it ever served never listens.
-async fn serve_resp_once_serving(socket: TcpSocket, frontend: Arc<Frontend>, mut serving: watch::Receiver<bool>) {
-    let mut drain = frontend.drain.watch();
-    tokio::select! {
-        () = drain.started() => return,
-        ready = serving.wait_for(|serving| *serving) => {
-            if ready.is_err() {
-                return;
+async fn serve_resp_once_serving(port: RespPort, frontend: Arc<Frontend>, mut serving: watch::Receiver<bool>) {
+    let listener = match port {
+        RespPort::Listening(listener) => listener,
+        RespPort::Waiting(socket) => {
+            let mut drain = frontend.drain.watch();
+            tokio::select! {
+                () = drain.started() => return,
+                ready = serving.wait_for(|serving| *serving) => {
+                    if ready.is_err() {
+                        return;
+                    }
+                }
+            }
+            match socket.listen(RESP_BACKLOG) {
+                Ok(listener) => listener,
+                Err(e) => return tracing::error!("cannot listen for Redis clients: {e}"),
             }
         }
-    }
-    match socket.listen(RESP_BACKLOG) {
-        Ok(listener) => resp::serve(listener, frontend).await,
-        Err(e) => tracing::error!("cannot listen for Redis clients: {e}"),
-    }
+    };
+    resp::serve(listener, frontend).await
 }
 
 /// Binds one listener and reports the address it actually got (port 0 becomes a real port).

@@ -55,7 +55,7 @@ async fn pipelined_replies_stay_in_order_when_some_are_forwarded() {
 }
 
 /// Opens a peer connection to `n1` as node 2 and sends a hello with `fingerprint`, then a forwarded
-/// write of `key`. Returns whether the node closed the connection on us.
+/// write of `key`. Returns whether the node closed the connection on us, saying why (`wire::refusal`).
 async fn impersonate_node_2(peer: std::net::SocketAddr, fingerprint: u64, key: &str) -> bool {
     let mut frames = Vec::new();
     wire::encode(&Hello { node: NodeId(2), cluster: fingerprint }, &mut frames).unwrap();
@@ -63,9 +63,10 @@ async fn impersonate_node_2(peer: std::net::SocketAddr, fingerprint: u64, key: &
     wire::encode(&KvMsg::Forward { tag: 0, req }, &mut frames).unwrap();
     let mut stream = within("connect to peer port", TcpStream::connect(peer)).await.unwrap();
     stream.write_all(&frames).await.unwrap();
-    let mut byte = [0u8; 1];
-    let read = tokio::time::timeout(std::time::Duration::from_millis(500), stream.read(&mut byte)).await;
-    matches!(read, Ok(Ok(0)) | Ok(Err(_)))
+    let mut said = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_millis(500), stream.read_to_end(&mut said)).await;
+    let why = wire::refusal_reason(&said);
+    matches!(read, Ok(Ok(_))) && why.is_some_and(|why| why.contains("cluster config"))
 }
 
 #[tokio::test]
