@@ -132,9 +132,9 @@ pub enum WriteOp {
     /// DEL: stored as a tombstone.
     Delete,
     /// EXPIRE and its kin (`Some`), PERSIST (`None`): a present key keeps its value under a new expiry. Applies
-    /// only if the key is present, and for PERSIST only if it has an expiry; a deadline already past deletes
-    /// the key, as in Redis.
-    Expire(Option<Deadline>),
+    /// only if the key is present, `when` admits the new deadline against the key's, and for PERSIST only if the
+    /// key has an expiry; a deadline already past deletes the key, as in Redis.
+    Expire { deadline: Option<Deadline>, when: ExpireWhen },
     /// INCR, DECR, INCRBY, DECRBY: the key's value, a decimal 64-bit integer (an absent key counts as 0), plus
     /// this amount; the key keeps its expiry. Answered with [`Reply::Integer`], the new value.
     IncrBy(i64),
@@ -158,6 +158,38 @@ pub enum Ttl {
     Keep,
     /// SET … EX, PX, EXAT, PXAT.
     Expire(Deadline),
+}
+
+/// Redis 7's EXPIRE options (NX, XX, GT, LT): whether a key takes a new deadline, given the one it has. A key that
+/// does not expire counts as expiring never: GT never applies to it, LT always does (unless with XX).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExpireWhen {
+    #[default]
+    Always,
+    /// NX: only a key that does not expire.
+    Nx,
+    /// XX: only a key that expires.
+    Xx,
+    /// GT (with or without XX): only a later deadline than the key's.
+    Gt,
+    /// LT: only an earlier deadline than the key's, or a key that does not expire.
+    Lt,
+    /// XX LT: only an earlier deadline than the key's own.
+    XxLt,
+}
+
+impl ExpireWhen {
+    /// Whether a key expiring at `current` (None: never) takes the deadline `new` (Unix milliseconds).
+    pub fn admits(self, current: Option<u64>, new: u64) -> bool {
+        match (self, current) {
+            (ExpireWhen::Always, _) | (ExpireWhen::Lt, None) => true,
+            (ExpireWhen::Nx, current) => current.is_none(),
+            (ExpireWhen::Xx, current) => current.is_some(),
+            (ExpireWhen::Gt, Some(at)) => new > at,
+            (ExpireWhen::Lt | ExpireWhen::XxLt, Some(at)) => new < at,
+            (ExpireWhen::Gt | ExpireWhen::XxLt, None) => false,
+        }
+    }
 }
 
 /// When a key expires. A front-end turns `In` into `At` on its own wall clock as it takes the request, so a
@@ -200,9 +232,11 @@ impl Write {
     pub fn value(&self) -> Option<&Bytes> {
         match &self.op {
             WriteOp::Put { value, .. } | WriteOp::Append(value) => Some(value),
-            WriteOp::Delete | WriteOp::Expire(_) | WriteOp::IncrBy(_) | WriteOp::HashSet(_) | WriteOp::HashDel(_) => {
-                None
-            }
+            WriteOp::Delete
+            | WriteOp::Expire { .. }
+            | WriteOp::IncrBy(_)
+            | WriteOp::HashSet(_)
+            | WriteOp::HashDel(_) => None,
         }
     }
 
@@ -210,7 +244,7 @@ impl Write {
     pub fn fixed_at(mut self, now_ms: u64) -> Write {
         let fix = |d: &mut Deadline| *d = Deadline::At(d.at(now_ms));
         match &mut self.op {
-            WriteOp::Put { ttl: Ttl::Expire(d), .. } | WriteOp::Expire(Some(d)) => fix(d),
+            WriteOp::Put { ttl: Ttl::Expire(d), .. } | WriteOp::Expire { deadline: Some(d), .. } => fix(d),
             _ => {}
         }
         self
@@ -430,8 +464,9 @@ mod tests {
         assert_eq!(fixed, put(Ttl::Expire(Deadline::At(1_500))));
         assert_eq!(fixed.clone().fixed_at(9_999), fixed, "fixing twice changes nothing");
         assert_eq!(put(Ttl::Keep).fixed_at(1_000), put(Ttl::Keep));
-        let expire = Write { op: WriteOp::Expire(Some(Deadline::In(1))), ..Write::delete(KeyspaceId(1), Bytes::new()) };
-        assert_eq!(expire.fixed_at(7).op, WriteOp::Expire(Some(Deadline::At(8))));
+        let expire = |d| WriteOp::Expire { deadline: Some(d), when: ExpireWhen::Gt };
+        let write = Write { op: expire(Deadline::In(1)), ..Write::delete(KeyspaceId(1), Bytes::new()) };
+        assert_eq!(write.fixed_at(7).op, expire(Deadline::At(8)));
     }
 
     #[test]
@@ -439,5 +474,29 @@ mod tests {
         assert!(Condition::IfAbsent.holds(false) && !Condition::IfAbsent.holds(true));
         assert!(Condition::IfPresent.holds(true) && !Condition::IfPresent.holds(false));
         assert!(Condition::Always.holds(true) && Condition::Always.holds(false));
+    }
+
+    #[test]
+    fn expire_options_follow_redis() {
+        use ExpireWhen::*;
+        let cases = [
+            (Always, None, true),
+            (Always, Some(5), true),
+            (Nx, None, true),
+            (Nx, Some(5), false),
+            (Xx, None, false),
+            (Xx, Some(5), true),
+            (Gt, None, false),
+            (Gt, Some(5), true),
+            (Gt, Some(10), false),
+            (Lt, None, true),
+            (Lt, Some(20), true),
+            (Lt, Some(10), false),
+            (XxLt, None, false),
+            (XxLt, Some(20), true),
+        ];
+        for (when, current, admitted) in cases {
+            assert_eq!(when.admits(current, 10), admitted, "{when:?} with the key expiring at {current:?}");
+        }
     }
 }

@@ -23,8 +23,8 @@ pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
 pub use keyspace::{DurabilityMode, KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
 pub use kv::{
-    Admin, Condition, Deadline, ErrorKind, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Scan, ScanWant,
-    Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
+    Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Scan,
+    ScanWant, Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
 };
 pub use process::{Dirt, Effect, Effects, Process, SyncJob};
 pub use stored::{Kind, Stored};

@@ -7,27 +7,49 @@ use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv::{failure, read_of, submit_one, write};
 use bytes::Bytes;
-use meridian_core::{Condition, Deadline, KeyExpiry, Read, Reply, WriteOp};
+use meridian_core::{Condition, Deadline, ExpireWhen, KeyExpiry, Read, Reply, WriteOp};
 
 pub(super) fn expire(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let command = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    if let Some(option) = args.get(3) {
-        let name = String::from_utf8_lossy(option).to_ascii_uppercase();
-        return Frame::error(format!("ERR {} option '{name}' is not supported", command.to_ascii_uppercase())).into();
-    }
-    match deadline(&command, &args[2], &command, true) {
-        Ok(at) => submit_one(
-            frontend,
-            write(session, args[1].clone(), WriteOp::Expire(Some(at)), Condition::Always),
-            session,
-            applied,
-        ),
+    // Redis reads the options before the time, so a bad option is the error a command with both gets.
+    let parsed = expire_when(&args[3..]).and_then(|when| Ok((when, deadline(&command, &args[2], &command, true)?)));
+    match parsed {
+        Ok((when, at)) => {
+            let op = WriteOp::Expire { deadline: Some(at), when };
+            submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, applied)
+        }
         Err(frame) => frame.into(),
     }
 }
 
+/// EXPIRE's options as Redis 7 reads them: NX, XX, GT and LT in any case and order; NX with any other, or GT with
+/// LT, is refused, and so is anything else, each with Redis' words.
+fn expire_when(options: &[Bytes]) -> Result<ExpireWhen, Frame> {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for option in options {
+        match String::from_utf8_lossy(option).to_ascii_uppercase().as_str() {
+            "NX" => nx = true,
+            "XX" => xx = true,
+            "GT" => gt = true,
+            "LT" => lt = true,
+            _ => return Err(Frame::error(format!("ERR Unsupported option {}", String::from_utf8_lossy(option)))),
+        }
+    }
+    match (nx, xx, gt, lt) {
+        (true, false, false, false) => Ok(ExpireWhen::Nx),
+        (true, ..) => Err(Frame::error("ERR NX and XX, GT or LT options at the same time are not compatible")),
+        (_, _, true, true) => Err(Frame::error("ERR GT and LT options at the same time are not compatible")),
+        (_, _, true, false) => Ok(ExpireWhen::Gt),
+        (_, true, false, true) => Ok(ExpireWhen::XxLt),
+        (_, false, false, true) => Ok(ExpireWhen::Lt),
+        (_, true, false, false) => Ok(ExpireWhen::Xx),
+        (_, false, false, false) => Ok(ExpireWhen::Always),
+    }
+}
+
 pub(super) fn persist(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
-    submit_one(frontend, write(session, args[1].clone(), WriteOp::Expire(None), Condition::Always), session, applied)
+    let op = WriteOp::Expire { deadline: None, when: ExpireWhen::Always };
+    submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, applied)
 }
 
 pub(super) fn ttl(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
@@ -40,8 +62,14 @@ pub(super) fn pttl(args: &mut [Bytes], session: &mut Session, frontend: &Fronten
 
 /// The deadline an expiry option or command names: `unit` is its name (EX, PX, EXAT, PXAT, or the command
 /// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT), `amount` its argument. SET refuses an amount that is not positive;
-/// the EXPIRE commands take it as a deadline already past, which deletes the key. Errors are worded as Redis'.
+/// the EXPIRE commands take it as a deadline already past, which deletes the key. As in Redis, an amount whose
+/// milliseconds, or whose deadline from now, would not fit a signed 64-bit count is refused, in Redis' words.
 pub(super) fn deadline(unit: &str, amount: &[u8], command: &str, past_ok: bool) -> Result<Deadline, Frame> {
+    deadline_from(unit, amount, command, past_ok, wall_ms())
+}
+
+/// [`deadline`] on a wall clock reading of `now_ms`, which a relative deadline must fit after.
+fn deadline_from(unit: &str, amount: &[u8], command: &str, past_ok: bool, now_ms: i64) -> Result<Deadline, Frame> {
     let unit = unit.to_ascii_uppercase();
     let ms_per_unit = if unit.starts_with('P') { 1 } else { 1_000 };
     let absolute = unit.ends_with("AT");
@@ -50,8 +78,19 @@ pub(super) fn deadline(unit: &str, amount: &[u8], command: &str, past_ok: bool) 
     if amount <= 0 && !past_ok {
         return Err(invalid());
     }
-    let ms = amount.max(0).checked_mul(ms_per_unit).filter(|ms| *ms < i64::MAX / 2).ok_or_else(invalid)? as u64;
+    let ms = amount.checked_mul(ms_per_unit).ok_or_else(invalid)?;
+    if !absolute && ms > i64::MAX - now_ms {
+        return Err(invalid());
+    }
+    // A deadline already past is the same to every key, whenever it was: the key goes.
+    let ms = u64::try_from(ms).unwrap_or(0);
     Ok(if absolute { Deadline::At(ms) } else { Deadline::In(ms) })
+}
+
+/// This node's wall clock, in Unix milliseconds.
+fn wall_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// EXPIRE and PERSIST: 1 when the key's expiry changed, 0 when it did not (no key; for PERSIST, no expiry).
@@ -79,14 +118,37 @@ mod tests {
 
     #[test]
     fn expire_commands_take_past_deadlines_and_refuse_garbage() {
-        assert_eq!(deadline("expire", b"10", "expire", true), Ok(Deadline::In(10_000)));
-        assert_eq!(deadline("pexpire", b"-3", "pexpire", true), Ok(Deadline::In(0)));
-        assert_eq!(deadline("expireat", b"1700000000", "expireat", true), Ok(Deadline::At(1_700_000_000_000)));
-        assert_eq!(deadline("pexpireat", b"5", "pexpireat", true), Ok(Deadline::At(5)));
-        let overflow = deadline("expire", b"9223372036854775", "expire", true);
-        assert_eq!(overflow, Err(Frame::error("ERR invalid expire time in 'expire' command")));
-        let garbage = deadline("expire", b"1.5", "expire", true);
+        let now = 1_700_000_000_000;
+        let at = |unit: &str, amount: &[u8]| deadline_from(unit, amount, &unit.to_ascii_lowercase(), true, now);
+        assert_eq!(at("expire", b"10"), Ok(Deadline::In(10_000)));
+        assert_eq!(at("pexpire", b"-3"), Ok(Deadline::In(0)));
+        assert_eq!(at("expireat", b"1700000000"), Ok(Deadline::At(1_700_000_000_000)));
+        assert_eq!(at("pexpireat", b"5"), Ok(Deadline::At(5)));
+        let invalid = |command: &str| Err(Frame::error(format!("ERR invalid expire time in '{command}' command")));
+        // Seconds whose milliseconds overflow, either way; a relative deadline past the end of time.
+        assert_eq!(at("expire", b"9223372036854776"), invalid("expire"));
+        assert_eq!(at("expire", b"-9223372036854776"), invalid("expire"), "Redis keeps the key");
+        assert_eq!(at("pexpire", b"9223372036854775000"), invalid("pexpire"));
+        // An absolute one is not added to anything: Redis takes it.
+        assert_eq!(at("pexpireat", b"9223372036854770000"), Ok(Deadline::At(9_223_372_036_854_770_000)));
+        assert_eq!(at("expireat", b"-5"), Ok(Deadline::At(0)), "long past");
+        let garbage = at("expire", b"1.5");
         assert_eq!(garbage, Err(Frame::error("ERR value is not an integer or out of range")));
+    }
+
+    #[test]
+    fn expire_options_are_read_as_redis_reads_them() {
+        let when =
+            |options: &[&str]| expire_when(&options.iter().map(|o| Bytes::from(o.to_string())).collect::<Vec<_>>());
+        assert_eq!(when(&[]), Ok(ExpireWhen::Always));
+        assert_eq!(when(&["nx"]), Ok(ExpireWhen::Nx));
+        assert_eq!(when(&["XX", "gt"]), Ok(ExpireWhen::Gt));
+        assert_eq!(when(&["lt", "xx"]), Ok(ExpireWhen::XxLt));
+        assert_eq!(when(&["LT"]), Ok(ExpireWhen::Lt));
+        let refused = |why: &str| Err(Frame::error(why.to_string()));
+        assert_eq!(when(&["NX", "GT"]), refused("ERR NX and XX, GT or LT options at the same time are not compatible"));
+        assert_eq!(when(&["gt", "LT"]), refused("ERR GT and LT options at the same time are not compatible"));
+        assert_eq!(when(&["Soon"]), refused("ERR Unsupported option Soon"));
     }
 
     #[test]

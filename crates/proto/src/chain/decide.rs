@@ -84,10 +84,16 @@ fn apply(op: WriteOp, current: Option<Stored>, now_ms: u64, max_value: usize) ->
             (keep(Kind::String, &value, expires_ms), true, Answer::Outcome)
         }
         (WriteOp::Delete, _) => (Change::Delete, true, Answer::Outcome),
-        (WriteOp::Expire(_), None) => (Change::Skip, false, Answer::Outcome),
-        (WriteOp::Expire(None), Some(c)) if c.expires_ms.is_none() => (Change::Skip, false, Answer::Outcome),
-        (WriteOp::Expire(deadline), Some(c)) => {
-            (keep(c.kind, &c.data, deadline.map(|d| d.at(now_ms))), true, Answer::Outcome)
+        (WriteOp::Expire { .. }, None) => (Change::Skip, false, Answer::Outcome),
+        (WriteOp::Expire { deadline: None, .. }, Some(c)) if c.expires_ms.is_none() => {
+            (Change::Skip, false, Answer::Outcome)
+        }
+        (WriteOp::Expire { deadline, when }, Some(c)) => {
+            let at = deadline.map(|d| d.at(now_ms));
+            match at {
+                Some(at) if !when.admits(c.expires_ms, at) => (Change::Skip, false, Answer::Outcome),
+                _ => (keep(c.kind, &c.data, at), true, Answer::Outcome),
+            }
         }
         (WriteOp::IncrBy(by), current) => {
             let now = string_of(current.as_ref())?.map_or(Ok(0), integer)?;
@@ -160,7 +166,7 @@ fn integer(data: &[u8]) -> Result<i64, Refusal> {
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use meridian_core::{Deadline, KeyspaceId};
+    use meridian_core::{Deadline, ExpireWhen, KeyspaceId};
 
     fn write(op: WriteOp) -> Write {
         Write::new(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), op)
@@ -205,7 +211,9 @@ mod tests {
         assert_eq!(checked, 45);
         let keep = write(WriteOp::Put { value, ttl: Ttl::Keep });
         let get = Write { get_old: true, ..write(WriteOp::Delete) };
-        for w in [keep, get, write(WriteOp::IncrBy(1)), write(WriteOp::Expire(None))] {
+        for w in
+            [keep, get, write(WriteOp::IncrBy(1)), write(WriteOp::Expire { deadline: None, when: ExpireWhen::Always })]
+        {
             assert!(needs_value(&w), "{w:?}");
         }
     }
@@ -266,7 +274,12 @@ mod tests {
         }
         let getdel = Write { get_old: true, ..write(WriteOp::Delete) };
         assert_eq!(decide(getdel, Some(hash.clone()), 0, 100).outcome.answer, Answer::Refused(Refusal::WrongType));
-        let d = decide(write(WriteOp::Expire(Some(meridian_core::Deadline::At(50)))), Some(hash), 0, 100);
+        let d = decide(
+            write(WriteOp::Expire { deadline: Some(meridian_core::Deadline::At(50)), when: ExpireWhen::Always }),
+            Some(hash),
+            0,
+            100,
+        );
         let Change::Put(raw) = d.change else { panic!("a put") };
         assert_eq!(Stored::unwrap(raw).unwrap().kind, Kind::Hash, "EXPIRE keeps the kind");
     }

@@ -4,12 +4,10 @@
 //! durable here, so after a restart it never adopts an older map than one it acted on: an older map, say from
 //! a deposed leader, could tell it to drop the data of a chain it has since joined. The file is
 //! `"MMAP" | version:u8 | len:u32 | crc32c:u32 | postcard(map)`, replaced atomically (written to a temporary
-//! file, synced, renamed). The version is the peer protocol's (`meridian_core::wire::WIRE_VERSION`), which
-//! names the map's encoding too; a file of a version this build does not speak is refused with both versions
+//! file, synced, renamed). The version is [`MAP_FORMAT`], the map's encoding; a file of a version this build does not speak is refused with both versions
 //! named, rather than misread. A file without the magic was written before files had versions: version 1.
 
-use super::map::ClusterMap;
-use meridian_core::wire::WIRE_VERSION;
+use super::map::{ClusterMap, MAP_FORMAT};
 use meridian_store::Vfs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -66,7 +64,7 @@ fn encode(map: &ClusterMap) -> Vec<u8> {
     let body = postcard::to_allocvec(map).expect("maps serialize");
     let mut out = Vec::with_capacity(body.len() + 13);
     out.extend_from_slice(MAGIC);
-    out.push(WIRE_VERSION);
+    out.push(MAP_FORMAT);
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
     out.extend_from_slice(&body);
@@ -78,9 +76,9 @@ fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
         Some(rest) => rest.split_first().map(|(&v, rest)| (v, rest)).ok_or("shorter than its header")?,
         None => (UNNAMED_VERSION, bytes),
     };
-    if version != WIRE_VERSION {
+    if version != MAP_FORMAT {
         return Err(format!(
-            "written in map format {version}, and this build reads format {WIRE_VERSION}; run the build that wrote it"
+            "written in map format {version}, and this build reads format {MAP_FORMAT}; run the build that wrote it"
         ));
     }
     let (head, body) = bytes.split_at_checked(8).ok_or("shorter than its header")?;
@@ -120,11 +118,11 @@ mod tests {
     fn a_map_of_another_format_is_refused_and_an_unnamed_one_read() {
         let map = ClusterMap { epoch: 3, ..ClusterMap::default() };
         let mut newer = encode(&map);
-        newer[MAGIC.len()] = WIRE_VERSION + 1;
+        newer[MAGIC.len()] = MAP_FORMAT + 1;
         let err = decode(&newer).unwrap_err();
-        let (theirs, ours) = (format!("map format {}", WIRE_VERSION + 1), format!("reads format {WIRE_VERSION}"));
+        let (theirs, ours) = (format!("map format {}", MAP_FORMAT + 1), format!("reads format {MAP_FORMAT}"));
         assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
         let unnamed = &encode(&map)[MAGIC.len() + 1..];
-        assert_eq!(decode(unnamed).is_ok(), WIRE_VERSION == UNNAMED_VERSION, "a file from before versions");
+        assert_eq!(decode(unnamed).is_ok(), MAP_FORMAT == UNNAMED_VERSION, "a file from before versions");
     }
 }

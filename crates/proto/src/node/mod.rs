@@ -9,9 +9,9 @@
 mod admin;
 mod clean_stop;
 mod lost_replicas;
+mod metrics;
 #[cfg(test)]
 mod schema_lock;
-mod metrics;
 mod status;
 
 use crate::chain::stores::{StoreSpec, Stores};

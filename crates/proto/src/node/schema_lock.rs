@@ -1,26 +1,28 @@
-//! The lock that keeps `meridian_core::wire::WIRE_VERSION` honest. Peers refuse frames of another version, and
-//! the map file and the Raft log name it (`manager/mapfile.rs`, `manager/raft/storage.rs`), so a node of another
-//! build is refused rather than misread, but only if the version changes whenever the encoding does. These tests
-//! encode a sample of every peer message and map command, and a map, and compare a checksum of the bytes and the
-//! number of each enum's variants with what was recorded for the current version. A change to any of them fails
-//! here: bump `WIRE_VERSION`, then record the new figures below.
+//! The lock that keeps the encoding versions honest: `meridian_core::wire::WIRE_VERSION` for peer messages, which
+//! peers compare on every frame, and [`MAP_FORMAT`] for the map and its commands as nodes store them (the map
+//! file, the Raft log), which a node checks as it opens them. A node of another build is refused rather than
+//! misread, but only if each version changes whenever its encoding does. These tests encode a sample of every
+//! peer message and map command, and a map, and compare checksums of the bytes with what was recorded for the
+//! current versions; the samples cover every variant of `ChainMsg`, `MgrMsg` and `MapCommand` (an exhaustive match
+//! will not compile without a sample for a new one). A change fails here: bump the version it names, then record
+//! the new figures below.
 
 use super::NodeMsg;
 use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState, Outcome, Refusal};
 use crate::chain::{ChainMsg, Change, Origin, ReplicaReports, StepReport, Update};
-use crate::manager::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs};
+use crate::manager::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use bytes::Bytes;
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
-    ChainId, Condition, ErrorKind, KeyspaceConfig, KeyspaceId, NodeId, Read, ReplicaKind, Reply, RequestId, Scan,
-    ScanWant, Write, WriteOp,
+    ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, NodeId, Read, ReplicaKind, Reply,
+    RequestId, Scan, ScanWant, Write, WriteOp,
 };
 use std::time::Duration;
 
-/// The version these figures were recorded for, the checksum of the samples' encodings, and the variants of
-/// `ChainMsg`, `MgrMsg` and `MapCommand`.
-const RECORDED: (u8, u32, [usize; 3]) = (1, 0xdf86_ac87, [14, 8, 13]);
+/// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
+/// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg` and `MapCommand`.
+const RECORDED: ((u8, u32), (u8, u32), [usize; 3]) = ((2, 0x4e58_2056), (1, 0x72de_74fd), [14, 8, 13]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -66,6 +68,16 @@ fn chain_messages() -> Vec<ChainMsg> {
         })),
         ChainMsg::Scan { origin: origin(), view, chain, scan },
         ChainMsg::Update { view, update: update(Change::Delete, Answer::Old(None)) },
+        ChainMsg::Write {
+            origin: origin(),
+            view,
+            chain,
+            write: Write::new(
+                KeyspaceId(0),
+                key,
+                WriteOp::Expire { deadline: Some(Deadline::At(9)), when: ExpireWhen::XxLt },
+            ),
+        },
     ];
     let numbered = |m: &ChainMsg| match m {
         ChainMsg::Get { .. } => 0,
@@ -195,28 +207,37 @@ fn assert_covers(numbers: impl Iterator<Item = usize>, last: usize, what: &str) 
     assert_eq!(seen, (0..=last).collect::<Vec<_>>(), "a sample of every {what} variant");
 }
 
-/// The checksum of every sample's encoding, in order.
-fn fingerprint() -> u32 {
+/// The checksum of the encodings of `values`, in order.
+fn checksum<T: serde::Serialize>(values: impl IntoIterator<Item = T>) -> u32 {
     let mut bytes = Vec::new();
-    let mut add = |encoded: Vec<u8>| {
+    for value in values {
+        let encoded = postcard::to_allocvec(&value).expect("samples encode");
         bytes.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
         bytes.extend_from_slice(&encoded);
-    };
-    chain_messages().into_iter().for_each(|m| add(postcard::to_allocvec(&NodeMsg::Chain(m)).unwrap()));
-    manager_messages().into_iter().for_each(|m| add(postcard::to_allocvec(&NodeMsg::Mgr(m)).unwrap()));
-    commands().iter().for_each(|c| add(postcard::to_allocvec(c).unwrap()));
-    add(postcard::to_allocvec(&map()).unwrap());
+    }
     crc32c::crc32c(&bytes)
 }
 
 #[test]
-fn the_wire_version_names_the_encoding_of_every_message_and_the_map() {
+fn the_wire_version_names_the_encoding_of_every_peer_message() {
+    let chain = chain_messages().into_iter().map(NodeMsg::Chain);
+    let messages = chain.chain(manager_messages().into_iter().map(NodeMsg::Mgr));
     assert_eq!(
-        (WIRE_VERSION, fingerprint()),
-        (RECORDED.0, RECORDED.1),
-        "the peer messages or the map encode differently from what WIRE_VERSION {} was recorded for: a build of \
-         either encoding would misread the other. Bump meridian_core::wire::WIRE_VERSION and record the version and the new \
-         fingerprint in schema_lock.rs",
-        RECORDED.0
+        (WIRE_VERSION, checksum(messages)),
+        RECORDED.0,
+        "peer messages encode differently from what WIRE_VERSION {} was recorded for: nodes of the two builds \
+         would misread each other. Bump meridian_core::wire::WIRE_VERSION and record it with the new checksum",
+        RECORDED.0 .0
+    );
+}
+
+#[test]
+fn the_map_format_names_the_encoding_of_the_map_and_its_commands() {
+    assert_eq!(
+        (MAP_FORMAT, checksum(commands()) ^ checksum([map()])),
+        RECORDED.1,
+        "the map or its commands encode differently from what MAP_FORMAT {} was recorded for: a node would misread \
+         the files of the other build. Bump MAP_FORMAT and record it with the new checksum",
+        RECORDED.1 .0
     );
 }

@@ -56,7 +56,12 @@ fn a_lone_memory_member_answers_writes_at_once_as_the_long_way_would() {
         write("a", put_op("4", Ttl::Clear), Condition::Always, true),
         put_for("c", "1", 5_000),
         write("c", put_op("2", Ttl::Keep), Condition::IfPresent, false),
-        write("b", WriteOp::Expire(Some(Deadline::In(9_000))), Condition::Always, false),
+        write(
+            "b",
+            WriteOp::Expire { deadline: Some(Deadline::In(9_000)), when: meridian_core::ExpireWhen::Always },
+            Condition::Always,
+            false,
+        ),
         del("a"),
         del("a"),
         write("b", WriteOp::Delete, Condition::Always, true),

@@ -50,7 +50,9 @@ fn a_key_lives_until_its_deadline_then_the_head_deletes_it_everywhere() {
 fn persist_expire_and_keepttl_change_only_the_deadline() {
     let mut h = Harness::new(3, 3);
     h.set_wall(T0);
-    let expire = |key: &str, d: Option<Deadline>| write(key, WriteOp::Expire(d), Condition::Always);
+    let expire = |key: &str, d: Option<Deadline>| {
+        write(key, WriteOp::Expire { deadline: d, when: meridian_core::ExpireWhen::Always }, Condition::Always)
+    };
     assert_eq!(h.request(1, expire("missing", Some(Deadline::In(5)))), Some(NOT_APPLIED));
     h.written(1, "k", "v");
     assert_eq!(h.request(1, expire("k", None)), Some(Reply::Written { applied: false, existed: true }));

@@ -281,6 +281,11 @@ pub enum Applied {
     Unchanged,
 }
 
+/// The version of the encoding of the map and its commands as nodes store them (the map file, the Raft log's
+/// entries): it changes whenever that encoding does, which the schema lock (`node/schema_lock.rs`) enforces. A
+/// node refuses files of another version, naming both.
+pub const MAP_FORMAT: u8 = 1;
+
 /// The member the Remove in flight on `c` takes out, if one is under way.
 fn removed_by(c: &ChainView) -> Option<NodeId> {
     match c.change {

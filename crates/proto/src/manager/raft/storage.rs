@@ -26,7 +26,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use meridian_core::wire::WIRE_VERSION;
+use crate::manager::map::MAP_FORMAT;
 use meridian_store::{Vfs, VfsFile};
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
@@ -43,8 +43,7 @@ const KIND_ENTRY: u8 = 3;
 const KIND_TRUNCATE: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
 const KIND_BATCH: u8 = 6;
-/// The version of what the file holds (`meridian_core::wire::WIRE_VERSION`, which names the encoding of the map
-/// commands in its entries): the first frame of every file written since files named it. A file without one
+/// The version of what the file holds ([`MAP_FORMAT`], the encoding of the map commands in its entries): the first frame of every file written since files named it. A file without one
 /// was written before, in version 1.
 pub(super) const KIND_FORMAT: u8 = 7;
 
@@ -122,7 +121,7 @@ impl RaftLog {
         if frames.is_empty() && buf.is_empty() {
             // A new file names its version first; if the write is lost, the next open finds it empty again.
             let mut header = Vec::new();
-            frame::encode(KIND_FORMAT, &[WIRE_VERSION], &mut header);
+            frame::encode(KIND_FORMAT, &[MAP_FORMAT], &mut header);
             self.file.append(&header)?;
         }
         self.recovery = Recovery { frames: frames.len() as u64, kept_bytes: buf.len() as u64, ..Recovery::default() };
@@ -353,7 +352,7 @@ impl RaftLog {
             self.vfs.remove_file(&tmp)?;
         }
         let mut buf = Vec::new();
-        frame::encode(KIND_FORMAT, &[WIRE_VERSION], &mut buf);
+        frame::encode(KIND_FORMAT, &[MAP_FORMAT], &mut buf);
         if self.snapshot_index() > 0 {
             encode(KIND_SNAPSHOT, &self.snapshot, &mut buf);
         }
@@ -447,9 +446,9 @@ fn read_all(file: &dyn VfsFile) -> io::Result<Vec<u8>> {
 /// Refuses a file written in a version this build does not read, naming both.
 fn check_format(payload: &[u8]) -> Result<(), String> {
     match payload {
-        [version] if *version == WIRE_VERSION => Ok(()),
+        [version] if *version == MAP_FORMAT => Ok(()),
         [version] => Err(format!(
-            "written in raft log format {version}, and this build reads format {WIRE_VERSION}; run the build that \
+            "written in raft log format {version}, and this build reads format {MAP_FORMAT}; run the build that \
              wrote it"
         )),
         _ => Err(format!("a format frame of {} bytes", payload.len())),

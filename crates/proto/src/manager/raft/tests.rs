@@ -701,7 +701,7 @@ fn a_compaction_interrupted_at_any_write_leaves_the_old_or_the_new_log() {
 /// rather than replayed under a guess.
 #[test]
 fn a_log_of_another_format_is_refused() {
-    use meridian_core::wire::WIRE_VERSION;
+    use crate::manager::map::MAP_FORMAT;
     let disk = SimVfs::new();
     let mut log = open_log(&disk).unwrap();
     log.bootstrap(ConfState { voters: vec![1], ..ConfState::default() }).unwrap();
@@ -711,10 +711,10 @@ fn a_log_of_another_format_is_refused() {
     let disk = SimVfs::new();
     disk.create_dir_all(Path::new(DIR)).unwrap();
     let mut newer = Vec::new();
-    super::frame::encode(super::storage::KIND_FORMAT, &[WIRE_VERSION + 1], &mut newer);
+    super::frame::encode(super::storage::KIND_FORMAT, &[MAP_FORMAT + 1], &mut newer);
     disk.open(&Path::new(DIR).join("raft.log")).unwrap().append(&newer).unwrap();
     let Err(err) = open_log(&disk).map(|_| ()) else { panic!("a log of another format opened") };
     let err = err.to_string();
-    let (theirs, ours) = (format!("format {}", WIRE_VERSION + 1), format!("reads format {WIRE_VERSION}"));
+    let (theirs, ours) = (format!("format {}", MAP_FORMAT + 1), format!("reads format {MAP_FORMAT}"));
     assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
 }
