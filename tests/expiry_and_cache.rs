@@ -77,6 +77,42 @@ fn keys_expire_on_every_node_at_their_deadline() {
     assert_eq!(cmd(&mut a, &["GET", "k"]), Resp::Bulk(None), "a refused SET wrote nothing");
 }
 
+/// Redis 7's EXPIRE options and its arithmetic, through a chain of three: NX, XX, GT and LT decide against the
+/// key's deadline at its head; an amount whose milliseconds overflow is refused and keeps the key; an absolute
+/// deadline at the far end of time is taken.
+#[test]
+fn expire_options_and_limits_answer_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b) = (conn(&cluster.servers[0]), conn(&cluster.servers[2]));
+    assert_eq!(cmd(&mut a, &["SET", "k", "v"]), ok());
+    assert_eq!(int(&mut b, &["EXPIRE", "k", "100", "XX"]), 0, "XX: no deadline yet");
+    assert_eq!(int(&mut b, &["EXPIRE", "k", "100", "GT"]), 0, "GT: no deadline counts as never");
+    assert_eq!(int(&mut b, &["EXPIRE", "k", "100", "nx"]), 1);
+    assert_eq!(int(&mut a, &["EXPIRE", "k", "200", "NX"]), 0, "NX: it has one now");
+    assert_eq!(int(&mut a, &["EXPIRE", "k", "50", "gt"]), 0);
+    assert_eq!(int(&mut a, &["EXPIRE", "k", "200", "GT"]), 1);
+    assert_eq!(int(&mut b, &["EXPIRE", "k", "300", "LT"]), 0);
+    assert_eq!(int(&mut b, &["EXPIRE", "k", "150", "LT", "XX"]), 1);
+    assert!((149..=150).contains(&int(&mut a, &["TTL", "k"])));
+    assert_eq!(int(&mut a, &["PERSIST", "k"]), 1);
+    assert_eq!(int(&mut a, &["EXPIRE", "k", "10", "LT"]), 1, "LT: no deadline counts as never");
+
+    let refused = |e: &str| Resp::Error(e.to_string());
+    let both = "ERR NX and XX, GT or LT options at the same time are not compatible";
+    assert_eq!(cmd(&mut a, &["EXPIRE", "k", "5", "NX", "GT"]), refused(both));
+    assert_eq!(
+        cmd(&mut a, &["EXPIRE", "k", "5", "GT", "LT"]),
+        refused("ERR GT and LT options at the same time are not compatible")
+    );
+    assert_eq!(cmd(&mut a, &["PEXPIRE", "k", "5", "soon"]), refused("ERR Unsupported option soon"));
+    let invalid = refused("ERR invalid expire time in 'expire' command");
+    assert_eq!(cmd(&mut a, &["EXPIRE", "k", "-9223372036854776"]), invalid);
+    assert_eq!(cmd(&mut b, &["GET", "k"]), bulk("v"), "a refused EXPIRE keeps the key");
+    assert_eq!(int(&mut a, &["PEXPIREAT", "k", "9223372036854770000"]), 1);
+    assert!(int(&mut b, &["TTL", "k"]) > 1 << 52, "the far end of time");
+}
+
 /// The memory the replicas of keyspace `keyspace` hold on `server`, as the cap counts it.
 fn cache_memory(server: &Server, keyspace: u64) -> u64 {
     let status = server.cluster_status();
