@@ -151,9 +151,8 @@ fn assert_ids_follow(map: &ClusterMap, steps: &[(ChainId, u64, ChainChange)]) {
 }
 
 /// A chain of a keyspace configured with a kind that survives a restart, once it holds a whole replica of such a
-/// kind, keeps one through every step, unless an operator removed
-/// the node of the last one for good after it failed, it was a joiner not yet flushed (which holds nothing the
-/// chain relies on), or a fault took it: draining nodes out never leaves such a keyspace with only memory
+/// kind, keeps one through every step, unless it was a joiner not yet flushed (which holds nothing the chain
+/// relies on) or a fault took it: draining nodes out never leaves such a keyspace with only memory
 /// replicas.
 fn keeps_a_durable_replica(before: &ClusterMap, after: &ClusterMap, cmd: &MapCommand) {
     let wants_durable = |id: &ChainId| {
@@ -168,11 +167,10 @@ fn keeps_a_durable_replica(before: &ClusterMap, after: &ClusterMap, cmd: &MapCom
         };
         let (had, has) = (durable(b), durable(&after.chains[id]));
         let joiner = |m: NodeId| matches!(b.change, Some(ChainChange::Add { node, .. }) if node == m);
-        let given_up = |m: NodeId| joiner(m) || (!after.is_live(m) && after.nodes.get(&m).is_some_and(|n| n.departed));
         // A replica's loss is a fault, not a step; restoring settles a chain with no whole replica left.
         let fault = matches!(cmd, MapCommand::ReplicaLost { .. } | MapCommand::ReplicaRestored { .. });
         assert!(
-            had.is_empty() || !has.is_empty() || fault || had.iter().all(|&m| given_up(m)),
+            had.is_empty() || !has.is_empty() || fault || had.iter().all(|&m| joiner(m)),
             "chain {id} lost its last durable replica to {cmd:?}: {b:?} -> {:?}; {:?}",
             after.chains[id],
             before.nodes
