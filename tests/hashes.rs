@@ -54,3 +54,31 @@ fn hash_commands_answer_as_redis_does() {
     assert_eq!(cmd(&["GET", "s2"]), bulk("plain"), "SET replaces a hash");
     assert_eq!(cmd(&["DEL", "s2", "s"]), Resp::Int(2));
 }
+
+/// HSETNX, HINCRBY and HINCRBYFLOAT, decided at the key's head, answered as Redis answers them through any node.
+#[test]
+fn hash_counters_and_set_if_absent_answer_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut c, mut other) = (cluster.conn(0), cluster.conn(1));
+    let mut cmd = |args: &[&str]| c.cmd(args).unwrap();
+    let error = |e: &str| Resp::Error(e.to_string());
+
+    assert_eq!(cmd(&["HSETNX", "h", "f", "1"]), Resp::Int(1));
+    assert_eq!(cmd(&["HSETNX", "h", "f", "2"]), Resp::Int(0));
+    assert_eq!(other.cmd(&["HGET", "h", "f"]).unwrap(), bulk("1"));
+    assert_eq!(cmd(&["HINCRBY", "h", "f", "41"]), Resp::Int(42));
+    assert_eq!(cmd(&["HINCRBY", "h", "new", "-5"]), Resp::Int(-5));
+    assert_eq!(cmd(&["HINCRBY", "h", "f", "x"]), error("ERR value is not an integer or out of range"));
+    assert_eq!(cmd(&["HINCRBY", "h", "f", "9223372036854775807"]), error("ERR increment or decrement would overflow"));
+    assert_eq!(cmd(&["HSET", "h", "word", "hello"]), Resp::Int(1));
+    assert_eq!(cmd(&["HINCRBY", "h", "word", "1"]), error("ERR hash value is not an integer"));
+    assert_eq!(cmd(&["HINCRBYFLOAT", "h", "fl", "10.5"]), bulk("10.5"));
+    assert_eq!(cmd(&["HINCRBYFLOAT", "h", "fl", "0.1"]), bulk("10.6"));
+    assert_eq!(cmd(&["HINCRBYFLOAT", "h", "word", "1"]), error("ERR hash value is not a float"));
+    assert_eq!(cmd(&["HINCRBYFLOAT", "h", "fl", "abc"]), error("ERR value is not a valid float"));
+    assert_eq!(other.cmd(&["HGET", "h", "fl"]).unwrap(), bulk("10.6"));
+    assert_eq!(cmd(&["SET", "s", "v"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["HSETNX", "s", "f", "v"]), error(WRONGTYPE));
+    assert_eq!(cmd(&["HINCRBY", "s", "f", "1"]), error(WRONGTYPE));
+}

@@ -97,3 +97,51 @@ fn a_pipeline_sees_its_own_writes_in_order() {
         assert_eq!(replies, expected, "key p{i}");
     }
 }
+
+/// INCRBYFLOAT, SETRANGE, GETEX and EXPIRETIME/PEXPIRETIME, through different nodes of three, answered and refused
+/// as Redis answers and refuses them.
+#[test]
+fn float_ranges_and_expiry_commands_answer_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut c, mut other) = (cluster.conn(0), cluster.conn(2));
+    let mut cmd = |args: &[&str]| c.cmd(args).unwrap();
+
+    assert_eq!(cmd(&["SET", "f", "10.50"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["INCRBYFLOAT", "f", "0.1"]), bulk("10.6"));
+    assert_eq!(cmd(&["INCRBYFLOAT", "f", "-5"]), bulk("5.6"));
+    assert_eq!(cmd(&["SET", "e", "5.0e3"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["INCRBYFLOAT", "e", "2.0e2"]), bulk("5200"));
+    assert_eq!(cmd(&["INCRBYFLOAT", "fresh", "3"]), bulk("3"));
+    assert_eq!(cmd(&["INCRBYFLOAT", "f", "x"]), error("ERR value is not a valid float"));
+    assert_eq!(cmd(&["SET", "word", "hello"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["INCRBYFLOAT", "word", "1"]), error("ERR value is not a valid float"));
+    assert_eq!(other.cmd(&["GET", "f"]).unwrap(), bulk("5.6"));
+
+    assert_eq!(cmd(&["SET", "s", "Hello World"]), Resp::Simple("OK".into()));
+    assert_eq!(cmd(&["SETRANGE", "s", "6", "Redis"]), Resp::Int(11));
+    assert_eq!(other.cmd(&["GET", "s"]).unwrap(), bulk("Hello Redis"));
+    assert_eq!(cmd(&["SETRANGE", "pad", "3", "ab"]), Resp::Int(5));
+    assert_eq!(cmd(&["GET", "pad"]), Resp::Bulk(Some(b"\0\0\0ab".to_vec())));
+    assert_eq!(cmd(&["SETRANGE", "none", "3", ""]), Resp::Int(0));
+    assert_eq!(cmd(&["EXISTS", "none"]), Resp::Int(0), "nothing to write makes no key");
+    assert_eq!(cmd(&["SETRANGE", "s", "-1", "x"]), error("ERR offset is out of range"));
+
+    assert_eq!(cmd(&["GETEX", "s"]), bulk("Hello Redis"));
+    assert_eq!(cmd(&["TTL", "s"]), Resp::Int(-1), "GETEX alone changes nothing");
+    assert_eq!(cmd(&["GETEX", "s", "EX", "100"]), bulk("Hello Redis"));
+    assert!(matches!(other.cmd(&["TTL", "s"]).unwrap(), Resp::Int(t) if (99..=100).contains(&t)));
+    let Resp::Int(at) = cmd(&["EXPIRETIME", "s"]) else { panic!("EXPIRETIME is an integer") };
+    let Resp::Int(at_ms) = cmd(&["PEXPIRETIME", "s"]) else { panic!("PEXPIRETIME is an integer") };
+    assert_eq!(at, at_ms / 1000);
+    assert_eq!(cmd(&["GETEX", "s", "PERSIST"]), bulk("Hello Redis"));
+    assert_eq!(cmd(&["EXPIRETIME", "s"]), Resp::Int(-1));
+    assert_eq!(cmd(&["EXPIRETIME", "missing"]), Resp::Int(-2));
+    assert_eq!(cmd(&["GETEX", "missing", "PX", "10"]), Resp::Bulk(None));
+    assert_eq!(cmd(&["GETEX", "s", "EX", "0"]), error("ERR invalid expire time in 'getex' command"));
+    assert_eq!(cmd(&["GETEX", "s", "EX", "1", "PX", "1"]), error("ERR syntax error"));
+    assert_eq!(cmd(&["HSET", "h", "f", "v"]), Resp::Int(1));
+    let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    assert_eq!(cmd(&["GETEX", "h", "EX", "5"]), error(wrongtype));
+    assert_eq!(cmd(&["TTL", "h"]), Resp::Int(-1), "a refused GETEX changes nothing");
+}

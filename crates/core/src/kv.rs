@@ -64,6 +64,8 @@ pub enum Read {
     Hash,
     /// TYPE: what kind of value the key holds ([`Reply::Kind`]).
     Kind,
+    /// EXPIRETIME, PEXPIRETIME: when the key expires, as a Unix time ([`KeyExpiry::At`]).
+    Deadline,
 }
 
 /// Keys a [`Scan`] examines at most: COUNT is clamped to it, so one answer is bounded work for the chain that
@@ -147,6 +149,21 @@ pub enum WriteOp {
     /// HDEL: the hash loses these fields, and the key goes with its last field. Answered with
     /// [`Reply::Integer`], the number of fields removed.
     HashDel(Vec<Bytes>),
+    /// INCRBYFLOAT: the key's value, a decimal number (an absent key counts as 0), plus this one (its text, which
+    /// the front-end has checked), written back as Redis writes it; the key keeps its expiry. Answered with
+    /// [`Reply::Value`], the new value.
+    IncrByFloat(Bytes),
+    /// HINCRBY: the field's value, a decimal 64-bit integer (an absent field counts as 0), plus this amount.
+    /// Answered with [`Reply::Integer`], the new value.
+    HashIncrBy(Bytes, i64),
+    /// HINCRBYFLOAT: as [`WriteOp::IncrByFloat`], for a field of a hash. Answered with [`Reply::Value`].
+    HashIncrByFloat(Bytes, Bytes),
+    /// HSETNX: the field takes the value only if the hash lacks it. Answered with [`Reply::Integer`], 1 or 0.
+    HashSetNx(Bytes, Bytes),
+    /// SETRANGE: the value overwritten from this offset on by these bytes, padded with zero bytes up to it (an
+    /// absent key counts as empty; nothing to write leaves it absent); the key keeps its expiry. Answered with
+    /// [`Reply::Integer`], the new length.
+    SetRange(u64, Bytes),
 }
 
 /// What a put does to its key's expiry.
@@ -231,12 +248,16 @@ impl Write {
     /// The bytes a put writes or an append adds.
     pub fn value(&self) -> Option<&Bytes> {
         match &self.op {
-            WriteOp::Put { value, .. } | WriteOp::Append(value) => Some(value),
+            WriteOp::Put { value, .. } | WriteOp::Append(value) | WriteOp::SetRange(_, value) => Some(value),
             WriteOp::Delete
             | WriteOp::Expire { .. }
             | WriteOp::IncrBy(_)
             | WriteOp::HashSet(_)
-            | WriteOp::HashDel(_) => None,
+            | WriteOp::HashDel(_)
+            | WriteOp::IncrByFloat(_)
+            | WriteOp::HashIncrBy(..)
+            | WriteOp::HashIncrByFloat(..)
+            | WriteOp::HashSetNx(..) => None,
         }
     }
 
@@ -339,6 +360,8 @@ pub enum KeyExpiry {
     Never,
     /// The key expires in this many milliseconds on the query node's clock (0: due, its delete on the way).
     In(u64),
+    /// The key expires at this Unix time in milliseconds.
+    At(u64),
 }
 
 /// Why a request failed, and whether its outcome is known.
@@ -420,6 +443,7 @@ impl Limits {
             Request::Write(Write { op: WriteOp::HashSet(fields), .. }) => {
                 fields.iter().map(|(f, v)| f.len() + v.len()).sum()
             }
+            Request::Write(Write { op: WriteOp::HashSetNx(field, value), .. }) => field.len() + value.len(),
             Request::Write(w) => w.value().map_or(0, Bytes::len),
             _ => 0,
         };

@@ -1,4 +1,5 @@
-//! Redis' expiry commands: EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL and PTTL, and the deadlines of
+//! Redis' expiry commands: EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL, EXPIRETIME and PEXPIRETIME,
+//! and the deadlines of
 //! SET's EX, PX, EXAT and PXAT. A key's deadline is fixed by the front-end's wall clock and judged by its
 //! chain's head, which deletes the key through the chain once it passes (docs/keyspaces.md, "Expiry").
 
@@ -58,6 +59,23 @@ pub(super) fn ttl(args: &mut [Bytes], session: &mut Session, frontend: &Frontend
 
 pub(super) fn pttl(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     submit_one(frontend, read_of(session, args[1].clone(), Read::Expiry), session, |reply| remaining(reply, 1))
+}
+
+pub(super) fn expiretime(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read_of(session, args[1].clone(), Read::Deadline), session, |reply| unix_time(reply, 1_000))
+}
+
+pub(super) fn pexpiretime(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    submit_one(frontend, read_of(session, args[1].clone(), Read::Deadline), session, |reply| unix_time(reply, 1))
+}
+
+/// EXPIRETIME and PEXPIRETIME: -2 for no key, -1 for a key that does not expire, otherwise its deadline as a Unix
+/// time in `unit_ms` (truncated, as Redis divides).
+fn unix_time(reply: Reply, unit_ms: u64) -> Frame {
+    match reply {
+        Reply::Expiry(KeyExpiry::At(ms)) => Frame::Integer(i64::try_from(ms / unit_ms).unwrap_or(i64::MAX)),
+        other => remaining(other, unit_ms),
+    }
 }
 
 /// The deadline an expiry option or command names: `unit` is its name (EX, PX, EXAT, PXAT, or the command

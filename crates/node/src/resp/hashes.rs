@@ -1,12 +1,13 @@
-//! Redis' hash commands: HSET, HMSET, HDEL (writes the chain's head decides against the hash it holds, like
-//! INCR), and HGET, HMGET, HGETALL, HLEN, HEXISTS (one read of the whole hash at the key's query node, picked
+//! Redis' hash commands: HSET, HMSET, HSETNX, HDEL, HINCRBY, HINCRBYFLOAT (writes the chain's head decides
+//! against the hash it holds, like INCR), and HGET, HMGET, HGETALL, HLEN, HEXISTS (one read of the whole hash at the key's query node, picked
 //! apart here). A hash is one value, so each command is atomic on its key; a hash command on a string key, or a
 //! string command on a hash, gets Redis' WRONGTYPE error.
 
-use super::commands::{wrong_arity, Action, Session};
+use super::commands::{integer_argument, wrong_arity, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
 use super::kv::{failure, integer, read_of, submit_one, submit_picked, write};
+use super::strings::float_argument;
 use bytes::Bytes;
 use meridian_core::{Condition, Read, Reply, WriteOp};
 
@@ -35,6 +36,29 @@ fn pairs(args: &[Bytes], command: &str) -> Result<WriteOp, Frame> {
         return Err(wrong_arity(command));
     }
     Ok(WriteOp::HashSet(args[2..].chunks_exact(2).map(|fv| (fv[0].clone(), fv[1].clone())).collect()))
+}
+
+pub(super) fn hsetnx(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    let op = WriteOp::HashSetNx(args[2].clone(), args[3].clone());
+    submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, integer)
+}
+
+pub(super) fn hincrby(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    match integer_argument(&args[3]) {
+        Ok(by) => {
+            let op = WriteOp::HashIncrBy(args[2].clone(), by);
+            submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, integer)
+        }
+        Err(frame) => frame.into(),
+    }
+}
+
+pub(super) fn hincrbyfloat(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
+    if let Err(frame) = float_argument(&args[3]) {
+        return frame.into();
+    }
+    let op = WriteOp::HashIncrByFloat(args[2].clone(), args[3].clone());
+    submit_one(frontend, write(session, args[1].clone(), op, Condition::Always), session, super::kv::value)
 }
 
 pub(super) fn hdel(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {

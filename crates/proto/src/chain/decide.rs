@@ -2,6 +2,8 @@
 //! Every member then applies the resulting [`Change`], so read-modify-write commands (INCR, APPEND, SET … GET,
 //! GETDEL) are atomic per key and replicate as plain puts and deletes: the chain never re-evaluates them.
 
+mod more;
+
 use super::msg::{Answer, Change, Outcome, Refusal};
 use meridian_core::{hash, Condition, Kind, Stored, Ttl, Write, WriteOp};
 
@@ -66,13 +68,18 @@ pub(super) fn decide(write: Write, current: impl Into<Current>, now_ms: u64, max
     Decision { change, outcome: Outcome { applied, existed, answer } }
 }
 
-type Applied = (Change, bool, Answer);
+pub(super) type Applied = (Change, bool, Answer);
 
-fn apply(op: WriteOp, current: Option<Stored>, now_ms: u64, max_value: usize) -> Result<Applied, Refusal> {
-    let keep = |kind: Kind, data: &[u8], expires_ms: Option<u64>| match expires_ms {
+/// What a key becomes with `data` of `kind` and a deadline: gone if the deadline has passed at `now_ms`.
+pub(super) fn keep(kind: Kind, data: &[u8], expires_ms: Option<u64>, now_ms: u64) -> Change {
+    match expires_ms {
         Some(at) if at <= now_ms => Change::Delete,
         _ => Change::Put(Stored::wrap_as(kind, data, expires_ms)),
-    };
+    }
+}
+
+fn apply(op: WriteOp, current: Option<Stored>, now_ms: u64, max_value: usize) -> Result<Applied, Refusal> {
+    let keep = |kind: Kind, data: &[u8], expires_ms: Option<u64>| keep(kind, data, expires_ms, now_ms);
     let expires = current.as_ref().and_then(|c| c.expires_ms);
     Ok(match (op, current) {
         (WriteOp::Put { value, ttl }, _) => {
@@ -128,11 +135,12 @@ fn apply(op: WriteOp, current: Option<Stored>, now_ms: u64, max_value: usize) ->
             };
             (change, removed > 0, Answer::Integer(removed as i64))
         }
+        (op, current) => more::apply(op, current.as_ref(), now_ms, max_value)?,
     })
 }
 
 /// A string key's bytes (None if absent); a hash is the wrong type.
-fn string_of(current: Option<&Stored>) -> Result<Option<&[u8]>, Refusal> {
+pub(super) fn string_of(current: Option<&Stored>) -> Result<Option<&[u8]>, Refusal> {
     match current {
         Some(Stored { kind: Kind::Hash, .. }) => Err(Refusal::WrongType),
         other => Ok(other.map(|c| c.data.as_ref())),

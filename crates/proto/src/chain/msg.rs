@@ -52,6 +52,8 @@ pub enum Answer {
     Integer(i64),
     /// The write was refused against the key's value, and changed nothing.
     Refused(Refusal),
+    /// INCRBYFLOAT's new value, as written.
+    Bulk(Bytes),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +68,14 @@ pub enum Refusal {
     WrongType,
     /// The key's stored hash cannot be decoded.
     Damaged,
+    /// INCRBYFLOAT of a value that is not a number.
+    NotAFloat,
+    /// HINCRBY of a field that is not an integer.
+    FieldNotAnInteger,
+    /// HINCRBYFLOAT of a field that is not a number.
+    FieldNotAFloat,
+    /// INCRBYFLOAT or HINCRBYFLOAT would make the value infinite or not a number.
+    NanOrInfinity,
 }
 
 impl Refusal {
@@ -73,7 +83,13 @@ impl Refusal {
         match self {
             Refusal::WrongType => ErrorKind::WrongType,
             Refusal::Damaged => ErrorKind::Storage,
-            Refusal::NotAnInteger | Refusal::Overflow | Refusal::TooLong { .. } => ErrorKind::Invalid,
+            Refusal::NotAnInteger
+            | Refusal::Overflow
+            | Refusal::TooLong { .. }
+            | Refusal::NotAFloat
+            | Refusal::FieldNotAnInteger
+            | Refusal::FieldNotAFloat
+            | Refusal::NanOrInfinity => ErrorKind::Invalid,
         }
     }
 }
@@ -86,6 +102,7 @@ impl Outcome {
             Answer::Old(value) => Reply::Value(value.clone()),
             Answer::Integer(n) => Reply::Integer(*n),
             Answer::Refused(why) => Reply::Error(why.kind(), why.to_string()),
+            Answer::Bulk(value) => Reply::Value(Some(value.clone())),
         }
     }
 }
@@ -99,6 +116,10 @@ impl std::fmt::Display for Refusal {
             Refusal::TooLong { limit } => write!(f, "string exceeds maximum allowed size ({limit} bytes)"),
             Refusal::WrongType => f.write_str("Operation against a key holding the wrong kind of value"),
             Refusal::Damaged => f.write_str("the key's stored hash is damaged"),
+            Refusal::NotAFloat => f.write_str("value is not a valid float"),
+            Refusal::FieldNotAnInteger => f.write_str("hash value is not an integer"),
+            Refusal::FieldNotAFloat => f.write_str("hash value is not a float"),
+            Refusal::NanOrInfinity => f.write_str("increment would produce NaN or Infinity"),
         }
     }
 }

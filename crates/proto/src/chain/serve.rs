@@ -77,6 +77,10 @@ fn reply_for(read: Read, stored: Option<Stored>, now_ms: u64) -> Reply {
         (Read::Expiry, Some(Stored { expires_ms: Some(at), .. })) => {
             Reply::Expiry(KeyExpiry::In(at.saturating_sub(now_ms)))
         }
+        (Read::Deadline, None) => Reply::Expiry(KeyExpiry::Absent),
+        (Read::Deadline, Some(Stored { expires_ms, .. })) => {
+            Reply::Expiry(expires_ms.map_or(KeyExpiry::Never, KeyExpiry::At))
+        }
     }
 }
 

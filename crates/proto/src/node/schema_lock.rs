@@ -22,7 +22,7 @@ use std::time::Duration;
 
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg` and `MapCommand`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 3]) = ((2, 0x4e58_2056), (1, 0x72de_74fd), [14, 8, 13]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 3]) = ((2, 0x2cc2_5b43), (1, 0x72de_74fd), [14, 8, 13]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -74,10 +74,18 @@ fn chain_messages() -> Vec<ChainMsg> {
             chain,
             write: Write::new(
                 KeyspaceId(0),
-                key,
+                key.clone(),
                 WriteOp::Expire { deadline: Some(Deadline::At(9)), when: ExpireWhen::XxLt },
             ),
         },
+        ChainMsg::Get { origin: origin(), view, chain, key: key.clone(), read: Read::Deadline },
+        ChainMsg::Write {
+            origin: origin(),
+            view,
+            chain,
+            write: Write::new(KeyspaceId(0), key.clone(), WriteOp::SetRange(3, key)),
+        },
+        ChainMsg::Update { view, update: update(Change::Skip, Answer::Bulk(Bytes::from_static(b"1.5"))) },
     ];
     let numbered = |m: &ChainMsg| match m {
         ChainMsg::Get { .. } => 0,
