@@ -93,7 +93,7 @@ fn ops_on(history: &History, key: &str) -> Vec<Op> {
 
 #[test]
 fn agrees_with_exhaustive_search_on_small_histories() {
-    let (mut accepted, mut rejected) = (0, 0);
+    let mut tally = Tally::default();
     let (mut presents_wrong, mut presents_caught) = (0, 0);
     for seed in 0..20_000 {
         let mut rng = Rng::new(seed);
@@ -111,20 +111,9 @@ fn agrees_with_exhaustive_search_on_small_histories() {
             }
             continue;
         }
-        match check(&history, Budget::default()) {
-            Verdict::Linearizable { .. } => {
-                assert!(expected, "seed {seed}: accepted a non-linearizable history {history:#?}");
-                accepted += 1;
-            }
-            Verdict::Violation(counterexample) => {
-                assert!(!expected, "seed {seed}: rejected a linearizable history {history:#?}\n{counterexample}");
-                assert!(!brute_force_linearizable(&counterexample.ops), "seed {seed}: counterexample is linearizable");
-                rejected += 1;
-            }
-            other => panic!("seed {seed}: {other}"),
-        }
+        tally.judge(seed, &history, expected);
     }
-    assert!(accepted > 1_000 && rejected > 1_000, "too one-sided: {accepted} accepted, {rejected} rejected");
+    tally.assert_both_sides();
     // Of the histories only their present reads make non-linearizable, the sound check catches most.
     assert!(presents_caught * 2 > presents_wrong, "present reads caught in {presents_caught} of {presents_wrong}");
     eprintln!("present reads caught in {presents_caught} of {presents_wrong} histories only they make wrong");
@@ -169,22 +158,40 @@ fn cache_history(rng: &mut Rng) -> History {
 
 #[test]
 fn agrees_with_exhaustive_search_on_cache_histories() {
-    let (mut accepted, mut rejected) = (0, 0);
+    let mut tally = Tally::default();
     for seed in 0..20_000 {
         let history = cache_history(&mut Rng::new(seed));
-        let expected = brute_force_linearizable(&history.ops);
-        match check(&history, Budget::default()) {
+        tally.judge(seed, &history, brute_force_linearizable(&history.ops));
+    }
+    tally.assert_both_sides();
+}
+
+/// The checker's verdicts so far, each asserted against the exhaustive search's.
+#[derive(Default)]
+struct Tally {
+    accepted: usize,
+    rejected: usize,
+}
+
+impl Tally {
+    /// Checks `history` and asserts the verdict is `expected`; a counterexample must be one too.
+    fn judge(&mut self, seed: u64, history: &History, expected: bool) {
+        match check(history, Budget::default()) {
             Verdict::Linearizable { .. } => {
                 assert!(expected, "seed {seed}: accepted a non-linearizable history {history:#?}");
-                accepted += 1;
+                self.accepted += 1;
             }
             Verdict::Violation(counterexample) => {
                 assert!(!expected, "seed {seed}: rejected a linearizable history {history:#?}\n{counterexample}");
                 assert!(!brute_force_linearizable(&counterexample.ops), "seed {seed}: counterexample is linearizable");
-                rejected += 1;
+                self.rejected += 1;
             }
             other => panic!("seed {seed}: {other}"),
         }
     }
-    assert!(accepted > 1_000 && rejected > 1_000, "too one-sided: {accepted} accepted, {rejected} rejected");
+
+    fn assert_both_sides(&self) {
+        let (accepted, rejected) = (self.accepted, self.rejected);
+        assert!(accepted > 1_000 && rejected > 1_000, "too one-sided: {accepted} accepted, {rejected} rejected");
+    }
 }

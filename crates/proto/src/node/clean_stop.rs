@@ -12,7 +12,6 @@ use std::io;
 use std::path::Path;
 
 const FILE: &str = "clean-stop";
-const TMP: &str = "clean-stop.tmp";
 
 /// Whether the previous run left the marker; removes it.
 pub fn take(vfs: &dyn Vfs, dir: &Path) -> io::Result<bool> {
@@ -26,11 +25,7 @@ pub fn take(vfs: &dyn Vfs, dir: &Path) -> io::Result<bool> {
 
 /// Leaves the marker for the next run; every write of this one must be durable, and none may follow.
 pub fn leave(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
-    let tmp = dir.join(TMP);
-    vfs.create_dir_all(dir)?;
-    vfs.open(&tmp)?.sync()?;
-    // A name is durable once renamed (`Vfs::rename`), not when its file is created.
-    vfs.rename(&tmp, &dir.join(FILE))
+    super::atomic_file::replace(vfs, dir, FILE, &[])
 }
 
 #[cfg(test)]

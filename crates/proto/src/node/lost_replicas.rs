@@ -19,7 +19,6 @@ use std::io;
 use std::path::Path;
 
 const FILE: &str = "lost-replicas";
-const TMP: &str = "lost-replicas.tmp";
 const HEADER: &str = "meridian lost replicas, format 1";
 
 /// The chains the previous run counted lost (none if it never stored any).
@@ -42,18 +41,9 @@ pub fn load(vfs: &dyn Vfs, dir: &Path) -> io::Result<BTreeSet<ChainId>> {
 
 /// Replaces the stored set by `lost`, durably.
 pub fn store(vfs: &dyn Vfs, dir: &Path, lost: &BTreeSet<ChainId>) -> io::Result<()> {
-    let tmp = dir.join(TMP);
-    vfs.create_dir_all(dir)?;
-    if vfs.exists(&tmp) {
-        vfs.remove_file(&tmp)?;
-    }
     let mut text = format!("{HEADER}\n");
     lost.iter().for_each(|c| text.push_str(&format!("{}\n", c.0)));
-    let mut file = vfs.open(&tmp)?;
-    file.append(text.as_bytes())?;
-    file.sync()?;
-    // A name is durable once renamed (`Vfs::rename`), not when its file is created.
-    vfs.rename(&tmp, &dir.join(FILE))
+    super::atomic_file::replace(vfs, dir, FILE, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -1,0 +1,20 @@
+//! Replacing a small file whole, durably: written to a temporary file beside it, synced, then renamed over it, so
+//! a crash leaves either the old contents or the new, never a torn mix.
+
+use meridian_store::Vfs;
+use std::io;
+use std::path::Path;
+
+/// Replaces `dir/name` by `bytes`; durable once it returns.
+pub fn replace(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    vfs.create_dir_all(dir)?;
+    if vfs.exists(&tmp) {
+        vfs.remove_file(&tmp)?;
+    }
+    let mut file = vfs.open(&tmp)?;
+    file.append(bytes)?;
+    file.sync()?;
+    // A name is durable once renamed (`Vfs::rename`), not when its file is created.
+    vfs.rename(&tmp, &dir.join(name))
+}
