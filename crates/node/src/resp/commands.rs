@@ -10,6 +10,7 @@ use super::hashes;
 use super::kv;
 use super::pending::Pending;
 use super::scan;
+use super::set_forms;
 use super::strings;
 use crate::inbox::{Answer, Handover};
 use bytes::Bytes;
@@ -151,6 +152,11 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("info", -1, &["loading", "stale"], admin::info),
     command("client", -2, &["loading", "stale"], admin::client),
     command("hello", -1, &["noscript", "loading", "stale", "fast"], admin::hello),
+    keyed("setnx", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::setnx),
+    keyed("setex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::setex),
+    keyed("psetex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::psetex),
+    keyed("getset", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::getset),
+    keyed("unlink", -2, &["write", "fast"], (1, -1, 1), kv::del),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {

@@ -25,8 +25,11 @@ mod outbox;
 mod parser;
 mod pending;
 mod scan;
+mod set_forms;
 mod stats;
 mod strings;
+#[cfg(test)]
+mod testing;
 
 pub(crate) use connection::serve;
 pub(crate) use frontend::Frontend;

@@ -1,0 +1,74 @@
+//! Redis 7 commands built at the front end from requests the core already answers, on a real three-node cluster and
+//! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK. Each reply and error is the one redis-server
+//! 7.0.15 gives to the same command.
+
+mod support;
+
+use support::resp::{bulk, Resp};
+use support::Cluster;
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+fn ok() -> Resp {
+    Resp::Simple("OK".into())
+}
+
+fn error(text: &str) -> Resp {
+    Resp::Error(text.into())
+}
+
+fn wrong_arity(command: &str) -> Resp {
+    error(&format!("ERR wrong number of arguments for '{command}' command"))
+}
+
+#[test]
+fn set_forms_and_unlink_answer_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b, mut c) = (cluster.conn(0), cluster.conn(1), cluster.conn(2));
+
+    assert_eq!(a.cmd(&["SETNX", "k", "v"]).unwrap(), Resp::Int(1));
+    assert_eq!(b.cmd(&["SETNX", "k", "w"]).unwrap(), Resp::Int(0));
+    assert_eq!(c.cmd(&["GET", "k"]).unwrap(), bulk("v"));
+    assert_eq!(a.cmd(&["HSET", "hash", "f", "v"]).unwrap(), Resp::Int(1));
+    assert_eq!(b.cmd(&["SETNX", "hash", "x"]).unwrap(), Resp::Int(0), "a hash is a key that exists");
+
+    assert_eq!(a.cmd(&["SETEX", "e", "100", "v"]).unwrap(), ok());
+    assert!(matches!(b.cmd(&["TTL", "e"]).unwrap(), Resp::Int(t) if (90..=100).contains(&t)));
+    assert_eq!(c.cmd(&["PSETEX", "p", "100000", "v"]).unwrap(), ok());
+    assert!(matches!(a.cmd(&["PTTL", "p"]).unwrap(), Resp::Int(t) if (90_000..=100_000).contains(&t)));
+    for (words, refusal) in [
+        (["SETEX", "e", "0", "x"], "ERR invalid expire time in 'setex' command"),
+        (["SETEX", "e", "-1", "x"], "ERR invalid expire time in 'setex' command"),
+        (["SETEX", "e", "9223372036854775807", "x"], "ERR invalid expire time in 'setex' command"),
+        (["PSETEX", "e", "0", "x"], "ERR invalid expire time in 'psetex' command"),
+        (["PSETEX", "e", "9223372036854775807", "x"], "ERR invalid expire time in 'psetex' command"),
+        (["SETEX", "e", "soon", "x"], "ERR value is not an integer or out of range"),
+    ] {
+        assert_eq!(b.cmd(&words).unwrap(), error(refusal), "{words:?}");
+    }
+    assert_eq!(c.cmd(&["GET", "e"]).unwrap(), bulk("v"), "the refusals wrote nothing");
+
+    assert_eq!(c.cmd(&["GETSET", "e", "new"]).unwrap(), bulk("v"));
+    assert_eq!(a.cmd(&["TTL", "e"]).unwrap(), Resp::Int(-1), "GETSET clears the expiry, as SET does");
+    assert_eq!(b.cmd(&["GET", "e"]).unwrap(), bulk("new"));
+    assert_eq!(a.cmd(&["GETSET", "fresh", "v"]).unwrap(), Resp::Bulk(None));
+    assert_eq!(c.cmd(&["GET", "fresh"]).unwrap(), bulk("v"));
+    assert_eq!(b.cmd(&["GETSET", "hash", "x"]).unwrap(), error(WRONGTYPE));
+    assert_eq!(a.cmd(&["HGET", "hash", "f"]).unwrap(), bulk("v"), "the refused GETSET left the hash");
+    assert_eq!(c.cmd(&["SETEX", "hash", "100", "s"]).unwrap(), ok(), "SETEX replaces a hash, as SET does");
+    assert_eq!(a.cmd(&["GET", "hash"]).unwrap(), bulk("s"));
+
+    assert_eq!(b.cmd(&["UNLINK", "k", "e", "missing", "fresh"]).unwrap(), Resp::Int(3));
+    assert_eq!(c.cmd(&["EXISTS", "k", "e", "fresh"]).unwrap(), Resp::Int(0));
+
+    for (words, command) in [
+        (&["SETNX", "k"][..], "setnx"),
+        (&["SETEX", "k", "10"], "setex"),
+        (&["PSETEX", "k", "1", "v", "extra"], "psetex"),
+        (&["GETSET", "k"], "getset"),
+        (&["UNLINK"], "unlink"),
+    ] {
+        assert_eq!(a.cmd(words).unwrap(), wrong_arity(command), "{words:?}");
+    }
+}
