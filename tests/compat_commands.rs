@@ -1,6 +1,6 @@
 //! Redis 7 commands built at the front end from requests the core already answers, on a real three-node cluster and
-//! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK. Each reply and error is the one redis-server
-//! 7.0.15 gives to the same command.
+//! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR. Each reply and error is
+//! the one redis-server 7.0.15 gives to the same command.
 
 mod support;
 
@@ -71,4 +71,37 @@ fn set_forms_and_unlink_answer_as_redis_does() {
     ] {
         assert_eq!(a.cmd(words).unwrap(), wrong_arity(command), "{words:?}");
     }
+}
+
+#[test]
+fn getrange_and_substr_slice_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b, mut c) = (cluster.conn(0), cluster.conn(1), cluster.conn(2));
+    assert_eq!(a.cmd(&["SET", "s", "hello world"]).unwrap(), ok());
+    assert_eq!(a.cmd(&["SET", "empty", ""]).unwrap(), ok());
+    assert_eq!(a.cmd(&["HSET", "hash", "f", "v"]).unwrap(), Resp::Int(1));
+
+    for (start, end, slice) in [
+        ("0", "4", "hello"),
+        ("-5", "-1", "world"),
+        ("0", "-1", "hello world"),
+        ("-1", "-5", ""),
+        ("5", "1", ""),
+        ("100", "200", ""),
+        ("-100", "100", "hello world"),
+        ("0", "9223372036854775807", "hello world"),
+        ("-9223372036854775808", "0", "h"),
+    ] {
+        assert_eq!(b.cmd(&["GETRANGE", "s", start, end]).unwrap(), bulk(slice), "GETRANGE s {start} {end}");
+    }
+    assert_eq!(c.cmd(&["SUBSTR", "s", "6", "-1"]).unwrap(), bulk("world"));
+    assert_eq!(c.cmd(&["GETRANGE", "missing", "0", "-1"]).unwrap(), bulk(""), "an empty string, not nil");
+    assert_eq!(b.cmd(&["GETRANGE", "empty", "0", "-1"]).unwrap(), bulk(""));
+    assert_eq!(a.cmd(&["GETRANGE", "hash", "0", "1"]).unwrap(), error(WRONGTYPE));
+    let not_an_integer = error("ERR value is not an integer or out of range");
+    assert_eq!(b.cmd(&["GETRANGE", "s", "x", "1"]).unwrap(), not_an_integer);
+    assert_eq!(b.cmd(&["SUBSTR", "hash", "0", "1.5"]).unwrap(), not_an_integer, "indexes are read before the key");
+    assert_eq!(c.cmd(&["GETRANGE", "s", "0"]).unwrap(), wrong_arity("getrange"));
+    assert_eq!(c.cmd(&["SUBSTR", "s", "0", "1", "2"]).unwrap(), wrong_arity("substr"));
 }

@@ -9,6 +9,7 @@ use super::frontend::Frontend;
 use super::hashes;
 use super::kv;
 use super::pending::Pending;
+use super::ranges;
 use super::scan;
 use super::set_forms;
 use super::strings;
@@ -157,6 +158,8 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("psetex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::psetex),
     keyed("getset", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::getset),
     keyed("unlink", -2, &["write", "fast"], (1, -1, 1), kv::del),
+    keyed("getrange", 4, &["readonly"], (1, 1, 1), ranges::getrange),
+    keyed("substr", 4, &["readonly"], (1, 1, 1), ranges::getrange),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {

@@ -24,6 +24,7 @@ pub(crate) mod order;
 mod outbox;
 mod parser;
 mod pending;
+mod ranges;
 mod scan;
 mod set_forms;
 mod stats;
