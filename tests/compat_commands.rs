@@ -1,9 +1,10 @@
 //! Redis 7 commands built at the front end from requests the core already answers, on a real three-node cluster and
-//! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR. Each reply and error is
-//! the one redis-server 7.0.15 gives to the same command.
+//! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR; HKEYS, HVALS, HSTRLEN and
+//! HRANDFIELD. Each reply and error is the one redis-server 7.0.15 gives to the same command.
 
 mod support;
 
+use std::collections::BTreeSet;
 use support::resp::{bulk, Resp};
 use support::Cluster;
 
@@ -17,8 +18,22 @@ fn error(text: &str) -> Resp {
     Resp::Error(text.into())
 }
 
+fn bulks(items: &[&str]) -> Resp {
+    Resp::Array(Some(items.iter().map(|i| bulk(i)).collect()))
+}
+
 fn wrong_arity(command: &str) -> Resp {
     error(&format!("ERR wrong number of arguments for '{command}' command"))
+}
+
+/// An array reply's bulk strings, as text.
+fn texts(reply: Resp) -> Vec<String> {
+    let Resp::Array(Some(items)) = reply else { panic!("not an array: {reply:?}") };
+    let text = |item: Resp| match item {
+        Resp::Bulk(Some(b)) => String::from_utf8(b).unwrap(),
+        other => panic!("not a bulk string: {other:?}"),
+    };
+    items.into_iter().map(text).collect()
 }
 
 #[test]
@@ -104,4 +119,66 @@ fn getrange_and_substr_slice_as_redis_does() {
     assert_eq!(b.cmd(&["SUBSTR", "hash", "0", "1.5"]).unwrap(), not_an_integer, "indexes are read before the key");
     assert_eq!(c.cmd(&["GETRANGE", "s", "0"]).unwrap(), wrong_arity("getrange"));
     assert_eq!(c.cmd(&["SUBSTR", "s", "0", "1", "2"]).unwrap(), wrong_arity("substr"));
+}
+
+#[test]
+fn hash_reads_answer_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b, mut c) = (cluster.conn(0), cluster.conn(1), cluster.conn(2));
+    assert_eq!(a.cmd(&["HSET", "h", "a", "1", "b", "22", "c", "333"]).unwrap(), Resp::Int(3));
+    assert_eq!(a.cmd(&["SET", "s", "v"]).unwrap(), ok());
+
+    assert_eq!(b.cmd(&["HKEYS", "h"]).unwrap(), bulks(&["a", "b", "c"]));
+    assert_eq!(c.cmd(&["HVALS", "h"]).unwrap(), bulks(&["1", "22", "333"]));
+    assert_eq!(b.cmd(&["HSTRLEN", "h", "c"]).unwrap(), Resp::Int(3));
+    assert_eq!(b.cmd(&["HSTRLEN", "h", "zz"]).unwrap(), Resp::Int(0));
+    assert_eq!(c.cmd(&["HSTRLEN", "missing", "a"]).unwrap(), Resp::Int(0));
+    assert_eq!(c.cmd(&["HKEYS", "missing"]).unwrap(), bulks(&[]));
+    assert_eq!(a.cmd(&["HVALS", "missing"]).unwrap(), bulks(&[]));
+    for words in
+        [&["HKEYS", "s"][..], &["HVALS", "s"], &["HSTRLEN", "s", "a"], &["HRANDFIELD", "s"], &["HRANDFIELD", "s", "0"]]
+    {
+        assert_eq!(b.cmd(words).unwrap(), error(WRONGTYPE), "{words:?}");
+    }
+
+    let fields: BTreeSet<String> = ["a", "b", "c"].map(String::from).into();
+    let value_of = |f: &str| match f {
+        "a" => "1",
+        "b" => "22",
+        _ => "333",
+    };
+    assert_eq!(c.cmd(&["HRANDFIELD", "missing"]).unwrap(), Resp::Bulk(None));
+    assert_eq!(c.cmd(&["HRANDFIELD", "missing", "3"]).unwrap(), bulks(&[]));
+    assert_eq!(a.cmd(&["HRANDFIELD", "missing", "-3", "WITHVALUES"]).unwrap(), bulks(&[]));
+    assert_eq!(a.cmd(&["HRANDFIELD", "h", "0"]).unwrap(), bulks(&[]));
+    let Resp::Bulk(Some(one)) = b.cmd(&["HRANDFIELD", "h"]).unwrap() else { panic!("one field") };
+    assert!(fields.contains(&String::from_utf8(one).unwrap()));
+    let two = texts(c.cmd(&["HRANDFIELD", "h", "2"]).unwrap());
+    assert!(two.len() == 2 && two[0] != two[1] && two.iter().all(|f| fields.contains(f)), "{two:?}");
+    assert_eq!(a.cmd(&["HRANDFIELD", "h", "5"]).unwrap(), bulks(&["a", "b", "c"]), "the whole hash");
+    assert_eq!(b.cmd(&["hrandfield", "h", "3", "withvalues"]).unwrap(), bulks(&["a", "1", "b", "22", "c", "333"]));
+    let repeated = texts(c.cmd(&["HRANDFIELD", "h", "-7"]).unwrap());
+    assert!(repeated.len() == 7 && repeated.iter().all(|f| fields.contains(f)), "{repeated:?}");
+    let pairs = texts(a.cmd(&["HRANDFIELD", "h", "-4", "WithValues"]).unwrap());
+    assert_eq!(pairs.len(), 8);
+    assert!(pairs.chunks(2).all(|p| fields.contains(&p[0]) && p[1] == value_of(&p[0])), "{pairs:?}");
+
+    for (words, refusal) in [
+        (&["HRANDFIELD", "h", "x"][..], "ERR value is not an integer or out of range"),
+        (&["HRANDFIELD", "h", "1", "bogus"], "ERR syntax error"),
+        (&["HRANDFIELD", "missing", "1", "withvalues", "x"], "ERR syntax error"),
+        (
+            &["HRANDFIELD", "h", "-9223372036854775808"],
+            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        ),
+        (&["HRANDFIELD", "h", "4611686018427387904", "WITHVALUES"], "ERR value is out of range"),
+        (&["HRANDFIELD", "h", "-4611686018427387904", "WITHVALUES"], "ERR value is out of range"),
+        (&["HRANDFIELD"], "ERR wrong number of arguments for 'hrandfield' command"),
+        (&["HKEYS"], "ERR wrong number of arguments for 'hkeys' command"),
+        (&["HVALS", "h", "x"], "ERR wrong number of arguments for 'hvals' command"),
+        (&["HSTRLEN", "h"], "ERR wrong number of arguments for 'hstrlen' command"),
+    ] {
+        assert_eq!(b.cmd(words).unwrap(), error(refusal), "{words:?}");
+    }
 }

@@ -6,7 +6,9 @@ use super::admin;
 use super::expiry;
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
+use super::hash_fields;
 use super::hashes;
+use super::hrandfield;
 use super::kv;
 use super::pending::Pending;
 use super::ranges;
@@ -160,6 +162,10 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("unlink", -2, &["write", "fast"], (1, -1, 1), kv::del),
     keyed("getrange", 4, &["readonly"], (1, 1, 1), ranges::getrange),
     keyed("substr", 4, &["readonly"], (1, 1, 1), ranges::getrange),
+    keyed("hkeys", 2, &["readonly"], (1, 1, 1), hash_fields::hkeys),
+    keyed("hvals", 2, &["readonly"], (1, 1, 1), hash_fields::hvals),
+    keyed("hstrlen", 3, &["readonly", "fast"], (1, 1, 1), hash_fields::hstrlen),
+    keyed("hrandfield", -2, &["readonly"], (1, 1, 1), hrandfield::hrandfield),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
