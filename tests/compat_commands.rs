@@ -1,6 +1,6 @@
 //! Redis 7 commands built at the front end from requests the core already answers, on a real three-node cluster and
 //! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR; HKEYS, HVALS, HSTRLEN and
-//! HRANDFIELD. Each reply and error is the one redis-server 7.0.15 gives to the same command.
+//! HRANDFIELD; KEYS. Each reply and error is the one redis-server 7.0.15 gives to the same command.
 
 mod support;
 
@@ -34,6 +34,12 @@ fn texts(reply: Resp) -> Vec<String> {
         other => panic!("not a bulk string: {other:?}"),
     };
     items.into_iter().map(text).collect()
+}
+
+fn sorted(reply: Resp) -> Vec<String> {
+    let mut items = texts(reply);
+    items.sort();
+    items
 }
 
 #[test]
@@ -181,4 +187,25 @@ fn hash_reads_answer_as_redis_does() {
     ] {
         assert_eq!(b.cmd(words).unwrap(), error(refusal), "{words:?}");
     }
+}
+
+/// KEYS lists the matching keys of the selected keyspace alone, whichever node it asks.
+#[test]
+fn keys_lists_the_selected_keyspace_as_redis_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b, mut c) = (cluster.conn(0), cluster.conn(1), cluster.conn(2));
+    assert_eq!(a.cmd(&["MSET", "user:1", "a", "user:2", "b", "other", "c"]).unwrap(), ok());
+    assert_eq!(a.cmd(&["HSET", "user:h", "f", "v"]).unwrap(), Resp::Int(1));
+    assert_eq!(sorted(b.cmd(&["KEYS", "user:*"]).unwrap()), ["user:1", "user:2", "user:h"]);
+    assert_eq!(sorted(c.cmd(&["KEYS", "*"]).unwrap()), ["other", "user:1", "user:2", "user:h"]);
+    assert_eq!(sorted(a.cmd(&["KEYS", "user:[12]"]).unwrap()), ["user:1", "user:2"]);
+    assert_eq!(b.cmd(&["KEYS", "nothing*"]).unwrap(), bulks(&[]));
+    assert_eq!(b.cmd(&["KEYS"]).unwrap(), wrong_arity("keys"));
+    cluster.servers[0].ctl(&["keyspace", "create", "cache", "--replicas", "log"]);
+    assert_eq!(b.cmd(&["KEYSPACE", "cache"]).unwrap(), ok());
+    assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&[]));
+    assert_eq!(b.cmd(&["SET", "in-cache", "x"]).unwrap(), ok());
+    assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&["in-cache"]));
+    assert_eq!(c.cmd(&["KEYS", "in-*"]).unwrap(), bulks(&[]), "c is still in default");
 }

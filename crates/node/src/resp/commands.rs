@@ -9,6 +9,7 @@ use super::frontend::Frontend;
 use super::hash_fields;
 use super::hashes;
 use super::hrandfield;
+use super::keys;
 use super::kv;
 use super::pending::Pending;
 use super::ranges;
@@ -166,6 +167,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("hvals", 2, &["readonly"], (1, 1, 1), hash_fields::hvals),
     keyed("hstrlen", 3, &["readonly", "fast"], (1, 1, 1), hash_fields::hstrlen),
     keyed("hrandfield", -2, &["readonly"], (1, 1, 1), hrandfield::hrandfield),
+    command("keys", 2, &["readonly"], keys::keys),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {

@@ -1,6 +1,6 @@
-//! Replies the node makes up itself, whose size no argument of the command bounds: HRANDFIELD with a negative
-//! count repeats fields as often as it is asked. Such a reply is refused rather than built past
-//! [`MADE_REPLY_MAX`], as a SCAN page stops at its byte bound.
+//! Replies the node makes up itself, whose size no argument of the command bounds: KEYS gathers a whole
+//! keyspace's keys, and HRANDFIELD with a negative count repeats fields as often as it is asked. Each is
+//! refused rather than built past [`MADE_REPLY_MAX`], as a SCAN page stops at its byte bound.
 
 use super::frame::Frame;
 

@@ -21,6 +21,7 @@ mod frontend;
 mod hash_fields;
 mod hashes;
 mod hrandfield;
+mod keys;
 mod kv;
 mod made_replies;
 pub(crate) mod order;
