@@ -9,6 +9,7 @@ use super::frontend::Frontend;
 use super::hash_fields;
 use super::hashes;
 use super::hrandfield;
+use super::info;
 use super::keys;
 use super::kv;
 use super::pending::Pending;
@@ -153,7 +154,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("quit", -1, &["loading", "stale", "fast"], admin::quit),
     command("command", -1, &["loading", "stale"], admin::command),
     command("config", -2, &["admin", "loading", "stale"], admin::config),
-    command("info", -1, &["loading", "stale"], admin::info),
+    command("info", -1, &["loading", "stale"], info::info),
     command("client", -2, &["loading", "stale"], admin::client),
     command("hello", -1, &["noscript", "loading", "stale", "fast"], admin::hello),
     keyed("setnx", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::setnx),

@@ -21,6 +21,7 @@ mod frontend;
 mod hash_fields;
 mod hashes;
 mod hrandfield;
+mod info;
 mod keys;
 mod kv;
 mod made_replies;
