@@ -1,12 +1,14 @@
 //! Redis 7 commands built at the front end from requests the core already answers, on a real three-node cluster and
 //! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR; HKEYS, HVALS, HSTRLEN and
-//! HRANDFIELD; KEYS. Each reply and error is the one redis-server 7.0.15 gives to the same command.
+//! HRANDFIELD; KEYS; SELECT of a database that does not exist yet. Each reply and error is the one redis-server
+//! 7.0.15 gives to the same command. redis-cli's database numbers work unchanged.
 
 mod support;
 
 use std::collections::BTreeSet;
+use std::process::Command;
 use support::resp::{bulk, Resp};
-use support::Cluster;
+use support::{Cluster, Server};
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -208,4 +210,74 @@ fn keys_lists_the_selected_keyspace_as_redis_does() {
     assert_eq!(b.cmd(&["SET", "in-cache", "x"]).unwrap(), ok());
     assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&["in-cache"]));
     assert_eq!(c.cmd(&["KEYS", "in-*"]).unwrap(), bulks(&[]), "c is still in default");
+}
+
+/// SELECT makes Redis' numbered databases on demand: by number from any node, the same database whichever node
+/// made it, never two numbers for one keyspace, and a keyspace made with `meridian ctl` still chosen by its
+/// number.
+#[test]
+fn select_makes_numbered_databases_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b, mut c) = (cluster.conn(0), cluster.conn(1), cluster.conn(2));
+    assert_eq!(a.cmd(&["SET", "in-default", "x"]).unwrap(), ok());
+
+    // `cache`, made with ctl, is keyspace number 1: SELECT 1 still chooses it.
+    assert_eq!(
+        cluster.servers[0].ctl(&["keyspace", "create", "cache", "--replicas", "log"]).trim(),
+        "created keyspace cache (number 1)"
+    );
+    assert_eq!(b.cmd(&["SELECT", "1"]).unwrap(), ok());
+    assert_eq!(b.cmd(&["SET", "in-cache", "x"]).unwrap(), ok());
+    assert_eq!(b.cmd(&["KEYSPACE", "cache"]).unwrap(), ok());
+    assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&["in-cache"]));
+
+    // Database 9 does not exist: the first SELECT 9 makes it (as keyspace number 2), on any node.
+    assert_eq!(b.cmd(&["SELECT", "9"]).unwrap(), ok());
+    assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&[]));
+    assert_eq!(b.cmd(&["SET", "only9", "x"]).unwrap(), ok());
+    assert_eq!(c.cmd(&["SELECT", "9"]).unwrap(), ok());
+    assert_eq!(c.cmd(&["GET", "only9"]).unwrap(), bulk("x"));
+    assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), Resp::Int(1));
+    assert_eq!(a.cmd(&["KEYSPACE", "db9"]).unwrap(), ok(), "KEYSPACE names it");
+    assert_eq!(a.cmd(&["GET", "only9"]).unwrap(), bulk("x"));
+    // Number 2 is db9's keyspace number, not database 2: SELECT 2 makes a database of its own.
+    assert_eq!(a.cmd(&["SELECT", "2"]).unwrap(), ok());
+    assert_eq!(a.cmd(&["GET", "only9"]).unwrap(), Resp::Bulk(None));
+    assert_eq!(a.cmd(&["SELECT", "0"]).unwrap(), ok());
+    assert_eq!(a.cmd(&["KEYS", "*"]).unwrap(), bulks(&["in-default"]));
+
+    // Two nodes selecting a new number at once end up in one database.
+    b.send(&["SELECT", "4"]).unwrap();
+    c.send(&["SELECT", "4"]).unwrap();
+    assert_eq!((b.read().unwrap(), c.read().unwrap()), (ok(), ok()));
+    assert_eq!(b.cmd(&["SET", "shared", "4"]).unwrap(), ok());
+    assert_eq!(c.cmd(&["GET", "shared"]).unwrap(), bulk("4"));
+
+    assert_eq!(a.cmd(&["SELECT", "15"]).unwrap(), ok());
+    for n in ["16", "-1", "4294967296"] {
+        assert_eq!(a.cmd(&["SELECT", n]).unwrap(), error("ERR DB index is out of range"), "SELECT {n}");
+    }
+    assert_eq!(a.cmd(&["SELECT", "01"]).unwrap(), error("ERR value is not an integer or out of range"));
+    assert_eq!(a.cmd(&["DBSIZE"]).unwrap(), Resp::Int(0), "still in database 15");
+    let list = cluster.servers[2].ctl(&["keyspace", "list"]);
+    for made in ["db9", "db2", "db4", "db15"] {
+        let line = list.lines().find(|l| l.split_whitespace().nth(1) == Some(made)).unwrap_or_else(|| panic!("{list}"));
+        assert!(line.contains("log,log,log"), "{made} has default's configuration: {list}");
+    }
+
+    // A Redis client's database number works unchanged.
+    let redis_cli = |server: &Server, words: &[&str]| {
+        let port = server.resp.port().to_string();
+        let out = Command::new("redis-cli")
+            .args(["-h", &server.resp.ip().to_string(), "-p", &port, "-n", "7"])
+            .args(words)
+            .output()
+            .expect("redis-cli (apt-get install redis-tools)");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    assert_eq!(redis_cli(&cluster.servers[0], &["SET", "cli", "seven"]), "OK");
+    assert_eq!(redis_cli(&cluster.servers[2], &["GET", "cli"]), "seven");
+    assert_eq!(c.cmd(&["SELECT", "7"]).unwrap(), ok());
+    assert_eq!(c.cmd(&["KEYS", "*"]).unwrap(), bulks(&["cli"]));
 }

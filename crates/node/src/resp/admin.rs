@@ -1,17 +1,18 @@
 //! Connection and introspection commands: PING, ECHO, SELECT, KEYSPACE, QUIT, HELLO, COMMAND, CONFIG GET and
-//! CLIENT SETNAME/GETNAME/ID (INFO: `info.rs`). They answer from this node alone; SELECT and KEYSPACE ask its
-//! core's map which keyspace a number or name stands for.
+//! CLIENT SETNAME/GETNAME/ID (INFO: `info.rs`). They answer from this node alone; SELECT and KEYSPACE
+//! ask its core's map which keyspace a number or name stands for, and SELECT may create one (`databases.rs`).
 //!
 //! They report only what is true of Meridian: COMMAND lists the commands this server implements (and
 //! COMMAND DOCS answers an empty array, as there are no docs to serve), and CONFIG GET knows only the
 //! parameters Meridian actually has.
 
 use super::commands::{integer_argument, unknown_subcommand, wrong_arity, Action, Command, Session, COMMANDS};
+use super::databases::{self, DATABASES};
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use bytes::Bytes;
 use meridian_core::glob::glob_match_nocase;
-use meridian_core::{Admin, KeyspaceId, KeyspaceRef, Request};
+use meridian_core::{Admin, KeyspaceRef, Request};
 
 pub(super) fn ping(args: &mut [Bytes], _: &mut Session, _: &Frontend) -> Action {
     match args {
@@ -25,13 +26,10 @@ pub(super) fn echo(args: &mut [Bytes], _: &mut Session, _: &Frontend) -> Action 
     Frame::Bulk(args[1].clone()).into()
 }
 
-/// SELECT n chooses keyspace number n (docs/keyspaces.md): 0 is `default`, the others are numbered in the
-/// order they were created, as `meridian ctl keyspace list` shows.
+/// SELECT n chooses Redis' database n: a keyspace, made on demand below 16 (`databases.rs`).
 pub(super) fn select(args: &mut [Bytes], _: &mut Session, frontend: &Frontend) -> Action {
     match integer_argument(&args[1]).map(u32::try_from) {
-        Ok(Ok(n)) => {
-            Action::switch(frontend.core.submit(Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId(n))))))
-        }
+        Ok(Ok(n)) => Action::switch(databases::selecting(frontend.core.clone(), n)),
         Ok(Err(_)) => Frame::error("ERR DB index is out of range").into(),
         Err(not_an_integer) => not_an_integer.into(),
     }
@@ -147,7 +145,7 @@ fn parameters(frontend: &Frontend) -> [(&'static str, String); 5] {
     [
         ("save", String::new()),
         ("appendonly", "no".to_string()),
-        ("databases", "1".to_string()),
+        ("databases", DATABASES.to_string()),
         ("maxclients", frontend.resp.connections_max.to_string()),
         ("proto-max-bulk-len", frontend.bulk_max().to_string()),
     ]

@@ -15,6 +15,7 @@
 mod admin;
 mod commands;
 mod connection;
+mod databases;
 mod expiry;
 mod frame;
 mod frontend;
