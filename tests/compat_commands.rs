@@ -1,12 +1,14 @@
-//! Redis 7 commands built at the front end from requests the core already answers, on a real three-node cluster and
-//! through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR; HKEYS, HVALS, HSTRLEN and
-//! HRANDFIELD; KEYS; SELECT of a database that does not exist yet. Each reply and error is the one redis-server
-//! 7.0.15 gives to the same command. redis-cli's database numbers work unchanged.
+//! Redis 7 commands built at the front end from requests the core already answers, on a real three-node
+//! cluster and through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR; HKEYS,
+//! HVALS, HSTRLEN and HRANDFIELD; KEYS; SELECT of a database that does not exist yet; TIME and INFO. Each reply
+//! and error is the one redis-server 7.0.15 gives to the same command; redis-py and redis-cli read INFO, TIME and
+//! numbered databases as they read Redis'.
 
 mod support;
 
 use std::collections::BTreeSet;
 use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
 use support::resp::{bulk, Resp};
 use support::{Cluster, Server};
 
@@ -280,4 +282,63 @@ fn select_makes_numbered_databases_on_demand() {
     assert_eq!(redis_cli(&cluster.servers[2], &["GET", "cli"]), "seven");
     assert_eq!(c.cmd(&["SELECT", "7"]).unwrap(), ok());
     assert_eq!(c.cmd(&["KEYS", "*"]).unwrap(), bulks(&["cli"]));
+}
+
+/// TIME is the node's clock; INFO has Redis' sections with the fields clients and exporters read, and its
+/// keyspace lines name databases by their SELECT number.
+#[test]
+fn time_and_info_answer_as_clients_expect() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b) = (cluster.conn(0), cluster.conn(1));
+
+    let time = texts(b.cmd(&["TIME"]).unwrap());
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let (secs, micros): (u64, u64) = (time[0].parse().unwrap(), time[1].parse().unwrap());
+    assert!(time.len() == 2 && secs.abs_diff(now) < 60 && micros < 1_000_000, "{time:?}");
+    assert_eq!(b.cmd(&["TIME", "x"]).unwrap(), wrong_arity("time"));
+
+    for i in 0..5 {
+        assert_eq!(a.cmd(&["SET", &format!("k{i}"), "v"]).unwrap(), ok());
+    }
+    assert_eq!(a.cmd(&["SELECT", "3"]).unwrap(), ok());
+    assert_eq!(a.cmd(&["MSET", "x", "1", "y", "2"]).unwrap(), ok());
+    assert_eq!(a.cmd(&["SELECT", "5"]).unwrap(), ok(), "an empty database is not listed");
+    let Resp::Bulk(Some(info)) = b.cmd(&["INFO"]).unwrap() else { panic!("INFO is a bulk string") };
+    let info = String::from_utf8(info).unwrap();
+    let headers: Vec<&str> = info.lines().filter(|l| l.starts_with('#')).collect();
+    let sections = ["# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU"];
+    assert_eq!(headers, [&sections[..], &["# Keyspace"]].concat());
+    assert!(info.starts_with("# Server\r\nredis_version:7.0.15\r\n"), "{info}");
+    for line in ["role:master", "connected_slaves:0", "maxmemory:0", "blocked_clients:0"] {
+        assert!(info.lines().any(|l| l == line), "{line} in {info}");
+    }
+    let field = |name: &str| -> f64 {
+        let value = info.lines().find_map(|l| l.strip_prefix(name).and_then(|l| l.strip_prefix(':')));
+        value.unwrap_or_else(|| panic!("{name} in {info}")).parse().unwrap()
+    };
+    assert!(field("used_memory") > 0.0 && field("used_memory_rss") > 0.0);
+    assert!(field("used_cpu_sys") + field("used_cpu_user") > 0.0);
+    // Every node holds a replica of every chain (three nodes, three replicas): its counts are the keyspaces'.
+    assert!(
+        info.ends_with("# Keyspace\r\ndb0:keys=5,expires=0,avg_ttl=0\r\ndb3:keys=2,expires=0,avg_ttl=0\r\n"),
+        "{info}"
+    );
+    let Resp::Bulk(Some(cpu)) = b.cmd(&["INFO", "cpu"]).unwrap() else { panic!("INFO cpu") };
+    assert!(String::from_utf8(cpu).unwrap().starts_with("# CPU\r\nused_cpu_sys:"));
+
+    // redis-py reads them as from Redis.
+    let server = &cluster.servers[2];
+    let script = "import redis, sys\n\
+        r = redis.Redis(host=sys.argv[1], port=int(sys.argv[2]))\n\
+        info = r.info()\n\
+        print(info['redis_version'], info['role'], info['db0']['keys'], info['db3']['keys'], info['db3']['expires'])\n\
+        print(sorted(r.info('keyspace')), type(r.time()[0]).__name__, sorted(r.keys('k[0-1]')))\n";
+    let out = Command::new(support::python_with("redis", "python3-redis"))
+        .args(["-c", script, &server.resp.ip().to_string(), &server.resp.port().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(printed.trim(), "7.0.15 master 5 2 0\n['db0', 'db3'] int [b'k0', b'k1']");
 }

@@ -1,5 +1,5 @@
 //! Connection and introspection commands: PING, ECHO, SELECT, KEYSPACE, QUIT, HELLO, COMMAND, CONFIG GET and
-//! CLIENT SETNAME/GETNAME/ID (INFO: `info.rs`). They answer from this node alone; SELECT and KEYSPACE
+//! CLIENT SETNAME/GETNAME/ID (INFO and TIME: `info.rs`). They answer from this node alone; SELECT and KEYSPACE
 //! ask its core's map which keyspace a number or name stands for, and SELECT may create one (`databases.rs`).
 //!
 //! They report only what is true of Meridian: COMMAND lists the commands this server implements (and

@@ -169,6 +169,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("hstrlen", 3, &["readonly", "fast"], (1, 1, 1), hash_fields::hstrlen),
     keyed("hrandfield", -2, &["readonly"], (1, 1, 1), hrandfield::hrandfield),
     command("keys", 2, &["readonly"], keys::keys),
+    command("time", 1, &["loading", "stale", "fast"], info::time),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {

@@ -1,5 +1,5 @@
-//! Redis' numbered databases over Meridian's named keyspaces: which keyspace `SELECT n` chooses
-//! (docs/keyspaces.md, "Choosing a keyspace from a Redis client").
+//! Redis' numbered databases over Meridian's named keyspaces: which keyspace `SELECT n` chooses, and which
+//! number INFO's `db<n>` lines give a keyspace (docs/keyspaces.md, "Choosing a keyspace from a Redis client").
 //!
 //! `SELECT n` chooses the keyspace named `db<n>`; failing that, keyspace number n as `keyspace list` shows it,
 //! unless that one is itself another database (`db<m>`), so that a keyspace made with `meridian ctl` keeps its
@@ -24,6 +24,13 @@ pub(super) struct Listed {
     pub(super) name: String,
     /// The whole entry: configuration included.
     entry: serde_json::Value,
+}
+
+impl Listed {
+    /// A cache keyspace's cap per node; None for a keyspace without one.
+    pub(super) fn maxmemory(&self) -> Option<u64> {
+        self.entry["maxmemory"].as_u64()
+    }
 }
 
 /// The core's answer to SELECT n, on its way: the keyspace to switch to, once it exists.
@@ -95,6 +102,13 @@ pub(super) fn chosen(n: u32, listed: &[Listed]) -> Option<KeyspaceId> {
     named.or_else(numbered).map(|k| k.id)
 }
 
+/// The number SELECT chooses `keyspace` by, if any: none for one whose number another keyspace's name
+/// (`db<n>`) has taken, which only KEYSPACE reaches.
+pub(super) fn number_of(keyspace: &Listed, listed: &[Listed]) -> Option<u32> {
+    let n = database_number(&keyspace.name).unwrap_or(keyspace.id.0);
+    (chosen(n, listed) == Some(keyspace.id)).then_some(n)
+}
+
 /// n, for a keyspace named `db<n>` with n written as Redis writes it (no sign, no leading zero).
 fn database_number(name: &str) -> Option<u32> {
     let digits = name.strip_prefix("db")?;
@@ -151,8 +165,11 @@ mod tests {
         assert_eq!(chosen(2, &ks), None, "number 2 is db9's, not database 2");
         assert_eq!(chosen(3, &ks), None, "number 3 is db1's");
         assert_eq!(chosen(5, &ks), None);
+        let numbers: Vec<_> = ks.iter().map(|k| number_of(k, &ks)).collect();
+        assert_eq!(numbers, [Some(0), None, Some(9), Some(1)], "cache is reached by KEYSPACE only");
         let ctl_made = listed(&[(0, "default"), (1, "cache"), (2, "md")]);
         assert_eq!(chosen(2, &ctl_made), Some(KeyspaceId(2)), "a ctl keyspace keeps its number");
+        assert_eq!(number_of(&ctl_made[2], &ctl_made), Some(2));
     }
 
     /// A core holding keyspaces, which creates them as the leader would, noting each create.
