@@ -190,9 +190,10 @@ async fn keyspaces(State(view): State<Arc<View>>) -> (StatusCode, Json<Value>) {
     }
 }
 
-/// A keyspace to create, as `POST /v1/keyspaces` takes it.
+/// A keyspace to create, as `POST /v1/keyspaces` takes it; `GET /v1/keyspaces` lists each keyspace in the same
+/// shape, which is how SELECT copies `default`'s configuration to a new numbered database (`resp/databases.rs`).
 #[derive(Deserialize)]
-struct NewKeyspace {
+pub(crate) struct NewKeyspace {
     name: String,
     /// Head first.
     replicas: Vec<String>,
@@ -207,7 +208,7 @@ struct NewKeyspace {
 }
 
 impl NewKeyspace {
-    fn config(&self) -> Result<KeyspaceConfig, String> {
+    pub(crate) fn config(&self) -> Result<KeyspaceConfig, String> {
         let replicas = self.replicas.iter().map(|r| r.parse()).collect::<Result<Vec<ReplicaKind>, String>>()?;
         let mut config = KeyspaceConfig::with_replicas(replicas);
         if let Some(update) = &self.update {

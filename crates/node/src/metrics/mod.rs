@@ -9,6 +9,8 @@
 pub(crate) mod histogram;
 mod process;
 
+pub(crate) use process::{cpu_time, resident_bytes};
+
 use crate::build_info;
 use crate::durability::Persistence;
 use crate::resp::CommandStats;

@@ -6,10 +6,16 @@ use super::admin;
 use super::expiry;
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
+use super::hash_fields;
 use super::hashes;
+use super::hrandfield;
+use super::info;
+use super::keys;
 use super::kv;
 use super::pending::Pending;
+use super::ranges;
 use super::scan;
+use super::set_forms;
 use super::strings;
 use crate::inbox::{Answer, Handover};
 use bytes::Bytes;
@@ -156,9 +162,22 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("quit", -1, &["loading", "stale", "fast"], admin::quit),
     command("command", -1, &["loading", "stale"], admin::command),
     command("config", -2, &["admin", "loading", "stale"], admin::config),
-    command("info", -1, &["loading", "stale"], admin::info),
+    command("info", -1, &["loading", "stale"], info::info),
     command("client", -2, &["loading", "stale"], admin::client),
     command("hello", -1, &["noscript", "loading", "stale", "fast"], admin::hello),
+    keyed("setnx", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::setnx),
+    keyed("setex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::setex),
+    keyed("psetex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::psetex),
+    keyed("getset", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::getset),
+    keyed("unlink", -2, &["write", "fast"], (1, -1, 1), kv::del),
+    keyed("getrange", 4, &["readonly"], (1, 1, 1), ranges::getrange),
+    keyed("substr", 4, &["readonly"], (1, 1, 1), ranges::getrange),
+    keyed("hkeys", 2, &["readonly"], (1, 1, 1), hash_fields::hkeys),
+    keyed("hvals", 2, &["readonly"], (1, 1, 1), hash_fields::hvals),
+    keyed("hstrlen", 3, &["readonly", "fast"], (1, 1, 1), hash_fields::hstrlen),
+    keyed("hrandfield", -2, &["readonly"], (1, 1, 1), hrandfield::hrandfield),
+    command("keys", 2, &["readonly"], keys::keys),
+    command("time", 1, &["loading", "stale", "fast"], info::time),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {

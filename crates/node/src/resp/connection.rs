@@ -302,7 +302,7 @@ fn oversized(len: usize, max: usize) -> Action {
 }
 
 /// Moves the session to the keyspace the core named; an unknown one leaves it where it was.
-async fn switch_keyspace(mut rx: Answer, session: &mut Session) -> Frame {
+pub(super) async fn switch_keyspace(mut rx: Answer, session: &mut Session) -> Frame {
     match receive(&mut rx).await {
         Reply::Keyspace(id) => {
             session.keyspace = id;
@@ -314,13 +314,10 @@ async fn switch_keyspace(mut rx: Answer, session: &mut Session) -> Frame {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::frontend;
     use super::*;
-    use crate::drain::Drain;
-    use crate::durability::{Persistence, SyncPolicy};
     use crate::inbox::{ClientRequest, CoreInbox};
-    use crate::metrics::NodeMetrics;
-    use meridian_core::{Limits, NodeId, Request};
-    use std::sync::atomic::AtomicU64;
+    use meridian_core::Request;
     use std::sync::Mutex;
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
@@ -407,22 +404,6 @@ mod tests {
         let mut got = vec![0; len];
         tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut got)).await.unwrap().unwrap();
         got
-    }
-
-    fn frontend(core: Arc<dyn CoreInbox>) -> Arc<Frontend> {
-        let persistence = Arc::new(Persistence::new(SyncPolicy::default()));
-        Arc::new(Frontend {
-            core,
-            limits: Limits::default(),
-            resp: Default::default(),
-            node: NodeId(1),
-            resp_port: 0,
-            cluster_nodes: 1,
-            metrics: Arc::new(NodeMetrics::new(Arc::default(), persistence, None)),
-            client_ids: AtomicU64::new(0),
-            drain: Drain::switch().1,
-            outbox: Default::default(),
-        })
     }
 
     /// Sends `bytes` in one write and reads until `len` bytes of answer have come back.

@@ -6,7 +6,7 @@
 use super::commands::{integer_argument, Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
-use super::kv::{failure, read_of, submit_one, write};
+use super::kv::{applied, failure, read_of, submit_one, write};
 use bytes::Bytes;
 use meridian_core::{Condition, Deadline, ExpireWhen, KeyExpiry, Read, Reply, WriteOp};
 
@@ -109,14 +109,6 @@ fn deadline_from(unit: &str, amount: &[u8], command: &str, past_ok: bool, now_ms
 fn wall_ms() -> i64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// EXPIRE and PERSIST: 1 when the key's expiry changed, 0 when it did not (no key; for PERSIST, no expiry).
-fn applied(reply: Reply) -> Frame {
-    match reply {
-        Reply::Written { applied, .. } => Frame::Integer(i64::from(applied)),
-        other => failure(other),
-    }
 }
 
 /// TTL and PTTL: -2 for no key, -1 for a key that does not expire, otherwise the time left in `unit_ms`

@@ -96,7 +96,7 @@ pub(super) fn hexists(args: &mut [Bytes], session: &mut Session, frontend: &Fron
 }
 
 /// Reads the hash at `key` and answers with `shape` of its fields (none when the key is absent).
-fn read_fields(
+pub(super) fn read_fields(
     session: &mut Session,
     frontend: &Frontend,
     key: &Bytes,

@@ -1,8 +1,8 @@
 //! The key-value commands, translated into core [`Request`]s.
 //!
 //! Every request is checked against the node's [`Limits`](meridian_core::Limits) before anything is
-//! submitted, so an oversized key or value changes nothing anywhere. Multi-key commands (DEL, EXISTS,
-//! MGET, MSET) submit one request per key and answer once all have answered: each key is read or
+//! submitted, so an oversized key or value changes nothing anywhere. Multi-key commands (DEL, UNLINK,
+//! EXISTS, MGET, MSET) submit one request per key and answer once all have answered: each key is read or
 //! written independently, so MSET is atomic per key, not across keys, and if some of its keys fail
 //! the others may still have been written (the reply is then the first error). A command of more than
 //! [`MULTI_KEY_WINDOW`] keys keeps that many of its requests in the core at once and submits the next as
@@ -40,6 +40,8 @@ pub(super) fn set(args: &mut [Bytes], session: &mut Session, frontend: &Frontend
     }
 }
 
+/// DEL, and UNLINK: Redis' UNLINK frees a value's memory off its one thread, but a Meridian delete is a
+/// tombstone ordered by the key's chain either way, so the two are one command.
 pub(super) fn del(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let delete = |key: &mut Bytes| write(session, std::mem::take(key), WriteOp::Delete, Condition::Always);
     let deletes = args[1..].iter_mut().map(delete).collect();
@@ -203,6 +205,14 @@ async fn windowed(core: Arc<dyn CoreInbox>, reqs: Vec<Request>, fold: fn(Vec<Rep
     }
 }
 
+/// EXPIRE, PERSIST, SETNX: 1 when the write applied, 0 when it did not (no key, no expiry, a key already there).
+pub(super) fn applied(reply: Reply) -> Frame {
+    match reply {
+        Reply::Written { applied, .. } => Frame::Integer(i64::from(applied)),
+        other => failure(other),
+    }
+}
+
 /// INCR, APPEND and the hash writes: their numeric result.
 pub(super) fn integer(reply: Reply) -> Frame {
     match reply {
@@ -220,7 +230,7 @@ pub(super) fn value(reply: Reply) -> Frame {
 }
 
 /// SET: `+OK` when the write applied, a null bulk when its NX/XX condition did not hold.
-fn written_or_null(reply: Reply) -> Frame {
+pub(super) fn written_or_null(reply: Reply) -> Frame {
     match reply {
         Reply::Written { applied: true, .. } => Frame::ok(),
         Reply::Written { applied: false, .. } => Frame::Null,

@@ -150,7 +150,8 @@ async fn count_walk(core: Arc<dyn CoreInbox>, keyspace: KeyspaceId) -> Frame {
     Frame::Integer(total as i64)
 }
 
-async fn ask(core: &dyn CoreInbox, scan: Scan) -> Result<Scanned, Frame> {
+/// One request of a walk, and the chain's answer to it.
+pub(super) async fn ask(core: &dyn CoreInbox, scan: Scan) -> Result<Scanned, Frame> {
     match receive(&mut core.submit(Request::Scan(scan))).await {
         Reply::Scanned(answer) => Ok(answer),
         other => Err(failure(other)),

@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use meridian_core::ring::key_token;
 use meridian_core::{
-    Admin, ClusterConfig, Effects, ErrorKind, KeyExpiry, KeyspaceId, KeyspaceRef, NodeId, Process, Read, Reply,
-    Request, RequestId, Time, Write, WriteOp,
+    Admin, ClusterConfig, Effects, ErrorKind, KeyExpiry, NodeId, Process, Read, Reply, Request, RequestId, Time, Write,
+    WriteOp,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -32,6 +32,10 @@ pub struct KvNode {
 }
 
 type Out = Effects<KvMsg, ()>;
+
+/// The one keyspace, as `Admin::Keyspaces` lists keyspaces.
+const KEYSPACES: &str = r#"[{"id": 0, "name": "default", "replicas": ["mem"], "update": "su", "read_from": "tail",
+    "durability": null, "maxmemory": null}]"#;
 
 impl KvNode {
     pub fn new(me: NodeId, cluster: &ClusterConfig) -> KvNode {
@@ -62,9 +66,8 @@ impl KvNode {
             }
             Request::Scan(_) => (Reply::Error(ErrorKind::Invalid, "not in this test process".into()), false),
             Request::Admin(Admin::Status) => (Reply::Text(format!("{{\"keys\":{}}}", self.data.len())), false),
-            Request::Admin(Admin::Resolve(KeyspaceRef::Id(KeyspaceId::DEFAULT))) => {
-                (Reply::Keyspace(KeyspaceId::DEFAULT), false)
-            }
+            // SELECT reads the keyspace list: here `default` alone.
+            Request::Admin(Admin::Keyspaces) => (Reply::Text(KEYSPACES.into()), false),
             Request::Admin(Admin::Resolve(_)) => (Reply::Error(ErrorKind::Invalid, "unknown keyspace".into()), false),
             Request::Admin(_) => (Reply::Error(ErrorKind::Invalid, "no administration here".into()), false),
         }
