@@ -114,7 +114,9 @@ pub(super) fn hello(args: &mut [Bytes], session: &mut Session, frontend: &Fronte
     session.protocol = protocol;
     Frame::Map(vec![
         (Frame::bulk("server"), Frame::bulk("meridian")),
-        (Frame::bulk("version"), Frame::bulk(env!("CARGO_PKG_VERSION"))),
+        // Clients read `version` to choose what to ask for: the Redis whose behaviour Meridian follows, as INFO says.
+        (Frame::bulk("version"), Frame::bulk(super::info::REDIS_VERSION)),
+        (Frame::bulk("meridian_version"), Frame::bulk(env!("CARGO_PKG_VERSION"))),
         (Frame::bulk("proto"), Frame::Integer(protocol.version())),
         (Frame::bulk("id"), Frame::Integer(session.id as i64)),
         (Frame::bulk("mode"), Frame::bulk("standalone")),

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The Redis whose replies and errors Meridian's commands follow: they are compared with redis-server 7.0.15,
 /// the server `tests/bench_ycsb.rs` measures beside Meridian. Clients read it to decide which commands to use.
-const REDIS_VERSION: &str = "7.0.15";
+pub(super) const REDIS_VERSION: &str = "7.0.15";
 
 /// TIME: this node's wall clock, as seconds and microseconds since the Unix epoch.
 pub(super) fn time(_: &mut [Bytes], _: &mut Session, _: &Frontend) -> Action {

@@ -111,7 +111,9 @@ async fn hello_switches_the_protocol_of_its_connection_only() {
     assert_eq!(config, Resp::Map(vec![(Resp::bulk("databases"), Resp::bulk("16"))]));
     assert_eq!(other.cmd(&["GET", "missing"]).await, Resp::null(), "still RESP2");
     let Resp::Array(hello) = c.cmd(&["HELLO", "2"]).await else { panic!("HELLO 2 is not a flat array") };
-    assert_eq!(hello.len(), 16);
+    assert_eq!(hello.len(), 18);
+    let version = hello.iter().position(|f| *f == Resp::bulk("version")).map(|i| &hello[i + 1]);
+    assert_eq!(version, Some(&Resp::bulk("7.0.15")), "the Redis version clients pick features by, as INFO's");
     assert_eq!(c.cmd(&["GET", "missing"]).await, Resp::null());
     assert_eq!(c.cmd(&["HELLO", "4"]).await, Resp::error("NOPROTO unsupported protocol version"));
     assert!(matches!(c.cmd(&["HELLO", "3", "AUTH", "u", "p"]).await, Resp::Error(e) if e.contains("AUTH")));
