@@ -4,7 +4,7 @@
 //! arbitrary zero (it restarts with the process), runs at a slightly wrong rate (drift, bounded by
 //! [`DRIFT_MAX_PPM`]), and never steps, like `CLOCK_MONOTONIC`. That is what a lease needs: "valid for d after
 //! I sent the request" must hold however NTP moves the wall clock. No core reads wall-clock time; one that
-//! needs it (expiry timestamps shared between nodes) will get it as a separate input.
+//! needs it (expiry deadlines shared between nodes) is given it as a separate input (`Process::set_wall_clock`).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

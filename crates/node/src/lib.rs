@@ -2,14 +2,14 @@
 //!
 //! A node is four parts, started by [`start_node`] and stopped by [`NodeHandle::shutdown`]:
 //!
-//! - `driver`: the core runs on its own OS thread, fed through a bounded channel (`inbox`); it batches
+//! - `driver`: the core runs in its own tokio task, fed through a bounded channel (`inbox`); it batches
 //!   the inputs that arrive while it is busy, syncs once per batch (group commit) and only then carries
 //!   out the effects marked `after_sync`. `durability` holds the other modes: an fsync per write, or
 //!   acknowledgement before a periodic fsync.
 //! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
 //!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake.
-//! - `resp`: a RESP2 server for Redis clients, pipelining-aware.
-//! - `http`: a small axum server with `/health`, `/metrics` (`metrics`: what the runner measures, and how the
+//! - `resp`: a RESP2 and RESP3 server for Redis clients, pipelining-aware; its port listens once the core serves.
+//! - `http`: a small axum server with `/health`, `/ready`, `/metrics` (`metrics`: what the runner measures, and how the
 //!   page is put together), `/v1/cluster` and the administration API.
 //!
 //! Reading order: `node` (how the parts are wired), then `driver`, `transport`, `resp`.
