@@ -362,14 +362,26 @@ impl ChainNode {
         let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
         // The tail holds everything up to the source's LA, and everything up to this member's own watermark
         // (a copy's or an earlier membership's). The copied data reflects at least that state, and the source's
-        // history after it continues it; what this member logged beyond its watermark is replaced by that.
+        // history after it continues it. A member that flushes again after a restart may hold more: updates it
+        // took from its predecessor in this same view (after its first flush) that its successor has not got yet.
+        // The view's head ordered them, so they continue the source's history, and are kept and passed on;
+        // dropping them from memory while the log keeps them made a restart bring them back as history the chain
+        // had moved past (sim seed 1402885).
         let la = la.max(r.la);
         let history: Vec<_> = history.into_iter().filter(|u| u.seq > la).collect();
+        let top = history.last().map_or(la, |u| u.seq);
+        // Already in this member's log, before the watermark about to be logged: replay keeps them as history.
+        let own: Vec<_> = std::mem::take(&mut r.unacked).into_iter().filter(|u| u.seq > top).collect();
         let store = self.store_mut(chain);
         store.append(&ack_mark(chain, la))?;
         for u in &history {
             store.append(&record_of(u))?;
         }
+        let history: Vec<_> = history.into_iter().chain(own).collect();
+        debug_assert!(
+            history.iter().enumerate().all(|(i, u)| u.seq == la + 1 + i as u64),
+            "chain {chain}: a flush's history must continue its watermark {la} without a gap"
+        );
         self.mark_written(chain, out);
         self.copies.remove(&chain);
         let r = self.replicas.get_mut(&chain).expect("a flush has a replica");

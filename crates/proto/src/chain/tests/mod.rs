@@ -780,6 +780,40 @@ fn a_restored_replica_with_copied_states_above_its_history_serves() {
     assert_eq!(h.lu(only.0), 6, "numbered after every record it holds");
 }
 
+/// §2.5 phase 2 across a restart: an inserted member that finished its flush, took an update from its predecessor
+/// and restarted before the step ended flushes again, from a successor that has not got that update yet. It keeps
+/// the update and passes it on, rather than drop it from memory while its log keeps it: a later restart would
+/// bring it back as history the chain had moved past (sim seed 1402885, cache keyspace, full nemesis).
+#[test]
+fn a_member_that_flushes_again_after_a_restart_keeps_and_passes_on_what_it_took() {
+    let mut h = Harness::new(4, 3);
+    h.written(1, "a", "1");
+    let (head, _, _) = h.members();
+    let joiner = (1..=4).map(NodeId).find(|n| !h.chain().contains(*n)).unwrap();
+    let (view, step) = (h.chain().view, h.map.next_step);
+    let change = ChainChange::Add { node: joiner, position: 1, step, inserted: false, kind: ReplicaKind::Log };
+    h.apply(MapCommand::StepStarted { chain: ChainId(0), expected_view: view, change });
+    h.publish();
+    h.tick_all();
+    h.apply(MapCommand::AddInserted { chain: ChainId(0), step });
+    h.publish();
+    h.tick_all();
+    assert_eq!(h.reports(joiner.0), vec![StepReport::Flushed { chain: ChainId(0), step }]);
+    let successor = h.chain().members[2];
+
+    h.drop_to = vec![successor];
+    assert_eq!(h.request(head.0, put("b", "2")), None, "the update stops at the inserted member");
+    assert_eq!((h.lu(joiner.0), h.lu(successor.0)), (2, 1));
+    // The head cannot resend it now: what the inserted member holds is all the chain has beyond its successor.
+    h.drop_to = vec![head];
+    h.restart(joiner);
+    (0..4).for_each(|_| h.tick_all());
+    assert_eq!(h.lu(joiner.0), 2, "the second flush kept the update");
+    assert_eq!(h.lu(successor.0), 2, "and passed it on");
+    h.restart(joiner);
+    assert_eq!(h.lu(joiner.0), 2, "what a restart replays is what the member held");
+}
+
 /// A joiner keeps what it copied across an aborted step, as a base for its next pre-copy, but not across a
 /// restoration: the restored replica numbers its writes afresh, so the same sequence numbers name other writes.
 /// The joiner here misses the map that restored the chain and sees only the next Add of itself.
