@@ -1,0 +1,70 @@
+//! Seeds that once failed, each run again with the configuration that found it. A seed's run changes whenever
+//! the code it exercises does, so these are no proof on their own (each cause has a test of its own next to the
+//! code it fixed); they keep the exact runs that exposed each bug passing.
+
+use meridian_core::{KeyspaceConfig, ReplicaKind, UpdateMode};
+use meridian_proto::node::NodeConfig;
+use meridian_sim::parse_kinds;
+use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel};
+
+/// The sweeps of the defects and stuck-chains issues: every fault the simulator has.
+const EVERY_FAULT: &str = "crash,partition,pause,clock,join,leave,manager,kill,stop,isolate";
+
+fn seed(seed: u64, nemesis: &str, default: KeyspaceConfig) -> ChainSweep {
+    ChainSweep {
+        seeds: seed..seed + 1,
+        nemesis: parse_kinds(nemesis).unwrap(),
+        check: CheckModel::claimed(&default),
+        nodes: 3,
+        spares: 2,
+        default,
+        vnodes: 4,
+        node: NodeConfig::default(),
+        threads: 1,
+        trace: false,
+    }
+}
+
+fn passes(s: &ChainSweep) {
+    for r in sweep_chain(s, &|_| {}) {
+        assert!(r.failure.is_none(), "seed {}: {}", r.seed, r.failure.unwrap_or_default());
+    }
+}
+
+/// Seed 160: a sync while a sync job was out skipped its fsync (`store: a sync while a sync job is out fsyncs
+/// itself`).
+#[test]
+fn seed_160_a_sync_with_a_job_out() {
+    passes(&seed(160, "crash,partition,pause,clock,join,leave,manager", KeyspaceConfig::durable(3)));
+}
+
+/// Seeds 500018 and 901013: a lost replica trusted again after a clean stop (`chain: a lost replica stays lost
+/// across restarts`).
+#[test]
+fn seeds_500018_and_901013_a_lost_replica_forgotten() {
+    for s in [500_018, 901_013] {
+        passes(&seed(s, EVERY_FAULT, KeyspaceConfig::durable(3)));
+    }
+}
+
+/// Seeds 930242, 930315, 930383, 930384 (a restore refused for a lost log member), 930394, 930555, 930746 (early
+/// forwarding and draining that left no durable copy), 931742 (a restored replica left inactive) and 1015072 (a
+/// departed node's only log copy given up), on `mem,log` and the default keyspace.
+#[test]
+fn memory_and_disk_chain_seeds() {
+    let md = || KeyspaceConfig::with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]);
+    for s in [930_242, 930_315, 930_383, 930_384, 930_394, 930_555, 930_746, 931_742] {
+        passes(&seed(s, EVERY_FAULT, md()));
+    }
+    passes(&seed(1_015_072, EVERY_FAULT, KeyspaceConfig::durable(3)));
+}
+
+/// Seeds 940134 (the chain property), 940149 and 940447 (the checker gave up) and 1402885 (a second flush that
+/// dropped an update from memory), on a cache keyspace.
+#[test]
+fn cache_seeds() {
+    let cache = || KeyspaceConfig { maxmemory: Some(4096), update: UpdateMode::Su, ..KeyspaceConfig::durable(3) };
+    for s in [940_134, 940_149, 940_447, 1_402_885] {
+        passes(&seed(s, EVERY_FAULT, cache()));
+    }
+}
