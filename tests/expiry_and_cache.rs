@@ -77,6 +77,28 @@ fn keys_expire_on_every_node_at_their_deadline() {
     assert_eq!(cmd(&mut a, &["GET", "k"]), Resp::Bulk(None), "a refused SET wrote nothing");
 }
 
+/// Redis never returns a key past its deadline, and neither does any node here, though the head deletes expired
+/// keys on its tick: a read of a key whose deadline has passed on the answering node's clock (one clock for all, on
+/// one machine) waits for the key's delete. So a lock taken with SET NX PX is free again the moment it lapses.
+#[test]
+fn no_node_answers_a_key_past_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let mut conns: Vec<Conn> = cluster.servers.iter().map(conn).collect();
+    for i in 0..12 {
+        let key = format!("lock{i}");
+        assert_eq!(cmd(&mut conns[i % 3], &["SET", &key, "held", "NX", "PX", "150"]), ok());
+        // The deadline was fixed on the node's clock before the answer came back.
+        std::thread::sleep(Duration::from_millis(151));
+        let c = &mut conns[(i + 1) % 3];
+        assert_eq!(cmd(c, &["GET", &key]), Resp::Bulk(None), "{key} read past its deadline");
+        assert_eq!(int(c, &["EXISTS", &key]), 0);
+        assert_eq!(int(c, &["PTTL", &key]), -2);
+        assert_eq!(cmd(c, &["SET", &key, "other", "XX"]), Resp::Bulk(None), "XX finds the key gone");
+        assert_eq!(cmd(&mut conns[(i + 2) % 3], &["SET", &key, "mine", "NX", "PX", "150"]), ok(), "free again");
+    }
+}
+
 /// Redis 7's EXPIRE options and its arithmetic, through a chain of three: NX, XX, GT and LT decide against the
 /// key's deadline at its head; an amount whose milliseconds overflow is refused and keeps the key; an absolute
 /// deadline at the far end of time is taken.

@@ -258,3 +258,15 @@ fn a_scan_page_that_skips_its_first_token_is_caught() {
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("not linearizable"), "{report}");
 }
+
+/// Keys' expiry, the other way: a member that answers a key past its deadline from its store, before the head's
+/// delete reaches it, returns values the history still allows (the delete may come after the read) but Redis never
+/// would; the workload holds reads to their puts' deadlines (`crates/sim/src/deadlines.rs`). A delete is late
+/// enough to show it only when a fault holds it up, so it takes a few dozen seeds.
+#[test]
+fn a_member_that_answers_past_a_deadline_is_caught() {
+    let results = sweep_with(PlantedBug::ReadsPastDeadline, 60, "crash,partition,pause,clock");
+    let caught = caught_at_least(&results, 2, "reads past a deadline");
+    let report = caught[0].failure.as_deref().unwrap();
+    assert!(report.contains("past its deadline"), "{report}");
+}

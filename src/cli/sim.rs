@@ -172,6 +172,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     let (keyspaces, elsewhere) = (sum("keyspaces created"), sum("operations outside default"));
     let (lost, aside) = (sum("replicas lost"), sum("keys of restored chains"));
     let (expired, evicted) = (sum("keys expired"), sum("keys evicted"));
+    let overdue = sum("reads that waited for an expiry");
     let (pages, absent) = (sum("scan pages answered"), sum("keys scans found absent"));
     let present = sum("keys scans found present");
     let (nx_applied, nx_refused) = (sum("SET NX applied"), sum("SET NX refused"));
@@ -181,7 +182,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes), nem(|n| n.kills), nem(|n| n.stops));
     let isolations = nem(|n| n.isolations);
     println!(
-        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {kills} kills, {stops} clean stops, {isolations} isolations, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired, {evicted} evicted; {pages} SCAN pages answered, {absent} keys they found absent and {present} present; {nx_applied} SET NX applied, {nx_refused} refused; {at_once} writes answered at once",
+        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {kills} kills, {stops} clean stops, {isolations} isolations, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired ({overdue} reads waited for one), {evicted} evicted; {pages} SCAN pages answered, {absent} keys they found absent and {present} present; {nx_applied} SET NX applied, {nx_refused} refused; {at_once} writes answered at once",
         args.protocol,
         sweep.default.replicas_text(),
         sweep.default.update,

@@ -54,6 +54,11 @@ impl Recorder {
         op.complete_ns = ok.map(|_| now_ns);
     }
 
+    /// The value operation `idx` writes (a put, a cas), or a get returned.
+    pub fn value_of(&self, idx: usize) -> Option<&str> {
+        self.ops[idx].value.as_deref()
+    }
+
     /// The history so far; operations still pending have unknown outcomes.
     pub fn finish(self) -> History {
         History { ops: self.ops }

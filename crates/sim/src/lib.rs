@@ -4,6 +4,7 @@
 //! seed reproduces its run bit for bit.
 
 pub mod clock;
+pub mod deadlines;
 pub mod experiments;
 pub mod nemesis;
 pub mod net;

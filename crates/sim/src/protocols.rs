@@ -95,6 +95,7 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
             ("writes answered at once", chain.writes_at_once),
             ("replicas lost", chain.lost),
             ("keys expired", chain.expired),
+            ("reads that waited for an expiry", chain.overdue_reads),
             ("keys evicted", chain.evicted),
         ]
     });

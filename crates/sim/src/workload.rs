@@ -12,7 +12,8 @@
 //! has passed on its wall clock, which may be off by up to [`WALL_ERROR_MS`] either way, as may the clock of the
 //! front-end that fixed the deadline; so the history records, beside such a put of value v, a delete of v that
 //! any client might have made from `2 × WALL_ERROR_MS` before the deadline on: a cas from v to absent, its
-//! outcome unknown. A key that vanishes earlier, or a delete that takes a newer value, is a violation.
+//! outcome unknown. A key that vanishes earlier, or a delete that takes a newer value, is a violation; so is a
+//! read that returns a value past its deadline (`deadlines.rs`).
 //!
 //! In a cache keyspace any value may be evicted at any time after it is written: beside every put there, the
 //! history records a delete of its value, its outcome unknown, from the put's invocation on. An eviction that
@@ -33,6 +34,7 @@
 //! keyspace", which certainly changed nothing.
 
 use crate::clock::WALL_ERROR_MS;
+use crate::deadlines::Deadlines;
 use crate::rng::SimRng;
 use crate::scans::Page;
 use crate::world::{Event, World};
@@ -169,6 +171,10 @@ pub struct Workload {
     after_heal: Vec<(bool, bool)>,
     /// The first answer whose shape does not fit its request: a protocol bug.
     wrong_answer: Option<String>,
+    /// Puts with a time to live, to hold reads to their deadlines.
+    deadlines: Deadlines,
+    /// The first read that returned a value past its deadline.
+    past_deadline: Option<String>,
     /// Operations that succeeded on keys outside `default`.
     elsewhere: u64,
     /// Keys whose chain was restored from a replica that lost writes: their history promises nothing, so it
@@ -194,6 +200,8 @@ impl Workload {
             nodes,
             after_heal,
             wrong_answer: None,
+            deadlines: Deadlines::default(),
+            past_deadline: None,
             elsewhere: 0,
             set_aside: Vec::new(),
         }
@@ -263,6 +271,7 @@ impl Workload {
             self.record_delete(EVICTION_PROCESS + op as u64, k, key.clone(), v.clone(), now);
         }
         if let (Some(v), Some(ms)) = (value, ttl_ms) {
+            self.deadlines.put(&v, ms);
             let from = now + ms.saturating_sub(2 * WALL_ERROR_MS) * 1_000_000;
             self.record_delete(EXPIRY_PROCESS + op as u64, k, key, v, from);
         }
@@ -401,11 +410,18 @@ impl Workload {
         match (self.ops[op].0, reply) {
             (OpKind::Get, Reply::Value(v)) => {
                 let v = v.map(|b| String::from_utf8_lossy(&b).into_owned());
-                self.recorder.complete(op, Some(true), v, now);
                 let (_, key, invoked) = self.ops[op];
+                if let Some(late) = v.as_deref().and_then(|v| self.deadlines.check_read(&format!("k{key}"), v, invoked))
+                {
+                    self.past_deadline.get_or_insert(late);
+                }
+                self.recorder.complete(op, Some(true), v, now);
                 self.after_heal[key].1 |= invoked >= self.phases.must_progress;
             }
             (OpKind::Put | OpKind::Delete, Reply::Written { applied: true, .. }) => {
+                if let Some(v) = self.recorder.value_of(op) {
+                    self.deadlines.applied(v, now);
+                }
                 self.recorder.complete(op, Some(true), None, now);
                 let (_, key, invoked) = self.ops[op];
                 self.after_heal[key].0 |= invoked >= self.phases.must_progress;
@@ -468,7 +484,7 @@ impl Workload {
 
     /// A wrong-shaped answer, or keys that no read returned once the cluster had healed (a stuck chain).
     pub fn failure(&self) -> Option<String> {
-        if let Some(wrong) = &self.wrong_answer {
+        if let Some(wrong) = self.wrong_answer.as_ref().or(self.past_deadline.as_ref()) {
             return Some(wrong.clone());
         }
         let stuck: Vec<String> = self

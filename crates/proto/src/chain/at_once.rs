@@ -26,10 +26,11 @@ impl ChainNode {
         }
         let map = self.map.as_ref()?;
         let view = map.chain_of(*keyspace, req.token()?)?;
-        if map.query_node(view) != Some(self.me) {
+        let chain = view.id;
+        // So is whether a key with a deadline is past it (`expiry.rs`).
+        if map.query_node(view) != Some(self.me) || self.ledger(chain).is_some_and(|l| l.expires(key)) {
             return None;
         }
-        let chain = view.id;
         let update = self.update_mode(chain);
         let r = self.replicas.get(&chain)?;
         // Under `ausi` a head may hold a read back behind a write (`defer_at_head`), which needs its origin.

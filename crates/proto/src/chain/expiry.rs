@@ -1,14 +1,22 @@
 //! Keys that expire (Redis' TTLs, docs/keyspaces.md "Expiry and cache mode"). Expiry is a delete like any
 //! other: the head of a key's chain orders it once the key's deadline has passed on the head's wall clock, and
-//! it travels the chain in sequence, so every member and every reader agrees on when the key went. Nobody
-//! hides a key on its own clock: a member that did, with a clock ahead of the head's, could answer "absent"
-//! before a PERSIST the head then applies, and show the key again afterwards. A wrong clock costs only
-//! accuracy: a key goes early or late by the clocks' error.
+//! it travels the chain in sequence, so every member and every reader agrees on when the key went.
+//!
+//! A member that answers a read never returns a key past its deadline on its own clock, as Redis never does:
+//! such a read waits here until the head's delete (or a newer write of the key) reaches this member, and is then
+//! answered from the store. It must not answer "absent" on its own clock instead: with a clock ahead of the
+//! head's, it could do so before a PERSIST the head then applies, and show the key again afterwards. So a read
+//! of a key just past its deadline costs up to the head's tick, the clocks' disagreement and the chain's
+//! latency; a wrong clock costs only accuracy (a key goes early or late by the clocks' error) and, for a
+//! clock far ahead of its head's, reads that wait for the front-end's timeout.
 
+use super::lease::{hold, Held};
 use super::msg::{Change, Outcome, Update};
 use super::{ChainNode, Fx};
 use bytes::Bytes;
 use meridian_core::{ChainId, Time};
+use std::collections::VecDeque;
+use std::ops::RangeInclusive;
 
 #[cfg(feature = "planted-bugs")]
 use super::PlantedBug;
@@ -26,11 +34,72 @@ impl ChainNode {
         self.wall_ms
     }
 
+    /// Whether `key` of `chain` is past its deadline here: a read of it waits for its delete.
+    pub(super) fn overdue_here(&self, chain: ChainId, key: &[u8]) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(PlantedBug::ReadsPastDeadline) {
+            return false;
+        }
+        self.ledger(chain).is_some_and(|l| l.is_due(key, self.deadline_clock()))
+    }
+
+    /// Whether a key of `chain` within `tokens` is past its deadline here: a page over them waits too.
+    pub(super) fn overdue_within(&self, chain: ChainId, tokens: &RangeInclusive<u64>) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        if self.cfg.planted_bug == Some(PlantedBug::ReadsPastDeadline) {
+            return false;
+        }
+        self.ledger(chain).is_some_and(|l| l.due_within(chain.0, self.deadline_clock(), tokens))
+    }
+
+    /// Keeps a read of a key past its deadline until the key's delete reaches this member; one beyond the
+    /// chain's bound goes back to its front-end, which tries again.
+    pub(super) fn await_delete(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
+        self.stats.overdue_reads += 1;
+        if let Err(held) = hold(self.overdue.entry(chain).or_default(), held) {
+            self.bounce(held.origin, chain, held.request(chain), out);
+        }
+    }
+
+    /// Whether a read here waits for `key` of `chain` to change.
+    pub(super) fn awaited(&self, chain: ChainId, key: &[u8]) -> bool {
+        self.overdue.get(&chain).is_some_and(|q| q.iter().any(|h| h.key == key))
+    }
+
+    /// Serves again the reads of `chain` that waited for a key's delete, once it is no longer past its deadline
+    /// here; the rest wait on.
+    pub(super) fn release_overdue(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
+        let Some(queue) = self.overdue.remove(&chain) else { return };
+        let (ready, waiting): (VecDeque<Held>, VecDeque<Held>) =
+            queue.into_iter().partition(|h| !self.overdue_here(chain, &h.key));
+        if !waiting.is_empty() {
+            self.overdue.insert(chain, waiting);
+        }
+        for held in ready {
+            self.on_get(now, held.origin, chain, held.key, held.read, out);
+        }
+    }
+
+    /// On every tick: serves again the reads waiting for a delete that may go ahead, and, where this member may no
+    /// longer answer its chain's reads (a new view, a lapsed lease), every one, to go where a new read would.
+    pub(super) fn retry_overdue(&mut self, now: Time, out: &mut Fx) {
+        let chains: Vec<ChainId> = self.overdue.keys().copied().collect();
+        for chain in chains {
+            if self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now)) {
+                self.release_overdue(now, chain, out);
+            } else {
+                for held in self.overdue.remove(&chain).unwrap_or_default() {
+                    self.on_get(now, held.origin, chain, held.key, held.read, out);
+                }
+            }
+        }
+    }
+
     /// At the head: deletes `key` first if its deadline has passed.
-    pub(super) fn reap_if_due(&mut self, now: Time, chain: ChainId, key: &Bytes, out: &mut Fx) {
+    pub(super) fn reap_if_due(&mut self, now: Time, chain: ChainId, key: &[u8], out: &mut Fx) {
         let clock = self.deadline_clock();
         if self.ledger(chain).is_some_and(|l| l.is_due(key, clock)) {
-            self.head_delete(now, chain, key.clone(), out);
+            self.head_delete(now, chain, Bytes::copy_from_slice(key), out);
             self.stats.expired += 1;
         }
     }

@@ -9,9 +9,11 @@
 //! no scan.
 
 use bytes::Bytes;
+use meridian_core::ring::key_token;
 use meridian_core::{Stored, SyncJob};
 use meridian_store::{Body, Datastore, Durability, Entry, LogPos, Record, StoreError, StoreStats};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::RangeInclusive;
 
 /// Memory a key costs a node beyond its key and value bytes, for a cache keyspace's cap: the store's entry and
 /// index slots, the ledger's own entries and the allocator's headers (estimated; `meridian bench keyspaces`
@@ -120,6 +122,17 @@ impl Ledger {
     pub fn due(&self, chain: u32, now_ms: u64, max: usize) -> Vec<Bytes> {
         let Some(c) = self.chains.get(&chain) else { return Vec::new() };
         c.expiring.iter().take_while(|(at, _)| *at <= now_ms).take(max).map(|(_, k)| k.clone()).collect()
+    }
+
+    /// Whether a key of `chain` whose ring token is within `tokens` expires at or before `now_ms`.
+    pub fn due_within(&self, chain: u32, now_ms: u64, tokens: &RangeInclusive<u64>) -> bool {
+        let Some(c) = self.chains.get(&chain) else { return false };
+        c.expiring.iter().take_while(|(at, _)| *at <= now_ms).any(|(_, k)| tokens.contains(&key_token(k)))
+    }
+
+    /// Whether `key` has a deadline at all: its reads depend on the wall clock.
+    pub fn expires(&self, key: &[u8]) -> bool {
+        !self.keys.is_empty() && self.keys.get(key).is_some_and(|m| m.expires_ms.is_some())
     }
 
     /// Whether `key` is tracked as expiring at or before `now_ms`.

@@ -132,6 +132,8 @@ pub enum PlantedBug {
     ShowsUninvalidated,
     /// The head deletes keys a second before their deadline.
     ExpiresEarly,
+    /// A member answers a read of a key past its deadline from its store, before the head's delete reaches it.
+    ReadsPastDeadline,
     /// A sync hands the writes to the OS but takes no fsync (`begin_sync` says there is nothing to make durable),
     /// so a power loss takes back writes that were acknowledged.
     SkipsFsync,
@@ -264,6 +266,8 @@ pub struct ChainStats {
     pub lost: u64,
     /// Keys this node deleted as a head because their deadline had passed.
     pub expired: u64,
+    /// Reads that found their key past its deadline here and waited for its delete (`expiry.rs`).
+    pub overdue_reads: u64,
     /// Keys this node evicted as the head of a cache keyspace's chain.
     pub evicted: u64,
 }
@@ -287,6 +291,8 @@ pub struct ChainNode {
     temp: BTreeMap<ChainId, BTreeMap<u64, Update>>,
     leases: ChainMap<Lease>,
     held: BTreeMap<ChainId, VecDeque<Held>>,
+    /// Reads of keys past their deadline on this node's clock, waiting for the delete the chain's head orders.
+    overdue: BTreeMap<ChainId, VecDeque<Held>>,
     /// Finished steps, each with the number of syncs begun before it: the next one to begin covers it.
     finished: BTreeMap<ChainId, (StepReport, u64)>,
     /// Syncs begun and syncs completed (in the same order: the runner runs one at a time). A step is durable
@@ -361,6 +367,7 @@ impl ChainNode {
             temp: BTreeMap::new(),
             leases: ChainMap::new(),
             held: BTreeMap::new(),
+            overdue: BTreeMap::new(),
             finished: BTreeMap::new(),
             syncs_begun: 0,
             syncs: 0,
@@ -675,6 +682,7 @@ impl ChainNode {
         let chains: Vec<ChainId> = self.copies.keys().copied().collect();
         chains.into_iter().for_each(|c| self.copy_request(now, c, out));
         self.release_held(now, out);
+        self.retry_overdue(now, out);
         self.tend_answers(now, out);
         self.reap_expired(now, out);
         self.evict_all(now, out);

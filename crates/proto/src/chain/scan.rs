@@ -25,11 +25,11 @@
 //! where a GET of that key would wait. The simulator records every workload key a page covers and leaves out
 //! as a read of nothing, and checks it with the GETs; a key it lists, as a present read (`crates/sim/src/scans.rs`).
 //!
-//! A key past its deadline is returned until its delete, which the chain's head orders (docs/keyspaces.md,
-//! "Expiry"), reaches this node, exactly as a GET here returns it. Skipping it on this node's own clock, as
-//! Redis' SCAN skips expired keys, would let a page call a key absent that a GET just after it still finds (the
-//! head's clock behind this one's, or a PERSIST the head applies first): the simulator's check of pages against
-//! GETs found exactly that.
+//! A page over a key past its deadline on this node's clock waits, as a GET of that key does (`expiry.rs`): it
+//! goes back to the front-end's next try until the head's delete reaches this node, so a page never lists a key
+//! past its deadline. Skipping the key on this node's own clock instead, as Redis' SCAN does, would let a page
+//! call a key absent that a GET just after it still finds (the head's clock behind this one's, or a PERSIST the
+//! head applies first): the simulator's check of pages against GETs found exactly that.
 
 use super::msg::{ChainMsg, Origin};
 use super::serve::{corrupt, Span};
@@ -103,8 +103,12 @@ impl ChainNode {
 
     /// Where a page over `range` must be answered instead of here: where a GET of one of its keys would be
     /// (`read_elsewhere`), except at an `ausi` head holding a write in the range that is not yet invalidated
-    /// everywhere, which leaves the page to the front-end's next try (a GET waits at the head for its one key).
+    /// everywhere, or over a key past its deadline here, which leave the page to the front-end's next try (a GET
+    /// waits for its one key).
     fn page_elsewhere(&self, chain: ChainId, range: RangeInclusive<u64>) -> Option<Elsewhere> {
+        if self.overdue_within(chain, &range) {
+            return Some(Elsewhere::Later);
+        }
         let (r, update, span) = (&self.replicas[&chain], self.update_mode(chain), Span::Tokens(range));
         if update == UpdateMode::Ausi && r.is_head() {
             return r.awaiting.values().any(|(key, ..)| span.holds(key)).then_some(Elsewhere::Later);
@@ -303,7 +307,7 @@ mod tests {
         let all = answer(&s, ChainId(0), &scan(0, ScanWant::Keys(10)), u64::MAX).unwrap();
         let mut got = keys(&all);
         got.sort();
-        // "old" is past its deadline, but only its head's delete takes it away, as from a GET.
+        // "old" is past its deadline: a page over it waits before it gets here (`page_elsewhere`).
         assert_eq!((got, all.examined, all.next), (vec![&b"h"[..], b"old", b"s"], 3, None));
         let hashes = Scan { kind: Some(Kind::Hash), ..scan(0, ScanWant::Keys(10)) };
         assert_eq!(keys(&answer(&s, ChainId(0), &hashes, u64::MAX).unwrap()), vec![&b"h"[..]]);

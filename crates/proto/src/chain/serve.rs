@@ -152,6 +152,10 @@ impl ChainNode {
     ) {
         let update = self.update_mode(chain);
         let head = self.replicas[&chain].is_head();
+        if head {
+            // The head orders a due key's delete at once rather than at its next tick, for this read to see.
+            self.reap_if_due(now, chain, key, out);
+        }
         if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key, read) {
             return;
         }
@@ -189,6 +193,10 @@ impl ChainNode {
     }
 
     fn read(&mut self, now: Time, origin: Origin, chain: ChainId, key: &[u8], read: Read, out: &mut Fx) {
+        if self.overdue_here(chain, key) {
+            let key = Bytes::copy_from_slice(key);
+            return self.await_delete(chain, Held { origin, key, read }, out);
+        }
         let reply = self.read_reply(now, chain, key, read);
         // A read may see writes this batch logged but has not made durable; it must not leave first.
         self.answer(origin, reply, true, out);
@@ -318,6 +326,7 @@ impl ChainNode {
     }
 
     fn log_and_pass_as(&mut self, now: Time, mut u: Update, existed: Existed, out: &mut Fx) {
+        let awaited = !self.overdue.is_empty() && self.awaited(u.chain, &u.key);
         if let Err(e) = self.append(&mut u, existed) {
             // Not logged, not acknowledged: the predecessor still holds it and will resend.
             tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
@@ -343,10 +352,14 @@ impl ChainNode {
                 self.answer(origin, written, true, out);
             }
         }
+        let chain = u.chain;
         match succ {
-            Some(succ) if self.forwards_early(u.chain) => out.send(succ, ChainMsg::Update { view, update: u }),
+            Some(succ) if self.forwards_early(chain) => out.send(succ, ChainMsg::Update { view, update: u }),
             Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
             None => self.commit_at_tail(now, u, out),
+        }
+        if awaited {
+            self.release_overdue(now, chain, out);
         }
     }
 

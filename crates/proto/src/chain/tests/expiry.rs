@@ -123,3 +123,60 @@ fn an_ausi_head_holds_reads_of_a_key_it_expired_until_the_chain_holds_the_invali
     assert!(h.replies.values().any(|r| *r == Reply::Value(None)), "{:?}", h.replies);
     assert_eq!(h.request(tail.0, get("k")), Some(Reply::Value(None)));
 }
+
+/// A member never answers a key past its deadline on its own clock: a tail whose clock is ahead of its head's
+/// keeps the reads (value, TTL, type; the long way, not at once) until the head's delete reaches it, then answers
+/// them "absent". It does not call the key absent on its own clock meanwhile, which a PERSIST the head applies
+/// first would contradict.
+#[test]
+fn a_read_past_the_deadline_waits_for_the_heads_delete() {
+    let mut h = Harness::new(3, 3);
+    h.set_wall(T0);
+    assert_eq!(h.request(1, put_for("k", "v", 100)), Some(OK_NEW));
+    let (_, _, tail) = h.members();
+    h.nodes.get_mut(&tail).unwrap().set_wall_clock(T0 + 100);
+    assert_eq!(h.at_once(tail, &get("k")), None, "a key with a deadline is not read at once");
+    let kind = Request::Get { keyspace: KeyspaceId::DEFAULT, key: Bytes::from_static(b"k"), read: Read::Kind };
+    let mut waiting = Vec::new();
+    for read in [get("k"), ttl("k"), kind] {
+        assert_eq!(h.request(tail.0, read), None, "the tail's clock has the key past its deadline, the head's not");
+        waiting.push(RequestId(h.next_id));
+    }
+    h.tick_all();
+    assert!(waiting.iter().all(|id| !h.replies.contains_key(id)), "still waiting: {:?}", h.replies);
+    assert_eq!(h.nodes[&tail].stats().overdue_reads, 3);
+    h.set_wall(T0 + 100);
+    h.tick_all();
+    let answers: Vec<Option<Reply>> = waiting.iter().map(|id| h.replies.remove(id)).collect();
+    let absent = [Reply::Value(None), Reply::Expiry(KeyExpiry::Absent), Reply::Kind(None)];
+    assert_eq!(answers, absent.map(Some).to_vec());
+}
+
+/// The head, asked for a key past its deadline, orders the delete at once rather than at its next tick: a chain
+/// of one answers "absent" within the request.
+#[test]
+fn a_head_asked_for_a_key_past_its_deadline_deletes_it_first() {
+    let mut h = Harness::new(1, 1);
+    h.set_wall(T0);
+    assert_eq!(h.request(1, put_for("k", "v", 100)), Some(OK_NEW));
+    h.set_wall(T0 + 100);
+    assert_eq!(h.request(1, get("k")), Some(Reply::Value(None)));
+    assert_eq!(h.nodes[&NodeId(1)].stats().expired, 1);
+}
+
+/// A read waiting for a delete on a member that loses its place goes where a new read would.
+#[test]
+fn a_read_waiting_for_a_delete_follows_the_chain_when_its_member_leaves() {
+    let mut h = Harness::new(3, 3);
+    h.set_wall(T0);
+    assert_eq!(h.request(1, put_for("k", "v", 100)), Some(OK_NEW));
+    let (_, mid, tail) = h.members();
+    h.nodes.get_mut(&tail).unwrap().set_wall_clock(T0 + 100);
+    assert_eq!(h.request(mid.0, get("k")), None);
+    let id = RequestId(h.next_id);
+    h.remove(tail.0);
+    h.tick_all();
+    assert!(!h.replies.contains_key(&id), "bounced back to its front-end, which tries again at its next tick");
+    h.tick_all();
+    assert_eq!(h.replies.remove(&id), Some(value("v")), "the new tail's clock has the key live");
+}
