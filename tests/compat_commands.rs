@@ -1,6 +1,6 @@
 //! Redis 7 commands built at the front end from requests the core already answers, on a real three-node
 //! cluster and through different nodes: SETNX, SETEX, PSETEX, GETSET and UNLINK; GETRANGE and SUBSTR; HKEYS,
-//! HVALS, HSTRLEN and HRANDFIELD; KEYS; SELECT of a database that does not exist yet; TIME and INFO. Each reply
+//! HVALS, HSTRLEN and HRANDFIELD; KEYS; FLUSHDB and FLUSHALL; SELECT of a database that does not exist yet; TIME and INFO. Each reply
 //! and error is the one redis-server 7.0.15 gives to the same command; redis-py and redis-cli read INFO, TIME and
 //! numbered databases as they read Redis'.
 
@@ -212,6 +212,31 @@ fn keys_lists_the_selected_keyspace_as_redis_does() {
     assert_eq!(b.cmd(&["SET", "in-cache", "x"]).unwrap(), ok());
     assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&["in-cache"]));
     assert_eq!(c.cmd(&["KEYS", "in-*"]).unwrap(), bulks(&[]), "c is still in default");
+}
+
+/// FLUSHDB empties the selected keyspace alone, over every chain and whichever node it asks, and a command
+/// pipelined right after it is not flushed; FLUSHALL empties every keyspace.
+#[test]
+fn flushdb_and_flushall_empty_one_keyspace_or_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (mut a, mut b, mut c) = (cluster.conn(0), cluster.conn(1), cluster.conn(2));
+    let mset: Vec<String> = (0..2_000).flat_map(|i| [format!("k{i}"), "v".to_string()]).collect();
+    let mset: Vec<&str> = ["MSET"].into_iter().chain(mset.iter().map(String::as_str)).collect();
+    assert_eq!(a.cmd(&mset).unwrap(), ok());
+    assert_eq!(b.cmd(&["SELECT", "3"]).unwrap(), ok());
+    assert_eq!(b.cmd(&["SET", "in-db3", "x"]).unwrap(), ok());
+    assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), Resp::Int(2_000));
+    assert_eq!(c.cmd(&["FLUSHDB", "ASYNC", "now"]).unwrap(), error("ERR syntax error"));
+    assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), Resp::Int(2_000), "a refused FLUSHDB deleted nothing");
+    c.send(&["FLUSHDB"]).unwrap();
+    c.send(&["SET", "after", "y"]).unwrap();
+    assert_eq!((c.read().unwrap(), c.read().unwrap()), (ok(), ok()));
+    assert_eq!(sorted(a.cmd(&["KEYS", "*"]).unwrap()), ["after"], "flushed, but for the SET after it");
+    assert_eq!(b.cmd(&["DBSIZE"]).unwrap(), Resp::Int(1), "db3 is another keyspace");
+    assert_eq!(b.cmd(&["FLUSHALL", "SYNC"]).unwrap(), ok());
+    assert_eq!((a.cmd(&["DBSIZE"]).unwrap(), b.cmd(&["DBSIZE"]).unwrap()), (Resp::Int(0), Resp::Int(0)));
+    assert_eq!(a.cmd(&["GET", "after"]).unwrap(), Resp::Bulk(None));
 }
 
 /// SELECT makes Redis' numbered databases on demand: by number from any node, the same database whichever node

@@ -4,6 +4,7 @@
 
 use super::admin;
 use super::expiry;
+use super::flush;
 use super::frame::{Frame, Protocol};
 use super::frontend::Frontend;
 use super::hash_fields;
@@ -178,6 +179,8 @@ pub(crate) const COMMANDS: &[Command] = &[
     keyed("hrandfield", -2, &["readonly"], (1, 1, 1), hrandfield::hrandfield),
     command("keys", 2, &["readonly"], keys::keys),
     command("time", 1, &["loading", "stale", "fast"], info::time),
+    command("flushdb", -1, &["write"], flush::flushdb),
+    command("flushall", -1, &["write"], flush::flushall),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
@@ -329,7 +332,7 @@ mod tests {
     #[test]
     fn lookup_ignores_case_and_names_are_unique() {
         assert_eq!(lookup(b"GeT").map(|c| c.name), Some("get"));
-        assert!(lookup(b"flushall").is_none());
+        assert!(lookup(b"xyzzy").is_none());
         // Against a plain case-insensitive search: every name in other cases, with a byte changed so that its bit
         // 5 alone would still make it a letter of the name (0x40: a letter to a digit or punctuation), cut short
         // or run on.

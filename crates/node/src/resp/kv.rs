@@ -184,7 +184,7 @@ fn submit_many(
 
 /// Keeps at most [`MULTI_KEY_WINDOW`] of `reqs` in the core, topping the window up once half of it is
 /// answered, and folds the replies in order.
-async fn windowed(core: Arc<dyn CoreInbox>, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Frame {
+pub(super) async fn windowed(core: Arc<dyn CoreInbox>, reqs: Vec<Request>, fold: fn(Vec<Reply>) -> Frame) -> Frame {
     let mut replies = Vec::with_capacity(reqs.len());
     let mut todo = reqs.into_iter().peekable();
     let mut in_flight: VecDeque<Answer> = VecDeque::with_capacity(MULTI_KEY_WINDOW);

@@ -19,6 +19,7 @@ mod commands;
 mod connection;
 mod databases;
 mod expiry;
+mod flush;
 mod frame;
 mod frontend;
 mod hash_fields;

@@ -7,10 +7,11 @@
 //! back only commands on a key that is still busy keeps pipelines of distinct keys, the common case, at full
 //! depth.
 //!
-//! SCAN and DBSIZE read the whole keyspace. They see every earlier command's effect, since the connection starts
-//! their walk only once it has answered everything before them (`pending.rs`); a later command on any key
-//! waits for their answer, so it cannot change what they report (a write running ahead of a SCAN could
-//! delete a key the SCAN was about to return, which Redis' one-thread order never allows).
+//! SCAN, DBSIZE, KEYS, FLUSHDB and FLUSHALL cover the whole keyspace. They see every earlier command's effect,
+//! since the connection starts their walk only once it has answered everything before them (`pending.rs`); a
+//! later command on any key waits for their answer, so it cannot change what they report or do (a write running
+//! ahead of a SCAN could delete a key the SCAN was about to return, and one running ahead of a FLUSHDB be
+//! flushed, which Redis' one-thread order never allows).
 
 use super::commands::Command;
 use bytes::Bytes;
@@ -32,7 +33,7 @@ pub(crate) struct KeyOrder {
     /// The last unanswered position that touched each key token, while `unanswered` is too long to search.
     index: Option<HashMap<u64, u64, BuildHasherDefault<TokenHasher>>>,
     queued: u64,
-    /// The position of the last command that reads the whole keyspace; every later keyed command waits for it.
+    /// The position of the last command that covers the whole keyspace; every later keyed command waits for it.
     whole: u64,
     /// How many of the queued replies the connection has answered, in order.
     answered: u64,
@@ -79,7 +80,7 @@ impl KeyOrder {
             wait_for = wait_for.max(Some(self.whole));
         }
         self.queued = position;
-        if command.is_some_and(reads_whole_keyspace) {
+        if command.is_some_and(covers_whole_keyspace) {
             self.whole = position;
         }
         wait_for.filter(|&p| p > self.answered)
@@ -131,9 +132,10 @@ impl KeyOrder {
     }
 }
 
-/// Whether a command reads the whole keyspace: a read that names no key (SCAN, DBSIZE), by the command table.
-fn reads_whole_keyspace(command: &Command) -> bool {
-    command.first_key == 0 && command.flags.contains(&"readonly")
+/// Whether a command covers the whole keyspace: a read or a write that names no key (SCAN, DBSIZE, FLUSHDB), by
+/// the command table.
+fn covers_whole_keyspace(command: &Command) -> bool {
+    command.first_key == 0 && (command.flags.contains(&"readonly") || command.flags.contains(&"write"))
 }
 
 /// The keys a command names, by the positions COMMAND reports for it; none for an unknown command or one of
