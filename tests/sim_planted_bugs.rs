@@ -1,5 +1,5 @@
-//! The simulator's checkers have teeth: deliberately broken variants of chain replication, compiled
-//! only into tests, are caught on fixed seeds. Runs are deterministic, so "caught within these seeds"
+//! The simulator's checkers have teeth: deliberately broken variants of chain replication, switched on only in
+//! builds with the `planted-bugs` feature (`crates/proto/src/chain/planted.rs`), are caught on fixed seeds. Runs are deterministic, so "caught within these seeds"
 //! is a stable fact of the commit, not a matter of luck.
 
 use meridian_check::Staleness;

@@ -17,7 +17,6 @@ use super::replica::Unconfirmed;
 use super::{ChainNode, Fx};
 use meridian_core::{ChainId, NodeId, Reply, Time};
 
-#[cfg(feature = "planted-bugs")]
 use super::PlantedBug;
 
 impl ChainNode {
@@ -142,9 +141,6 @@ impl ChainNode {
 
     /// Whether answers and acknowledgements wait for the update to be durable (always, but for a planted bug).
     fn durable_first(&self) -> bool {
-        #[cfg(feature = "planted-bugs")]
-        return self.cfg.planted_bug != Some(PlantedBug::TailAcksEarly);
-        #[cfg(not(feature = "planted-bugs"))]
-        true
+        !self.planted(PlantedBug::TailAcksEarly)
     }
 }

@@ -10,7 +10,6 @@ use meridian_core::ring::key_token;
 use meridian_core::{ChainId, ErrorKind, Read, Reply, Request, Time, UpdateMode, Write};
 use meridian_store::Durability;
 
-#[cfg(feature = "planted-bugs")]
 use super::PlantedBug;
 
 impl ChainNode {
@@ -35,12 +34,8 @@ impl ChainNode {
         let r = self.replicas.get(&chain)?;
         // Under `ausi` a head may hold a read back behind a write (`defer_at_head`), which needs its origin.
         let waits = update == UpdateMode::Ausi && r.is_head();
-        #[cfg(feature = "planted-bugs")]
-        let leased =
-            self.cfg.planted_bug == Some(PlantedBug::FastReadIgnoresLease) && r.is_active() && self.reads_here(chain)
-                || self.lease_ok(chain, r, now);
-        #[cfg(not(feature = "planted-bugs"))]
-        let leased = self.lease_ok(chain, r, now);
+        let unleased = self.planted(PlantedBug::FastReadIgnoresLease) && r.is_active() && self.reads_here(chain);
+        let leased = unleased || self.lease_ok(chain, r, now);
         if waits || !leased || self.read_elsewhere(chain, &Span::Key(key), update).is_some() {
             return None;
         }
@@ -92,9 +87,8 @@ impl ChainNode {
         if view.members[..] != [self.me] || !r.is_head() || !r.is_tail() || !r.unconfirmed.is_empty() {
             return None;
         }
-        let volatile = self.store(chain).durability() == Durability::Volatile;
-        #[cfg(feature = "planted-bugs")]
-        let volatile = volatile || self.cfg.planted_bug == Some(PlantedBug::FastWriteSkipsSync);
+        let volatile =
+            self.store(chain).durability() == Durability::Volatile || self.planted(PlantedBug::FastWriteSkipsSync);
         let due = || self.ledger(chain).is_some_and(|l| l.is_due(&write.key, self.deadline_clock()));
         let cache = self.budgets.contains_key(&chain);
         (volatile && !cache && !due() && self.lease_ok(chain, r, now)).then_some(chain)

@@ -7,6 +7,7 @@
 //! the keyspace's guarantees (a key may vanish, but never come back). Every member's ledger counts the chain's
 //! bytes, so a new head knows them at once.
 
+use super::PlantedBug;
 use super::{ChainNode, Fx};
 use crate::manager::map::ClusterMap;
 use meridian_core::{ChainId, NodeId, Time};
@@ -37,8 +38,7 @@ impl ChainNode {
     /// At the head of a cache keyspace's chain: evicts the least recently written keys while the chain holds
     /// more than its share of the cap, as many as the chain's unacknowledged history has room for.
     pub(super) fn evict(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(super::PlantedBug::EvictsLocally) {
+        if self.planted(PlantedBug::EvictsLocally) {
             return;
         }
         let Some(&budget) = self.budgets.get(&chain) else { return };
@@ -56,22 +56,6 @@ impl ChainNode {
     pub(super) fn evict_all(&mut self, now: Time, out: &mut Fx) {
         for chain in self.headed() {
             self.evict(now, chain, out);
-        }
-    }
-
-    /// The planted bug [`super::PlantedBug::EvictsLocally`]: the tail drops `chain`'s oldest keys from its own
-    /// store, unordered, until the chain is within its share.
-    #[cfg(feature = "planted-bugs")]
-    pub(super) fn evict_locally(&mut self, chain: ChainId, seq: u64) {
-        use meridian_store::{Body, Record};
-        let planted = self.cfg.planted_bug == Some(super::PlantedBug::EvictsLocally) && self.replicas[&chain].is_tail();
-        let Some(&budget) = self.budgets.get(&chain).filter(|_| planted) else { return };
-        while let Some(key) =
-            self.ledger(chain).filter(|l| l.chain_bytes(chain.0) > budget).and_then(|l| l.oldest(chain.0, 1).pop())
-        {
-            if self.store_mut(chain).append(&Record { chain: chain.0, seq, key, body: Body::Tombstone }).is_err() {
-                return;
-            }
         }
     }
 

@@ -18,7 +18,6 @@ use meridian_core::{ChainId, Time};
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 
-#[cfg(feature = "planted-bugs")]
 use super::PlantedBug;
 
 /// Keys a node deletes for expiry per tick at most, over all the chains it heads.
@@ -27,8 +26,7 @@ pub const REAP_MAX: usize = 1024;
 impl ChainNode {
     /// The wall clock by which this node judges deadlines.
     pub(super) fn deadline_clock(&self) -> u64 {
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::ExpiresEarly) {
+        if self.planted(PlantedBug::ExpiresEarly) {
             return self.wall_ms + 1_000;
         }
         self.wall_ms
@@ -36,8 +34,7 @@ impl ChainNode {
 
     /// Whether `key` of `chain` is past its deadline here: a read of it waits for its delete.
     pub(super) fn overdue_here(&self, chain: ChainId, key: &[u8]) -> bool {
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::ReadsPastDeadline) {
+        if self.planted(PlantedBug::ReadsPastDeadline) {
             return false;
         }
         self.ledger(chain).is_some_and(|l| l.is_due(key, self.deadline_clock()))
@@ -45,8 +42,7 @@ impl ChainNode {
 
     /// Whether a key of `chain` within `tokens` is past its deadline here: a page over them waits too.
     pub(super) fn overdue_within(&self, chain: ChainId, tokens: &RangeInclusive<u64>) -> bool {
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::ReadsPastDeadline) {
+        if self.planted(PlantedBug::ReadsPastDeadline) {
             return false;
         }
         self.ledger(chain).is_some_and(|l| l.due_within(chain.0, self.deadline_clock(), tokens))

@@ -12,6 +12,7 @@
 //! costs.
 
 use super::msg::{ChainMsg, Origin, Update};
+use super::{planted_in, PlantedBug};
 use super::{ChainNode, Fx};
 use bytes::Bytes;
 use meridian_core::{ChainId, NodeId, Read, Reply, Time};
@@ -96,9 +97,8 @@ impl ChainNode {
     /// first.
     pub(super) fn defer_at_head(&mut self, chain: ChainId, origin: Origin, key: &[u8], read: Read) -> bool {
         let Some(r) = self.replicas.get_mut(&chain) else { return false };
-        let waiting = r.awaiting.values().any(|(k, _, _)| k.as_ref() == key);
-        #[cfg(feature = "planted-bugs")]
-        let waiting = waiting && self.cfg.planted_bug != Some(super::PlantedBug::ShowsUninvalidated);
+        let shows = planted_in(&self.cfg, PlantedBug::ShowsUninvalidated);
+        let waiting = !shows && r.awaiting.values().any(|(k, _, _)| k.as_ref() == key);
         if waiting {
             r.deferred.push((origin, Bytes::copy_from_slice(key), read));
         }

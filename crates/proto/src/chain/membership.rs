@@ -6,6 +6,7 @@ use super::msg::{ChainMsg, CopyData, CopyKind, CopyPart, CopyReq, KeyState};
 use super::replica::{Replica, Role};
 use super::serve::{ack_mark, record_of};
 use super::{evict, ChainNode, ChainTimer, Fx, StepReport};
+use super::{planted_in, PlantedBug};
 use crate::manager::map::{ChainChange, ChainView, ClusterMap};
 use crate::manager::placement::partition_range;
 use meridian_core::{ChainId, KeyspaceId, NodeId, ReplicaKind, Time};
@@ -190,8 +191,7 @@ impl ChainNode {
         self.finished.retain(|&c, (report, _)| {
             c != chain || matches!(report, StepReport::Flushed { step, .. } if Some(*step) == flushing)
         });
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(super::PlantedBug::SkipsFlush) && flushing.is_some() {
+        if planted_in(&self.cfg, PlantedBug::SkipsFlush) && flushing.is_some() {
             (r.flushed, r.complete) = (flushing, true);
         }
         if !r.is_active() {

@@ -43,6 +43,7 @@ mod lease;
 pub mod ledger;
 mod membership;
 pub mod msg;
+mod planted;
 mod recovery;
 mod replica;
 mod scan;
@@ -65,6 +66,8 @@ use std::time::Duration;
 use stores::Stores;
 
 pub use msg::{ChainMsg, Change, Origin, Outcome, Update};
+use planted::planted_in;
+pub use planted::PlantedBug;
 
 pub type Fx = Effects<ChainMsg, ChainTimer>;
 
@@ -99,60 +102,6 @@ impl Default for ChainConfig {
             planted_bug: None,
         }
     }
-}
-
-/// Deliberately wrong variants, to prove the simulator's checkers catch them.
-#[cfg(feature = "planted-bugs")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlantedBug {
-    /// The head answers a write once it has logged it, before the tail has it.
-    HeadAcksEarly,
-    /// The tail acknowledges (upstream and to the client) before its log is durable, so a crash can
-    /// take back a write its predecessors have already dropped from their unacknowledged history.
-    TailAcksEarly,
-    /// Predecessors ignore Sync, so an update lost with a broken connection is never resent.
-    IgnoresSync,
-    /// A tail answers without a lease, so a tail removed from its chain without knowing serves stale reads.
-    IgnoresLease,
-    /// Only the fast path (`read_at_once`) answers without a lease; the long way (`on_get`, `serving`) keeps it.
-    FastReadIgnoresLease,
-    /// The fast path (`write_at_once`) also takes writes to a store that must make them durable, and answers
-    /// them before it has.
-    FastWriteSkipsSync,
-    /// A member inserted by a join takes part at once, without flushing what it missed since its pre-copy.
-    SkipsFlush,
-    /// A node that restarts trusts its replicas of kinds that do not survive a restart, as if they were whole.
-    TrustsLostReplicas,
-    /// A node that restarts trusts its log replicas of chains it headed passing updates on before its fsync, as
-    /// if its log held everything it passed on.
-    TrustsEarlyHead,
-    /// A query node before the tail answers reads of keys with unacknowledged writes from its own state.
-    ReadsTentative,
-    /// Under `ausi`, the head answers a read of a key whose write is not yet invalidated everywhere.
-    ShowsUninvalidated,
-    /// The head deletes keys a second before their deadline.
-    ExpiresEarly,
-    /// A member answers a read of a key past its deadline from its store, before the head's delete reaches it.
-    ReadsPastDeadline,
-    /// A sync hands the writes to the OS but takes no fsync (`begin_sync` says there is nothing to make durable),
-    /// so a power loss takes back writes that were acknowledged.
-    SkipsFsync,
-    /// Instead of the head ordering evictions, the tail evicts on its own, from its own store, after each
-    /// update it commits: the members before it keep what it dropped.
-    EvictsLocally,
-    /// A query node answers SCAN pages without a lease (GETs keep theirs), so a tail removed without knowing
-    /// answers pages from a store the chain has moved on from.
-    ScanIgnoresLease,
-    /// A SCAN page leaves out the keys on its first token (an off-by-one on the range's start) while its
-    /// answer claims the whole range from there.
-    ScanSkipsFirstToken,
-    /// A SCAN page also lists the keys of its range whose latest record is a delete, taking every key the
-    /// store's range read yields for a present one (`Datastore::scan_range` yields tombstones too).
-    ScanShowsTombstones,
-    /// The head's store says a key is absent when a conditional write asks whether it exists, as a store that
-    /// lost the key would (a compaction that took unsynced records for durable once did, after a power loss).
-    /// Reads go to the tail, so only the outcome of a SET NX shows it.
-    HeadStoreForgets,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -339,13 +288,8 @@ impl ChainNode {
                 let store = stores.get_mut(key).expect("a store that holds a chain is open");
                 store.append(&membership::drop_record(chain, map.partitions))?;
             }
-            #[cfg(feature = "planted-bugs")]
-            let (trusting, trusting_heads) = (
-                cfg.planted_bug == Some(PlantedBug::TrustsLostReplicas),
-                cfg.planted_bug == Some(PlantedBug::TrustsEarlyHead),
-            );
-            #[cfg(not(feature = "planted-bugs"))]
-            let (trusting, trusting_heads) = (false, false);
+            let trusting = planted_in(&cfg, PlantedBug::TrustsLostReplicas);
+            let trusting_heads = planted_in(&cfg, PlantedBug::TrustsEarlyHead);
             if !trusting {
                 let heads_synced = trusting_heads || previous.clean_stop;
                 recovery::mark_lost(me, map, &mut replicas, heads_synced, previous.lost);
@@ -728,8 +672,7 @@ impl ChainNode {
     /// [`meridian_core::Process::begin_sync`]: the fsyncs of every store's writes so far, as one job.
     pub fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
         self.syncs_begun += 1;
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::SkipsFsync) {
+        if self.planted(PlantedBug::SkipsFsync) {
             return self.flush().map(|()| None);
         }
         self.stores.begin_sync().map_err(std::io::Error::other)

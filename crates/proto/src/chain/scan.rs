@@ -33,6 +33,7 @@
 
 use super::msg::{ChainMsg, Origin};
 use super::serve::{corrupt, Span};
+use super::PlantedBug;
 use super::{ChainNode, Fx};
 use crate::manager::placement::partition_range;
 use bytes::Bytes;
@@ -61,11 +62,9 @@ enum Elsewhere {
 
 impl ChainNode {
     pub(super) fn on_scan(&mut self, now: Time, origin: Origin, chain: ChainId, scan: Scan, out: &mut Fx) {
-        let leased = self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now));
-        #[cfg(feature = "planted-bugs")]
-        let leased = leased
-            || self.cfg.planted_bug == Some(super::PlantedBug::ScanIgnoresLease)
-                && self.replicas.get(&chain).is_some_and(|r| r.is_active() && self.reads_here(chain));
+        let unleased = self.planted(PlantedBug::ScanIgnoresLease)
+            && self.replicas.get(&chain).is_some_and(|r| r.is_active() && self.reads_here(chain));
+        let leased = unleased || self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now));
         // No lease: the front-end tries again at its next tick, routed by its map as it is then.
         if !leased {
             return self.bounce(origin, chain, Request::Scan(scan), out);
@@ -129,33 +128,16 @@ impl ChainNode {
 
     /// The answer to a page from `scan.from` to `last` from this member's store.
     fn scan_here(&self, chain: ChainId, scan: &Scan, last: u64) -> Reply {
-        #[cfg(feature = "planted-bugs")]
-        let skipped = Scan { from: scan.from.saturating_add(1), ..scan.clone() };
-        #[cfg(feature = "planted-bugs")]
-        let scan = if self.cfg.planted_bug == Some(super::PlantedBug::ScanSkipsFirstToken) { &skipped } else { scan };
+        let skipped = self
+            .planted(PlantedBug::ScanSkipsFirstToken)
+            .then(|| Scan { from: scan.from.saturating_add(1), ..scan.clone() });
+        let scan = skipped.as_ref().unwrap_or(scan);
         let answered = answer(self.store(chain), chain, scan, last);
-        #[cfg(feature = "planted-bugs")]
         let answered = answered.and_then(|scanned| self.with_tombstones(chain, scan, scanned));
         match answered {
             Ok(scanned) => Reply::Scanned(scanned),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
         }
-    }
-
-    /// With `ScanShowsTombstones`: the answer with the deleted keys of the range it covered added.
-    #[cfg(feature = "planted-bugs")]
-    fn with_tombstones(&self, chain: ChainId, scan: &Scan, mut scanned: Scanned) -> Result<Scanned, StoreError> {
-        if self.cfg.planted_bug != Some(super::PlantedBug::ScanShowsTombstones) {
-            return Ok(scanned);
-        }
-        let last = scanned.next.map_or(u64::MAX, |next| next - 1);
-        self.store(chain).scan_range(scan.from.wrapping_sub(1), last, &mut |key, entry| {
-            if entry.value.is_none() && entry.chain == chain.0 {
-                scanned.keys.push(key);
-            }
-        })?;
-        scanned.keys.sort_by_key(|key| key_token(key));
-        Ok(scanned)
     }
 
     /// About how many keys each chain kept in `chain`'s store holds: the store's keys shared evenly, as tokens

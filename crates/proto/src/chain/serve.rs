@@ -16,8 +16,7 @@ use meridian_store::{Body, Record, StoreError};
 use meridian_store::{Durability, Entry};
 use std::ops::RangeInclusive;
 
-#[cfg(feature = "planted-bugs")]
-use super::PlantedBug;
+use super::{planted_in, PlantedBug};
 
 /// Where a write's `existed` comes from: the head's decision, or, for a [`blind`] write, the head's store as
 /// it logs the write.
@@ -108,8 +107,7 @@ impl ChainNode {
 
     /// Whether this node holds a lease on `chain` for `r`'s view at `now`, wherever it stands in the chain.
     pub(super) fn lease_valid(&self, chain: ChainId, r: &Replica, now: Time) -> bool {
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::IgnoresLease) {
+        if self.planted(PlantedBug::IgnoresLease) {
             return true;
         }
         let view = r.view();
@@ -175,9 +173,9 @@ impl ChainNode {
     pub(super) fn read_elsewhere(&self, chain: ChainId, span: &Span, update: UpdateMode) -> Option<NodeId> {
         let r = &self.replicas[&chain];
         let members = &self.map.as_ref()?.chains.get(&chain)?.members;
-        let dirty = !r.is_tail() && update == UpdateMode::Su && r.unacked.iter().any(|u| span.holds(&u.key));
-        #[cfg(feature = "planted-bugs")]
-        let dirty = dirty && self.cfg.planted_bug != Some(PlantedBug::ReadsTentative);
+        let tentative = planted_in(&self.cfg, PlantedBug::ReadsTentative);
+        let dirty =
+            !tentative && !r.is_tail() && update == UpdateMode::Su && r.unacked.iter().any(|u| span.holds(&u.key));
         let invalidated = |(key, &seq): (&Bytes, &u64)| seq > r.lu && span.holds(key);
         let invalid = update == UpdateMode::Ausi
             && !r.is_head()
@@ -280,9 +278,8 @@ impl ChainNode {
             (false, store) if store.has_value(&write.key)? => Current::Exists,
             (false, _) => Current::Absent,
         };
-        #[cfg(feature = "planted-bugs")]
         let current = match current {
-            Current::Exists if self.cfg.planted_bug == Some(super::PlantedBug::HeadStoreForgets) => Current::Absent,
+            Current::Exists if self.planted(PlantedBug::HeadStoreForgets) => Current::Absent,
             current => current,
         };
         let existed = if matches!(current, Current::Unknown) { Existed::AtAppend } else { Existed::Decided };
@@ -339,18 +336,15 @@ impl ChainNode {
         if self.store(u.chain).durability() != Durability::Volatile {
             self.mark_written(u.chain, out);
         }
-        #[cfg(feature = "planted-bugs")]
-        self.evict_locally(u.chain, u.seq);
+        if self.planted(PlantedBug::EvictsLocally) {
+            self.evict_locally(u.chain, u.seq);
+        }
         let u = self.answer_at_head(now, u, out);
         let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
         r.record(&u);
         let (succ, view) = (r.succ(), r.view().expect("members have a view"));
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::HeadAcksEarly) && self.replicas[&u.chain].is_head() {
-            if let Some(origin) = u.origin {
-                let written = u.outcome.reply();
-                self.answer(origin, written, true, out);
-            }
+        if self.planted(PlantedBug::HeadAcksEarly) {
+            self.ack_early_at_head(&u, out);
         }
         let chain = u.chain;
         match succ {
@@ -423,8 +417,7 @@ impl ChainNode {
 
     /// Whether a Sync from `from` is this member's to answer: it comes from the successor of its current view.
     pub(super) fn takes_sync(&self, from: NodeId, chain: ChainId, view: u64) -> bool {
-        #[cfg(feature = "planted-bugs")]
-        if self.cfg.planted_bug == Some(PlantedBug::IgnoresSync) {
+        if self.planted(PlantedBug::IgnoresSync) {
             return false;
         }
         self.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.succ() == Some(from) && r.is_active())
