@@ -9,7 +9,7 @@ use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec, ReplicaKind};
 use meridian_proto::manager::agent::JoinRequest;
-use meridian_proto::manager::map::NodeAddrs;
+use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;

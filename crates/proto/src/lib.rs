@@ -4,4 +4,6 @@
 
 pub mod chain;
 pub mod manager;
+pub mod map;
 pub mod node;
+pub mod reports;

@@ -4,7 +4,7 @@
 use super::http;
 use meridian_core::ring::key_token;
 use meridian_core::KeyspaceId;
-use meridian_proto::manager::placement::chain_for_token;
+use meridian_proto::map::placement::chain_for_token;
 use serde::Deserialize;
 use std::net::SocketAddr;
 

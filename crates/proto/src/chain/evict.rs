@@ -9,7 +9,7 @@
 
 use super::PlantedBug;
 use super::{ChainNode, Fx};
-use crate::manager::map::ClusterMap;
+use crate::map::ClusterMap;
 use meridian_core::{ChainId, NodeId, Time};
 use std::collections::BTreeMap;
 
@@ -68,7 +68,7 @@ impl ChainNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manager::map::{MapCommand, NodeAddrs};
+    use crate::map::{MapCommand, NodeAddrs};
     use meridian_core::{KeyspaceConfig, KeyspaceId};
 
     #[test]

@@ -8,7 +8,7 @@
 //! from the moment it *sent* the heartbeat the grant answers, for half the lease term, so clock drift and
 //! message delay only ever shorten it. Every other member that answers clients without the tail holds the same
 //! lease: a query node before the tail, and an `au` or `ausi` head, which acknowledges writes
-//! ([`crate::manager::map::ClusterMap::leased_at`]).
+//! ([`crate::map::ClusterMap::leased_at`]).
 //!
 //! Answers that wait for a lease are held here, at most [`HELD_MAX`] per chain; the front-end's timeout
 //! covers a lease that never comes.

@@ -12,7 +12,7 @@
 //! keyspace may trade these guarantees for speed: `au` acknowledges a write once the head has it, and reads may
 //! be answered by the head or the middle member (docs/keyspaces.md, "Update modes and query nodes").
 //!
-//! The cluster map (`crate::manager::map`) says who is in each chain and in which order, and the chain's view
+//! The cluster map (`crate::map`) says who is in each chain and in which order, and the chain's view
 //! number; this node acts on the newest map it has seen ([`ChainNode::adopt`]). How it holds (see
 //! docs/protocols/chain.md and docs/protocols/ouroboros.md for the full argument):
 //! - The head orders writes: it assigns the next sequence number of the chain, evaluates the write's
@@ -50,7 +50,7 @@ mod scan;
 mod serve;
 pub mod stores;
 
-use crate::manager::map::ClusterMap;
+use crate::map::ClusterMap;
 use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
@@ -65,6 +65,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use stores::Stores;
 
+use crate::reports::{ReplicaReports, StepReport};
 pub use msg::{ChainMsg, Change, Origin, Outcome, Update};
 use planted::planted_in;
 pub use planted::PlantedBug;
@@ -109,34 +110,6 @@ pub enum ChainTimer {
     Tick,
     /// A paced copy may send its next request.
     Copy(ChainId),
-}
-
-/// A step this node finished its part of, for the manager's leader (reported only once durable).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum StepReport {
-    /// The joiner's pre-copy settled: insert it (`AddInserted`).
-    PreCopied { chain: ChainId, step: u64 },
-    /// The inserted member's flush completed: it is a valid replica (`StepDone`).
-    Flushed { chain: ChainId, step: u64 },
-}
-
-impl StepReport {
-    pub fn chain(&self) -> ChainId {
-        match *self {
-            StepReport::PreCopied { chain, .. } | StepReport::Flushed { chain, .. } => chain,
-        }
-    }
-}
-
-/// What a node says about its replicas in every heartbeat.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ReplicaReports {
-    /// Steps this node has durably finished its part of.
-    pub steps: Vec<StepReport>,
-    /// This run of the node.
-    pub incarnation: u64,
-    /// The chains this node is a member of but lost its replica of to a restart, with the LU it holds.
-    pub lost: Vec<(ChainId, u64)>,
 }
 
 /// One chain as this node holds it, for status pages and failure reports.

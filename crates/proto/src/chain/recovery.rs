@@ -12,7 +12,7 @@
 use super::msg::{Change, Outcome, Update};
 use super::replica::Replica;
 use super::stores::{StoreKey, Stores};
-use crate::manager::map::{ChainView, ClusterMap};
+use crate::map::{ChainView, ClusterMap};
 use meridian_core::{ChainId, ChainMap, NodeId, ReplicaKind};
 use meridian_store::{Body, Datastore, Record, StoreError};
 use std::collections::{BTreeMap, BTreeSet};

@@ -35,7 +35,7 @@ use super::msg::{ChainMsg, Origin};
 use super::serve::{corrupt, Span};
 use super::PlantedBug;
 use super::{ChainNode, Fx};
-use crate::manager::placement::partition_range;
+use crate::map::placement::partition_range;
 use bytes::Bytes;
 use meridian_core::glob::glob_match;
 use meridian_core::ring::key_token;

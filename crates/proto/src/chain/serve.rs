@@ -114,7 +114,7 @@ impl ChainNode {
         self.leases.get(&chain).is_some_and(|l| view.is_some_and(|v| l.valid(v, now)))
     }
 
-    /// Whether this node may answer reads of `chain` ([`crate::manager::map::ClusterMap::reads_at`]).
+    /// Whether this node may answer reads of `chain` ([`crate::map::ClusterMap::reads_at`]).
     pub(super) fn reads_here(&self, chain: ChainId) -> bool {
         let map = self.map.as_ref();
         map.and_then(|m| Some(m.reads_at(m.chains.get(&chain)?, self.me))).unwrap_or(false)

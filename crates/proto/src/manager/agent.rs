@@ -5,10 +5,10 @@
 //! The agent does not know who leads: it heartbeats the voter it last heard leads, follows `NotLeader`
 //! redirections, and moves on to the next voter after a few unanswered heartbeats.
 
-use super::map::{ClusterMap, NodeAddrs, NodeState};
 use super::mapfile::MapFile;
 use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
-use crate::chain::ReplicaReports;
+use crate::map::{ClusterMap, NodeAddrs, NodeState};
+use crate::reports::ReplicaReports;
 use meridian_core::{ChainId, NodeId, Time};
 use std::collections::VecDeque;
 use std::sync::Arc;

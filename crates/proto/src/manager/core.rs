@@ -9,11 +9,11 @@
 //! then its map may lag the one nodes already act on.
 
 use super::leader::{stretched, Leadership};
-use super::map::{ChainChange, ClusterMap, MapCommand, NodeState};
 use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use super::plan::{next_steps_with, PlanLimits};
 use super::raft::{Committed, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
-use crate::chain::{ReplicaReports, StepReport};
+use crate::map::{ChainChange, ClusterMap, MapCommand, NodeState};
+use crate::reports::{ReplicaReports, StepReport};
 use meridian_core::{NodeId, Time};
 use meridian_store::Vfs;
 use std::path::Path;

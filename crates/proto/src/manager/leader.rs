@@ -13,7 +13,7 @@
 //! timeouts at most, and its leases last one lease term after that. In Raft's first term there was no earlier leader,
 //! so nothing to wait for.
 
-use super::map::{ChainChange, ChainView, ClusterMap};
+use crate::map::{ChainChange, ChainView, ClusterMap};
 use meridian_core::time::DRIFT_MAX_PPM;
 use meridian_core::{ChainId, NodeId, Time};
 use std::collections::BTreeMap;
@@ -205,7 +205,7 @@ impl Leadership {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manager::map::{ChainChange, MapCommand, NodeAddrs};
+    use crate::map::{ChainChange, MapCommand, NodeAddrs};
 
     const LEASE: Duration = Duration::from_secs(2);
     const FENCE: Duration = Duration::from_secs(10);

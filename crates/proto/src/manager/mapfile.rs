@@ -7,7 +7,7 @@
 //! file, synced, renamed). The version is [`MAP_FORMAT`], the map's encoding; a file of a version this build does not speak is refused with both versions
 //! named, rather than misread. A file without the magic was written before files had versions: version 1.
 
-use super::map::{ClusterMap, MAP_FORMAT};
+use crate::map::{ClusterMap, MAP_FORMAT};
 use meridian_store::Vfs;
 use std::io;
 use std::path::{Path, PathBuf};

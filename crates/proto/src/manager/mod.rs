@@ -1,13 +1,11 @@
 //! The cluster manager (seed 003 §2.1, §2.5–2.6, Listing 2), replicated on Raft (DESIGN.md §2, principle 4):
-//! the map it replicates (`map`, `placement`, `plan`), the log (`raft`), the voters' core (`core`) with the
+//! the steps it plans to change the map ([`crate::map`]) by (`plan`), the log (`raft`), the voters' core (`core`) with the
 //! leader's volatile state (`leader`), and the agent every node runs (`agent`, `mapfile`, `msg`).
 
 pub mod agent;
 pub mod core;
 pub mod leader;
-pub mod map;
 pub mod mapfile;
 pub mod msg;
-pub mod placement;
 pub mod plan;
 pub mod raft;

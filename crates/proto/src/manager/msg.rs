@@ -1,8 +1,8 @@
 //! Messages between every node's agent and the manager's leader (seed 003 §2.6: heartbeats between the
 //! manager and its back-ends; Listing 2's JOIN, FLUSH_ACK and CR_*_DONE become reports in heartbeats).
 
-use super::map::{ClusterMap, MapCommand, NodeAddrs};
-use crate::chain::ReplicaReports;
+use crate::map::{ClusterMap, MapCommand, NodeAddrs};
+use crate::reports::ReplicaReports;
 use meridian_core::{ChainId, NodeId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -15,7 +15,7 @@
 //!    that is a member, but never as tail: at most just before the current tail. This covers both a
 //!    short chain (after a repair) and a chain of R that must swap a member (a leave or a join's
 //!    rebalancing): the swap adds first, so the chain never drops below R on the way. The joiner's replica
-//!    kind is one the staying members lack ([`super::map::kinds`]).
+//!    kind is one the staying members lack ([`crate::map::kinds`]).
 //! 3. **Remove surplus**: otherwise, a member that is not in the target is removed, unless it is the last
 //!    member: the one nearest the tail whose kind the chain has more of than its configuration wants, else
 //!    the one nearest the tail. With a new node inserted before the old tail this is the seed's TRUNCATE of
@@ -27,7 +27,7 @@
 //!    2 then adds it back, copied afresh into a kind the chain lacks.
 //!
 //! A planned step is a `StepStarted`; the executor then drives it through the map's lifecycle
-//! ([`super::map`]): an Add through `AddInserted` (pre-copy done) and `StepDone` (FLUSH done), a Remove
+//! ([`crate::map`]): an Add through `AddInserted` (pre-copy done) and `StepDone` (FLUSH done), a Remove
 //! through `StepDone`, either possibly through `StepAborted`. An aborted step's chain has no step in
 //! flight again, so the next plan redoes it under a new step id.
 //!
@@ -43,7 +43,7 @@
 //! its `StepDone`, inserted or not: the FLUSH still streams the gap from the tail. Removes are never
 //! limited: they copy nothing, and a repair must not wait behind a copy.
 
-use super::map::{kinds, ChainChange, ChainView, ClusterMap};
+use crate::map::{kinds, ChainChange, ChainView, ClusterMap};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::ReplicaKind;
 use meridian_core::{ChainId, NodeId};

@@ -1,6 +1,6 @@
 use super::*;
-use crate::manager::map::tests::{addrs, bootstrap_cmd, bootstrapped, encoded};
-use crate::manager::map::{Applied, MapCommand, MapError, NodeInfo, NodeState};
+use crate::map::tests::{addrs, bootstrap_cmd, bootstrapped, encoded};
+use crate::map::{Applied, MapCommand, MapError, NodeInfo, NodeState};
 
 /// splitmix64: a seeded generator, so every simulated run replays from its seed.
 struct Rng(u64);

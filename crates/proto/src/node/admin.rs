@@ -4,8 +4,8 @@
 //! node's map shows the change (or the leader refuses it, or [`KEYSPACE_TIMEOUT_TICKS`] pass).
 
 use super::{ClusterNode, NodeFx};
-use crate::manager::map::{ClusterMap, MapCommand, NodeAddrs};
 use crate::manager::msg::MgrMsg;
+use crate::map::{ClusterMap, MapCommand, NodeAddrs};
 use meridian_core::{Admin, ErrorKind, KeyspaceRef, Reply, RequestId, Time};
 
 /// Manager ticks a keyspace command may wait for this node's map to show it.

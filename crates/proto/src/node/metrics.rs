@@ -8,7 +8,7 @@
 
 use super::ClusterNode;
 use crate::chain::ReplicaStatus;
-use crate::manager::map::{ChainChange, ClusterMap};
+use crate::map::{ChainChange, ClusterMap};
 use meridian_core::exposition::{Exposition, MetricKind};
 use meridian_core::{ChainId, KeyspaceId, Request, Time};
 use std::collections::BTreeMap;

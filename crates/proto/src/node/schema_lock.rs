@@ -9,9 +9,10 @@
 
 use super::NodeMsg;
 use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState, Outcome, Refusal};
-use crate::chain::{ChainMsg, Change, Origin, ReplicaReports, StepReport, Update};
-use crate::manager::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
+use crate::chain::{ChainMsg, Change, Origin, Update};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
+use crate::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
+use crate::reports::{ReplicaReports, StepReport};
 use bytes::Bytes;
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{

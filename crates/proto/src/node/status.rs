@@ -2,8 +2,8 @@
 //! manager's state and this node's replicas.
 
 use super::ClusterNode;
-use crate::manager::map::{ChainChange, ClusterMap};
-use crate::manager::placement::partition_range;
+use crate::map::placement::partition_range;
+use crate::map::{ChainChange, ClusterMap};
 use meridian_core::{ChainId, KeyspaceId, Time};
 
 impl ClusterNode {

@@ -4,7 +4,7 @@
 //! faults.
 
 use super::*;
-use crate::manager::map::{ChainChange, MapCommand, NodeAddrs};
+use crate::map::{ChainChange, MapCommand, NodeAddrs};
 use bytes::Bytes;
 use meridian_core::{Condition, Effect, ReplicaKind, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
@@ -120,7 +120,7 @@ impl Harness {
         self.feed(id, |n, fx| n.start(Time::ZERO, fx));
     }
 
-    fn chain(&self) -> &crate::manager::map::ChainView {
+    fn chain(&self) -> &crate::map::ChainView {
         &self.map.chains[&ChainId(0)]
     }
 

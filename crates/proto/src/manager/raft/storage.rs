@@ -26,7 +26,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::manager::map::MAP_FORMAT;
+use crate::map::MAP_FORMAT;
 use meridian_store::{Vfs, VfsFile};
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};

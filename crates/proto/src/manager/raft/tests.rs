@@ -701,7 +701,7 @@ fn a_compaction_interrupted_at_any_write_leaves_the_old_or_the_new_log() {
 /// rather than replayed under a guess.
 #[test]
 fn a_log_of_another_format_is_refused() {
-    use crate::manager::map::MAP_FORMAT;
+    use crate::map::MAP_FORMAT;
     let disk = SimVfs::new();
     let mut log = open_log(&disk).unwrap();
     log.bootstrap(ConfState { voters: vec![1], ..ConfState::default() }).unwrap();

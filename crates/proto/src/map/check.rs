@@ -1,7 +1,7 @@
 //! The map's invariants, which the simulator and the tests check after every applied command.
 
 use super::{ChainChange, ChainView, ClusterMap, NodeState};
-use crate::manager::placement::partitions_valid;
+use crate::map::placement::partitions_valid;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE};
 use meridian_core::{ChainId, KeyspaceId, NodeId};
 use std::collections::BTreeSet;

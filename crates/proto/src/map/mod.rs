@@ -100,14 +100,15 @@ mod chain;
 mod check;
 mod errors;
 pub mod kinds;
+pub mod placement;
 
 pub use chain::{ChainChange, ChainView};
 pub use errors::MapError;
 
-use super::placement::{chain_for_token, partitions_valid, VidRing};
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
 use meridian_core::{ChainId, ChainMap, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind, UpdateMode};
+use placement::{chain_for_token, partitions_valid, VidRing};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
