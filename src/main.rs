@@ -8,7 +8,8 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// mimalloc rather than glibc's malloc: the request path allocates small, short-lived buffers (parsed commands,
-/// replies, messages), and glibc's allocator was about a tenth of a pipelined SET's CPU (`docs/performance.md`).
+/// replies, messages), and glibc's allocator was about a tenth of a pipelined SET's CPU
+/// (`docs/performance-history.md`, section 6).
 #[global_allocator]
 static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 
