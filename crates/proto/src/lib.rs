@@ -5,7 +5,7 @@
 //! Start with `manager/placement.rs` (partitions and chains on the ring), then `chain/mod.rs` with
 //! `docs/protocols/chain.md` (the data path and why it is correct), then `node/mod.rs`, `chain/membership.rs`,
 //! `chain/copy.rs` and `manager/core.rs` with `docs/protocols/ouroboros.md` (how chains change as nodes come and
-//! go, and the manager that drives it).
+//! go, and the manager that drives it). `docs/glossary.md` defines the terms they use.
 //!
 //! Modules:
 //! - `chain`: chain replication on fixed partitions: the data path, views, pre-copy and flush for joins, and
