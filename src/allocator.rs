@@ -6,7 +6,7 @@
 //! it over-allocates by the alignment minus one. So an 8-aligned request of 48 bytes is served from the
 //! 64-byte class, and the 48-byte class, where the fast path looks for it, never gets a block: such requests
 //! always took the slow path. On the request path, `Arc`s, boxes and value buffers took it often (about 170
-//! instructions more each; `docs/performance.md` section 20).
+//! instructions more each; `docs/performance-history.md` section 20).
 //! Plain `mi_malloc` gives every block of 16 bytes or more a 16-byte alignment, and smaller blocks an 8-byte
 //! one (mimalloc's `alloc.c`: "block_size < MI_MAX_ALIGN_SIZE || aligned"), which is the rule the standard
 //! library's own allocator applies to `malloc`.

@@ -1,4 +1,18 @@
-//! The `meridian` binary: run a node, a local demo cluster, the deterministic simulator, or measurements.
+//! The `meridian` binary: run a node, a local demo cluster, the deterministic simulator, or measurements. It
+//! wires the crates together: `meridian-node` runs `meridian-proto`'s `ClusterNode` for `server` and `demo`,
+//! `meridian-sim` runs `sim`, and `meridian-bench` runs `bench`. Its real-process tests are in `tests/`: several
+//! `meridian server` processes on 127.0.0.x, killed (SIGKILL), stopped (SIGTERM), restarted and joined, some
+//! recording histories that `meridian-check` judges.
+//!
+//! Start with `cli/node.rs` (what `demo` and `server` share: flags, the data directory, starting a node), then
+//! `cli/server.rs` and `cli/demo.rs`.
+//!
+//! Modules:
+//! - `allocator`: the process's allocator, mimalloc, asked for alignment only when its size classes do not
+//!   already give it (`docs/performance-history.md`, sections 6 and 20).
+//! - `cli`: one module per subcommand (`demo`, `server`, `ctl`, `sim`, `bench`); `cli/node.rs` what `demo` and
+//!   `server` share; `cli/config.rs` `server --config FILE.toml` and `--print-config` (`docs/configuration.md`);
+//!   `cli/http.rs` the small HTTP client of `ctl` and `server --join`.
 
 mod allocator;
 mod cli;
@@ -8,7 +22,8 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 /// mimalloc rather than glibc's malloc: the request path allocates small, short-lived buffers (parsed commands,
-/// replies, messages), and glibc's allocator was about a tenth of a pipelined SET's CPU (`docs/performance.md`).
+/// replies, messages), and glibc's allocator was about a tenth of a pipelined SET's CPU
+/// (`docs/performance-history.md`, section 6).
 #[global_allocator]
 static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 

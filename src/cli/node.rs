@@ -211,7 +211,7 @@ pub fn init_logging(json: bool) {
     }
 }
 
-/// The threads a node process runs on (docs/performance.md, sections 10 and 23).
+/// The threads a node process runs on (docs/performance-history.md, sections 10 and 23).
 #[derive(Args, Debug)]
 pub struct ThreadArgs {
     /// Threads that run the nodes' cores and their client and peer connections (default: one per CPU core
@@ -240,8 +240,8 @@ impl ThreadArgs {
     }
 }
 
-/// Worker threads without `--threads`: one per core but one, at least one (section 23 of docs/performance.md
-/// measured one against two on two cores).
+/// Worker threads without `--threads`: one per core but one, at least one (section 23 of
+/// docs/performance-history.md measured one against two on two cores).
 fn default_workers(cores: usize) -> usize {
     cores.saturating_sub(1).max(1)
 }

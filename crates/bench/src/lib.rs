@@ -1,7 +1,8 @@
-//! `meridian bench store`: what the storage layer delivers on the machine at hand, measured beside what
-//! the disk itself delivers in the same run and directory, so the figures are read as ratios.
+//! Measurements on the machine at hand, against real disks and real node processes, each read as a ratio to
+//! a yardstick measured in the same run: the `meridian bench` subcommands.
 //!
-//! For each store (mem, log), durability mode (sync, group, async; mem only once, as it has no fsync)
+//! `meridian bench store` measures the storage layer beside what the disk itself delivers in the same run and
+//! directory. For each store (mem, log), durability mode (sync, group, async; mem only once, as it has no fsync)
 //! and value size, `writers` threads hand puts to one committer thread that does what the node's core
 //! thread does with them (`committer`); each put is timed from hand-over to acknowledgement. After the
 //! group-commit run, one thread gets random keys back from the filled store. The log store also runs a
@@ -9,15 +10,36 @@
 //! bandwidth and fsync latency. Every run is bounded by a duration and a byte budget; nothing is assumed,
 //! every figure is measured.
 //!
-//! Reading order: `suite` (what runs in which order), `committer`, `puts`, `gets`, `sequential`, `disk`,
-//! `report`.
-//!
 //! The other measurements run real node processes (module `local`): `meridian bench join` (module `join`), each
 //! node under its own CPU quota, serving reads while a node joins; and `meridian bench keyspaces` (module
 //! `keyspaces`), put latency, memory and recovery of the keyspace configurations of seed 003 §5.3.
-//!
 //! `meridian bench ycsb` (module `ycsb`) drives any RESP server, Meridian or redis-server, with YCSB's core
-//! workloads, closed or open loop.
+//! workloads, closed or open loop. Two scripts outside this crate build on it: `bench/compare` (Python) runs it
+//! and go-ycsb against Meridian, redis-server, memcached and etcd, and `bench/instructions` (Python) counts a
+//! request's user-space instructions under callgrind.
+//!
+//! Reading order for `bench store`: `suite` (what runs in which order), `committer`, `puts`, `gets`,
+//! `sequential`, `disk`, `report`. For the others, each module's own doc.
+//!
+//! Modules:
+//! - `committer`: the committer thread, the node's core reduced to what a store sees.
+//! - `compaction`: gets while the log store compacts, beside gets once it has finished.
+//! - `disk`: the disk's own sequential bandwidth and append-plus-fsync latency, the yardstick for the stores.
+//! - `gets`: gets from a filled store on one thread, as the node's core serves them.
+//! - `join`: `meridian bench join`, seed 003 §4.2's join experiment: node processes in CPU cgroups, read load, a
+//!   join.
+//! - `keyspaces`: `meridian bench keyspaces`: put latency of M-M, M-D and D-D under `su`, `ausi` and `au`,
+//!   resident memory, and M-D recovery time.
+//! - `latency`: an HDR histogram of nanoseconds, read out in microseconds.
+//! - `local`: a local cluster of `meridian server` processes on 127.0.0.x (start, SIGKILL, restart, CPU cgroups,
+//!   `/proc` CPU time and RSS) with HTTP, cluster-map and RESP clients.
+//! - `puts`: concurrent puts through the committer, each timed from hand-over to acknowledgement.
+//! - `report`: one run's figures, as JSON and as the printed table.
+//! - `sequential`: the log store's sequential put bandwidth against the disk's, measured in interleaved pairs.
+//! - `stores`: the stores under test, each opened fresh in its own directory.
+//! - `suite`: which measurements run, in which order.
+//! - `ycsb`: `meridian bench ycsb`: YCSB's core workloads over RESP against any server, or over memcached's text
+//!   protocol; connections spread over one or more servers, closed or open loop, one tokio task per connection.
 
 mod committer;
 mod compaction;

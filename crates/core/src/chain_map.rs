@@ -3,7 +3,7 @@
 //! A chain id is its keyspace and its partition (`ids.rs`), so a lookup here is a scan of the few keyspaces
 //! held and an index by partition. A `BTreeMap` of a keyspace's 64 chains compared its way down two nodes at
 //! about 110 instructions a lookup, and the chain head's write path looked a replica up some ten times
-//! (docs/performance.md, section 18). Iteration is in chain-id order, as a `BTreeMap`'s is, so whatever a node
+//! (docs/performance-history.md, section 18). Iteration is in chain-id order, as a `BTreeMap`'s is, so whatever a node
 //! does per chain it still does in the same order, which the simulator's determinism depends on.
 
 use crate::ids::{ChainId, KeyspaceId};

@@ -5,7 +5,7 @@
 //! the signal's list once per watcher, and locks the slot only when the waker changes, which for a task's own
 //! waits it does not. A `watch` channel, used before, put every wait into a waiter list
 //! shared by all connections and locked on each wait and each drop (1.4% of an unpipelined GET's samples
-//! against 0.5% now, `performance.md` section 16).
+//! against 0.5% now, `docs/performance-history.md` section 16).
 
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};

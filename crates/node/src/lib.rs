@@ -1,18 +1,47 @@
-//! The Meridian node: runs any sans-IO protocol core ([`meridian_core::Process`]) for real.
+//! The Meridian node: runs any sans-IO protocol core ([`meridian_core::Process`]) for real, over tokio, TCP and
+//! the file system. It knows no protocol: the binary hands it `meridian-proto`'s `ClusterNode`.
 //!
 //! A node is four parts, started by [`start_node`] and stopped by [`NodeHandle::shutdown`]:
 //!
 //! - `driver`: the core runs in its own tokio task, fed through a bounded channel (`inbox`); it batches
 //!   the inputs that arrive while it is busy, syncs once per batch (group commit) and only then carries
 //!   out the effects marked `after_sync`. `durability` holds the other modes: an fsync per write, or
-//!   acknowledgement before a periodic fsync.
+//!   acknowledgement before a periodic fsync. On a multi-threaded runtime each fsync runs on the core's own
+//!   fsync thread while the core takes more inputs. While the core is idle, a connection that is not pipelining
+//!   steps it in its own task (`CoreHandle`). Either way the driver first asks the process for an answer it can
+//!   give at once, without effects (`Process::answer_at_once`).
 //! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
 //!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake.
 //! - `resp`: a RESP2 and RESP3 server for Redis clients, pipelining-aware; its port listens once the core serves.
-//! - `http`: a small axum server with `/health`, `/ready`, `/metrics` (`metrics`: what the runner measures, and how the
-//!   page is put together), `/v1/cluster` and the administration API.
+//!   Its limits, malformed input, SCAN, KEYS, INFO and the commands built at the front end: `docs/resp.md`.
+//! - `http`: a small axum server with `/health`, `/ready`, `/metrics` (`docs/metrics.md`), `/v1/cluster` and the
+//!   administration API.
 //!
 //! Reading order: `node` (how the parts are wired), then `driver`, `transport`, `resp`.
+//!
+//! Modules:
+//! - `accept`: the accept loop the RESP and peer listeners share.
+//! - `build_info`: the commit the binary was built from (found by `build.rs`), for `--version`, INFO and
+//!   `meridian_build_info`.
+//! - `data_dir`: a node's data directory: one node id for life, one process at a time (`LOCK`), one data format.
+//! - `drain`: the graceful-shutdown signal its listeners and client connections watch.
+//! - `driver`: the core task; `driver/syncer.rs` its fsync thread, `driver/clients.rs` the reply channels of the
+//!   requests it has taken.
+//! - `durability`: the `sync`, `group` and `async` modes and the bounds of a group commit (`docs/durability.md`).
+//! - `error`: why a node could not start.
+//! - `fuzzing` (with the `fuzzing` feature only): the RESP parser, for the cargo-fuzz target in the root `fuzz/`.
+//! - `http`: the HTTP server.
+//! - `inbox`: the one channel into the core task: peer messages, single requests, and the requests a pipelining
+//!   connection hands over together.
+//! - `metrics`: the runner's figures and the `/metrics` page (the core writes its own part, in
+//!   `meridian-proto`'s `node/metrics.rs`).
+//! - `node`: starting and stopping a node, and how the parts are wired.
+//! - `open_files`: fitting the client connection cap to the open-file limit.
+//! - `resp`: the RESP server: one task per connection reads, dispatches and encodes (`resp/connection.rs`); one
+//!   task writes every connection's replies at the end of the worker's turn (`resp/outbox.rs`); numbered
+//!   databases made on SELECT (`resp/databases.rs`); per-command counts and latency (`resp/stats.rs`).
+//! - `timers`: the core's named timers on the monotonic clock.
+//! - `transport`: the TCP peer transport and its handshake.
 
 mod accept;
 pub mod build_info;

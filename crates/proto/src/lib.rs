@@ -1,6 +1,31 @@
-//! Protocol cores, sans-IO: the tokio driver in `meridian-node` and the simulator in `meridian-sim` run the
+//! The protocol cores, sans-IO: the tokio driver in `meridian-node` and the simulator in `meridian-sim` run the
 //! same code. [`node::ClusterNode`] is the [`meridian_core::Process`] a Meridian node runs: chain replication
 //! ([`chain`]) with its replicated manager ([`manager`]).
+//!
+//! Start with `manager/placement.rs` (partitions and chains on the ring), then `chain/mod.rs` with
+//! `docs/protocols/chain.md` (the data path and why it is correct), then `node/mod.rs`, `chain/membership.rs`,
+//! `chain/copy.rs` and `manager/core.rs` with `docs/protocols/ouroboros.md` (how chains change as nodes come and
+//! go, and the manager that drives it). `docs/glossary.md` defines the terms they use.
+//!
+//! Modules:
+//! - `chain`: chain replication on fixed partitions: the data path, views, pre-copy and flush for joins, and
+//!   leases for tails and the other members that answer clients. Among its files:
+//!   - `serve.rs`: ordering at the head, passing updates down, acknowledging back up, `su` and `au`;
+//!   - `invalidate.rs`: `ausi`'s invalidations, sent down ahead of the update;
+//!   - `at_once.rs`: reads, and a lone memory replica's writes, answered within their step;
+//!   - `stores.rs`: one datastore per keyspace and replica type, each with its ledger;
+//!   - `ledger.rs`: the keys that expire, by chain and deadline, and a cache keyspace's write order;
+//!   - `expiry.rs`: heads deleting keys past their deadline;
+//!   - `scan.rs`: SCAN and DBSIZE answered by a query node, a token range at a time;
+//!   - `recovery.rs`: replicas rebuilt from the logs at start, and those lost to a restart.
+//! - `manager`: the cluster map with its keyspaces as a Raft state machine on raft-rs, the leader's failure
+//!   detection, step driving and lease fencing, and the agent every node runs.
+//! - `node`: `ClusterNode`, one node's chain replica, manager agent and (on a voter) manager replica as one core.
+//!   Among its files:
+//!   - `admin.rs`: administration requests, and keyspace commands that wait until the map shows them;
+//!   - `status.rs`: the JSON of `/v1/cluster`;
+//!   - `metrics.rs`: the core's part of `/metrics`;
+//!   - `clean_stop.rs`: the marker a clean stop leaves, which spares the next start's head replicas a copy.
 
 pub mod chain;
 pub mod manager;

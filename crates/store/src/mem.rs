@@ -17,8 +17,8 @@
 //!
 //! A ring range (a SCAN page, a range drop) is read through a third order, every slot by its key's ring token in
 //! a B-tree: a page then costs its own keys, not a pass over the whole store, at about 30 bytes per key (measured
-//! with a million keys, `docs/performance.md` section 26). Only a new key or a range drop changes it; an
-//! overwrite, the common write, does not touch it.
+//! with a million keys, `docs/performance-history.md` section 26). Only a new key or a range drop changes it;
+//! an overwrite, the common write, does not touch it.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet};
@@ -385,7 +385,8 @@ impl Datastore for MemStore {
     }
 
     /// `index_bytes` approximates the memory held: hash table, slots, the two orders (the token order's B-tree
-    /// taken as twice its entries, which section 26 of `docs/performance.md` measured), and key and value bytes.
+    /// taken as twice its entries, which section 26 of `docs/performance-history.md` measured), and key and value
+    /// bytes.
     fn stats(&self) -> StoreStats {
         let slots = self.index.allocation_size() + self.slots.capacity() * size_of::<Slot>();
         let order =

@@ -12,7 +12,7 @@
 //!
 //! Reading and writing are one task, not a reader and a writer joined by a channel: for an unpipelined request,
 //! the common case, the hand-over between the two cost 1.5–2.5 µs of CPU per request in a minimal server
-//! (`performance.md`, section 15).
+//! (`docs/performance-history.md`, section 15).
 //!
 //! A malformed frame gets `-ERR Protocol error: …` and closes this connection only, as in Redis; after
 //! it the stream cannot be resynchronised. A well-formed command with an argument over the size limit

@@ -71,7 +71,7 @@ impl Frontend {
     /// pipelining. A pipeline's requests go to the core task, which takes them in one batch on one worker while
     /// the connections parse on the others; stepped one by one from both workers, the core's tables would move
     /// between the CPUs' caches with every request (interleaved pipelined runs: 3 of 8 won, 0.2–0.4 µs more CPU
-    /// per request, `performance.md` section 14).
+    /// per request, `docs/performance-history.md` section 14).
     ///
     /// A pipeline's requests wait in the session until the connection has parsed what it read and hands them
     /// over together ([`Self::flush`]): one push into the core's inbox, and one take out of it, for all of them

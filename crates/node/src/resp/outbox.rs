@@ -1,11 +1,11 @@
 //! Replies written at the end of the worker's turn, all connections' together, as Redis writes the replies of
 //! an event-loop turn just before it waits for more (`beforeSleep`).
 //!
-//! A connection that wrote each reply the moment it had it spread one turn's replies over the whole turn, so
-//! the client's event loop woke once for each of a few of them instead of once for many: on the 2-core machine
-//! the client's extra wake-ups came off the server's share of the CPU (`performance.md`, section 25). Now a
-//! connection hands its encoded replies to the node's [`Outbox`] and goes on; the outbox's task is woken when
-//! the first connection of a turn lists itself, yields once so that every task ready in this turn runs first
+//! A connection that wrote each reply the moment it had it spread one turn's replies over the whole turn, so the
+//! client's event loop woke once for each of a few of them instead of once for many: on the 2-core machine the
+//! client's extra wake-ups came off the server's share of the CPU (`docs/performance-history.md`, section 25). Now
+//! a connection hands its encoded replies to the node's [`Outbox`] and goes on; the outbox's task is woken when the
+//! first connection of a turn lists itself, yields once so that every task ready in this turn runs first
 //! (`tokio::task::yield_now` puts it behind them), and then writes every listed connection's bytes with one
 //! non-blocking write each.
 //!

@@ -35,7 +35,7 @@
 //! it and the unlinking of the replaced inputs run where they do not hold the core up (`Vfs::in_background`: a
 //! thread of the real file system's own), since a hint only spares the next open a scan and the next open
 //! removes what a crash left. On the T2 set-up a commit held the core for 75–120 ms before, and slices of 1 MiB
-//! for 7–15 ms (`docs/performance.md`, section 28).
+//! for 7–15 ms (`docs/performance-history.md`, section 28).
 //!
 //! **When not.** A pass that reclaims nothing (everything superseded was above its watermark) or fails leaves
 //! a fingerprint of the state it ran in; no new pass starts until dead bytes or watermarks change, so an

@@ -31,19 +31,19 @@ pub struct CompactionOptions {
     /// Compaction runs while dead bytes exceed this fraction of the sealed segments' bytes.
     pub dead_ratio: f64,
     /// Most bytes of input one `sync` compacts, so no call stalls for long: 256 KiB by default, a few
-    /// milliseconds of a node's core (1 MiB took 7–15 ms on the T2 set-up, `docs/performance.md` section 28), and
-    /// still hundreds of MB/s of compaction under the write rates that need it.
+    /// milliseconds of a node's core (1 MiB took 7–15 ms on the T2 set-up, `docs/performance-history.md` section
+    /// 28), and still hundreds of MB/s of compaction under the write rates that need it.
     pub slice_bytes: u64,
     /// Sealed segments there must be before compaction runs.
     pub min_segments: usize,
     /// Bytes a slice frees (input read less output written) per byte appended since the previous slice: it stops
     /// there, having read at least a few KiB and at most `slice_bytes`. So compaction keeps pace with the writes
-    /// that make garbage rather than spending `slice_bytes` on every sync: a store whose log is mostly garbage
-    /// from earlier writes otherwise gave up a quarter of its write rate while it compacted (`docs/performance.md`
-    /// section 29). At 2 the log shrinks by at least what is appended while compaction has work, unless
-    /// `slice_bytes` of input free less than that; the space comes back as each pass commits, so by up to two
-    /// segments later. A store that takes no writes compacts a whole slice on each timer tick instead
-    /// (`Datastore::maintain_if_idle`). 0 turns pacing off: every slice reads `slice_bytes`.
+    /// that make garbage rather than spending `slice_bytes` on every sync: a store whose log is mostly garbage from
+    /// earlier writes otherwise gave up a quarter of its write rate while it compacted
+    /// (`docs/performance-history.md` section 29). At 2 the log shrinks by at least what is appended while
+    /// compaction has work, unless `slice_bytes` of input free less than that; the space comes back as each pass
+    /// commits, so by up to two segments later. A store that takes no writes compacts a whole slice on each timer
+    /// tick instead (`Datastore::maintain_if_idle`). 0 turns pacing off: every slice reads `slice_bytes`.
     pub pace: u32,
 }
 

@@ -10,11 +10,11 @@
 //! which is why the node driver flushes before it acknowledges in async mode.
 //!
 //! The buffer also reserves the file's space ahead of its data, `reserve_step` bytes at a time
-//! ([`VfsFile::reserve`]), so that the fsyncs of group commit find the file's size unchanged and write only
-//! data: on ext4 an fdatasync that must also write the inode costs a second device write, and on the
-//! project's 2-core VM that was a fifth of a 3-node log chain's CPU per update (`docs/performance.md`). The
-//! price is that the segment's file ends in zeros until it is sealed ([`WriteBuffer::trim`]) and, after a
-//! crash or restart, until recovery cuts them off.
+//! ([`VfsFile::reserve`]), so that the fsyncs of group commit find the file's size unchanged and write only data:
+//! on ext4 an fdatasync that must also write the inode costs a second device write, and on the project's 2-core VM
+//! that was a fifth of a 3-node log chain's CPU per update (`docs/performance-history.md`, section 7). The price is
+//! that the segment's file ends in zeros until it is sealed ([`WriteBuffer::trim`]) and, after a crash or restart,
+//! until recovery cuts them off.
 
 use meridian_core::SyncJob;
 use std::io;
