@@ -1,7 +1,7 @@
 //! Positions on the consistent-hashing ring of seed 003 §2.2 with a 64-bit id space (the seed uses 160 bits;
 //! 64 is ample for placement and keeps tokens in one machine word): where a key sits, and where each virtual id
 //! of a node sits. Which nodes serve which keys is the cluster map's business
-//! (`meridian_proto::manager::placement`).
+//! (`meridian_proto::map::placement`).
 
 use crate::ids::NodeId;
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};

@@ -1,8 +1,8 @@
 //! The protocol cores, sans-IO: the tokio driver in `meridian-node` and the simulator in `meridian-sim` run the
 //! same code. [`node::ClusterNode`] is the [`meridian_core::Process`] a Meridian node runs: chain replication
-//! ([`chain`]) with its replicated manager ([`manager`]).
+//! ([`chain`]) with its replicated manager ([`manager`]), both reading the cluster map ([`map`]).
 //!
-//! Start with `manager/placement.rs` (partitions and chains on the ring), then `chain/mod.rs` with
+//! Start with `map/placement.rs` (partitions and chains on the ring), then `chain/mod.rs` with
 //! `docs/protocols/chain.md` (the data path and why it is correct), then `node/mod.rs`, `chain/membership.rs`,
 //! `chain/copy.rs` and `manager/core.rs` with `docs/protocols/ouroboros.md` (how chains change as nodes come and
 //! go, and the manager that drives it). `docs/glossary.md` defines the terms they use.
@@ -18,8 +18,12 @@
 //!   - `expiry.rs`: heads deleting keys past their deadline;
 //!   - `scan.rs`: SCAN and DBSIZE answered by a query node, a token range at a time;
 //!   - `recovery.rs`: replicas rebuilt from the logs at start, and those lost to a restart.
-//! - `manager`: the cluster map with its keyspaces as a Raft state machine on raft-rs, the leader's failure
-//!   detection, step driving and lease fencing, and the agent every node runs.
+//! - `manager`: the cluster map as a Raft state machine on raft-rs, the leader's failure detection, step
+//!   driving and lease fencing, and the agent every node runs.
+//! - `map`: the cluster map (nodes, keyspaces, chains and their views, the commands that change it) and
+//!   `placement.rs`, partitions and chains on the virtual-id ring; what every core reads.
+//! - `reports`: what a node's chain core tells the manager's leader in every heartbeat (steps done, replicas
+//!   lost), kept apart so that neither core imports the other.
 //! - `node`: `ClusterNode`, one node's chain replica, manager agent and (on a voter) manager replica as one core.
 //!   Among its files:
 //!   - `admin.rs`: administration requests, and keyspace commands that wait until the map shows them;

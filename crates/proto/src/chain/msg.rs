@@ -193,8 +193,9 @@ pub struct CopyData {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChainMsg {
-    /// Front-end → tail: a read (queries go to the tail only, §2.3) of `key` in `chain`, the chain of the
-    /// key's partition in the request's keyspace.
+    /// Front-end → the chain's query node (the tail unless the keyspace reads elsewhere: `ClusterMap::query_node`),
+    /// or a query node → the member that must answer instead: a read of `key` in `chain`, the chain of the key's
+    /// partition in the request's keyspace.
     Get {
         origin: Origin,
         view: u64,

@@ -8,7 +8,7 @@
 //! exactly once.
 //!
 //! # Chains and views
-//! Placement is by fixed partitions ([`super::placement`]): chain `ChainId(p)` serves partition `p`
+//! Placement is by fixed partitions ([`placement`]): chain `ChainId::new(k, p)` serves partition `p` of keyspace `k`
 //! forever. Each chain carries its members (head first, tail last), its `view` (the seed's
 //! chain-view-id, §2.4), the epoch at which its tail last changed (`tail_epoch`) and at most one
 //! membership step in flight ([`ChainChange`]).

@@ -19,11 +19,11 @@ use crate::chain::stores::{StoreSpec, Stores};
 use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx, PreviousRun};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
+use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
 use crate::manager::raft::RaftMsg;
 use crate::map::placement::DEFAULT_PARTITIONS;
 use crate::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
-use crate::manager::mapfile::MapFile;
 use meridian_core::{
     ChainId, ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
 };
