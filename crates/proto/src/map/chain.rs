@@ -14,7 +14,7 @@ pub enum ChainChange {
     /// joiner keeps its replica in a datastore of `kind`.
     Add { node: NodeId, position: usize, step: u64, inserted: bool, kind: ReplicaKind },
     /// Take `node` out: CR_HEAD / CR_MID / CR_TAIL after a failure or for a leave, TRUNCATE of a surplus
-    /// live tail (see [`super::plan::removal_kind`]).
+    /// live tail (see [`crate::manager::plan::removal_kind`]).
     Remove { node: NodeId, step: u64 },
 }
 

@@ -24,7 +24,7 @@
 //! belongs to a deposed tail.
 //!
 //! # Steps
-//! The planner ([`super::plan`]) proposes steps that move a chain toward its target; an executor carries
+//! The planner ([`crate::manager::plan`]) proposes steps that move a chain toward its target; an executor carries
 //! a step out on the chain and reports its progress through the log:
 //! ```text
 //!   Add:    StepStarted ──(pre-copy done)──► AddInserted ──(FLUSH came back)──► StepDone
@@ -406,7 +406,7 @@ impl ClusterMap {
         self.keyspaces.iter().find(|(_, k)| k.name == name).map(|(&id, k)| (id, k))
     }
 
-    /// The target members of every chain ([`super::placement`]): the first R (of its keyspace) of its
+    /// The target members of every chain ([`placement`]): the first R (of its keyspace) of its
     /// partition's preference list, so keyspaces with the same R place a partition on the same nodes.
     pub fn targets(&self) -> BTreeMap<ChainId, Vec<NodeId>> {
         let r_max = self.keyspaces.values().map(|k| k.config.replication()).max().unwrap_or(0);
