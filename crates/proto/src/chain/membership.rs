@@ -201,6 +201,7 @@ impl ChainNode {
         if succ.is_none() && was != role {
             self.settle_as_tail(now, chain, out);
         }
+        self.debug_check(chain);
         let r = &self.replicas[&chain];
         if let Some(pred) = pred {
             out.send(pred, ChainMsg::Sync { chain, view, lu: r.lu, la: r.upstream_la() });
@@ -343,7 +344,9 @@ impl ChainNode {
         let r = self.replicas.get_mut(&chain).expect("a copy has a replica");
         r.restore_watermark(lu);
         r.complete = false;
-        if let (true, Role::Joiner { step, .. }) = (settled, r.role) {
+        let role = r.role;
+        self.debug_check(chain);
+        if let (true, Role::Joiner { step, .. }) = (settled, role) {
             self.stats.precopies += 1;
             self.step_finished(StepReport::PreCopied { chain, step });
         }
@@ -393,6 +396,8 @@ impl ChainNode {
             r.unacked.push_back(u);
         }
         r.complete = true;
+        self.debug_check(chain);
+        let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
         let Role::Member { view, pred, flushing, .. } = r.role else { unreachable!("flushing members are members") };
         r.flushed = flushing;
         self.stats.flushes += 1;

@@ -437,6 +437,19 @@ impl ChainNode {
         ReplicaReports { steps, incarnation: self.incarnation, lost }
     }
 
+    /// Asserts, in debug builds, that `chain`'s replica here has its shape ([`Replica::shape`]) after a step that
+    /// changed it, naming the chain, its view and its members in the map.
+    #[track_caller]
+    pub(super) fn debug_check(&self, chain: ChainId) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let Some(Err(why)) = self.replicas.get(&chain).map(Replica::shape) else { return };
+        let members = self.map.as_ref().and_then(|m| m.chains.get(&chain)).map(|c| c.members.clone());
+        let view = self.replicas[&chain].view();
+        panic!("{} chain {chain} view {view:?} members {members:?}: {why}", self.me);
+    }
+
     /// Local invariants of seed 003 Ch. 3: LA ≤ LU, an active tail has no unacknowledged history, and the
     /// unacknowledged history is exactly LA+1 ..= LU.
     pub fn check_invariants(&self) -> Result<(), String> {

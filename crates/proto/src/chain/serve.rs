@@ -352,6 +352,7 @@ impl ChainNode {
             Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
             None => self.commit_at_tail(now, u, out),
         }
+        self.debug_check(chain);
         if awaited {
             self.release_overdue(now, chain, out);
         }
@@ -412,6 +413,7 @@ impl ChainNode {
         if let Some(pred) = r.pred() {
             out.send(pred, ChainMsg::Ack { chain, view, seq: r.la });
         }
+        self.debug_check(chain);
         self.answer_invalidated(now, chain, None, out);
     }
 

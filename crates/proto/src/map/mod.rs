@@ -453,6 +453,12 @@ impl ClusterMap {
         if applied == Applied::Changed {
             self.epoch += 1;
             self.settle();
+            if cfg!(debug_assertions) {
+                // A command the map took must leave it whole: the simulator checks from outside too.
+                if let Err(why) = self.check() {
+                    panic!("map epoch {} after {cmd:?}: {why}", self.epoch);
+                }
+            }
         }
         Ok(applied)
     }
