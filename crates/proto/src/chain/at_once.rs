@@ -25,18 +25,19 @@ impl ChainNode {
         }
         let map = self.map.as_ref()?;
         let view = map.chain_of(*keyspace, req.token()?)?;
-        let chain = view.id;
-        // So is whether a key with a deadline is past it (`expiry.rs`).
-        if map.query_node(view) != Some(self.me) || self.ledger(chain).is_some_and(|l| l.expires(key)) {
+        if map.query_node(view) != Some(self.me) {
             return None;
         }
+        let chain = view.id;
         let update = self.update_mode(chain);
         let r = self.replicas.get(&chain)?;
+        // So is whether a key with a deadline is past it (`expiry.rs`).
+        let timed = self.stores.ledger((chain.keyspace(), r.kind)).is_some_and(|l| l.expires(key));
         // Under `ausi` a head may hold a read back behind a write (`defer_at_head`), which needs its origin.
         let waits = update == UpdateMode::Ausi && r.is_head();
         let unleased = self.planted(PlantedBug::FastReadIgnoresLease) && r.is_active() && self.reads_here(chain);
         let leased = unleased || self.lease_ok(chain, r, now);
-        if waits || !leased || self.read_elsewhere(chain, &Span::Key(key), update).is_some() {
+        if timed || waits || !leased || self.read_elsewhere(chain, &Span::Key(key), update).is_some() {
             return None;
         }
         Some(self.read_reply(now, chain, key, *read))
