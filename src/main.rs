@@ -51,6 +51,8 @@ enum Command {
     /// Measurements on this machine: the datastores (store), real node processes (join, keyspaces), and YCSB's
     /// workloads against any RESP server (ycsb).
     Bench(cli::bench::BenchArgs),
+    /// Regions and the round trips between them: the presets, and topology files (docs/regions.md).
+    Topology(cli::topology::TopologyArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,5 +82,6 @@ fn run(argv: Vec<OsString>) -> Result<ExitCode, String> {
         Command::Ctl(args) => cli::ctl::run(args),
         Command::Sim(args) => cli::sim::run(args),
         Command::Bench(args) => cli::bench::run(args),
+        Command::Topology(args) => cli::topology::run(args),
     }
 }

@@ -85,3 +85,27 @@ fn invalid_limits_are_refused_naming_the_flag() {
     assert_eq!(code, 2);
     assert!(err.contains("invalid value '0' for '--max-connections"), "{err}");
 }
+
+/// `meridian topology show` prints a preset's round trips, and refuses a file that breaks a rule with the line and
+/// field at fault, or a name that is neither a preset nor a file.
+#[test]
+fn topology_show_prints_presets_and_names_what_is_wrong_in_a_file() {
+    let out = Command::new(env!("CARGO_BIN_EXE_meridian")).args(["topology", "show", "canopus-7"]).output().unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    let ff: Vec<&str> = shown.lines().find(|l| l.starts_with("ff ")).unwrap().split_whitespace().collect();
+    assert_eq!(ff, ["ff", "22", "145", "89", "226", "156", "322", "0.23"], "seed 000 Table 4.1's last row");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        "[[region]]\nname = \"eu\"\n[[region]]\nname = \"us\"\n[[link]]\nbetween = [\"eu\", \"asia\"]\nrtt_ms = 5\n",
+    )
+    .unwrap();
+    let (code, err) = meridian(&["topology", "show", file.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("two.toml, line 5: between: no [[region]] is named 'asia'"), "{err}");
+    let (code, err) = meridian(&["topology", "show", "mars-2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown topology 'mars-2': not a preset (canopus-7, globlease-4, leads-3, lan)"), "{err}");
+}

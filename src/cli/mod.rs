@@ -8,3 +8,4 @@ pub mod http;
 pub mod node;
 pub mod server;
 pub mod sim;
+pub mod topology;

@@ -22,6 +22,7 @@
 //! - `splitmix`: a tiny seeded PRNG for replayable draws.
 //! - `stored`: how a value is stored, with its type and deadline, ahead of the client's bytes.
 //! - `time`: `Time`, the monotonic clock as cores see it.
+//! - `topology`: regions and the links between them (round trips, bandwidth, jitter), and the named presets.
 //! - `wire`: the peer frame codec, with its version byte and checksum.
 
 pub mod chain_map;
@@ -38,6 +39,7 @@ pub mod size;
 pub mod splitmix;
 pub mod stored;
 pub mod time;
+pub mod topology;
 pub mod wire;
 
 pub use chain_map::ChainMap;
