@@ -40,6 +40,7 @@ fn sweep_config(
         node: NodeConfig { chain, ..NodeConfig::default() },
         threads: 2,
         trace: false,
+        topology: None,
     };
     sweep_chain(&s, &|_| {})
 }

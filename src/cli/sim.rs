@@ -4,6 +4,7 @@
 use clap::Args;
 use meridian_check::Staleness;
 use meridian_core::size::parse_size;
+use meridian_core::topology::Topology;
 use meridian_core::{DurabilityMode, KeyspaceConfig, ReplicaKind};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
@@ -12,6 +13,7 @@ use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
 use meridian_sim::{parse_kinds, RunReport};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -78,6 +80,11 @@ pub struct SimArgs {
     /// time in microseconds, to stderr: a failing seed's story. Only with `--seeds 1`.
     #[arg(long)]
     trace: bool,
+    /// Place the nodes in a topology's regions, node k in region k mod n, with its round trips, jitter and
+    /// bandwidths (a preset, such as canopus-7, or a TOML file: docs/regions.md), instead of a network drawn per
+    /// seed.
+    #[arg(long)]
+    topology: Option<String>,
     /// Run a seed's experiment instead of correctness seeds: `join` (seed 003 §4.2, throughput of every node
     /// while a node joins; uses --seed and --nodes).
     #[arg(long, value_parser = ["join"])]
@@ -124,6 +131,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         node: NodeConfig::default(),
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         trace: args.trace,
+        topology: args.topology.as_deref().map(Topology::load).transpose().map_err(|e| e.to_string())?.map(Arc::new),
     };
     meridian_sim::protocols::cluster(args.nodes, &sweep.default, args.vnodes).map_err(|e| e.to_string())?;
     let saved = std::sync::Mutex::new(None);

@@ -1,10 +1,16 @@
 //! The network between nodes: one FIFO connection per ordered pair, with topology-driven latency,
 //! jitter and bandwidth. A connection can break (partition, crash, flap): everything in flight on it is
 //! lost, as with a reset TCP connection, and later messages use a fresh connection (a new epoch).
+//!
+//! The speeds are drawn per seed, unless the run is given a [`Topology`] (`meridian sim --topology`): then a
+//! message takes half its regions' round trip, give or take up to the link's jitter (uniformly), and a link with
+//! a bandwidth sends one message at a time, so a large one delays those behind it.
 
 use crate::rng::SimRng;
+use meridian_core::topology::Topology;
 use meridian_core::NodeId;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a node sits; latency grows with the distance between placements.
@@ -22,12 +28,20 @@ pub struct NetParams {
     /// Mean of the exponential jitter added to every message, as a fraction of its base latency.
     pub jitter: f64,
     pub bytes_per_sec: u64,
+    /// Regions and links that replace the speeds above between placements' regions.
+    pub topology: Option<Arc<Topology>>,
 }
 
 impl NetParams {
     /// The mean round trip between the two farthest of these placements, jitter included: what an operator
     /// tunes heartbeat and election timing to.
     pub fn round_trip(&self, placements: &BTreeMap<NodeId, Placement>) -> Duration {
+        if let Some(t) = &self.topology {
+            let placed: std::collections::BTreeSet<usize> = placements.values().map(|p| p.region as usize).collect();
+            let pairs = placed.iter().flat_map(|&a| placed.iter().map(move |&b| t.link(a, b)));
+            let farthest = pairs.map(|l| l.rtt_ms + 2.0 * l.jitter_ms).fold(0.0, f64::max);
+            return Duration::from_secs_f64(farthest / 1e3);
+        }
         let regions: std::collections::BTreeSet<u32> = placements.values().map(|p| p.region).collect();
         let zones: std::collections::BTreeSet<(u32, u32)> = placements.values().map(|p| (p.region, p.zone)).collect();
         let base = match (regions.len(), zones.len()) {
@@ -47,6 +61,7 @@ impl NetParams {
             cross_region: rng.duration(Duration::from_millis(10), Duration::from_millis(120)),
             jitter: rng.unit() * 2.0,
             bytes_per_sec: rng.range(50_000_000, 5_000_000_000),
+            topology: None,
         }
     }
 }
@@ -56,6 +71,8 @@ struct Link {
     epoch: u64,
     cut: bool,
     last_arrival: u64,
+    /// When a link of limited bandwidth has sent what it was given.
+    free_at: u64,
 }
 
 #[derive(Debug)]
@@ -74,6 +91,11 @@ impl Network {
     /// The run's network in one line, for failure reports.
     pub fn describe(&self) -> String {
         let p = &self.params;
+        if let Some(t) = &p.topology {
+            let names: Vec<&str> =
+                self.placements.values().map(|pl| t.regions()[pl.region as usize].name.as_str()).collect();
+            return format!("topology {}: nodes in {} in turn", t.source, names.join(", "));
+        }
         let regions: std::collections::BTreeSet<u32> = self.placements.values().map(|pl| pl.region).collect();
         let zones: std::collections::BTreeSet<(u32, u32)> =
             self.placements.values().map(|pl| (pl.region, pl.zone)).collect();
@@ -100,6 +122,9 @@ impl Network {
     /// Schedules a message; returns its arrival time and the connection epoch it travels on, or None
     /// when the link is cut.
     pub fn send(&mut self, now: u64, from: NodeId, to: NodeId, bytes: usize) -> Option<(u64, u64)> {
+        if let Some(link) = self.topology_link(from, to) {
+            return self.send_over(now, from, to, bytes, link);
+        }
         let base = self.base(from, to);
         let jitter = self.rng.exp(base.mul_f64(self.params.jitter.max(1e-9)));
         let transfer = bytes as u128 * 1_000_000_000 / self.params.bytes_per_sec.max(1) as u128;
@@ -108,6 +133,36 @@ impl Network {
             return None;
         }
         let arrival = (now + (base + jitter).as_nanos() as u64 + transfer as u64).max(link.last_arrival + 1);
+        link.last_arrival = arrival;
+        Some((arrival, link.epoch))
+    }
+
+    /// What the run's topology puts between `from` and `to`, if it has one.
+    fn topology_link(&self, from: NodeId, to: NodeId) -> Option<meridian_core::topology::Link> {
+        let (t, a, b) = (self.params.topology.as_ref()?, self.placements.get(&from)?, self.placements.get(&to)?);
+        Some(t.link(a.region as usize, b.region as usize))
+    }
+
+    /// [`Network::send`] over a topology's link: half its round trip, give or take its jitter, after the
+    /// messages before it on a link of limited bandwidth have gone.
+    fn send_over(
+        &mut self,
+        now: u64,
+        from: NodeId,
+        to: NodeId,
+        bytes: usize,
+        l: meridian_core::topology::Link,
+    ) -> Option<(u64, u64)> {
+        let one_way_ms = l.rtt_ms / 2.0 + l.jitter_ms * (2.0 * self.rng.unit() - 1.0);
+        let (rate, bytes) = (l.bandwidth_mbps.map(|mbps| mbps * 1e6 / 8.0), bytes as f64);
+        let transfer_ns = rate.map_or(bytes * 1e9 / self.params.bytes_per_sec.max(1) as f64, |rate| bytes * 1e9 / rate);
+        let link = self.links.entry((from, to)).or_default();
+        if link.cut {
+            return None;
+        }
+        let start = if rate.is_some() { now.max(link.free_at) } else { now };
+        link.free_at = start + transfer_ns as u64;
+        let arrival = (link.free_at + (one_way_ms * 1e6) as u64).max(link.last_arrival + 1);
         link.last_arrival = arrival;
         Some((arrival, link.epoch))
     }
@@ -157,6 +212,7 @@ mod tests {
             cross_region: Duration::from_millis(50),
             jitter: 0.5,
             bytes_per_sec: 1_000_000_000,
+            topology: None,
         };
         let placements = [(NodeId(1), Placement { region: 0, zone: 0 }), (NodeId(2), Placement { region: 1, zone: 0 })]
             .into_iter()
@@ -174,6 +230,32 @@ mod tests {
             assert!(at >= i * 10 + 50_000_000, "cross-region latency applies");
             last = at;
         }
+    }
+
+    /// Over a topology: half the regions' round trip each way, give or take the link's jitter, and a link of
+    /// limited bandwidth sends one message at a time.
+    #[test]
+    fn a_topology_sets_latency_jitter_and_bandwidth_per_region_pair() {
+        let text = "[[region]]\nname = \"eu\"\n[[region]]\nname = \"us\"\n[[link]]\nbetween = [\"eu\", \"us\"]\n\
+                    rtt_ms = 80\njitter_ms = 2\nbandwidth_mbps = 8\n";
+        let topology = Arc::new(Topology::parse(text, "t").unwrap());
+        let params = NetParams { topology: Some(topology), ..net().params };
+        let placed = |r| Placement { region: r, zone: 0 };
+        let placements = [(NodeId(1), placed(0)), (NodeId(2), placed(1)), (NodeId(3), placed(0))].into();
+        let mut n = Network::new(params, placements, SimRng::new(3));
+        assert_eq!(n.params.round_trip(&n.placements), Duration::from_millis(84));
+        const MS: u64 = 1_000_000;
+        for i in 0..20 {
+            let (at, _) = n.send(i * 100 * MS, NodeId(1), NodeId(2), 10).unwrap();
+            let one_way = at - i * 100 * MS;
+            assert!((38 * MS..=42 * MS + 10 * MS / 1000).contains(&one_way), "{one_way} ns");
+        }
+        // 8 Mb/s is a byte a microsecond: 100 kB take 100 ms to send, and the next message waits for them.
+        let (big, _) = n.send(10_000 * MS, NodeId(1), NodeId(2), 100_000).unwrap();
+        let (small, _) = n.send(10_000 * MS, NodeId(1), NodeId(2), 1).unwrap();
+        assert!(big >= 10_138 * MS && small >= 10_138 * MS && small > big, "{big} {small}");
+        let (within, _) = n.send(0, NodeId(1), NodeId(3), 10).unwrap();
+        assert!(within < MS, "within a region: 0.2 ms round trip ({within} ns)");
     }
 
     #[test]

@@ -7,8 +7,10 @@ use crate::rng::SimRng;
 use crate::workload::{Phases, Workload, WorkloadParams};
 use crate::world::{DiskParams, Event, Hooks, World, WorldStats};
 use meridian_check::History;
+use meridian_core::topology::Topology;
 use meridian_core::{NodeId, Process};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
@@ -35,6 +37,8 @@ pub struct RunOptions {
     pub default_evicts: bool,
     /// Print every input each node handles, and every fault, to stderr.
     pub trace: bool,
+    /// Regions and links to place the nodes in, in turn, instead of a network drawn from the seed.
+    pub topology: Option<Arc<Topology>>,
 }
 
 impl RunOptions {
@@ -52,6 +56,7 @@ impl RunOptions {
             client_timeout: Duration::from_secs(3),
             default_evicts: false,
             trace: false,
+            topology: None,
         }
     }
 }
@@ -93,8 +98,17 @@ fn placements(ids: &[NodeId], rng: &mut SimRng) -> BTreeMap<NodeId, Placement> {
 /// The network a run's seed draws: its speeds and where every node sits.
 pub fn topology(opts: &RunOptions) -> (NetParams, BTreeMap<NodeId, Placement>) {
     let mut topo = SimRng::new(opts.seed).derive("topology");
-    let params = NetParams::random(&mut topo);
-    (params, placements(&node_ids(opts.nodes + opts.spares), &mut topo))
+    let params = NetParams { topology: opts.topology.clone(), ..NetParams::random(&mut topo) };
+    let ids = node_ids(opts.nodes + opts.spares);
+    match &opts.topology {
+        // Node k in region k mod n: every region gets nodes, and a chain of R ≤ n spans R regions.
+        Some(t) => {
+            let n = t.regions().len();
+            let placed = ids.iter().enumerate().map(|(i, &id)| (id, Placement { region: (i % n) as u32, zone: 0 }));
+            (params, placed.collect())
+        }
+        None => (params, placements(&ids, &mut topo)),
+    }
 }
 
 pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {

@@ -6,6 +6,7 @@ use crate::protocols;
 use crate::rng::SimRng;
 use crate::run::{run, topology, RunOptions, RunReport};
 use meridian_check::{check, present_violations, staleness, Budget, OpKind, Staleness, Verdict};
+use meridian_core::topology::Topology;
 use meridian_core::{KeyspaceConfig, UpdateMode};
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::NodeConfig;
@@ -14,7 +15,7 @@ use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The slowest manager tick a run uses: elections then take 5 to 10 s, within a run's liveness deadline.
@@ -80,6 +81,8 @@ pub struct ChainSweep {
     pub threads: usize,
     /// Print every step of the run to stderr (meant for one seed).
     pub trace: bool,
+    /// Regions to place the nodes in (`RunOptions::topology`); None: a network drawn per seed.
+    pub topology: Option<Arc<Topology>>,
 }
 
 /// The verdict on one seed.
@@ -151,6 +154,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     opts.spares = s.spares;
     opts.default_evicts = s.default.maxmemory.is_some();
     opts.trace = s.trace;
+    opts.topology = s.topology.clone();
     // As an operator would: timings follow the round trip between the farthest nodes. A write crosses the
     // network about R + 1 times; front-ends and clients wait several such trips before giving up.
     let (net, placements) = topology(&opts);

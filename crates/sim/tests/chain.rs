@@ -19,6 +19,7 @@ fn sweep(seeds: std::ops::Range<u64>, nemesis: &str) -> ChainSweep {
         node: NodeConfig::default(),
         threads: 2,
         trace: false,
+        topology: None,
     }
 }
 
@@ -165,4 +166,18 @@ fn per_seed_results_do_not_depend_on_the_thread_count() {
         sweep_chain(&s, &|_| {}).into_iter().map(|r| (r.seed, r.trace_hash, r.ops, r.failure)).collect::<Vec<_>>()
     };
     assert_eq!(outcome(1), outcome(3));
+}
+
+/// Over the regions of a preset (docs/regions.md): every chain spans three of GlobLease's four EC2 regions, with
+/// their round trips, and stays linearizable under every fault.
+#[test]
+fn chain_is_linearizable_across_the_regions_of_a_topology() {
+    let topology = meridian_core::topology::Topology::load("globlease-4").unwrap();
+    let s = ChainSweep {
+        topology: Some(std::sync::Arc::new(topology)),
+        ..sweep(0..12, "crash,partition,pause,clock,join,leave,manager,kill,stop,isolate")
+    };
+    let results = sweep_without_failures(&s);
+    let reads: usize = results.iter().map(|r| r.reads).sum();
+    assert!(reads > 100, "the workload must read across regions: {reads}");
 }

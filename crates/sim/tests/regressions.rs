@@ -22,6 +22,7 @@ fn seed(seed: u64, nemesis: &str, default: KeyspaceConfig) -> ChainSweep {
         node: NodeConfig::default(),
         threads: 1,
         trace: false,
+        topology: None,
     }
 }
 

@@ -163,7 +163,14 @@ pub fn run(x: &JoinExperiment) -> Result<JoinReport, String> {
 /// One zone of a data center: 100 µs between nodes, 10 Gbit/s.
 fn lan() -> NetParams {
     let zone = Duration::from_micros(100);
-    NetParams { same_zone: zone, same_region: zone, cross_region: zone, jitter: 0.1, bytes_per_sec: 1_250_000_000 }
+    NetParams {
+        same_zone: zone,
+        same_region: zone,
+        cross_region: zone,
+        jitter: 0.1,
+        bytes_per_sec: 1_250_000_000,
+        topology: None,
+    }
 }
 
 fn write(key: &str, value: &Bytes) -> Request {
