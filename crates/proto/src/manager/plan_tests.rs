@@ -1,5 +1,5 @@
 use super::*;
-use crate::map::tests::{addrs, bootstrap_cmd, bootstrapped, encoded};
+use crate::map::tests::{aborted, addrs, bootstrap_cmd, bootstrapped, encoded, inserted, joining, start, with_joiner};
 use crate::map::{Applied, MapCommand, MapError, NodeInfo, NodeState};
 
 /// splitmix64: a seeded generator, so every simulated run replays from its seed.
@@ -785,4 +785,19 @@ fn a_chain_whose_log_member_is_lost_too_is_restored() {
     assert_eq!(sim.map.chains[&id].members, vec![m]);
     sim.drain();
     assert_converged(&sim.map);
+}
+
+/// §2.5: once an Add whose joiner was inserted is aborted (its FLUSH never came back), the planner redoes the
+/// addition under a new step id.
+#[test]
+fn an_addition_aborted_after_insertion_is_planned_again() {
+    let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
+    let id = ChainId(0);
+    let s = map.next_step;
+    start(&mut map, 0, joining(joiner, 1, s)).unwrap();
+    map.apply(&inserted(id, s)).unwrap();
+    map.apply(&aborted(id, s)).unwrap();
+    let redo = next_steps(&map);
+    let redone = |c, v, change: &ChainChange| (c, v, change.node(), change.step()) == (id, 3, joiner, s + 1);
+    assert!(matches!(redo[..], [(c, v, ref change @ ChainChange::Add { .. })] if redone(c, v, change)), "{redo:?}");
 }

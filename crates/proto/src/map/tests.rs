@@ -42,17 +42,17 @@ fn add(map: &mut ClusterMap, i: u32) -> Result<Applied, MapError> {
     map.apply(&MapCommand::AddNode { id: NodeId(i), addrs: addrs(i), vnodes: 8 })
 }
 
-fn start(map: &mut ClusterMap, chain: u32, change: ChainChange) -> Result<Applied, MapError> {
+pub(crate) fn start(map: &mut ClusterMap, chain: u32, change: ChainChange) -> Result<Applied, MapError> {
     let view = map.chains[&ChainId(chain)].view;
     map.apply(&MapCommand::StepStarted { chain: ChainId(chain), expected_view: view, change })
 }
 
 /// An Add as `StepStarted` proposes it: not inserted yet.
-fn joining(node: NodeId, position: usize, step: u64) -> ChainChange {
+pub(crate) fn joining(node: NodeId, position: usize, step: u64) -> ChainChange {
     ChainChange::Add { node, position, step, inserted: false, kind: ReplicaKind::Log }
 }
 
-fn inserted(chain: ChainId, step: u64) -> MapCommand {
+pub(crate) fn inserted(chain: ChainId, step: u64) -> MapCommand {
     MapCommand::AddInserted { chain, step }
 }
 
@@ -60,12 +60,12 @@ fn done(chain: ChainId, step: u64) -> MapCommand {
     MapCommand::StepDone { chain, step }
 }
 
-fn aborted(chain: ChainId, step: u64) -> MapCommand {
+pub(crate) fn aborted(chain: ChainId, step: u64) -> MapCommand {
     MapCommand::StepAborted { chain, step }
 }
 
 /// `map` (one partition) with a new Joining node that is a target of chain 0.
-fn with_joiner(map: &ClusterMap) -> (NodeId, ClusterMap) {
+pub(crate) fn with_joiner(map: &ClusterMap) -> (NodeId, ClusterMap) {
     (4..)
         .map(|i| {
             let mut probe = map.clone();
@@ -328,8 +328,8 @@ fn step_reports_with_wrong_or_stale_ids_are_refused() {
     map.check().unwrap();
 }
 
-/// §2.5: a joiner whose FLUSH did not come back is not a valid replica, so an abort takes it out again
-/// and the planner redoes the addition under a new step id.
+/// §2.5: a joiner whose FLUSH did not come back is not a valid replica, so an abort takes it out again (the
+/// planner then redoes the addition: `manager::plan`'s tests).
 #[test]
 fn an_abort_after_insertion_takes_the_joiner_out() {
     let (joiner, mut map) = with_joiner(&bootstrapped(3, 3, 1));
@@ -342,9 +342,6 @@ fn an_abort_after_insertion_takes_the_joiner_out() {
     let c = &map.chains[&id];
     assert_eq!((&c.members, c.view, c.tail_epoch, &c.change), (&members, 3, 1, &None));
     assert_eq!(map.state(joiner), Some(NodeState::Joining));
-    let redo = crate::manager::plan::next_steps(&map);
-    let redone = |c, v, change: &ChainChange| (c, v, change.node(), change.step()) == (id, 3, joiner, s + 1);
-    assert!(matches!(redo[..], [(c, v, ref change @ ChainChange::Add { .. })] if redone(c, v, change)), "{redo:?}");
     map.check().unwrap();
 }
 
