@@ -326,6 +326,8 @@ fn time_and_info_answer_as_clients_expect() {
     for i in 0..5 {
         assert_eq!(a.cmd(&["SET", &format!("k{i}"), "v"]).unwrap(), ok());
     }
+    assert_eq!(a.cmd(&["EXPIRE", "k0", "1000"]).unwrap(), Resp::Int(1));
+    assert_eq!(a.cmd(&["SET", "k1", "v", "PX", "1000000"]).unwrap(), ok());
     assert_eq!(a.cmd(&["SELECT", "3"]).unwrap(), ok());
     assert_eq!(a.cmd(&["MSET", "x", "1", "y", "2"]).unwrap(), ok());
     assert_eq!(a.cmd(&["SELECT", "5"]).unwrap(), ok(), "an empty database is not listed");
@@ -346,7 +348,7 @@ fn time_and_info_answer_as_clients_expect() {
     assert!(field("used_cpu_sys") + field("used_cpu_user") > 0.0);
     // Every node holds a replica of every chain (three nodes, three replicas): its counts are the keyspaces'.
     assert!(
-        info.ends_with("# Keyspace\r\ndb0:keys=5,expires=0,avg_ttl=0\r\ndb3:keys=2,expires=0,avg_ttl=0\r\n"),
+        info.ends_with("# Keyspace\r\ndb0:keys=5,expires=2,avg_ttl=0\r\ndb3:keys=2,expires=0,avg_ttl=0\r\n"),
         "{info}"
     );
     let Resp::Bulk(Some(cpu)) = b.cmd(&["INFO", "cpu"]).unwrap() else { panic!("INFO cpu") };

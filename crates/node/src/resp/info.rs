@@ -220,16 +220,20 @@ fn commandstats_info(frontend: &Frontend) -> String {
 /// Redis' `db<n>:keys=…,expires=…,avg_ttl=…` for each keyspace SELECT reaches by a number and this node holds
 /// keys of. `keys` is what the core reports without a walk: the live keys in this node's replicas of the
 /// keyspace, which is all of its keys when the node is in every chain of it (as in a cluster of no more nodes than
-/// the keyspace's replication factor) and a share of them otherwise (DBSIZE counts them all). The core keeps no
-/// count of keys with a deadline, nor of their average, so `expires` and `avg_ttl` are 0.
+/// the keyspace's replication factor) and a share of them otherwise (DBSIZE counts them all). `expires` counts
+/// those of them that have a deadline (`meridian_store_expiring_keys`). The core keeps no sum of deadlines, so
+/// `avg_ttl` is 0, which Redis also gives when it has not sampled one.
 fn keyspace_info(figures: Option<&CoreFigures>) -> String {
     let mut text = String::from("# Keyspace\r\n");
     let Some(f) = figures else { return text };
-    let held = |k: &Listed| Some((number_of(k, &f.keyspaces)?, *f.keys.get(&k.name).filter(|&&n| n > 0)?));
-    let mut numbered: Vec<(u32, u64)> = f.keyspaces.iter().filter_map(held).collect();
+    let held = |k: &Listed| {
+        let keys = *f.keys.get(&k.name).filter(|&&n| n > 0)?;
+        Some((number_of(k, &f.keyspaces)?, keys, f.expires.get(&k.name).copied().unwrap_or(0)))
+    };
+    let mut numbered: Vec<(u32, u64, u64)> = f.keyspaces.iter().filter_map(held).collect();
     numbered.sort_unstable();
-    for (n, keys) in numbered {
-        text += &format!("db{n}:keys={keys},expires=0,avg_ttl=0\r\n");
+    for (n, keys, expires) in numbered {
+        text += &format!("db{n}:keys={keys},expires={expires},avg_ttl=0\r\n");
     }
     text
 }
@@ -239,6 +243,8 @@ fn keyspace_info(figures: Option<&CoreFigures>) -> String {
 struct CoreFigures {
     /// Live keys of this node's stores, by keyspace name (`meridian_store_keys`).
     keys: BTreeMap<String, u64>,
+    /// Of those, the keys with a deadline (`meridian_store_expiring_keys`).
+    expires: BTreeMap<String, u64>,
     /// The memory this node's stores hold (`meridian_store_index_bytes`, added up).
     store_bytes: u64,
     keyspaces: Vec<Listed>,
@@ -255,12 +261,16 @@ impl CoreFigures {
 
     /// The figures from the core's metrics text (the Prometheus text format) and its keyspaces.
     fn read(metrics: &str, keyspaces: Vec<Listed>) -> CoreFigures {
-        let mut keys = BTreeMap::new();
-        for (keyspace, n) in samples(metrics, "meridian_store_keys") {
-            *keys.entry(keyspace.to_string()).or_default() += n;
-        }
+        let by_keyspace = |metric| {
+            let mut sums: BTreeMap<String, u64> = BTreeMap::new();
+            for (keyspace, n) in samples(metrics, metric) {
+                *sums.entry(keyspace.to_string()).or_default() += n;
+            }
+            sums
+        };
+        let (keys, expires) = (by_keyspace("meridian_store_keys"), by_keyspace("meridian_store_expiring_keys"));
         let store_bytes = samples(metrics, "meridian_store_index_bytes").map(|(_, n)| n).sum();
-        CoreFigures { keys, store_bytes, keyspaces }
+        CoreFigures { keys, expires, store_bytes, keyspaces }
     }
 
     fn maxmemory(&self) -> u64 {
@@ -292,6 +302,8 @@ mod tests {
         meridian_store_keys{keyspace=\"db9\",replica=\"mem\"} 4\n\
         meridian_store_keys{keyspace=\"db9\",replica=\"log\"} 5\n\
         meridian_store_keys{keyspace=\"cache\",replica=\"mem\"} 0\n\
+        meridian_store_expiring_keys{keyspace=\"db9\",replica=\"mem\"} 2\n\
+        meridian_store_expiring_keys{keyspace=\"db9\",replica=\"log\"} 1\n\
         meridian_store_index_bytes{keyspace=\"default\",replica=\"log\"} 1000\n\
         meridian_store_index_bytes{keyspace=\"db9\",replica=\"mem\"} 24\n\
         meridian_store_keys_total_other 99\n";
@@ -368,7 +380,7 @@ mod tests {
     #[tokio::test]
     async fn keyspace_lists_databases_with_keys_by_their_select_number() {
         let info = info_of(&core([None; 3]), &["INFO", "keyspace"]).await;
-        assert_eq!(info, "# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb9:keys=9,expires=0,avg_ttl=0\r\n");
+        assert_eq!(info, "# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb9:keys=9,expires=3,avg_ttl=0\r\n");
     }
 
     #[tokio::test]

@@ -137,6 +137,12 @@ impl ClusterNode {
                 e.sample(metric, &[("keyspace", ks), ("replica", replica)], field(stats));
             }
         }
+        let metric = "meridian_store_expiring_keys";
+        e.family(metric, MetricKind::Gauge, "Keys with a deadline in this node's store, as its ledger counts them.");
+        for (key, _) in self.chain.stores().iter() {
+            let expiring = self.chain.stores().ledger(key).map_or(0, |l| l.expiring() as u64);
+            e.sample(metric, &[("keyspace", &name(key.0)), ("replica", key.1.name())], expiring);
+        }
     }
 }
 
