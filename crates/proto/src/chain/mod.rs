@@ -26,10 +26,10 @@
 //!   ([`ChainNode::sync_before_map`] keeps the stored map, which that is judged by, in step with it).
 //! - Messages between members carry the chain's view; a member drops messages of any other view, so a
 //!   member removed from the chain (and unaware of it) can never feed the new chain.
-//! - The tail answers clients only while it holds a lease for its view ([`lease`]), and only from durable
+//! - The tail answers clients only while it holds a lease for its view (`lease.rs`), and only from durable
 //!   state, so no client sees a value a crash could take back or a removed tail could miss.
 //! - Lost messages are recovered by Sync, as in static chains; a member that joins copies the chain's data
-//!   from the tail (pre-copy) and, once inserted, from its successor (flush) before it takes part ([`copy`]).
+//!   from the tail (pre-copy) and, once inserted, from its successor (flush) before it takes part (`copy.rs`).
 
 mod answers;
 mod at_once;
