@@ -131,8 +131,8 @@ impl Topology {
         let mut regions: Vec<Region> = Vec::new();
         for entry in &file.region {
             let (span, r) = (entry.span(), entry.get_ref());
-            if let Err(why) = validate_region_name(&r.name) {
-                return Err(invalid(span, "name", why));
+            if let Err(bad) = validate_region_name(&r.name) {
+                return Err(invalid(span, "name", bad.to_string()));
             }
             if regions.iter().any(|known| known.name == r.name) {
                 return Err(invalid(span, "name", format!("region '{}' is named twice", r.name)));
@@ -213,17 +213,21 @@ fn preset_names() -> String {
     PRESETS.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
 }
 
+/// A name that [`validate_region_name`] refuses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "'{0}' is not a region name: 1 to {REGION_NAME_MAX} lower-case letters, digits and dashes, starting with a letter"
+)]
+pub struct BadRegionName(pub String);
+
 /// A region's name: 1 to [`REGION_NAME_MAX`] lower-case letters, digits and dashes, starting with a letter, as
 /// it appears on command lines, in status tables and in metric labels unquoted.
-pub fn validate_region_name(name: &str) -> Result<(), String> {
+pub fn validate_region_name(name: &str) -> Result<(), BadRegionName> {
     let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
     let starts = name.starts_with(|c: char| c.is_ascii_lowercase());
     match name.len() <= REGION_NAME_MAX && starts && name.chars().all(allowed) {
         true => Ok(()),
-        false => Err(format!(
-            "'{name}' is not a region name: 1 to {REGION_NAME_MAX} lower-case letters, digits and dashes, starting \
-             with a letter"
-        )),
+        false => Err(BadRegionName(name.into())),
     }
 }
 
