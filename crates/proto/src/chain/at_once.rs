@@ -90,8 +90,7 @@ impl ChainNode {
         }
         let volatile =
             self.store(chain).durability() == Durability::Volatile || self.planted(PlantedBug::FastWriteSkipsSync);
-        let due = || self.ledger(chain).is_some_and(|l| l.is_due(&write.key, self.deadline_clock()));
         let cache = self.budgets.contains_key(&chain);
-        (volatile && !cache && !due() && self.lease_ok(chain, r, now)).then_some(chain)
+        (volatile && !cache && !self.due_here(chain, &write.key) && self.lease_ok(chain, r, now)).then_some(chain)
     }
 }

@@ -32,12 +32,14 @@ impl ChainNode {
         self.wall_ms
     }
 
-    /// Whether `key` of `chain` is past its deadline here: a read of it waits for its delete.
-    pub(super) fn overdue_here(&self, chain: ChainId, key: &[u8]) -> bool {
-        if self.planted(PlantedBug::ReadsPastDeadline) {
-            return false;
-        }
+    /// Whether `key` of `chain` is past its deadline on this node's clock.
+    pub(super) fn due_here(&self, chain: ChainId, key: &[u8]) -> bool {
         self.ledger(chain).is_some_and(|l| l.is_due(key, self.deadline_clock()))
+    }
+
+    /// Whether a read of `key` of `chain` must wait here for the key's delete ([`Self::due_here`]).
+    pub(super) fn overdue_here(&self, chain: ChainId, key: &[u8]) -> bool {
+        !self.planted(PlantedBug::ReadsPastDeadline) && self.due_here(chain, key)
     }
 
     /// Whether a key of `chain` within `tokens` is past its deadline here: a page over them waits too.
@@ -93,8 +95,7 @@ impl ChainNode {
 
     /// At the head: deletes `key` first if its deadline has passed.
     pub(super) fn reap_if_due(&mut self, now: Time, chain: ChainId, key: &[u8], out: &mut Fx) {
-        let clock = self.deadline_clock();
-        if self.ledger(chain).is_some_and(|l| l.is_due(key, clock)) {
+        if self.due_here(chain, key) {
             self.head_delete(now, chain, Bytes::copy_from_slice(key), out);
             self.stats.expired += 1;
         }
