@@ -66,6 +66,14 @@ impl NetParams {
     }
 }
 
+/// How long one message takes: its latency, its time to send, and whether it waits for the messages before it
+/// to be sent (a link of limited bandwidth).
+struct Leg {
+    one_way_ns: u64,
+    transfer_ns: u64,
+    paced: bool,
+}
+
 #[derive(Debug, Default, Clone)]
 struct Link {
     epoch: u64,
@@ -122,19 +130,28 @@ impl Network {
     /// Schedules a message; returns its arrival time and the connection epoch it travels on, or None
     /// when the link is cut.
     pub fn send(&mut self, now: u64, from: NodeId, to: NodeId, bytes: usize) -> Option<(u64, u64)> {
-        if let Some(link) = self.topology_link(from, to) {
-            return self.send_over(now, from, to, bytes, link);
-        }
-        let base = self.base(from, to);
-        let jitter = self.rng.exp(base.mul_f64(self.params.jitter.max(1e-9)));
-        let transfer = bytes as u128 * 1_000_000_000 / self.params.bytes_per_sec.max(1) as u128;
+        let leg = match self.topology_link(from, to) {
+            Some(link) => self.leg_over(link, bytes),
+            None => self.drawn_leg(from, to, bytes),
+        };
         let link = self.links.entry((from, to)).or_default();
         if link.cut {
             return None;
         }
-        let arrival = (now + (base + jitter).as_nanos() as u64 + transfer as u64).max(link.last_arrival + 1);
+        let start = if leg.paced { now.max(link.free_at) } else { now };
+        link.free_at = start + leg.transfer_ns;
+        let arrival = (link.free_at + leg.one_way_ns).max(link.last_arrival + 1);
         link.last_arrival = arrival;
         Some((arrival, link.epoch))
+    }
+
+    /// A message's way over a network drawn from the seed: its placements' latency, an exponential jitter, and
+    /// the run's bandwidth, which messages share without waiting for each other.
+    fn drawn_leg(&mut self, from: NodeId, to: NodeId, bytes: usize) -> Leg {
+        let base = self.base(from, to);
+        let jitter = self.rng.exp(base.mul_f64(self.params.jitter.max(1e-9)));
+        let transfer = bytes as u128 * 1_000_000_000 / self.params.bytes_per_sec.max(1) as u128;
+        Leg { one_way_ns: (base + jitter).as_nanos() as u64, transfer_ns: transfer as u64, paced: false }
     }
 
     /// What the run's topology puts between `from` and `to`, if it has one.
@@ -143,28 +160,13 @@ impl Network {
         Some(t.link(a.region as usize, b.region as usize))
     }
 
-    /// [`Network::send`] over a topology's link: half its round trip, give or take its jitter, after the
-    /// messages before it on a link of limited bandwidth have gone.
-    fn send_over(
-        &mut self,
-        now: u64,
-        from: NodeId,
-        to: NodeId,
-        bytes: usize,
-        l: meridian_core::topology::Link,
-    ) -> Option<(u64, u64)> {
+    /// A message's way over a topology's link: half its round trip, give or take its jitter; on a link of limited
+    /// bandwidth, after the messages before it have gone.
+    fn leg_over(&mut self, l: meridian_core::topology::Link, bytes: usize) -> Leg {
         let one_way_ms = l.rtt_ms / 2.0 + l.jitter_ms * (2.0 * self.rng.unit() - 1.0);
         let (rate, bytes) = (l.bandwidth_mbps.map(|mbps| mbps * 1e6 / 8.0), bytes as f64);
         let transfer_ns = rate.map_or(bytes * 1e9 / self.params.bytes_per_sec.max(1) as f64, |rate| bytes * 1e9 / rate);
-        let link = self.links.entry((from, to)).or_default();
-        if link.cut {
-            return None;
-        }
-        let start = if rate.is_some() { now.max(link.free_at) } else { now };
-        link.free_at = start + transfer_ns as u64;
-        let arrival = (link.free_at + (one_way_ms * 1e6) as u64).max(link.last_arrival + 1);
-        link.last_arrival = arrival;
-        Some((arrival, link.epoch))
+        Leg { one_way_ns: (one_way_ms * 1e6) as u64, transfer_ns: transfer_ns as u64, paced: rate.is_some() }
     }
 
     /// Whether a message sent on `epoch` still arrives: its connection must not have broken since.
