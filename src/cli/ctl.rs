@@ -6,8 +6,9 @@
 
 use super::http;
 use clap::{Args, Subcommand};
+use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
-use meridian_core::{ChainId, KeyspaceConfig};
+use meridian_core::{ChainId, KeyspaceConfig, Placement, ReplicaKind};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 
@@ -38,34 +39,51 @@ enum CtlCommand {
 #[derive(Subcommand, Debug)]
 enum KeyspaceCommand {
     /// Create a keyspace with its own chains; it is ready once this returns.
-    Create {
-        name: String,
-        /// The replica of each chain position, head first; their number is the replication factor.
-        #[arg(long, default_value = "log,log,log")]
-        replicas: String,
-        /// When writes are acknowledged: `su` once every replica has them, `ausi` once the head has them and
-        /// the others an invalidation, `au` once the head has them.
-        #[arg(long, default_value = "su", value_parser = ["su", "ausi", "au"])]
-        update: String,
-        /// Which member answers reads: `tail`, `mid` or `head`.
-        #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
-        read_from: String,
-        /// When a write is on disk before it is acknowledged: `sync` (each on its own fsync), `group` (fsyncs
-        /// shared by concurrent writes) or `async` (fsynced on an interval: a power loss may take the last
-        /// writes). Default: each node's own --durability.
-        #[arg(long, value_parser = ["sync", "group", "async"])]
-        durability: Option<String>,
-        /// A cache keyspace: heads evict the least recently written keys to keep each node within --maxmemory.
-        #[arg(long, requires = "maxmemory")]
-        cache: bool,
-        /// A cache keyspace's cap per node (e.g. 256mb): its keys' and values' bytes plus a fixed overhead per key.
-        #[arg(long, requires = "cache", value_parser = parse_size)]
-        maxmemory: Option<u64>,
-    },
+    Create(Box<CreateArgs>),
     /// Every keyspace with the number SELECT takes.
     List,
     /// Drop a keyspace and all its data (not `default`).
     Drop { name: String },
+}
+
+#[derive(Args, Debug)]
+struct CreateArgs {
+    name: String,
+    /// The replica of each chain position, head first; their number is the replication factor. Default:
+    /// `log,log,log`, or a `log` for each replica --regions or --placement puts.
+    #[arg(long)]
+    replicas: Option<String>,
+    /// When writes are acknowledged: `su` once every replica has them, `ausi` once the head has them and
+    /// the others an invalidation, `au` once the head has them.
+    #[arg(long, default_value = "su", value_parser = ["su", "ausi", "au"])]
+    update: String,
+    /// Which member answers reads: `tail`, `mid` or `head`.
+    #[arg(long, default_value = "tail", value_parser = ["tail", "mid", "head"])]
+    read_from: String,
+    /// When a write is on disk before it is acknowledged: `sync` (each on its own fsync), `group` (fsyncs
+    /// shared by concurrent writes) or `async` (fsynced on an interval: a power loss may take the last
+    /// writes). Default: each node's own --durability.
+    #[arg(long, value_parser = ["sync", "group", "async"])]
+    durability: Option<String>,
+    /// A cache keyspace: heads evict the least recently written keys to keep each node within --maxmemory.
+    #[arg(long, requires = "maxmemory")]
+    cache: bool,
+    /// A cache keyspace's cap per node (e.g. 256mb): its keys' and values' bytes plus a fixed overhead per key.
+    #[arg(long, requires = "cache", value_parser = parse_size)]
+    maxmemory: Option<u64>,
+    /// How the replicas agree on writes (docs/keyspaces.md).
+    #[arg(long, default_value = "chain", value_parser = ["chain"])]
+    protocol: String,
+    /// One replica in each of these regions, in this order: the first is the keyspace's home, where the
+    /// chains' heads run (docs/regions.md). Without --replicas, every replica is a `log`.
+    #[arg(long, conflicts_with = "placement")]
+    regions: Option<String>,
+    /// Replicas per region, home region first (e.g. eu=2,us=1). Without --replicas, every replica is a `log`.
+    #[arg(long)]
+    placement: Option<String>,
+    /// Regions that hold none of the keyspace's replicas (comma-separated).
+    #[arg(long, value_name = "REGIONS")]
+    ban_region: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -84,6 +102,15 @@ enum NodeCommand {
         /// Ring points (default: the cluster's).
         #[arg(long)]
         vnodes: Option<u32>,
+        /// The region it runs in (default: `default`).
+        #[arg(long)]
+        region: Option<String>,
+        /// The zone (within --region) it runs in.
+        #[arg(long, requires = "region")]
+        zone: Option<String>,
+        /// The rack (within --zone) it runs in.
+        #[arg(long, requires = "zone")]
+        rack: Option<String>,
     },
     /// Drain a node out of its chains (a replacement is copied in first) and remove it.
     Remove { id: u32 },
@@ -94,29 +121,18 @@ enum NodeCommand {
 pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
     let answer = match &args.command {
         CtlCommand::Status | CtlCommand::Node(NodeCommand::Status) => http::get(&args.addr, "/v1/cluster")?,
-        CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes }) => {
-            let body = json!({ "id": id, "peer_addr": peer_addr, "resp_addr": resp_addr, "http_addr": http_addr, "vnodes": vnodes });
+        CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes, region, zone, rack }) => {
+            let body = json!({
+                "id": id, "peer_addr": peer_addr, "resp_addr": resp_addr, "http_addr": http_addr, "vnodes": vnodes,
+                "region": region, "zone": zone, "rack": rack,
+            });
             http::post(&args.addr, "/v1/nodes", &body)?
         }
         CtlCommand::Node(NodeCommand::Remove { id }) => {
             http::post(&args.addr, &format!("/v1/nodes/{id}/remove"), &json!({}))?
         }
-        CtlCommand::Keyspace(KeyspaceCommand::Create {
-            name,
-            replicas,
-            update,
-            read_from,
-            durability,
-            maxmemory,
-            ..
-        }) => {
-            let replicas = KeyspaceConfig::parse_replicas(replicas)?;
-            let names: Vec<&str> = replicas.iter().map(|r| r.name()).collect();
-            let body = json!({
-                "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
-                "maxmemory": maxmemory,
-            });
-            http::post(&args.addr, "/v1/keyspaces", &body)?
+        CtlCommand::Keyspace(KeyspaceCommand::Create(create)) => {
+            http::post(&args.addr, "/v1/keyspaces", &create_body(create)?)?
         }
         CtlCommand::Keyspace(KeyspaceCommand::List) => http::get(&args.addr, "/v1/keyspaces")?,
         CtlCommand::Keyspace(KeyspaceCommand::Drop { name }) => {
@@ -132,10 +148,44 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Node(NodeCommand::Status) => print!("{}", nodes(&answer["status"])),
         CtlCommand::Node(_) => println!("{}", answer["accepted"].as_str().unwrap_or_default()),
         CtlCommand::Keyspace(KeyspaceCommand::List) => print!("{}", keyspaces(&answer)),
-        CtlCommand::Keyspace(KeyspaceCommand::Create { .. }) => println!("{}", text(&answer["created"])),
+        CtlCommand::Keyspace(KeyspaceCommand::Create(_)) => println!("{}", text(&answer["created"])),
         CtlCommand::Keyspace(KeyspaceCommand::Drop { .. }) => println!("{}", text(&answer["dropped"])),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `POST /v1/keyspaces` takes for `keyspace create`.
+fn create_body(create: &CreateArgs) -> Result<Value, String> {
+    let CreateArgs {
+        name,
+        replicas,
+        update,
+        read_from,
+        durability,
+        maxmemory,
+        protocol,
+        regions,
+        placement,
+        ban_region,
+        ..
+    } = create;
+    let placed = match (regions, placement) {
+        (Some(list), _) => Placement::one_in_each(list),
+        (None, Some(list)) => Placement::per_region(list),
+        (None, None) => Ok(Placement::default()),
+    }
+    .map_err(|e| e.to_string())?
+    .banning(ban_region.as_deref().unwrap_or_default());
+    let replicas = match (replicas, placed.placed()) {
+        (Some(list), _) => KeyspaceConfig::parse_replicas(list)?,
+        (None, Some(n)) => vec![ReplicaKind::Log; n as usize],
+        (None, None) => vec![ReplicaKind::Log; DEFAULT_REPLICATION],
+    };
+    let names: Vec<&str> = replicas.iter().map(|r| r.name()).collect();
+    Ok(json!({
+        "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
+        "maxmemory": maxmemory, "protocol": protocol, "placement": placed.regions, "ban_regions": placed.banned,
+    }))
 }
 
 fn text(v: &Value) -> String {
@@ -163,6 +213,7 @@ fn summary(s: &Value) -> String {
         s["manager"]["leader_guess"].as_u64().map_or("unknown".into(), |l| format!("n{l}")),
     );
     out += &nodes(s);
+    out += &unmet(s);
     out += &chains(s);
     for r in s["replicas"].as_array().into_iter().flatten().filter(|r| !r["copy"].is_null()) {
         let c = &r["copy"];
@@ -178,11 +229,41 @@ fn summary(s: &Value) -> String {
     out
 }
 
+/// The nodes, grouped by region (regions in order of their first node), with their zone and rack.
 fn nodes(s: &Value) -> String {
-    let mut out = String::from("nodes:\n");
-    for n in s["nodes"].as_array().into_iter().flatten() {
-        let resp = n["resp_addr"].as_str().filter(|a| !a.is_empty()).map_or(String::new(), |a| format!("  resp {a}"));
-        out += &format!("  n{:<4} {:<8} peer {}{resp}\n", text(&n["id"]), text(&n["state"]), text(&n["peer_addr"]));
+    let all: Vec<&Value> = s["nodes"].as_array().into_iter().flatten().collect();
+    let mut regions: Vec<&str> = Vec::new();
+    for region in all.iter().filter_map(|n| n["region"].as_str()) {
+        if !regions.contains(&region) {
+            regions.push(region);
+        }
+    }
+    let mut out = String::from("nodes:\n  id    state    region           zone     rack     addresses\n");
+    for region in regions {
+        for n in all.iter().filter(|n| n["region"].as_str() == Some(region)) {
+            let resp =
+                n["resp_addr"].as_str().filter(|a| !a.is_empty()).map_or(String::new(), |a| format!("  resp {a}"));
+            let (zone, rack) = (text(&n["zone"]), text(&n["rack"]));
+            let (id, state, peer) = (text(&n["id"]), text(&n["state"]), text(&n["peer_addr"]));
+            out += &format!("  n{id:<4} {state:<8} {region:<16} {zone:<8} {rack:<8} peer {peer}{resp}\n");
+        }
+    }
+    out
+}
+
+/// The keyspaces whose placement wants more replicas in a region than it has nodes to hold them.
+fn unmet(s: &Value) -> String {
+    let mut out = String::new();
+    for k in s["keyspaces"].as_array().into_iter().flatten() {
+        for u in k["unmet"].as_array().into_iter().flatten() {
+            out += &format!(
+                "keyspace {}: placement unmet: region {} has {} placeable nodes for {} replicas\n",
+                text(&k["name"]),
+                text(&u["region"]),
+                text(&u["has"]),
+                text(&u["needs"])
+            );
+        }
     }
     out
 }
@@ -194,16 +275,22 @@ fn chain_name(id: &Value) -> String {
 
 /// Every keyspace: number, name, configuration (durability `node`: each node's own `--durability`).
 fn keyspaces(list: &Value) -> String {
-    let mut out =
-        String::from("number  name                 replicas             update  read from  durability  cache\n");
+    let mut out = String::from(
+        "number  name                 protocol  replicas             update  read from  durability  placement        \
+         cache\n",
+    );
     for k in list.as_array().into_iter().flatten() {
         let replicas: Vec<String> = k["replicas"].as_array().into_iter().flatten().map(text).collect();
         let (id, name, update, read_from) =
             (text(&k["id"]), text(&k["name"]), text(&k["update"]), text(&k["read_from"]));
         let durability = k["durability"].as_str().unwrap_or("node");
         let cache = k["maxmemory"].as_u64().map_or("-".to_string(), |m| format!("maxmemory {}", size(m)));
+        let placement =
+            serde_json::from_value::<Placement>(json!({"regions": k["placement"], "banned": k["ban_regions"]}));
+        let placement = placement.map_or("?".into(), |p| p.to_string());
+        let protocol = text(&k["protocol"]);
         out += &format!(
-            "{id:<7} {name:<20} {:<20} {update:<7} {read_from:<10} {durability:<11} {cache}\n",
+            "{id:<7} {name:<20} {protocol:<9} {:<20} {update:<7} {read_from:<10} {durability:<11} {placement:<16} {cache}\n",
             replicas.join(",")
         );
     }

@@ -51,7 +51,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let root = args.data_dir.clone().unwrap_or_else(|| temp.as_ref().expect("temp dir").path().to_path_buf());
     let addr = |port: u16| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
     let specs: Vec<NodeSpec> = (0..args.nodes)
-        .map(|i| NodeSpec { id: NodeId(u32::from(i) + 1), peer_addr: addr(args.port + 1000 + i).to_string() })
+        .map(|i| NodeSpec::new(NodeId(u32::from(i) + 1), addr(args.port + 1000 + i).to_string()))
         .collect();
     let replicas = default_replicas(args.replicas.as_deref(), DEFAULT_REPLICATION, args.store)?;
     let cluster = ClusterConfig::new(specs, replicas.len(), DEFAULT_VNODES)

@@ -7,7 +7,7 @@ use super::node::{
 };
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
-use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec, ReplicaKind};
+use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
@@ -39,10 +39,21 @@ pub struct ServerArgs {
     /// HTTP listen address (/health, /v1/cluster).
     #[arg(long)]
     http: Option<SocketAddr>,
-    /// The nodes the cluster starts with, each with its peer address: 1=HOST:PORT,2=HOST:PORT,... (the same on
-    /// every one of them; the first three run the cluster manager).
+    /// The nodes the cluster starts with, each with its peer address and optionally its location:
+    /// 1=HOST:PORT@REGION/ZONE/RACK,2=HOST:PORT,... (the same on every one of them; the first three run the
+    /// cluster manager; a node without a location is in region `default`).
     #[arg(long)]
     peers: Option<String>,
+    /// The region this node runs in (docs/regions.md): with --join, where the cluster places it; with --peers,
+    /// it must be what --peers says of this node.
+    #[arg(long)]
+    region: Option<String>,
+    /// The zone (within --region) this node runs in.
+    #[arg(long, requires = "region")]
+    zone: Option<String>,
+    /// The rack (within --zone) this node runs in.
+    #[arg(long, requires = "zone")]
+    rack: Option<String>,
     /// Join a running cluster through the HTTP address (HOST:PORT) of any of its nodes: this node is added
     /// and takes its share of the chains by copying from their tails.
     #[arg(long, conflicts_with = "peers")]
@@ -123,6 +134,13 @@ fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, Stri
         .map_err(|e| e.to_string())?;
     let own =
         cluster.node(NodeId(args.node_id)).ok_or_else(|| format!("--node-id {} is not in --peers", args.node_id))?;
+    if let Some(location) = location(args)?.filter(|l| *l != own.location) {
+        return Err(format!(
+            "node {} is at {} in --peers, not at {location}: a node of the initial cluster is placed by --peers \
+             (1=HOST:PORT@REGION/ZONE/RACK), the same on every node",
+            args.node_id, own.location
+        ));
+    }
     if own.peer_addr != args.peer_listen.to_string() {
         tracing::info!(listen = %args.peer_listen, advertised = %own.peer_addr, "peer listen address differs from --peers entry");
     }
@@ -151,7 +169,14 @@ fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRe
     };
     check_id_free(&layout["status"]["nodes"], args.node_id, &addrs.peer_addr)?;
     let vnodes = args.vnodes.unwrap_or(cluster.vnodes) as u32;
-    Ok((cluster, Some(JoinRequest { addrs, vnodes })))
+    let location = location(args)?.unwrap_or_default();
+    Ok((cluster, Some(JoinRequest { addrs, vnodes, location })))
+}
+
+/// The location --region, --zone and --rack give, if any.
+fn location(args: &ServerArgs) -> Result<Option<Location>, String> {
+    let Some(region) = &args.region else { return Ok(None) };
+    Location::new(region, args.zone.as_deref(), args.rack.as_deref()).map(Some).map_err(|e| e.to_string())
 }
 
 /// A node id belongs to one node for life: joining as an id the cluster knows with another address is refused

@@ -5,6 +5,7 @@
 
 use crate::ids::NodeId;
 use crate::keyspace::KeyspaceConfig;
+use crate::location::{Location, LocationError};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,6 +13,16 @@ pub struct NodeSpec {
     pub id: NodeId,
     /// host:port of the node's peer listener.
     pub peer_addr: String,
+    /// Where the node runs; every node of the initial cluster is placed from the start.
+    #[serde(default)]
+    pub location: Location,
+}
+
+impl NodeSpec {
+    /// A node in the default region.
+    pub fn new(id: NodeId, peer_addr: impl Into<String>) -> NodeSpec {
+        NodeSpec { id, peer_addr: peer_addr.into(), location: Location::default() }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,8 +43,10 @@ pub const DEFAULT_VNODES: usize = 8;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
-    #[error("--peers: entry {0:?} is not ID=HOST:PORT")]
+    #[error("--peers: entry {0:?} is not ID=HOST:PORT or ID=HOST:PORT@REGION[/ZONE[/RACK]]")]
     PeerSyntax(String),
+    #[error("--peers: node {id}: {why}")]
+    PeerLocation { id: u32, why: LocationError },
     #[error("--peers: node id {0} appears more than once (node ids must be unique)")]
     DuplicateId(u32),
     #[error("--peers: address {0} is given to more than one node")]
@@ -81,18 +94,22 @@ impl ClusterConfig {
         Ok(ClusterConfig { replication: default.replication(), default, ..self })
     }
 
-    /// Parses `1=HOST:PORT,2=HOST:PORT,…` (the `--peers` flag).
+    /// Parses `1=HOST:PORT,2=HOST:PORT@eu/a,…` (the `--peers` flag): each node's peer address and, after an `@`,
+    /// its location (the default region without one).
     pub fn parse_peers(list: &str) -> Result<Vec<NodeSpec>, ConfigError> {
         list.split(',')
             .filter(|s| !s.trim().is_empty())
             .map(|entry| {
                 let (id, addr) = entry.trim().split_once('=').ok_or_else(|| ConfigError::PeerSyntax(entry.into()))?;
                 let id: u32 = id.trim().parse().map_err(|_| ConfigError::PeerSyntax(entry.into()))?;
-                let addr = addr.trim();
+                let (addr, location) = match addr.trim().split_once('@') {
+                    Some((addr, place)) => (addr, place.parse().map_err(|why| ConfigError::PeerLocation { id, why })?),
+                    None => (addr.trim(), Location::default()),
+                };
                 if addr.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
                     return Err(ConfigError::PeerSyntax(entry.into()));
                 }
-                Ok(NodeSpec { id: NodeId(id), peer_addr: addr.to_string() })
+                Ok(NodeSpec { id: NodeId(id), peer_addr: addr.to_string(), location })
             })
             .collect()
     }
@@ -122,7 +139,7 @@ mod tests {
     use crate::keyspace::ReplicaKind;
 
     fn spec(id: u32, addr: &str) -> NodeSpec {
-        NodeSpec { id: NodeId(id), peer_addr: addr.into() }
+        NodeSpec::new(NodeId(id), addr)
     }
 
     #[test]
@@ -132,6 +149,10 @@ mod tests {
         assert!(matches!(ClusterConfig::parse_peers("1:127.0.0.1:7001"), Err(ConfigError::PeerSyntax(_))));
         assert!(matches!(ClusterConfig::parse_peers("x=h:1"), Err(ConfigError::PeerSyntax(_))));
         assert!(matches!(ClusterConfig::parse_peers("1=h:port"), Err(ConfigError::PeerSyntax(_))));
+        let placed = ClusterConfig::parse_peers("1=h:1@eu/a, 2=h:2").unwrap();
+        assert_eq!((placed[0].location.to_string(), placed[1].location.to_string()), ("eu/a".into(), "default".into()));
+        assert!(matches!(ClusterConfig::parse_peers("1=h:1@EU"), Err(ConfigError::PeerLocation { id: 1, .. })));
+        assert!(matches!(ClusterConfig::parse_peers("1=h@eu"), Err(ConfigError::PeerSyntax(_))));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! (query node). The manager keeps every keyspace's configuration in the cluster map; each
 //! keyspace gets its own chains and, on every node, its own datastores.
 
+use crate::placement::Placement;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -116,6 +117,23 @@ named! {
     }
 }
 
+named! {
+    /// How a keyspace's replicas agree on its writes (docs/keyspaces.md). Chain replication is the only one so
+    /// far; every keyspace names its protocol so that the next ones are a keyspace option.
+    Protocol("protocol") {
+        /// `chain`: chain replication (FAWN-KV, seed 003), with the update modes and query nodes above.
+        Chain = "chain",
+    }
+}
+
+// By hand: `named!` derives the same traits for every knob, and only this one has a default.
+#[allow(clippy::derivable_impls)]
+impl Default for Protocol {
+    fn default() -> Self {
+        Protocol::Chain
+    }
+}
+
 impl QueryNode {
     /// The position of the query node in a chain of `len` members (`len` ≥ 1).
     pub fn position(self, len: usize) -> usize {
@@ -139,6 +157,11 @@ pub struct KeyspaceConfig {
     pub maxmemory: Option<u64>,
     /// When the keyspace's writes are fsynced. None: each node's own `--durability`.
     pub durability: Option<DurabilityMode>,
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Where the replicas run: regions and counts, or a spread over regions, zones and racks.
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 impl KeyspaceConfig {
@@ -155,6 +178,8 @@ impl KeyspaceConfig {
             read_from: QueryNode::Tail,
             maxmemory: None,
             durability: None,
+            protocol: Protocol::Chain,
+            placement: Placement::default(),
         }
     }
 
@@ -175,7 +200,7 @@ impl KeyspaceConfig {
         if self.maxmemory == Some(0) {
             return Err("a cache keyspace's maxmemory must be more than 0 bytes".into());
         }
-        Ok(())
+        self.placement.validate(self.replicas.len()).map_err(|e| e.to_string())
     }
 
     /// The replica list as `--replicas` takes it.

@@ -2,6 +2,7 @@
 
 use crate::ids::{KeyspaceId, NodeId};
 use crate::keyspace::KeyspaceConfig;
+use crate::location::Location;
 use crate::ring::key_token;
 use crate::stored::Kind;
 use bytes::Bytes;
@@ -24,11 +25,22 @@ pub enum Request {
     Scan(Scan),
 }
 
+/// A node an operator adds: its addresses (host:port; RESP and HTTP may be empty), ring points and location.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeToAdd {
+    pub id: NodeId,
+    pub peer_addr: String,
+    pub resp_addr: String,
+    pub http_addr: Option<String>,
+    pub vnodes: u32,
+    pub location: Location,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Admin {
-    /// Add a node with these addresses (host:port; RESP and HTTP may be empty); it takes its share of the
-    /// chains once it runs and heartbeats the manager.
-    AddNode { id: NodeId, peer_addr: String, resp_addr: String, http_addr: Option<String>, vnodes: u32 },
+    /// Add a node; it takes its share of the chains once it runs and heartbeats the manager. Boxed: requests
+    /// travel by value on the data path, and this one is rare and large.
+    AddNode(Box<NodeToAdd>),
     /// Drain the node out of its chains, then remove it (a graceful leave).
     RemoveNode { id: NodeId },
     /// The cluster as this node sees it, as JSON text.

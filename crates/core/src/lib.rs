@@ -16,6 +16,9 @@
 //! - `keyspace`: a keyspace's replica types, update mode (`su`, `ausi`, `au`), query node and durability mode.
 //! - `kv`: client requests and replies: reads of a value or an expiry; puts, deletes and expiry changes; scans of
 //!   a keyspace by ring position; administration; size limits.
+//! - `location`: where a node runs (region, zone, rack), and the rule for their names.
+//! - `placement`: where a keyspace asks its replicas to run (regions and counts, or a spread, minus banned
+//!   regions).
 //! - `process`: the `Process` trait, `Effects` and the durability order (`after_sync`, `Dirt`, `SyncJob`).
 //! - `ring`: ring tokens of keys and virtual ids on the 64-bit consistent-hashing ring.
 //! - `size`: byte counts as people write them (`64k`, `256mb`).
@@ -33,6 +36,8 @@ pub mod hash;
 pub mod ids;
 pub mod keyspace;
 pub mod kv;
+pub mod location;
+pub mod placement;
 pub mod process;
 pub mod ring;
 pub mod size;
@@ -45,11 +50,13 @@ pub mod wire;
 pub use chain_map::ChainMap;
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
-pub use keyspace::{DurabilityMode, KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
+pub use keyspace::{DurabilityMode, KeyspaceConfig, Protocol, QueryNode, ReplicaKind, UpdateMode};
 pub use kv::{
-    Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, Read, Reply, Request, Scan,
-    ScanWant, Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
+    Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, NodeToAdd, Read, Reply, Request,
+    Scan, ScanWant, Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
 };
+pub use location::Location;
+pub use placement::Placement;
 pub use process::{Dirt, Effect, Effects, Process, SyncJob};
 pub use stored::{Kind, Stored};
 pub use time::Time;

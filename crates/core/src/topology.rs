@@ -20,6 +20,7 @@
 //! preset is read as a file. A file that breaks a rule is refused with the line and the field at fault.
 //! `meridian topology show` checks and prints one.
 
+use crate::location::validate_region_name;
 use serde::Deserialize;
 use std::fmt;
 use std::ops::Range;
@@ -35,9 +36,6 @@ pub const PRESETS: [(&str, &str); 4] = [
 
 /// The round trip within a region whose entry gives none: a local network's.
 pub const WITHIN_RTT_MS: f64 = 0.2;
-
-/// Longest region name: it shows in status tables and metric labels.
-pub const REGION_NAME_MAX: usize = 32;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Region {
@@ -211,24 +209,6 @@ pub fn preset(name: &str) -> Option<&'static str> {
 
 fn preset_names() -> String {
     PRESETS.iter().map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
-}
-
-/// A name that [`validate_region_name`] refuses.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "'{0}' is not a region name: 1 to {REGION_NAME_MAX} lower-case letters, digits and dashes, starting with a letter"
-)]
-pub struct BadRegionName(pub String);
-
-/// A region's name: 1 to [`REGION_NAME_MAX`] lower-case letters, digits and dashes, starting with a letter, as
-/// it appears on command lines, in status tables and in metric labels unquoted.
-pub fn validate_region_name(name: &str) -> Result<(), BadRegionName> {
-    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-    let starts = name.starts_with(|c: char| c.is_ascii_lowercase());
-    match name.len() <= REGION_NAME_MAX && starts && name.chars().all(allowed) {
-        true => Ok(()),
-        false => Err(BadRegionName(name.into())),
-    }
 }
 
 /// A time in milliseconds must be finite and positive (or zero, where `zero` allows it).

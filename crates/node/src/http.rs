@@ -4,12 +4,13 @@
 //! what its protocol core reports (`Admin::Status`: for a Meridian node, the cluster map's nodes and
 //! chains, the manager, and this node's replicas with their copy progress) — and the administration that
 //! `meridian ctl` uses: `POST /v1/nodes` (add a node: JSON `{"id", "peer_addr", "resp_addr", "http_addr",
-//! "vnodes"}`) and `POST /v1/nodes/{id}/remove` (drain a node out and remove it). Both answer 202: the
+//! "vnodes", "region", "zone", "rack"}`) and `POST /v1/nodes/{id}/remove` (drain a node out and remove it). Both answer 202: the
 //! request is on its way to the manager, and `/v1/cluster` shows when it took.
 //!
 //! Keyspaces: `GET /v1/keyspaces` lists them (number, name, configuration); `POST /v1/keyspaces` with JSON
 //! `{"name": "sessions", "replicas": ["log", "log"], "update": "su", "read_from": "tail", "durability": "group",
-//! "maxmemory": "256mb"}` (the last four optional; `maxmemory` makes a cache keyspace) creates one and `DELETE /v1/keyspaces/{name}` drops one.
+//! "maxmemory": "256mb", "protocol": "chain", "placement": [["eu", 1], ["us", 1]], "ban_regions": ["asia"]}` (all
+//! but the first two optional; `maxmemory` makes a cache keyspace, `placement` names regions) creates one and `DELETE /v1/keyspaces/{name}` drops one.
 //! Both answer once this node's map shows the change: 201 and 200, or 400 with why the map refuses it, 504
 //! if the map did not show it in time, 503 if the node cannot ask yet.
 
@@ -20,8 +21,12 @@ use axum::http::{header, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use meridian_core::exposition::{Exposition, MetricKind};
+use meridian_core::location::DEFAULT_REGION;
 use meridian_core::size::parse_size;
-use meridian_core::{Admin, ClusterConfig, ErrorKind, KeyspaceConfig, NodeId, ReplicaKind, Reply, Request};
+use meridian_core::{
+    Admin, ClusterConfig, ErrorKind, KeyspaceConfig, Location, NodeId, NodeToAdd, Placement, ReplicaKind, Reply,
+    Request,
+};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -155,17 +160,27 @@ struct NewNode {
     resp_addr: String,
     http_addr: Option<String>,
     vnodes: Option<u32>,
+    /// Where it runs; absent: region `default`.
+    region: Option<String>,
+    zone: Option<String>,
+    rack: Option<String>,
 }
 
 async fn add_node(State(view): State<Arc<View>>, Json(n): Json<NewNode>) -> (StatusCode, Json<Value>) {
     let vnodes = n.vnodes.unwrap_or(view.config["vnodes"].as_u64().unwrap_or(1) as u32);
-    let admin = Admin::AddNode {
+    let region = n.region.as_deref().unwrap_or(DEFAULT_REGION);
+    let location = match Location::new(region, n.zone.as_deref(), n.rack.as_deref()) {
+        Ok(location) => location,
+        Err(why) => return (StatusCode::BAD_REQUEST, Json(json!({ "error": why.to_string() }))),
+    };
+    let admin = Admin::AddNode(Box::new(NodeToAdd {
         id: NodeId(n.id),
         peer_addr: n.peer_addr,
         resp_addr: n.resp_addr,
         http_addr: n.http_addr,
         vnodes,
-    };
+        location,
+    }));
     administer(&view, admin).await
 }
 
@@ -205,6 +220,14 @@ pub(crate) struct NewKeyspace {
     durability: Option<String>,
     /// A cache keyspace's cap per node: bytes, as a number or a size such as `"256mb"`.
     maxmemory: Option<Value>,
+    /// `chain` (the default).
+    protocol: Option<String>,
+    /// Replicas per region, the home region first: `[["eu", 2], ["us", 1]]`; absent or empty: spread.
+    #[serde(default)]
+    placement: Vec<(String, u32)>,
+    /// Regions that hold none of its replicas.
+    #[serde(default)]
+    ban_regions: Vec<String>,
 }
 
 impl NewKeyspace {
@@ -224,6 +247,10 @@ impl NewKeyspace {
             Some(Value::String(s)) => Some(parse_size(s)?),
             Some(other) => return Err(format!("maxmemory must be bytes or a size such as \"256mb\", not {other}")),
         };
+        if let Some(protocol) = &self.protocol {
+            config.protocol = protocol.parse()?;
+        }
+        config.placement = Placement { regions: self.placement.clone(), banned: self.ban_regions.clone() };
         config.validate()?;
         Ok(config)
     }

@@ -5,7 +5,9 @@ use crate::rng::SimRng;
 use crate::run::node_ids;
 use crate::world::Hooks;
 use meridian_core::ring::key_token;
-use meridian_core::{ChainId, ClusterConfig, ConfigError, KeyspaceConfig, KeyspaceId, NodeId, NodeSpec, Time};
+use meridian_core::{
+    ChainId, ClusterConfig, ConfigError, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Time,
+};
 use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::placement::chain_for_token;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 
 /// `nodes` nodes whose `default` keyspace is configured as `default`.
 pub fn cluster(nodes: usize, default: &KeyspaceConfig, vnodes: usize) -> Result<ClusterConfig, ConfigError> {
-    let specs = node_ids(nodes).into_iter().map(|id| NodeSpec { id, peer_addr: peer_addr(id) }).collect();
+    let specs = node_ids(nodes).into_iter().map(|id| NodeSpec::new(id, peer_addr(id))).collect();
     ClusterConfig::new(specs, default.replication().max(1), vnodes)?.with_default(default.clone())
 }
 
@@ -60,6 +62,7 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
         let join = factory_initial.node(id).is_none().then(|| JoinRequest {
             addrs: NodeAddrs { peer_addr: peer_addr(id), resp_addr: format!("sim-{}:2", id.0), http_addr: None },
             vnodes,
+            location: Location::default(),
         });
         let setup = NodeSetup {
             me: id,

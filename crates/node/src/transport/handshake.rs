@@ -51,7 +51,7 @@ mod tests {
     use meridian_core::NodeSpec;
 
     fn cluster(replication: usize) -> ClusterConfig {
-        let nodes = (1..=3).map(|i| NodeSpec { id: NodeId(i), peer_addr: format!("127.0.0.1:{}", 7000 + i) });
+        let nodes = (1..=3).map(|i| NodeSpec::new(NodeId(i), format!("127.0.0.1:{}", 7000 + i)));
         ClusterConfig::new(nodes.collect(), replication, 4).unwrap()
     }
 

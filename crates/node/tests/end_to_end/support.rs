@@ -30,7 +30,7 @@ pub fn free_port() -> u16 {
 
 /// A cluster of `n` nodes on loopback ports that were free; replication 1 so each key has one owner.
 pub fn cluster(n: u32) -> ClusterConfig {
-    let nodes = (1..=n).map(|i| NodeSpec { id: NodeId(i), peer_addr: loopback(free_port()).to_string() }).collect();
+    let nodes = (1..=n).map(|i| NodeSpec::new(NodeId(i), loopback(free_port()).to_string())).collect();
     ClusterConfig::new(nodes, 1, 8).unwrap()
 }
 

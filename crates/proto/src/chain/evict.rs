@@ -69,12 +69,12 @@ impl ChainNode {
 mod tests {
     use super::*;
     use crate::map::{MapCommand, NodeAddrs};
-    use meridian_core::{KeyspaceConfig, KeyspaceId};
+    use meridian_core::{KeyspaceConfig, KeyspaceId, Location};
 
     #[test]
     fn a_chain_gets_the_smallest_share_of_its_members() {
         let addrs = |i| NodeAddrs { peer_addr: format!("h:{i}"), resp_addr: String::new(), http_addr: None };
-        let nodes = (1..=4).map(|i| (NodeId(i), addrs(i))).collect();
+        let nodes = (1..=4).map(|i| (NodeId(i), addrs(i), Location::default())).collect();
         let cache = KeyspaceConfig { maxmemory: Some(1 << 20), ..KeyspaceConfig::durable(2) };
         let mut map = ClusterMap::default();
         let boot = MapCommand::Bootstrap { nodes, default: cache, partitions: 8, vnodes: 1, voters: vec![NodeId(1)] };

@@ -9,7 +9,7 @@ use super::mapfile::MapFile;
 use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use crate::map::{ClusterMap, NodeAddrs, NodeState};
 use crate::reports::ReplicaReports;
-use meridian_core::{ChainId, NodeId, Time};
+use meridian_core::{ChainId, Location, NodeId, Time};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -33,11 +33,12 @@ pub enum Learned {
     Refused { ask: u64, reason: String },
 }
 
-/// A node that is not yet in the cluster asks to be added with these addresses.
+/// A node that is not yet in the cluster asks to be added with these addresses, at this location.
 #[derive(Clone, Debug)]
 pub struct JoinRequest {
     pub addrs: NodeAddrs,
     pub vnodes: u32,
+    pub location: Location,
 }
 
 #[derive(Debug)]
@@ -118,7 +119,15 @@ impl Agent {
         }
         out.push((to, MgrMsg::Heartbeat(Heartbeat { seq: self.seq, epoch: self.epoch(), replicas })));
         if let Some(join) = self.join.as_ref().filter(|_| !self.in_map()) {
-            out.push((to, MgrMsg::Join { id: self.me, addrs: join.addrs.clone(), vnodes: join.vnodes }));
+            out.push((
+                to,
+                MgrMsg::Join {
+                    id: self.me,
+                    addrs: join.addrs.clone(),
+                    vnodes: join.vnodes,
+                    location: join.location.clone(),
+                },
+            ));
         }
     }
 

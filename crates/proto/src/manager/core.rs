@@ -159,8 +159,8 @@ impl ManagerCore {
         }
         match msg {
             MgrMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
-            MgrMsg::Join { id, addrs, vnodes } => {
-                self.admin(now, from, MapCommand::AddNode { id, addrs, vnodes }, None, out)
+            MgrMsg::Join { id, addrs, vnodes, location } => {
+                self.admin(now, from, MapCommand::AddNode { id, addrs, vnodes, location }, None, out)
             }
             MgrMsg::Leave { id } => self.admin(now, from, MapCommand::RemoveNode { id }, None, out),
             MgrMsg::Admin { cmd, ask } => match cmd {

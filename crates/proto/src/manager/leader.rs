@@ -206,6 +206,7 @@ impl Leadership {
 mod tests {
     use super::*;
     use crate::map::{ChainChange, MapCommand, NodeAddrs};
+    use meridian_core::Location;
 
     const LEASE: Duration = Duration::from_secs(2);
     const FENCE: Duration = Duration::from_secs(10);
@@ -216,7 +217,7 @@ mod tests {
 
     fn map3_with(default: meridian_core::KeyspaceConfig) -> ClusterMap {
         let addrs = |i: u32| NodeAddrs { peer_addr: format!("h:{i}"), resp_addr: String::new(), http_addr: None };
-        let nodes = (1..=3).map(|i| (NodeId(i), addrs(i))).collect();
+        let nodes = (1..=3).map(|i| (NodeId(i), addrs(i), Location::default())).collect();
         let mut map = ClusterMap::default();
         let boot = MapCommand::Bootstrap { nodes, default, partitions: 1, vnodes: 4, voters: vec![NodeId(1)] };
         map.apply(&boot).unwrap();

@@ -4,10 +4,12 @@
 //! durable here, so after a restart it never adopts an older map than one it acted on: an older map, say from
 //! a deposed leader, could tell it to drop the data of a chain it has since joined. The file is
 //! `"MMAP" | version:u8 | len:u32 | crc32c:u32 | postcard(map)`, replaced atomically (written to a temporary
-//! file, synced, renamed). The version is [`MAP_FORMAT`], the map's encoding; a file of a version this build does not speak is refused with both versions
-//! named, rather than misread. A file without the magic was written before files had versions: version 1.
+//! file, synced, renamed). The version is [`MAP_FORMAT`], the map's encoding. A file of version 1 is read as
+//! such (`map/format1.rs`) and written back in the current version with the next map; a file of a newer version
+//! is refused with both versions named, rather than misread. A file without the magic was written before files
+//! had versions: version 1.
 
-use crate::map::{ClusterMap, MAP_FORMAT};
+use crate::map::{format1, ClusterMap, MAP_FORMAT};
 use meridian_store::Vfs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -76,9 +78,10 @@ fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
         Some(rest) => rest.split_first().map(|(&v, rest)| (v, rest)).ok_or("shorter than its header")?,
         None => (UNNAMED_VERSION, bytes),
     };
-    if version != MAP_FORMAT {
+    if version != MAP_FORMAT && version != 1 {
         return Err(format!(
-            "written in map format {version}, and this build reads format {MAP_FORMAT}; run the build that wrote it"
+            "written in map format {version}, and this build reads formats 1 to {MAP_FORMAT}; run the build that \
+             wrote it"
         ));
     }
     let (head, body) = bytes.split_at_checked(8).ok_or("shorter than its header")?;
@@ -87,7 +90,11 @@ fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
     if body.len() != len || crc32c::crc32c(body) != crc {
         return Err("length or checksum mismatch".into());
     }
-    postcard::from_bytes(body).map_err(|e| e.to_string())
+    match version {
+        1 => format1::map(body),
+        _ => postcard::from_bytes(body),
+    }
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -112,17 +119,32 @@ mod tests {
         assert!(file.load().is_err());
     }
 
-    /// A map stored by a build of another version is refused with both versions named; one stored before files
-    /// named a version is read as version 1.
+    /// A map stored by a build of a newer version is refused with both versions named.
     #[test]
-    fn a_map_of_another_format_is_refused_and_an_unnamed_one_read() {
+    fn a_map_of_a_newer_format_is_refused() {
         let map = ClusterMap { epoch: 3, ..ClusterMap::default() };
         let mut newer = encode(&map);
         newer[MAGIC.len()] = MAP_FORMAT + 1;
         let err = decode(&newer).unwrap_err();
-        let (theirs, ours) = (format!("map format {}", MAP_FORMAT + 1), format!("reads format {MAP_FORMAT}"));
+        let (theirs, ours) = (format!("map format {}", MAP_FORMAT + 1), format!("formats 1 to {MAP_FORMAT}"));
         assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
-        let unnamed = &encode(&map)[MAGIC.len() + 1..];
-        assert_eq!(decode(unnamed).is_ok(), MAP_FORMAT == UNNAMED_VERSION, "a file from before versions");
+    }
+
+    /// The map file of a node that a format-1 build ran (`tests/fixtures/format1-node`: one node, keyspaces
+    /// `default` and `cache`) reads with its nodes in region `default` and its keyspaces spread; so does the
+    /// same map from before files named a version.
+    #[test]
+    fn a_format_1_map_reads_with_default_locations() {
+        let named: &[u8] = include_bytes!("../../../../tests/fixtures/format1-node/map/map");
+        assert_eq!(named[MAGIC.len()], 1);
+        let map = decode(named).unwrap();
+        assert_eq!(decode(&named[MAGIC.len() + 1..]).unwrap(), map, "a file from before versions");
+        let node = &map.nodes[&meridian_core::NodeId(1)];
+        assert_eq!((node.addrs.peer_addr.as_str(), &node.location), ("127.0.0.1:17101", &Default::default()));
+        let names: Vec<&str> = map.keyspaces.values().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["default", "cache"]);
+        assert!(map.keyspaces.values().all(|k| k.config.placement.is_spread()));
+        assert_eq!(map.chains.len(), 2 * map.partitions as usize);
+        assert!(map.check().is_ok());
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::map::{ClusterMap, MapCommand, NodeAddrs};
 use crate::reports::ReplicaReports;
-use meridian_core::{ChainId, NodeId};
+use meridian_core::{ChainId, Location, NodeId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ pub enum MgrMsg {
     /// Leader → every node, when the map changes.
     Map(Box<ClusterMap>),
     /// Node → leader: add node `id` (the sender itself when it joins, or any node an operator adds).
-    Join { id: NodeId, addrs: NodeAddrs, vnodes: u32 },
+    Join { id: NodeId, addrs: NodeAddrs, vnodes: u32, location: Location },
     /// Admin → leader: drain `id` out of its chains and remove it.
     Leave { id: NodeId },
     /// Leader → the node that asked: the map refuses the request (a node id used with other addresses, say).

@@ -1,6 +1,7 @@
 use super::*;
 use crate::map::tests::{aborted, addrs, bootstrap_cmd, bootstrapped, encoded, inserted, joining, start, with_joiner};
 use crate::map::{Applied, MapCommand, MapError, NodeInfo, NodeState};
+use meridian_core::Location;
 
 /// splitmix64: a seeded generator, so every simulated run replays from its seed.
 struct Rng(u64);
@@ -271,7 +272,8 @@ fn removal_kinds_follow_position_and_liveness() {
 #[test]
 fn a_join_inserts_before_the_tail_then_truncates() {
     let mut sim = Sim::new(bootstrapped(4, 3, 64), PlanLimits::default());
-    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8 }).unwrap();
+    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8, location: Location::default() })
+        .unwrap();
     let (mut adds, mut truncates) = (0, 0);
     while !chains_at_full_target(&sim.map) {
         let steps = sim.planned();
@@ -360,7 +362,8 @@ fn adds_are_limited_per_node() {
     for copies_per_node in [1, 2, 3] {
         let mut sim = Sim::new(bootstrapped(4, 3, 64), PlanLimits { copies_per_node });
         for i in [5, 6] {
-            sim.apply(MapCommand::AddNode { id: NodeId(i), addrs: addrs(i), vnodes: 8 }).unwrap();
+            sim.apply(MapCommand::AddNode { id: NodeId(i), addrs: addrs(i), vnodes: 8, location: Location::default() })
+                .unwrap();
         }
         let steps = sim.planned();
         let adds = steps.iter().filter(|s| matches!(s.2, ChainChange::Add { .. })).count();
@@ -376,7 +379,8 @@ fn adds_are_limited_per_node() {
 #[test]
 fn an_add_counts_as_a_copy_until_it_is_done() {
     let mut sim = Sim::new(bootstrapped(4, 3, 64), PlanLimits { copies_per_node: 1 });
-    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8 }).unwrap();
+    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8, location: Location::default() })
+        .unwrap();
     let is_add = |s: &(ChainId, u64, ChainChange)| matches!(s.2, ChainChange::Add { .. });
     let add = sim.planned().into_iter().find(is_add).expect("the joiner is added somewhere");
     let (chain, step) = (add.0, add.2.step());
@@ -392,7 +396,8 @@ fn an_add_counts_as_a_copy_until_it_is_done() {
 #[test]
 fn planned_steps_start_in_order_whatever_is_left_out() {
     let mut map = bootstrapped(5, 3, 16);
-    map.apply(&MapCommand::AddNode { id: NodeId(6), addrs: addrs(6), vnodes: 8 }).unwrap();
+    map.apply(&MapCommand::AddNode { id: NodeId(6), addrs: addrs(6), vnodes: 8, location: Location::default() })
+        .unwrap();
     map.apply(&MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
     let steps = next_steps(&map);
     assert!(steps.len() > 4, "{steps:?}");
@@ -408,7 +413,8 @@ fn planned_steps_start_in_order_whatever_is_left_out() {
 #[test]
 fn an_aborted_add_is_redone() {
     let mut sim = Sim::new(bootstrapped(4, 3, 16), PlanLimits::default());
-    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8 }).unwrap();
+    sim.apply(MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 8, location: Location::default() })
+        .unwrap();
     let (chain, view, add) = next_steps(&sim.map).into_iter().find(|s| s.2.node() == NodeId(5)).unwrap();
     sim.start((chain, view, add.clone()));
     sim.apply(MapCommand::AddInserted { chain, step: add.step() }).unwrap();
@@ -486,14 +492,19 @@ fn offer_add(sim: &mut Sim, rng: &mut Rng, next_id: &mut u32) {
     if rng.chance(60) && *next_id <= 12 {
         let id = NodeId(*next_id);
         *next_id += 1;
-        let cmd = MapCommand::AddNode { id, addrs: addrs(id.0), vnodes: 1 + rng.below(8) as u32 };
+        let cmd = MapCommand::AddNode {
+            id,
+            addrs: addrs(id.0),
+            vnodes: 1 + rng.below(8) as u32,
+            location: Location::default(),
+        };
         assert_eq!(sim.apply(cmd), Ok(Applied::Changed));
         return;
     }
     let id = random_node(sim, rng);
     let info = sim.map.nodes[&id].clone();
     if rng.chance(30) {
-        let cmd = MapCommand::AddNode { id, addrs: addrs(99), vnodes: info.vnodes };
+        let cmd = MapCommand::AddNode { id, addrs: addrs(99), vnodes: info.vnodes, location: Location::default() };
         assert_eq!(sim.apply(cmd), Err(MapError::IdClash(id)));
         return;
     }
@@ -502,7 +513,10 @@ fn offer_add(sim: &mut Sim, rng: &mut Rng, next_id: &mut u32) {
         NodeState::Leaving | NodeState::Failed => Err(MapError::NodeBusy { id, state: info.state }),
         NodeState::Removed => Ok(Applied::Changed),
     };
-    assert_eq!(sim.apply(MapCommand::AddNode { id, addrs: info.addrs, vnodes: info.vnodes }), expected);
+    assert_eq!(
+        sim.apply(MapCommand::AddNode { id, addrs: info.addrs, vnodes: info.vnodes, location: Location::default() }),
+        expected
+    );
     assert!(!sim.map.nodes[&id].departed || expected.is_err());
 }
 

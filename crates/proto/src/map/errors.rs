@@ -3,6 +3,7 @@
 use super::CHAINS_MAX;
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{DEFAULT_KEYSPACE, KEYSPACES_MAX};
+use meridian_core::location::LocationError;
 use meridian_core::{ChainId, NodeId};
 use std::fmt;
 
@@ -15,7 +16,14 @@ pub enum MapError {
     NotBootstrapped,
     BadBootstrap(&'static str),
     BadVnodes(u32),
-    /// The id exists with other addresses or vnodes.
+    BadLocation(LocationError),
+    /// A keyspace's placement puts more replicas in `region` than it has placeable nodes.
+    PlacementUnmet {
+        region: String,
+        has: usize,
+        needs: u32,
+    },
+    /// The id exists with other addresses, vnodes or location.
     IdClash(NodeId),
     AddrInUse {
         addr: String,
@@ -125,7 +133,14 @@ impl fmt::Display for MapError {
             MapError::NotBootstrapped => write!(f, "the cluster is not bootstrapped"),
             MapError::BadBootstrap(why) => write!(f, "invalid bootstrap: {why}"),
             MapError::BadVnodes(v) => write!(f, "vnodes must be between 1 and {VNODES_MAX}, not {v}"),
-            MapError::IdClash(id) => write!(f, "node {id} already exists with other addresses or vnodes"),
+            MapError::BadLocation(why) => write!(f, "bad location: {why}"),
+            MapError::PlacementUnmet { region, has, needs } => {
+                write!(
+                    f,
+                    "the placement puts {needs} replicas in region '{region}', which has {has} nodes to hold them"
+                )
+            }
+            MapError::IdClash(id) => write!(f, "node {id} already exists with other addresses, vnodes or location"),
             MapError::AddrInUse { addr, by } => write!(f, "address {addr} is used by node {by}"),
             MapError::NodeBusy { id, state } => write!(f, "node {id} is {state}; add it again once it is REMOVED"),
             MapError::UnknownNode(id) => write!(f, "unknown node {id}"),
@@ -167,7 +182,9 @@ impl fmt::Display for MapError {
             MapError::UnknownKeyspace(name) => write!(f, "unknown keyspace {name:?}"),
             MapError::DefaultKeyspace => write!(f, "the {DEFAULT_KEYSPACE} keyspace cannot be dropped"),
             MapError::BadKeyspace(why) => f.write_str(why),
-            MapError::NoPlaceableNode => write!(f, "no node is ACTIVE or JOINING to hold the keyspace's chains"),
+            MapError::NoPlaceableNode => {
+                write!(f, "no ACTIVE or JOINING node outside the keyspace's banned regions can hold its chains")
+            }
             MapError::TooManyKeyspaces => {
                 write!(f, "too many keyspaces (at most {KEYSPACES_MAX}, and {CHAINS_MAX} chains in all)")
             }

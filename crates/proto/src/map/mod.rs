@@ -1,7 +1,9 @@
 //! The cluster map: the state the manager's Raft log replicates (DESIGN.md §2 principle 4; the seed's
 //! single manager, 003 §2.1 and Listing 2, made fault tolerant).
 //!
-//! The map is changed only by [`ClusterMap::apply`] on a [`MapCommand`] taken from the log. `apply` is
+//! The map is changed only by [`ClusterMap::apply`] on a [`MapCommand`] taken from the log. It holds every node
+//! with its addresses, state and location (region, zone, rack), every keyspace with its configuration (its
+//! placement among them), and every chain. `apply` is
 //! deterministic (ordered maps only, no clock, no randomness), so every replica of the log computes the
 //! same map. A command that is invalid against the current map is refused with a [`MapError`] and
 //! changes nothing, not even the epoch; a command that changes anything bumps [`ClusterMap::epoch`]
@@ -92,13 +94,15 @@
 //!
 //! # Evolution
 //! The map and the commands are postcard-encoded, which is not self-describing: new commands are added
-//! as new variants at the end of [`MapCommand`] and new map state (keyspaces, voter changes) as new
-//! fields at the end of [`ClusterMap`]. A change an older build would misread comes with a new data format
-//! number (`FORMAT` in the data directory, `meridian_node::data_dir::FORMAT`), which older builds refuse.
+//! as new variants at the end of [`MapCommand`] and new map state as new fields at the end of [`ClusterMap`].
+//! A change an older build would misread bumps [`MAP_FORMAT`], which older builds refuse; this build reads the
+//! formats before it through frozen copies of their types (`format1.rs`: format 1 had no node locations and no
+//! keyspace placements or protocols) and writes only its own.
 
 mod chain;
 mod check;
 mod errors;
+pub(crate) mod format1;
 pub mod kinds;
 pub mod placement;
 
@@ -107,7 +111,9 @@ pub use errors::MapError;
 
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
-use meridian_core::{ChainId, ChainMap, KeyspaceConfig, KeyspaceId, NodeId, QueryNode, ReplicaKind, UpdateMode};
+use meridian_core::{
+    ChainId, ChainMap, KeyspaceConfig, KeyspaceId, Location, NodeId, Placement, QueryNode, ReplicaKind, UpdateMode,
+};
 use placement::{chain_for_token, partitions_valid, VidRing};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -179,6 +185,8 @@ pub struct NodeInfo {
     /// The operator took the node out (`RemoveNode`); only a later `AddNode` brings it back, never the
     /// failure detector (`NodeRecovered`).
     pub departed: bool,
+    /// Where the node runs: placement spreads replicas over regions, zones and racks by it.
+    pub location: Location,
 }
 
 /// A keyspace as the map keeps it: its name (unique among keyspaces) and configuration.
@@ -233,15 +241,15 @@ pub enum MapCommand {
     /// Only on an empty map: every node Active, the `default` keyspace configured as `default`, every chain at
     /// its target, view 1.
     Bootstrap {
-        nodes: Vec<(NodeId, NodeAddrs)>,
+        nodes: Vec<(NodeId, NodeAddrs, Location)>,
         default: KeyspaceConfig,
         partitions: u32,
         vnodes: u32,
         voters: Vec<NodeId>,
     },
     /// A new node (Joining), or a Removed one back as a fresh joiner. Idempotent for a Joining or Active
-    /// node with the same addresses and vnodes.
-    AddNode { id: NodeId, addrs: NodeAddrs, vnodes: u32 },
+    /// node with the same addresses, vnodes and location.
+    AddNode { id: NodeId, addrs: NodeAddrs, vnodes: u32, location: Location },
     /// Graceful leave: the node is departed; a placeable one becomes Leaving, is drained out of its
     /// chains, then Removed.
     RemoveNode { id: NodeId },
@@ -285,7 +293,7 @@ pub enum Applied {
 /// The version of the encoding of the map and its commands as nodes store them (the map file, the Raft log's
 /// entries): it changes whenever that encoding does, which the schema lock (`node/schema_lock.rs`) enforces. A
 /// node refuses files of another version, naming both.
-pub const MAP_FORMAT: u8 = 1;
+pub const MAP_FORMAT: u8 = 2;
 
 /// The member the Remove in flight on `c` takes out, if one is under way.
 fn removed_by(c: &ChainView) -> Option<NodeId> {
@@ -406,22 +414,36 @@ impl ClusterMap {
         self.keyspaces.iter().find(|(_, k)| k.name == name).map(|(&id, k)| (id, k))
     }
 
-    /// The target members of every chain ([`placement`]): the first R (of its keyspace) of its
-    /// partition's preference list, so keyspaces with the same R place a partition on the same nodes.
+    /// The target members of every chain ([`placement`]): its keyspace's placement applied to its partition's
+    /// preference list.
     pub fn targets(&self) -> BTreeMap<ChainId, Vec<NodeId>> {
-        let r_max = self.keyspaces.values().map(|k| k.config.replication()).max().unwrap_or(0);
-        let partitions = self.partition_targets(r_max);
-        self.chains.keys().map(|&id| (id, self.truncated(&partitions, id))).collect()
+        let prefs = self.preferences();
+        let placed = |id: ChainId| {
+            let config = &self.keyspaces[&id.keyspace()].config;
+            self.choose(&prefs[id.partition() as usize], config)
+        };
+        self.chains.keys().map(|&id| (id, placed(id))).collect()
     }
 
-    fn partition_targets(&self, r: usize) -> Vec<Vec<NodeId>> {
+    /// Every placeable node, in each partition's preference order.
+    fn preferences(&self) -> Vec<Vec<NodeId>> {
         let placeable = self.nodes.iter().filter(|(_, n)| n.state.is_placeable()).map(|(&id, n)| (id, n.vnodes));
-        VidRing::new(placeable).targets(self.partitions, r)
+        VidRing::new(placeable).targets(self.partitions, usize::MAX)
     }
 
-    fn truncated(&self, partitions: &[Vec<NodeId>], chain: ChainId) -> Vec<NodeId> {
-        let all = &partitions[chain.partition() as usize];
-        all[..all.len().min(self.replication(chain))].to_vec()
+    fn choose(&self, prefs: &[NodeId], config: &KeyspaceConfig) -> Vec<NodeId> {
+        placement::choose(prefs, |n| &self.nodes[&n].location, &config.placement, config.replication())
+    }
+
+    /// The regions a placement names that have fewer placeable nodes than it puts there, with how many they
+    /// have: a keyspace placed so cannot be created, and one running so is short of replicas.
+    pub fn unmet<'a>(&self, placement: &'a Placement) -> Vec<(&'a str, usize, u32)> {
+        let placeable = |region: &str| {
+            let here = |n: &&NodeInfo| n.state.is_placeable() && n.location.region == region;
+            self.nodes.values().filter(here).count()
+        };
+        let short = placement.regions.iter().map(|(region, n)| (region.as_str(), placeable(region), *n));
+        short.filter(|&(_, has, needs)| has < needs as usize).collect()
     }
 
     /// Applies one log entry. Deterministic; on error nothing changed.
@@ -433,7 +455,7 @@ impl ClusterMap {
             MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters } => {
                 self.bootstrap(nodes, default, *partitions, *vnodes, voters)
             }
-            MapCommand::AddNode { id, addrs, vnodes } => self.add_node(*id, addrs, *vnodes),
+            MapCommand::AddNode { id, addrs, vnodes, location } => self.add_node(*id, addrs, *vnodes, location),
             MapCommand::RemoveNode { id } => self.remove_node(*id),
             MapCommand::NodeFailed { id } => self.node_failed(*id),
             MapCommand::NodeRecovered { id } => self.node_recovered(*id),
@@ -470,7 +492,7 @@ impl ClusterMap {
 
     fn bootstrap(
         &mut self,
-        nodes: &[(NodeId, NodeAddrs)],
+        nodes: &[(NodeId, NodeAddrs, Location)],
         default: &KeyspaceConfig,
         partitions: u32,
         vnodes: u32,
@@ -481,8 +503,8 @@ impl ClusterMap {
         }
         validate_bootstrap(nodes, default.replication(), partitions, voters)?;
         let mut map = ClusterMap { partitions, manager_voters: voters.to_vec(), ..self.clone() };
-        for (id, addrs) in nodes {
-            map.add_node(*id, addrs, vnodes)?;
+        for (id, addrs, location) in nodes {
+            map.add_node(*id, addrs, vnodes, location)?;
             map.nodes.get_mut(id).expect("just added").state = NodeState::Active;
         }
         map.create_keyspace(DEFAULT_KEYSPACE, default)?;
@@ -502,7 +524,10 @@ impl ClusterMap {
         if too_many {
             return Err(MapError::TooManyKeyspaces);
         }
-        let partitions = self.partition_targets(config.replication());
+        if let Some(&(region, has, needs)) = self.unmet(&config.placement).first() {
+            return Err(MapError::PlacementUnmet { region: region.to_string(), has, needs });
+        }
+        let partitions: Vec<Vec<NodeId>> = self.preferences().iter().map(|p| self.choose(p, config)).collect();
         if partitions.iter().any(Vec::is_empty) {
             return Err(MapError::NoPlaceableNode);
         }
@@ -597,12 +622,19 @@ impl ClusterMap {
         Ok(Applied::Changed)
     }
 
-    fn add_node(&mut self, id: NodeId, addrs: &NodeAddrs, vnodes: u32) -> Result<Applied, MapError> {
+    fn add_node(
+        &mut self,
+        id: NodeId,
+        addrs: &NodeAddrs,
+        vnodes: u32,
+        location: &Location,
+    ) -> Result<Applied, MapError> {
         if vnodes == 0 || vnodes as usize > VNODES_MAX {
             return Err(MapError::BadVnodes(vnodes));
         }
+        location.validate().map_err(MapError::BadLocation)?;
         if let Some(info) = self.nodes.get(&id) {
-            if info.addrs != *addrs || info.vnodes != vnodes {
+            if info.addrs != *addrs || info.vnodes != vnodes || info.location != *location {
                 return Err(MapError::IdClash(id));
             }
             match info.state {
@@ -619,7 +651,8 @@ impl ClusterMap {
                 return Err(MapError::AddrInUse { addr: addr.to_string(), by: other });
             }
         }
-        let info = NodeInfo { addrs: addrs.clone(), vnodes, state: NodeState::Joining, departed: false };
+        let location = location.clone();
+        let info = NodeInfo { addrs: addrs.clone(), vnodes, state: NodeState::Joining, departed: false, location };
         self.nodes.insert(id, info);
         Ok(Applied::Changed)
     }
@@ -802,7 +835,7 @@ impl ClusterMap {
 }
 
 fn validate_bootstrap(
-    nodes: &[(NodeId, NodeAddrs)],
+    nodes: &[(NodeId, NodeAddrs, Location)],
     replication: usize,
     partitions: u32,
     voters: &[NodeId],
@@ -816,7 +849,7 @@ fn validate_bootstrap(
     if !partitions_valid(partitions) {
         return Err(MapError::BadBootstrap("partitions must be a power of two between 1 and 4096"));
     }
-    let ids: BTreeSet<NodeId> = nodes.iter().map(|(id, _)| *id).collect();
+    let ids: BTreeSet<NodeId> = nodes.iter().map(|(id, ..)| *id).collect();
     if ids.len() != nodes.len() {
         return Err(MapError::BadBootstrap("a node id appears twice"));
     }

@@ -13,6 +13,13 @@
 //! cluster has fewer placeable nodes). Only Joining and Active nodes are placeable: a Leaving or Failed
 //! node is being drained out, so it is never a target.
 //!
+//! Which nodes of that preference list a keyspace's chain takes depends on where they run and on the keyspace's
+//! [`Placement`] ([`choose`]): a placement that names regions takes, region by region in its order (the first
+//! is the home region, so the head runs there), that region's first nodes in preference order; a spread takes
+//! first one node per region, then one per zone, then one per rack, then any, each pass in preference order
+//! (Cassandra's NetworkTopologyStrategy), leaving out banned regions. In a cluster of one region without zones or
+//! racks a spread is the first R nodes of the preference list: the seed's chain.
+//!
 //! Why fixed partitions:
 //! - Chain ids never change when nodes come and go: there are no range splits or merges, so a chain's
 //!   sequence numbers, ack watermarks and log records stay valid forever, and the seed's split flag on a
@@ -22,7 +29,7 @@
 //! - Pre-copy to a joiner (§2.5 phase 1) is a scan of one token range, [`partition_range`].
 
 use meridian_core::ring::vid_token;
-use meridian_core::{ChainId, KeyspaceId, NodeId};
+use meridian_core::{ChainId, KeyspaceId, Location, NodeId, Placement};
 use std::ops::RangeInclusive;
 
 /// Partitions (= chains) of a cluster unless configured otherwise.
@@ -73,7 +80,7 @@ impl VidRing {
     /// at most `r` of them, head first.
     pub fn chain_at(&self, token: u64, r: usize) -> Vec<NodeId> {
         let start = self.points.partition_point(|&(t, _)| t < token);
-        let mut members: Vec<NodeId> = Vec::with_capacity(r);
+        let mut members: Vec<NodeId> = Vec::with_capacity(r.min(self.points.len()));
         for j in 0..self.points.len() {
             if members.len() == r {
                 break;
@@ -90,6 +97,61 @@ impl VidRing {
     pub fn targets(&self, partitions: u32, r: usize) -> Vec<Vec<NodeId>> {
         (0..partitions).map(|p| self.chain_at(*partition_range(ChainId(p), partitions).end(), r)).collect()
     }
+}
+
+/// The members of one chain of a keyspace placed by `placement`, at most `r`, head first: `prefs` is every
+/// placeable node in the partition's preference order, `at` where each runs. See the module docs.
+pub fn choose<'a>(
+    prefs: &[NodeId],
+    at: impl Fn(NodeId) -> &'a Location,
+    placement: &Placement,
+    r: usize,
+) -> Vec<NodeId> {
+    if placement.is_spread() {
+        let allowed: Vec<NodeId> =
+            prefs.iter().copied().filter(|&n| !placement.banned.contains(&at(n).region)).collect();
+        return spread(&allowed, &at, r);
+    }
+    let in_region = |region: &str| prefs.iter().copied().filter(|&n| at(n).region == region).collect::<Vec<_>>();
+    let placed = placement.regions.iter().flat_map(|(region, count)| spread(&in_region(region), &at, *count as usize));
+    placed.take(r).collect()
+}
+
+/// How far apart two nodes must be for a pass of [`spread`] to take the second beside the first.
+#[derive(Clone, Copy)]
+enum Apart {
+    Region,
+    Zone,
+    Rack,
+    Node,
+}
+
+impl Apart {
+    fn holds(self, a: &Location, b: &Location) -> bool {
+        match self {
+            Apart::Region => a.region != b.region,
+            Apart::Zone => a.zone_key() != b.zone_key(),
+            Apart::Rack => a.zone_key() != b.zone_key() || a.rack != b.rack,
+            Apart::Node => true,
+        }
+    }
+}
+
+/// At most `r` of `nodes` (in preference order), taken in passes: a node apart from every one taken so far by
+/// region, then by zone, then by rack, then any.
+fn spread<'a>(nodes: &[NodeId], at: &impl Fn(NodeId) -> &'a Location, r: usize) -> Vec<NodeId> {
+    let mut chosen: Vec<NodeId> = Vec::with_capacity(r.min(nodes.len()));
+    for apart in [Apart::Region, Apart::Zone, Apart::Rack, Apart::Node] {
+        for &n in nodes {
+            if chosen.len() == r {
+                return chosen;
+            }
+            if !chosen.contains(&n) && chosen.iter().all(|&c| apart.holds(at(c), at(n))) {
+                chosen.push(n);
+            }
+        }
+    }
+    chosen
 }
 
 #[cfg(test)]
@@ -185,5 +247,53 @@ mod tests {
         }
         let share = moved as f64 / total as f64;
         assert!((0.09..=0.16).contains(&share), "moved share {share}, expected about 1/8");
+    }
+
+    fn at(table: &[(u32, &str)]) -> impl Fn(NodeId) -> Location {
+        let table: Vec<(NodeId, Location)> = table.iter().map(|&(n, l)| (NodeId(n), l.parse().unwrap())).collect();
+        move |n| table.iter().find(|(m, _)| *m == n).map(|(_, l)| l.clone()).unwrap_or_default()
+    }
+
+    fn chosen(prefs: &[u32], table: &[(u32, &str)], placement: &Placement, r: usize) -> Vec<u32> {
+        let locations: Vec<(NodeId, Location)> = prefs.iter().map(|&n| (NodeId(n), at(table)(NodeId(n)))).collect();
+        let find = |n: NodeId| &locations.iter().find(|(m, _)| *m == n).unwrap().1;
+        let prefs: Vec<NodeId> = prefs.iter().copied().map(NodeId).collect();
+        choose(&prefs, find, placement, r).into_iter().map(|n| n.0).collect()
+    }
+
+    /// Where every node is in region `default`, a spread is the seed's chain: the first R of the preference list.
+    #[test]
+    fn one_region_spreads_as_the_ring_does() {
+        let ring = ring(1..=7, 8);
+        let everywhere = Location::default();
+        for (p, prefs) in ring.targets(64, usize::MAX).iter().enumerate() {
+            assert_eq!(prefs.len(), 7, "every node in preference order");
+            for r in 1..=8 {
+                let token = *partition_range(ChainId(p as u32), 64).end();
+                assert_eq!(choose(prefs, |_| &everywhere, &Placement::default(), r), ring.chain_at(token, r));
+            }
+        }
+    }
+
+    #[test]
+    fn a_spread_takes_regions_then_zones_then_racks() {
+        let table = [(1, "eu/a/r1"), (2, "eu/a/r1"), (3, "eu/a/r2"), (4, "eu/b"), (5, "us"), (6, "us")];
+        let spread = Placement::default();
+        assert_eq!(chosen(&[1, 2, 3, 4, 5, 6], &table, &spread, 2), [1, 5], "one per region first");
+        assert_eq!(chosen(&[1, 2, 3, 4, 5, 6], &table, &spread, 3), [1, 5, 4], "then a new zone");
+        assert_eq!(chosen(&[1, 2, 3, 4, 5, 6], &table, &spread, 4), [1, 5, 4, 3], "then a new rack");
+        assert_eq!(chosen(&[1, 2, 3, 4, 5, 6], &table, &spread, 6), [1, 5, 4, 3, 2, 6], "then any");
+        assert_eq!(chosen(&[6, 2, 1], &table, &spread, 2), [6, 2], "in preference order");
+        assert_eq!(chosen(&[1, 2, 5, 6], &table, &spread.clone().banning("eu"), 3), [5, 6], "not in a banned region");
+    }
+
+    #[test]
+    fn a_placement_puts_its_counts_region_by_region_home_first() {
+        let table = [(1, "eu/a"), (2, "eu/a"), (3, "eu/b"), (4, "us"), (5, "asia")];
+        let placed = Placement::per_region("us=1,eu=2").unwrap();
+        assert_eq!(chosen(&[1, 2, 3, 4, 5], &table, &placed, 3), [4, 1, 3], "the head in the home region");
+        let each = Placement::one_in_each("asia,eu").unwrap();
+        assert_eq!(chosen(&[2, 1, 4, 5], &table, &each, 2), [5, 2]);
+        assert_eq!(chosen(&[1, 4], &table, &placed, 3), [4, 1], "short where a region lacks nodes");
     }
 }

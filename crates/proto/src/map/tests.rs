@@ -1,7 +1,7 @@
 use super::*;
 use meridian_core::keyspace::KEYSPACES_MAX;
 use meridian_core::wire;
-use meridian_core::ReplicaKind;
+use meridian_core::{Location, ReplicaKind};
 
 pub(crate) fn addrs(i: u32) -> NodeAddrs {
     NodeAddrs { peer_addr: format!("h{i}:7000"), resp_addr: format!("h{i}:6379"), http_addr: Some(format!("h{i}:80")) }
@@ -9,7 +9,7 @@ pub(crate) fn addrs(i: u32) -> NodeAddrs {
 
 pub(crate) fn bootstrap_cmd(n: u32, replication: usize, partitions: u32, vnodes: u32) -> MapCommand {
     MapCommand::Bootstrap {
-        nodes: (1..=n).map(|i| (NodeId(i), addrs(i))).collect(),
+        nodes: (1..=n).map(|i| (NodeId(i), addrs(i), Location::default())).collect(),
         default: KeyspaceConfig::durable(replication),
         partitions,
         vnodes,
@@ -39,7 +39,7 @@ fn refused(map: &mut ClusterMap, cmd: MapCommand, err: MapError) {
 }
 
 fn add(map: &mut ClusterMap, i: u32) -> Result<Applied, MapError> {
-    map.apply(&MapCommand::AddNode { id: NodeId(i), addrs: addrs(i), vnodes: 8 })
+    map.apply(&MapCommand::AddNode { id: NodeId(i), addrs: addrs(i), vnodes: 8, location: Location::default() })
 }
 
 pub(crate) fn start(map: &mut ClusterMap, chain: u32, change: ChainChange) -> Result<Applied, MapError> {
@@ -131,13 +131,17 @@ fn add_node_is_idempotent_and_refuses_clashes() {
     assert_eq!(map.state(NodeId(4)), Some(NodeState::Joining));
     assert_eq!(add(&mut map, 4), Ok(Applied::Unchanged));
     assert_eq!(add(&mut map, 1), Ok(Applied::Unchanged));
-    let clash = MapCommand::AddNode { id: NodeId(4), addrs: addrs(9), vnodes: 8 };
+    let clash = MapCommand::AddNode { id: NodeId(4), addrs: addrs(9), vnodes: 8, location: Location::default() };
     refused(&mut map, clash, MapError::IdClash(NodeId(4)));
-    let heavier = MapCommand::AddNode { id: NodeId(4), addrs: addrs(4), vnodes: 9 };
+    let heavier = MapCommand::AddNode { id: NodeId(4), addrs: addrs(4), vnodes: 9, location: Location::default() };
     refused(&mut map, heavier, MapError::IdClash(NodeId(4)));
-    let stolen = MapCommand::AddNode { id: NodeId(5), addrs: addrs(2), vnodes: 8 };
+    let stolen = MapCommand::AddNode { id: NodeId(5), addrs: addrs(2), vnodes: 8, location: Location::default() };
     refused(&mut map, stolen, MapError::AddrInUse { addr: "h2:7000".into(), by: NodeId(2) });
-    refused(&mut map, MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 0 }, MapError::BadVnodes(0));
+    refused(
+        &mut map,
+        MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 0, location: Location::default() },
+        MapError::BadVnodes(0),
+    );
     map.check().unwrap();
 }
 
@@ -147,9 +151,11 @@ fn leave_and_failure_are_idempotent_and_a_failed_node_is_added_again_only_once_r
     refused(&mut map, MapCommand::NodeFailed { id: NodeId(9) }, MapError::UnknownNode(NodeId(9)));
     assert_eq!(map.apply(&MapCommand::NodeFailed { id: NodeId(2) }), Ok(Applied::Changed));
     assert_eq!(map.apply(&MapCommand::NodeFailed { id: NodeId(2) }), Ok(Applied::Unchanged));
-    refused(&mut map, MapCommand::AddNode { id: NodeId(2), addrs: addrs(2), vnodes: 8 }, {
-        MapError::NodeBusy { id: NodeId(2), state: NodeState::Failed }
-    });
+    refused(
+        &mut map,
+        MapCommand::AddNode { id: NodeId(2), addrs: addrs(2), vnodes: 8, location: Location::default() },
+        MapError::NodeBusy { id: NodeId(2), state: NodeState::Failed },
+    );
     // Removing a failed node records only that it departed.
     assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(2) }), Ok(Applied::Changed));
     assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(2) }), Ok(Applied::Unchanged));

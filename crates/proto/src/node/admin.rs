@@ -6,7 +6,7 @@
 use super::{ClusterNode, NodeFx};
 use crate::manager::msg::MgrMsg;
 use crate::map::{ClusterMap, MapCommand, NodeAddrs};
-use meridian_core::{Admin, ErrorKind, KeyspaceRef, Reply, RequestId, Time};
+use meridian_core::{Admin, ErrorKind, KeyspaceRef, NodeToAdd, Reply, RequestId, Time};
 
 /// Manager ticks a keyspace command may wait for this node's map to show it.
 pub const KEYSPACE_TIMEOUT_TICKS: u32 = 100;
@@ -47,10 +47,11 @@ impl ClusterNode {
                 let done = format!("asked the manager to drain and remove node {}", node.0);
                 self.forward_to_leader(now, id, MgrMsg::Leave { id: node }, done, out);
             }
-            Admin::AddNode { id: node, peer_addr, resp_addr, http_addr, vnodes } => {
+            Admin::AddNode(node) => {
+                let NodeToAdd { id: node, peer_addr, resp_addr, http_addr, vnodes, location } = *node;
                 let done = format!("asked the manager to add node {}", node.0);
                 let addrs = NodeAddrs { peer_addr, resp_addr, http_addr };
-                self.forward_to_leader(now, id, MgrMsg::Join { id: node, addrs, vnodes }, done, out);
+                self.forward_to_leader(now, id, MgrMsg::Join { id: node, addrs, vnodes, location }, done, out);
             }
             Admin::CreateKeyspace { name, config } => {
                 self.keyspace_command(now, id, MapCommand::CreateKeyspace { name, config }, out)

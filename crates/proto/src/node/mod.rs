@@ -85,7 +85,10 @@ pub fn bootstrap(initial: &ClusterConfig, partitions: u32) -> MapCommand {
     let nodes = initial
         .nodes
         .iter()
-        .map(|n| (n.id, NodeAddrs { peer_addr: n.peer_addr.clone(), resp_addr: String::new(), http_addr: None }))
+        .map(|n| {
+            let addrs = NodeAddrs { peer_addr: n.peer_addr.clone(), resp_addr: String::new(), http_addr: None };
+            (n.id, addrs, n.location.clone())
+        })
         .collect();
     let partitions = if partitions == 0 { DEFAULT_PARTITIONS } else { partitions };
     let vnodes = initial.vnodes as u32;

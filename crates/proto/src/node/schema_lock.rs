@@ -16,14 +16,14 @@ use crate::reports::{ReplicaReports, StepReport};
 use bytes::Bytes;
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
-    ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, NodeId, Read, ReplicaKind, Reply,
-    RequestId, Scan, ScanWant, Write, WriteOp,
+    ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, Location, NodeId, Placement, Read,
+    ReplicaKind, Reply, RequestId, Scan, ScanWant, Write, WriteOp,
 };
 use std::time::Duration;
 
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg` and `MapCommand`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 3]) = ((2, 0x2cc2_5b43), (1, 0x72de_74fd), [14, 8, 13]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 3]) = ((3, 0xa365_07be), (2, 0x4d1d_a961), [14, 8, 13]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -115,8 +115,12 @@ fn addrs(node: u32) -> NodeAddrs {
 /// One of each `MapCommand` variant, as for [`chain_messages`].
 fn commands() -> Vec<MapCommand> {
     let (chain, node) = (ChainId(1), NodeId(3));
-    let config = KeyspaceConfig::with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]);
-    let nodes = (1..=3).map(|i| (NodeId(i), addrs(i))).collect();
+    let placement = Placement::per_region("eu=1,us=1").unwrap().banning("asia");
+    let config =
+        KeyspaceConfig { placement, ..KeyspaceConfig::with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]) };
+    let regions = ["eu", "us", "eu/b"];
+    let nodes = (1..=3).map(|i| (NodeId(i), addrs(i), regions[i as usize - 1].parse().unwrap())).collect();
+    let location = Location::new("eu", Some("a"), Some("r1")).unwrap();
     let change = ChainChange::Add { node, position: 1, step: 4, inserted: false, kind: ReplicaKind::Buffered };
     let samples = vec![
         MapCommand::Bootstrap {
@@ -126,7 +130,7 @@ fn commands() -> Vec<MapCommand> {
             vnodes: 2,
             voters: vec![NodeId(1), NodeId(2)],
         },
-        MapCommand::AddNode { id: NodeId(4), addrs: addrs(4), vnodes: 2 },
+        MapCommand::AddNode { id: NodeId(4), addrs: addrs(4), vnodes: 2, location },
         MapCommand::RemoveNode { id: node },
         MapCommand::NodeFailed { id: node },
         MapCommand::NodeRecovered { id: node },
@@ -189,7 +193,7 @@ fn manager_messages() -> Vec<MgrMsg> {
         }),
         MgrMsg::NotLeader { leader: Some(NodeId(2)) },
         MgrMsg::Map(Box::new(map())),
-        MgrMsg::Join { id: NodeId(4), addrs: addrs(4), vnodes: 2 },
+        MgrMsg::Join { id: NodeId(4), addrs: addrs(4), vnodes: 2, location: "eu/a/r1".parse().unwrap() },
         MgrMsg::Leave { id: NodeId(4) },
         MgrMsg::Refused { reason: "no".into(), ask: Some(3) },
         MgrMsg::Admin { cmd: MapCommand::DropKeyspace { name: "md".into() }, ask: 3 },

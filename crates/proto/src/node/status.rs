@@ -4,7 +4,7 @@
 use super::ClusterNode;
 use crate::map::placement::partition_range;
 use crate::map::{ChainChange, ClusterMap};
-use meridian_core::{ChainId, KeyspaceId, Time};
+use meridian_core::{ChainId, KeyspaceId, Placement, Time};
 
 impl ClusterNode {
     /// The cluster as this node sees it: its newest map (nodes with their states, chains with their views,
@@ -18,6 +18,7 @@ impl ClusterNode {
                 serde_json::json!({
                     "id": id.0, "state": n.state.to_string(), "vnodes": n.vnodes, "departed": n.departed,
                     "peer_addr": n.addrs.peer_addr, "resp_addr": n.addrs.resp_addr, "http_addr": n.addrs.http_addr,
+                    "region": n.location.region, "zone": n.location.zone, "rack": n.location.rack,
                 })
             })
             .collect();
@@ -56,7 +57,7 @@ impl ClusterNode {
 }
 
 /// Every keyspace: its number (what `SELECT` takes), name and configuration (`durability` null: each node's
-/// own `--durability`).
+/// own `--durability`; `placement` empty: spread over every region not in `ban_regions`).
 pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
     let list: Vec<serde_json::Value> = map
         .keyspaces
@@ -67,10 +68,18 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
                 "update": k.config.update.name(), "read_from": k.config.read_from.name(),
                 "durability": k.config.durability.map(|d| d.name()), "maxmemory": k.config.maxmemory,
+                "protocol": k.config.protocol.name(), "placement": k.config.placement.regions,
+                "ban_regions": k.config.placement.banned, "unmet": unmet(map, &k.config.placement),
             })
         })
         .collect();
     serde_json::Value::Array(list)
+}
+
+/// The regions where a keyspace's placement wants more replicas than there are placeable nodes.
+fn unmet(map: &ClusterMap, placement: &Placement) -> serde_json::Value {
+    let short = map.unmet(placement).into_iter();
+    short.map(|(region, has, needs)| serde_json::json!({ "region": region, "has": has, "needs": needs })).collect()
 }
 
 fn change_json(change: &ChainChange) -> serde_json::Value {

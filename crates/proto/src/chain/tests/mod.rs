@@ -6,7 +6,7 @@
 use super::*;
 use crate::map::{ChainChange, MapCommand, NodeAddrs};
 use bytes::Bytes;
-use meridian_core::{Condition, Effect, ReplicaKind, Stored, Write};
+use meridian_core::{Condition, Effect, Location, ReplicaKind, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
 use stores::StoreSpec;
 
@@ -94,7 +94,7 @@ impl Harness {
             unsynced: Vec::new(),
             next_id: 0,
         };
-        let nodes = (1..=n).map(|i| (NodeId(i), addrs(i))).collect();
+        let nodes = (1..=n).map(|i| (NodeId(i), addrs(i), Location::default())).collect();
         let voters = vec![NodeId(1)];
         h.apply(MapCommand::Bootstrap { nodes, default, partitions: 1, vnodes: 4, voters });
         for i in 1..=n {

@@ -26,9 +26,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::map::MAP_FORMAT;
+use crate::map::{format1, MAP_FORMAT};
 use meridian_store::{Vfs, VfsFile};
-use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
 
 use super::frame::{self, Frame, Tail};
@@ -43,8 +43,10 @@ const KIND_ENTRY: u8 = 3;
 const KIND_TRUNCATE: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
 const KIND_BATCH: u8 = 6;
-/// The version of what the file holds ([`MAP_FORMAT`], the encoding of the map commands in its entries): the first frame of every file written since files named it. A file without one
-/// was written before, in version 1.
+/// The version of what the file holds ([`MAP_FORMAT`], the encoding of the map commands in its entries and the
+/// map in its snapshot): the first frame of every file written since files named it. A file without one was
+/// written before, in version 1. A file of an older version is upgraded on open: its entries and snapshot are
+/// re-encoded and the file rewritten, atomically, in the current version.
 pub(super) const KIND_FORMAT: u8 = 7;
 
 /// Reads of the file before a bad frame is believed: a bit flipped on the way from the disk must not make
@@ -84,6 +86,8 @@ pub struct RaftLog {
     /// The entries after the snapshot: `entries[i].index == snapshot index + 1 + i`.
     entries: Vec<Entry>,
     recovery: Recovery,
+    /// The version the file was written in, until `recover` upgrades it.
+    format: u8,
 }
 
 impl RaftLog {
@@ -104,6 +108,7 @@ impl RaftLog {
             snapshot: Snapshot::default(),
             entries: Vec::new(),
             recovery: Recovery::default(),
+            format: MAP_FORMAT,
         };
         log.recover()?;
         Ok(log)
@@ -115,6 +120,9 @@ impl RaftLog {
         let path = self.dir.join(LOG_FILE).display().to_string();
         let corrupt = |offset, reason| LogError::Corrupt { path: path.clone(), offset, reason };
         let (frames, tail) = frame::scan(&buf);
+        if frames.first().is_some_and(|f| f.kind != KIND_FORMAT) {
+            self.format = 1;
+        }
         for f in &frames {
             self.replay(f).map_err(|reason| corrupt(f.offset, reason))?;
         }
@@ -130,7 +138,31 @@ impl RaftLog {
             Tail::Torn { at, reason } => self.cut_tail(at, buf.len() as u64, reason)?,
             Tail::Corrupt { at, reason } => return Err(corrupt(at, reason)),
         }
-        self.check_hard_state().map_err(|reason| corrupt(self.recovery.kept_bytes, reason))
+        self.check_hard_state().map_err(|reason| corrupt(self.recovery.kept_bytes, reason))?;
+        if self.format < MAP_FORMAT {
+            self.upgrade().map_err(|reason| corrupt(0, reason))?;
+            self.rewrite()?;
+        }
+        Ok(())
+    }
+
+    /// Re-encodes the map commands of the entries and the map of the snapshot from the file's version into
+    /// [`MAP_FORMAT`] (only version 1 precedes it), in memory; `rewrite` then makes it the file.
+    fn upgrade(&mut self) -> Result<(), String> {
+        let old = self.format;
+        let why = |what: &str, e: postcard::Error| format!("{what} of raft log format {old} does not decode: {e}");
+        for e in self.entries.iter_mut().filter(|e| e.get_entry_type() == EntryType::EntryNormal) {
+            if !e.data.is_empty() {
+                let cmd = format1::command(&e.data).map_err(|err| why(&format!("entry {}", e.index), err))?;
+                e.data = postcard::to_allocvec(&cmd).expect("commands serialize").into();
+            }
+        }
+        if !self.snapshot.get_data().is_empty() {
+            let map = format1::map(self.snapshot.get_data()).map_err(|err| why("the snapshot", err))?;
+            self.snapshot.set_data(postcard::to_allocvec(&map).expect("maps serialize").into());
+        }
+        self.format = MAP_FORMAT;
+        Ok(())
     }
 
     /// Writes the voter set of a new cluster into an empty log. Durable once it returns.
@@ -275,7 +307,7 @@ impl RaftLog {
             KIND_TRUNCATE => self.replay_truncate(f.payload)?,
             KIND_SNAPSHOT => self.replay_snapshot(parse(f.payload)?)?,
             KIND_BATCH => self.replay_batch(f)?,
-            KIND_FORMAT if f.offset == 0 => check_format(f.payload)?,
+            KIND_FORMAT if f.offset == 0 => self.format = check_format(f.payload)?,
             kind => return Err(format!("unknown frame kind {kind}")),
         }
         Ok(())
@@ -443,13 +475,13 @@ fn read_all(file: &dyn VfsFile) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Refuses a file written in a version this build does not read, naming both.
-fn check_format(payload: &[u8]) -> Result<(), String> {
+/// The version a file was written in; one this build does not read is refused, both named.
+fn check_format(payload: &[u8]) -> Result<u8, String> {
     match payload {
-        [version] if *version == MAP_FORMAT => Ok(()),
+        [version] if (1..=MAP_FORMAT).contains(version) => Ok(*version),
         [version] => Err(format!(
-            "written in raft log format {version}, and this build reads format {MAP_FORMAT}; run the build that \
-             wrote it"
+            "written in raft log format {version}, and this build reads formats 1 to {MAP_FORMAT}; run the build \
+             that wrote it"
         )),
         _ => Err(format!("a format frame of {} bytes", payload.len())),
     }

@@ -715,6 +715,34 @@ fn a_log_of_another_format_is_refused() {
     disk.open(&Path::new(DIR).join("raft.log")).unwrap().append(&newer).unwrap();
     let Err(err) = open_log(&disk).map(|_| ()) else { panic!("a log of another format opened") };
     let err = err.to_string();
-    let (theirs, ours) = (format!("format {}", MAP_FORMAT + 1), format!("reads format {MAP_FORMAT}"));
+    let (theirs, ours) = (format!("format {}", MAP_FORMAT + 1), format!("formats 1 to {MAP_FORMAT}"));
     assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
+}
+
+/// The raft log of a node that a format-1 build ran (`tests/fixtures/format1-node`) opens with its entries
+/// re-encoded, and is rewritten in the current format, so that the next open reads it as such.
+#[test]
+fn a_format_1_log_is_upgraded_on_open() {
+    use crate::map::{MapCommand, MAP_FORMAT};
+    let disk = SimVfs::new();
+    disk.create_dir_all(Path::new(DIR)).unwrap();
+    let old: &[u8] = include_bytes!("../../../../../tests/fixtures/format1-node/raft/raft.log");
+    disk.open(&Path::new(DIR).join("raft.log")).unwrap().append(old).unwrap();
+    let commands = |log: &RaftLog| -> Vec<MapCommand> {
+        let last = raft::Storage::last_index(log).unwrap();
+        let entries = raft::Storage::entries(log, 1, last + 1, None, raft::GetEntriesContext::empty(false)).unwrap();
+        entries.iter().filter(|e| !e.data.is_empty()).map(|e| postcard::from_bytes(&e.data).unwrap()).collect()
+    };
+    let upgraded = commands(&open_log(&disk).unwrap());
+    let [MapCommand::Bootstrap { nodes, .. }, MapCommand::CreateKeyspace { name, config }] = &upgraded[..] else {
+        panic!("the fixture's bootstrap and keyspace: {upgraded:?}")
+    };
+    assert_eq!((nodes[0].2.region.as_str(), name.as_str()), ("default", "cache"));
+    assert!(config.placement.is_spread());
+    let file = disk.open(&Path::new(DIR).join("raft.log")).unwrap();
+    let mut head = vec![0; file.len().unwrap() as usize];
+    file.read_exact_at(0, &mut head).unwrap();
+    let (frames, _) = super::frame::scan(&head);
+    assert_eq!((frames[0].kind, frames[0].payload), (super::storage::KIND_FORMAT, &[MAP_FORMAT][..]));
+    assert_eq!(commands(&open_log(&disk).unwrap()), upgraded, "reopened in the current format");
 }
