@@ -150,7 +150,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     if setup.join.is_none() {
         setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
     }
-    let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id)?);
+    let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id).map_err(|e| e.to_string())?);
     let cfg = setup.config;
     let limits = cfg.chain.limits;
     let incarnation = incarnation();
