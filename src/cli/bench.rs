@@ -272,7 +272,7 @@ fn run_join(args: JoinArgs) -> Result<ExitCode, String> {
             cpu_per_node: args.cpu_per_node,
             migration_mb_per_s: args.migration_mb_per_s,
         };
-        meridian_bench::join::run(&bench, &mut |line| eprintln!("{line}"), stop)
+        meridian_bench::join::run(&bench, &mut |line| eprintln!("{line}"), stop).map_err(|e| e.to_string())
     })
 }
 
@@ -296,14 +296,14 @@ fn run_keyspaces(args: KeyspacesArgs) -> Result<ExitCode, String> {
 fn run_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
     let bench = YcsbBench {
         addrs: args.addr.iter().map(|a| resolve(a)).collect::<Result<_, _>>()?,
-        protocol: Protocol::parse_name(&args.protocol)?,
+        protocol: Protocol::parse_name(&args.protocol).map_err(|e| e.to_string())?,
         workload: ycsb_workload(&args)?,
         load: args.phase != "run",
         run: args.phase != "load",
         pipeline: args.pipeline,
         threads: args.threads,
     };
-    let report = meridian_bench::ycsb::run(&bench, &mut |line| eprintln!("{line}"))?;
+    let report = meridian_bench::ycsb::run(&bench, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
     if let Some(path) = &args.csv {
         std::fs::write(path, report.csv()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
@@ -316,9 +316,9 @@ fn run_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
 
 /// The workload: the preset, then the properties files, then single properties, then the flags.
 fn ycsb_workload(args: &YcsbArgs) -> Result<Workload, String> {
-    let mut w = Workload::preset(args.workload.chars().next().unwrap_or('a'))?;
+    let mut w = Workload::preset(args.workload.chars().next().unwrap_or('a')).map_err(|e| e.to_string())?;
     for file in &args.properties {
-        w.apply_file(file)?;
+        w.apply_file(file).map_err(|e| e.to_string())?;
     }
     for property in &args.property {
         w.apply(property).map_err(|e| format!("-p {e}"))?;
@@ -332,7 +332,7 @@ fn ycsb_workload(args: &YcsbArgs) -> Result<Workload, String> {
         args.distribution.as_ref().map(|d| format!("requestdistribution={d}")),
     ];
     for property in flags.into_iter().flatten() {
-        w.apply(&property)?;
+        w.apply(&property).map_err(|e| e.to_string())?;
     }
     // Fractions of a second and of an operation per second are kept, which YCSB's whole-number properties
     // would not.

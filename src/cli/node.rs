@@ -118,7 +118,7 @@ fn value_bytes(text: &str) -> Result<usize, String> {
 
 /// A byte count from 1 to `max`.
 fn size_between(text: &str, max: usize) -> Result<usize, String> {
-    let n = parse_size(text)?;
+    let n = parse_size(text).map_err(|e| e.to_string())?;
     match usize::try_from(n) {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!("{n} bytes is not between 1 and {max}")),
@@ -150,7 +150,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     if setup.join.is_none() {
         setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
     }
-    let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id)?);
+    let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id).map_err(|e| e.to_string())?);
     let cfg = setup.config;
     let limits = cfg.chain.limits;
     let incarnation = incarnation();

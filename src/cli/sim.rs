@@ -107,7 +107,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         ..KeyspaceConfig::with_replicas(replicas)
     };
     default.validate()?;
-    let nemesis = parse_kinds(&args.nemesis)?;
+    let nemesis = parse_kinds(&args.nemesis).map_err(|e| e.to_string())?;
     if default.durability == Some(DurabilityMode::Async) && nemesis.iter().any(|k| k.is_power_loss()) {
         return Err("async durability may lose acknowledged writes on a power loss (docs/durability.md), which \
                     `crash` and `manager` are; run it under `kill` (a process crash) instead"
@@ -237,7 +237,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
 
 fn join_experiment(args: &SimArgs) -> Result<ExitCode, String> {
     let x = JoinExperiment { seed: args.seed, nodes: args.nodes.max(4), ..JoinExperiment::default() };
-    let report = meridian_sim::experiments::join::run(&x)?;
+    let report = meridian_sim::experiments::join::run(&x).map_err(|e| e.to_string())?;
     print!("{}", report.table(&x));
     if let Some(path) = &args.svg {
         std::fs::write(path, report.svg()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

@@ -19,15 +19,24 @@ pub fn encode(fields: &Fields) -> Bytes {
     out.freeze()
 }
 
-/// The fields of an encoded hash; the parts share `data`'s buffer. An error describes damaged data.
-pub fn decode(data: &Bytes) -> Result<Fields, String> {
+/// Damaged data that [`decode`] refuses: it ends inside a field.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DamagedHash {
+    #[error("a hash's field length is cut short")]
+    LengthCutShort,
+    #[error("a hash's field is cut short")]
+    FieldCutShort,
+}
+
+/// The fields of an encoded hash; the parts share `data`'s buffer.
+pub fn decode(data: &Bytes) -> Result<Fields, DamagedHash> {
     let mut fields = Fields::new();
     let mut at = 0;
-    let part = |at: &mut usize| -> Result<Bytes, String> {
-        let len = data.get(*at..*at + 4).ok_or("a hash's field length is cut short")?;
+    let part = |at: &mut usize| -> Result<Bytes, DamagedHash> {
+        let len = data.get(*at..*at + 4).ok_or(DamagedHash::LengthCutShort)?;
         let len = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
         let start = *at + 4;
-        let bytes = data.get(start..start + len).ok_or("a hash's field is cut short")?;
+        let bytes = data.get(start..start + len).ok_or(DamagedHash::FieldCutShort)?;
         *at = start + len;
         Ok(data.slice_ref(bytes))
     };
@@ -50,7 +59,8 @@ mod tests {
         let data = encode(&fields);
         assert_eq!(decode(&data).unwrap(), fields);
         assert_eq!(decode(&Bytes::new()).unwrap(), Fields::new());
-        assert!(decode(&data.slice(..data.len() - 1)).is_err());
-        assert!(decode(&Bytes::from_static(&[0, 0, 0, 9, b'x'])).is_err());
+        assert_eq!(decode(&data.slice(..data.len() - 1)), Err(DamagedHash::FieldCutShort));
+        assert_eq!(decode(&Bytes::from_static(&[0, 0, 0, 9, b'x'])), Err(DamagedHash::FieldCutShort));
+        assert_eq!(decode(&Bytes::from_static(&[0, 0, 1])), Err(DamagedHash::LengthCutShort));
     }
 }

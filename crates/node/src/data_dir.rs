@@ -8,7 +8,7 @@
 
 use meridian_core::NodeId;
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// The data format this build reads and writes.
@@ -24,12 +24,39 @@ pub struct DataDir {
     _lock: File,
 }
 
+/// Why [`DataDir::claim`] refused a directory: unreadable or unwritable, in use, or another node's or format's.
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    #[error("cannot create data directory {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    #[error("cannot lock {path}: {source}")]
+    Lock { path: PathBuf, source: io::Error },
+    #[error(
+        "data directory {dir} is in use by another meridian process{}; stop it or pick another --data-dir",
+        .pid.as_ref().map_or(String::new(), |pid| format!(" (pid {pid})"))
+    )]
+    InUse { dir: PathBuf, pid: Option<String> },
+    #[error(
+        "data directory {dir} holds data format {format}, and this build of meridian reads format {FORMAT} only: run \
+         the release that wrote it (or a later one), or start this node on an empty --data-dir"
+    )]
+    Format { dir: PathBuf, format: u32 },
+    #[error("data directory {dir} belongs to node {owner}, not node {}", .node.0)]
+    Owner { dir: PathBuf, owner: u32, node: NodeId },
+    #[error("{path} is corrupt: {text:?}")]
+    Corrupt { path: PathBuf, text: String },
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+}
+
 impl DataDir {
     /// Creates the directory if need be, locks it, and checks that it belongs to `node`. Two processes on one
     /// directory would interleave their logs, and a directory started as another node would mix two nodes'
     /// histories: both are refused with an error that says why.
-    pub fn claim(path: &Path, node: NodeId) -> Result<DataDir, String> {
-        std::fs::create_dir_all(path).map_err(|e| format!("cannot create data directory {}: {e}", path.display()))?;
+    pub fn claim(path: &Path, node: NodeId) -> Result<DataDir, DataDirError> {
+        std::fs::create_dir_all(path).map_err(|source| DataDirError::Create { path: path.into(), source })?;
         let lock = lock(path)?;
         check_format(path)?;
         check_owner(path, node)?;
@@ -41,9 +68,9 @@ impl DataDir {
     }
 }
 
-fn lock(dir: &Path) -> Result<File, String> {
+fn lock(dir: &Path) -> Result<File, DataDirError> {
     let path = dir.join("LOCK");
-    let cannot = |e: std::io::Error| format!("cannot lock {}: {e}", path.display());
+    let cannot = |source: io::Error| DataDirError::Lock { path: path.clone(), source };
     let mut file =
         OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(cannot)?;
     match file.try_lock() {
@@ -51,12 +78,8 @@ fn lock(dir: &Path) -> Result<File, String> {
         Err(TryLockError::WouldBlock) => {
             let mut holder = String::new();
             let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            let by = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
-            return Err(format!(
-                "data directory {} is in use by another meridian process{by}; stop it or pick another --data-dir",
-                dir.display()
-            ));
+            let pid = Some(holder.trim()).filter(|h| !h.is_empty()).map(String::from);
+            return Err(DataDirError::InUse { dir: dir.into(), pid });
         }
         Err(TryLockError::Error(e)) => return Err(cannot(e)),
     }
@@ -68,49 +91,45 @@ fn lock(dir: &Path) -> Result<File, String> {
 
 /// The format is written on first use (or found missing in a directory from before the file) and checked on
 /// every start after.
-fn check_format(dir: &Path) -> Result<(), String> {
+fn check_format(dir: &Path) -> Result<(), DataDirError> {
     let Some(text) = read_marker(dir, "FORMAT")? else {
         return write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n"));
     };
     match text.trim().strip_prefix(FORMAT_PREFIX).and_then(|n| n.parse::<u32>().ok()) {
         Some(FORMAT) => Ok(()),
-        Some(other) => Err(format!(
-            "data directory {} holds data format {other}, and this build of meridian reads format {FORMAT} only: run \
-             the release that wrote it (or a later one), or start this node on an empty --data-dir",
-            dir.display()
-        )),
-        None => Err(format!("{} is corrupt: {text:?}", dir.join("FORMAT").display())),
+        Some(format) => Err(DataDirError::Format { dir: dir.into(), format }),
+        None => Err(DataDirError::Corrupt { path: dir.join("FORMAT"), text }),
     }
 }
 
 /// The id is written on first use and checked on every start after.
-fn check_owner(dir: &Path, node: NodeId) -> Result<(), String> {
+fn check_owner(dir: &Path, node: NodeId) -> Result<(), DataDirError> {
     let Some(text) = read_marker(dir, "node-id")? else {
         return write_marker(dir, "node-id", &format!("{}\n", node.0));
     };
     match text.trim().parse::<u32>() {
         Ok(owner) if owner == node.0 => Ok(()),
-        Ok(owner) => Err(format!("data directory {} belongs to node {owner}, not node {}", dir.display(), node.0)),
-        Err(_) => Err(format!("{} is corrupt: {text:?}", dir.join("node-id").display())),
+        Ok(owner) => Err(DataDirError::Owner { dir: dir.into(), owner, node }),
+        Err(_) => Err(DataDirError::Corrupt { path: dir.join("node-id"), text }),
     }
 }
 
 /// The contents of the marker file `name`, or None if there is none.
-fn read_marker(dir: &Path, name: &str) -> Result<Option<String>, String> {
+fn read_marker(dir: &Path, name: &str) -> Result<Option<String>, DataDirError> {
     let path = dir.join(name);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(DataDirError::Read { path, source }),
     }
 }
 
 /// Writes the marker file `name` whole or not at all (a temporary file, fsynced, renamed over it, and the
 /// directory fsynced), so a crash during the first start cannot leave an empty marker that refuses every start
 /// after.
-fn write_marker(dir: &Path, name: &str, contents: &str) -> Result<(), String> {
+fn write_marker(dir: &Path, name: &str, contents: &str) -> Result<(), DataDirError> {
     let (tmp, path) = (dir.join(format!("{name}.tmp")), dir.join(name));
-    let cannot = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let cannot = |source: io::Error| DataDirError::Write { path: path.clone(), source };
     let mut file = File::create(&tmp).map_err(cannot)?;
     file.write_all(contents.as_bytes()).and_then(|()| file.sync_all()).map_err(cannot)?;
     std::fs::rename(&tmp, &path).map_err(cannot)?;
@@ -125,7 +144,7 @@ mod tests {
     fn a_second_claim_is_refused_until_the_first_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let first = DataDir::claim(dir.path(), NodeId(1)).unwrap();
-        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err();
+        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err().to_string();
         assert!(refused.contains("in use by another meridian process"), "{refused}");
         assert!(refused.contains(&format!("pid {}", std::process::id())), "{refused}");
         drop(first);
@@ -141,10 +160,10 @@ mod tests {
         drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
 
         std::fs::write(dir.path().join("FORMAT"), format!("meridian data format {}\n", FORMAT + 1)).unwrap();
-        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err();
+        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err().to_string();
         assert!(refused.contains(&format!("holds data format {}", FORMAT + 1)), "{refused}");
         std::fs::write(dir.path().join("FORMAT"), "").unwrap();
-        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err();
+        let refused = DataDir::claim(dir.path(), NodeId(1)).unwrap_err().to_string();
         assert!(refused.contains("FORMAT is corrupt"), "{refused}");
     }
 
@@ -161,7 +180,7 @@ mod tests {
     fn a_directory_keeps_its_node_id() {
         let dir = tempfile::tempdir().unwrap();
         drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
-        let refused = DataDir::claim(dir.path(), NodeId(2)).unwrap_err();
+        let refused = DataDir::claim(dir.path(), NodeId(2)).unwrap_err().to_string();
         assert!(refused.contains("belongs to node 1, not node 2"), "{refused}");
     }
 }

@@ -1,6 +1,7 @@
 //! Why a node could not start. Every variant names what failed and where, so the binary can print it as
 //! is and exit.
 
+use crate::resp::BadRespLimits;
 use std::net::SocketAddr;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,4 +15,6 @@ pub enum NodeError {
     },
     #[error("invalid node options: {0}")]
     Options(String),
+    #[error("invalid node options: {0}")]
+    Resp(#[from] BadRespLimits),
 }

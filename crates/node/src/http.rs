@@ -244,7 +244,7 @@ impl NewKeyspace {
         config.maxmemory = match &self.maxmemory {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) => Some(n.as_u64().ok_or("maxmemory must be a whole number of bytes")?),
-            Some(Value::String(s)) => Some(parse_size(s)?),
+            Some(Value::String(s)) => Some(parse_size(s).map_err(|e| e.to_string())?),
             Some(other) => return Err(format!("maxmemory must be bytes or a size such as \"256mb\", not {other}")),
         };
         if let Some(protocol) = &self.protocol {

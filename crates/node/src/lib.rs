@@ -67,8 +67,8 @@ pub mod fuzzing {
     pub use crate::resp::parser::{Command, Parser, ProtocolError};
 }
 
-pub use data_dir::DataDir;
+pub use data_dir::{DataDir, DataDirError};
 pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};
-pub use resp::{RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
+pub use resp::{BadRespLimits, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};

@@ -73,7 +73,7 @@ pub struct NodeHandle {
 /// and the others. Must be called within a tokio runtime.
 pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process: P) -> Result<NodeHandle, NodeError> {
     let me = opts.node_id;
-    opts.resp.check().map_err(NodeError::Options)?;
+    opts.resp.check()?;
     let connections_max = open_files::fit_connections(opts.resp.connections_max).map_err(NodeError::Options)?;
     let resp_limits = RespLimits { connections_max, ..opts.resp };
     let (resp_socket, resp_addr) = bind_only("RESP", opts.resp_listen)?;

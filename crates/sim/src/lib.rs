@@ -37,5 +37,5 @@ pub mod sweep;
 pub mod workload;
 pub mod world;
 
-pub use nemesis::{parse_kinds, FaultKind};
+pub use nemesis::{parse_kinds, FaultKind, UnknownFault};
 pub use run::{run, RunOptions, RunReport};

@@ -27,6 +27,21 @@ use meridian_core::{KeyspaceId, Request, Scan, ScanWant, Scanned};
 /// Keys a page examines at most: small, so that pages end inside partitions as well as at their ends.
 const COUNT_MAX: u64 = 3;
 
+/// A key a page's answer returned though it is no workload key or lies outside the range the answer covers.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "a scan of keyspace {keyspace} from {from} to {} returned {key:?} (token {})",
+    .next.map_or("the ring's end".to_string(), |n| n.to_string()),
+    key_token(.key)
+)]
+pub struct StrayKey {
+    pub keyspace: KeyspaceId,
+    pub from: u64,
+    /// Where the answer's range ends; None for the ring's end.
+    pub next: Option<u64>,
+    pub key: Bytes,
+}
+
 /// A page sent and not yet answered.
 #[derive(Clone, Copy, Debug)]
 pub struct Page {
@@ -50,23 +65,16 @@ impl Page {
     }
 
     /// Of `keys` (the keyspace's workload keys, by history key index), those the answer covered, each with
-    /// whether it returned it (present) or left it out (absent); or what is wrong with the answer: a key it
-    /// returned that is not one of `keys`, or lies outside the range it claims to cover.
-    pub fn covered(&self, scanned: &Scanned, keys: &[(usize, Bytes)]) -> Result<Vec<(usize, bool)>, String> {
+    /// whether it returned it (present) or left it out (absent); or the first key it returned that it should not
+    /// have.
+    pub fn covered(&self, scanned: &Scanned, keys: &[(usize, Bytes)]) -> Result<Vec<(usize, bool)>, StrayKey> {
         let in_range = |key: &[u8]| {
             let token = key_token(key);
             token >= self.from && scanned.next.is_none_or(|next| token < next)
         };
-        for returned in &scanned.keys {
-            if !keys.iter().any(|(_, k)| k == returned) || !in_range(returned) {
-                let next = scanned.next.map_or("the ring's end".to_string(), |n| n.to_string());
-                return Err(format!(
-                    "a scan of keyspace {} from {} to {next} returned {returned:?} (token {})",
-                    self.keyspace,
-                    self.from,
-                    key_token(returned)
-                ));
-            }
+        if let Some(stray) = scanned.keys.iter().find(|&r| !keys.iter().any(|(_, k)| k == r) || !in_range(r)) {
+            let (keyspace, from, next) = (self.keyspace, self.from, scanned.next);
+            return Err(StrayKey { keyspace, from, next, key: stray.clone() });
         }
         let found = keys.iter().filter(|(_, k)| in_range(k));
         Ok(found.map(|(index, k)| (*index, scanned.keys.contains(k))).collect())
@@ -110,8 +118,15 @@ mod tests {
         let keys = keys();
         let token = key_token(&keys[0].1);
         let outside = Scanned { keys: vec![keys[0].1.clone()], next: Some(token), ..Scanned::default() };
-        assert!(page(0).covered(&outside, &keys).unwrap_err().contains("returned"));
+        let stray = page(0).covered(&outside, &keys).unwrap_err();
+        let why = format!(
+            "a scan of keyspace {} from 0 to {token} returned {:?} (token {token})",
+            KeyspaceId::DEFAULT,
+            keys[0].1
+        );
+        assert_eq!(stray.to_string(), why);
         let unknown = Scanned { keys: vec![Bytes::from_static(b"elsewhere")], next: None, ..Scanned::default() };
-        assert!(page(0).covered(&unknown, &keys).is_err());
+        let stray = page(0).covered(&unknown, &keys).unwrap_err();
+        assert!(stray.to_string().contains("to the ring's end returned b\"elsewhere\""), "{stray}");
     }
 }

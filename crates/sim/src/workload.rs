@@ -447,7 +447,7 @@ impl Workload {
     fn on_page(&mut self, client: usize, page: usize, reply: Reply, now: u64) {
         let page = self.pages[page];
         let covered = match reply {
-            Reply::Scanned(scanned) => page.covered(&scanned, &self.keys_of(page.keyspace)),
+            Reply::Scanned(scanned) => page.covered(&scanned, &self.keys_of(page.keyspace)).map_err(|e| e.to_string()),
             // A page changes nothing, so a refused or failed one has nothing to record.
             Reply::Error(..) => return,
             other => Err(format!("a scan of keyspace {} got the answer {other:?}", page.keyspace)),

@@ -62,10 +62,26 @@ pub struct JoinBench {
     pub migration_mb_per_s: u64,
 }
 
+/// Why the join bench made no report.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinBenchError {
+    /// A setting is out of range: nothing was started.
+    #[error("{0}")]
+    Setting(String),
+    /// Starting, loading or watching the nodes failed, or `stop` was set.
+    #[error("{0}")]
+    Run(String),
+}
+
 /// Runs the join experiment; `progress` hears what happens, a line per second under load. Returns early
 /// with an error once `stop` is set.
-pub fn run(bench: &JoinBench, progress: &mut dyn FnMut(&str), stop: &AtomicBool) -> Result<JoinReport, String> {
-    check(bench)?;
+pub fn run(bench: &JoinBench, progress: &mut dyn FnMut(&str), stop: &AtomicBool) -> Result<JoinReport, JoinBenchError> {
+    check(bench).map_err(JoinBenchError::Setting)?;
+    measure(bench, progress, stop).map_err(JoinBenchError::Run)
+}
+
+/// [`run`] once the settings are checked.
+fn measure(bench: &JoinBench, progress: &mut dyn FnMut(&str), stop: &AtomicBool) -> Result<JoinReport, String> {
     // Declared before the cluster, so dropped after it: the data is removed once the processes are gone.
     let work = WorkDir::create(&bench.dir, "join")?;
     let budget = CpuBudget::detect(bench.cpu_per_node);

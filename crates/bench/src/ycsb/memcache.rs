@@ -179,10 +179,13 @@ mod tests {
         let addr = SocketAddr::from(([127, 0, 0, 1], 1));
         let a = Workload { operation_count: Some(10), ..Workload::preset('a').unwrap() };
         let hashes = Workload { field_count: 3, ..a.clone() };
-        let refused = run(&bench(vec![addr], hashes), &mut |_| {}).unwrap_err();
-        assert!(refused.contains("fieldcount=1") && refused.contains("not 3"), "{refused}");
+        let refused = run(&bench(vec![addr], hashes), &mut |_| {}).unwrap_err().to_string();
+        assert!(refused.contains("(fieldcount=1, --field-count 1), not 3"), "{refused}");
         let few = Workload { thread_count: 1, ..a };
-        let refused = run(&bench(vec![addr, addr], few), &mut |_| {}).unwrap_err();
-        assert!(refused.contains("--clients"), "{refused}");
+        let refused = run(&bench(vec![addr, addr], few), &mut |_| {}).unwrap_err().to_string();
+        assert!(
+            refused.contains("--clients (1) must be at least the number of --addr servers (2), so that"),
+            "{refused}"
+        );
     }
 }

@@ -22,13 +22,17 @@ mod resp;
 mod workload;
 
 pub use distribution::OpKind;
-pub use protocol::Protocol;
+pub use protocol::{Protocol, UnknownProtocol};
 pub use report::{OpFigures, PhaseFigures, YcsbReport};
-pub use workload::{Distribution, Proportions, Workload, DEFAULT_CLIENTS, SCAN_REFUSED};
+pub use workload::{
+    Distribution, InvalidWorkload, PropertiesFileError, PropertyError, Proportions, UnknownPreset, Workload,
+    DEFAULT_CLIENTS, SCAN_REFUSED,
+};
 
 use distribution::KeyChooser;
 use driver::{Pacing, Plan};
 use keys::KeySpace;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,49 +67,77 @@ pub struct YcsbBench {
     pub threads: usize,
 }
 
+/// A run that [`YcsbBench::validate`] refuses: not runnable at all, or not bounded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InvalidBench {
+    #[error(transparent)]
+    Workload(#[from] InvalidWorkload),
+    #[error("no phase to run")]
+    NoPhase,
+    #[error(
+        "the memcache protocol stores a record as one item, so it needs records of one field (fieldcount=1, \
+         --field-count 1), not {0}"
+    )]
+    MemcacheFields(usize),
+    #[error("the run phase needs a bound: --operations (operationcount), --duration (maxexecutiontime) or both")]
+    Unbounded,
+    #[error("--operations must be at least 1")]
+    Operations,
+    #[error("--duration must be more than 0 and at most {} seconds", DURATION_MAX.as_secs())]
+    Duration,
+    #[error("no server to measure: give --addr")]
+    NoServer,
+    #[error("--clients must be from 1 to {CLIENTS_MAX}")]
+    Clients,
+    #[error(
+        "--clients ({clients}) must be at least the number of --addr servers ({servers}), so that each gets a \
+         connection"
+    )]
+    FewClients { clients: usize, servers: usize },
+    #[error("--pipeline must be from 1 to {PIPELINE_MAX}")]
+    Pipeline,
+    #[error("--threads must be from 1 to {THREADS_MAX}")]
+    Threads,
+    #[error("--rate must be from 1 to {RATE_MAX} operations per second")]
+    Rate,
+}
+
+/// Why [`run`] made no report: the run is refused, the runtime cannot start, or a phase failed.
+#[derive(Debug, thiserror::Error)]
+pub enum YcsbError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidBench),
+    #[error("cannot start tokio: {0}")]
+    Runtime(#[source] io::Error),
+    /// A connection could not be made, or a server's replies could not be read.
+    #[error("{0}")]
+    Phase(String),
+}
+
 impl YcsbBench {
     /// Refuses a run that is not bounded or not runnable at all, saying why.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidBench> {
         let w = &self.workload;
         w.validate()?;
         if !self.load && !self.run {
-            return Err("no phase to run".into());
+            return Err(InvalidBench::NoPhase);
         }
         if self.protocol == Protocol::Memcache && w.field_count != 1 {
-            return Err(format!(
-                "the memcache protocol stores a record as one item, so it needs records of one field \
-                 (fieldcount=1, --field-count 1), not {}",
-                w.field_count
-            ));
+            return Err(InvalidBench::MemcacheFields(w.field_count));
         }
         if self.run && w.operation_count.is_none() && w.max_execution_time.is_none() {
-            return Err(
-                "the run phase needs a bound: --operations (operationcount), --duration (maxexecutiontime) or both"
-                    .into(),
-            );
+            return Err(InvalidBench::Unbounded);
         }
+        let (clients, servers) = (w.thread_count, self.addrs.len());
         let checks = [
-            (w.operation_count == Some(0), "--operations must be at least 1".to_string()),
-            (
-                w.max_execution_time.is_some_and(|d| d.is_zero() || d > DURATION_MAX),
-                format!("--duration must be more than 0 and at most {} seconds", DURATION_MAX.as_secs()),
-            ),
-            (self.addrs.is_empty(), "no server to measure: give --addr".to_string()),
-            (!(1..=CLIENTS_MAX).contains(&w.thread_count), format!("--clients must be from 1 to {CLIENTS_MAX}")),
-            (
-                w.thread_count < self.addrs.len(),
-                format!(
-                    "--clients ({}) must be at least the number of --addr servers ({}), so that each gets a connection",
-                    w.thread_count,
-                    self.addrs.len()
-                ),
-            ),
-            (!(1..=PIPELINE_MAX).contains(&self.pipeline), format!("--pipeline must be from 1 to {PIPELINE_MAX}")),
-            (!(1..=THREADS_MAX).contains(&self.threads), format!("--threads must be from 1 to {THREADS_MAX}")),
-            (
-                w.target.is_some_and(|r| !(1.0..=RATE_MAX).contains(&r)),
-                format!("--rate must be from 1 to {RATE_MAX} operations per second"),
-            ),
+            (w.operation_count == Some(0), InvalidBench::Operations),
+            (w.max_execution_time.is_some_and(|d| d.is_zero() || d > DURATION_MAX), InvalidBench::Duration),
+            (self.addrs.is_empty(), InvalidBench::NoServer),
+            (!(1..=CLIENTS_MAX).contains(&clients), InvalidBench::Clients),
+            (clients < servers, InvalidBench::FewClients { clients, servers }),
+            (!(1..=PIPELINE_MAX).contains(&self.pipeline), InvalidBench::Pipeline),
+            (!(1..=THREADS_MAX).contains(&self.threads), InvalidBench::Threads),
+            (w.target.is_some_and(|r| !(1.0..=RATE_MAX).contains(&r)), InvalidBench::Rate),
         ];
         match checks.into_iter().find(|(bad, _)| *bad) {
             Some((_, why)) => Err(why),
@@ -115,7 +147,7 @@ impl YcsbBench {
 }
 
 /// Runs `bench`'s phases against its server; `progress` hears what is starting.
-pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbReport, String> {
+pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbReport, YcsbError> {
     bench.validate()?;
     let runtime = runtime(bench.threads)?;
     let w = Arc::new(bench.workload.clone());
@@ -136,7 +168,8 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
         let load = Arc::new(w.for_load());
         let chooser = KeyChooser::new(&load, 0);
         let plan = plan("load", Pacing::Closed, w.record_count, LOAD_MAX, 1);
-        let loaded = driver::run(&runtime, &plan, &load, &Arc::new(KeySpace::new(0)), &chooser)?;
+        let loaded =
+            driver::run(&runtime, &plan, &load, &Arc::new(KeySpace::new(0)), &chooser).map_err(YcsbError::Phase)?;
         if loaded.operations + loaded.errors < w.record_count {
             progress(format!(
                 "load: only {} of {} records sent within {LOAD_MAX:?}",
@@ -152,7 +185,8 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
         progress(format!("run: workload {} through {} connections, {pacing}", w.preset, w.thread_count));
         let chooser = KeyChooser::new(&w, inserts_expected(&w));
         let keys = Arc::new(KeySpace::new(w.record_count));
-        phases.push(driver::run(&runtime, &plan("run", pacing, operations, duration, 2), &w, &keys, &chooser)?);
+        let plan = plan("run", pacing, operations, duration, 2);
+        phases.push(driver::run(&runtime, &plan, &w, &keys, &chooser).map_err(YcsbError::Phase)?);
     }
     Ok(YcsbReport {
         addrs: bench.addrs.iter().map(SocketAddr::to_string).collect(),
@@ -173,7 +207,7 @@ fn inserts_expected(w: &Workload) -> u64 {
 }
 
 /// One thread runs every connection's task on the thread that waits for them; more spread them over workers.
-fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, YcsbError> {
     let mut builder = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -181,5 +215,5 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
         b.worker_threads(threads);
         b
     };
-    builder.enable_all().build().map_err(|e| format!("cannot start tokio: {e}"))
+    builder.enable_all().build().map_err(YcsbError::Runtime)
 }

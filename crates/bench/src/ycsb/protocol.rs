@@ -26,12 +26,17 @@ pub enum Protocol {
     Memcache,
 }
 
+/// A protocol name that is not `resp` or `memcache`.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("protocol {0:?}: expected resp or memcache")]
+pub struct UnknownProtocol(pub String);
+
 impl Protocol {
-    pub fn parse_name(name: &str) -> Result<Protocol, String> {
+    pub fn parse_name(name: &str) -> Result<Protocol, UnknownProtocol> {
         match name {
             "resp" => Ok(Protocol::Resp),
             "memcache" => Ok(Protocol::Memcache),
-            _ => Err(format!("protocol {name:?}: expected resp or memcache")),
+            _ => Err(UnknownProtocol(name.into())),
         }
     }
 

@@ -3,7 +3,8 @@
 //! flags, each over the one before.
 
 use serde::Serialize;
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why workload E (and any mix with scans) is refused: YCSB's scan reads up to `maxscanlength` records in key
@@ -36,12 +37,12 @@ pub enum Distribution {
 }
 
 impl Distribution {
-    fn parse(s: &str) -> Result<Distribution, String> {
+    fn parse(s: &str) -> Option<Distribution> {
         match s {
-            "uniform" => Ok(Distribution::Uniform),
-            "zipfian" => Ok(Distribution::Zipfian),
-            "latest" => Ok(Distribution::Latest),
-            _ => Err(format!("requestdistribution {s:?}: expected uniform, zipfian or latest")),
+            "uniform" => Some(Distribution::Uniform),
+            "zipfian" => Some(Distribution::Zipfian),
+            "latest" => Some(Distribution::Latest),
+            _ => None,
         }
     }
 
@@ -90,9 +91,51 @@ pub struct Workload {
     pub ordered_inserts: bool,
 }
 
+/// A preset letter that is not one of YCSB's workloads `a` to `f`.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("workload {0:?}: expected one of a, b, c, d, e, f")]
+pub struct UnknownPreset(pub char);
+
+/// A property that [`Workload::apply`] refuses: malformed, of a bad value, or not supported.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PropertyError {
+    #[error("{0:?} is not name=value")]
+    NotNameValue(String),
+    #[error("{name}={value}: {why}")]
+    BadValue { name: String, value: String, why: String },
+    #[error("requestdistribution {0:?}: expected uniform, zipfian or latest")]
+    Distribution(String),
+    #[error("property {name} is not supported (or not with value {value:?})")]
+    Unsupported { name: String, value: String },
+}
+
+/// Why [`Workload::apply_file`] stopped: the file cannot be read, or one of its lines is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PropertiesFileError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path} line {line}: {source}")]
+    Line { path: PathBuf, line: usize, source: PropertyError },
+}
+
+/// A workload that cannot be run, which [`Workload::validate`] refuses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InvalidWorkload {
+    #[error("{SCAN_REFUSED}")]
+    Scans,
+    #[error("the operation proportions are all zero")]
+    NoOperations,
+    #[error("recordcount must be from 1 to {RECORDS_MAX}")]
+    RecordCount,
+    #[error("fieldcount must be from 1 to {FIELDS_MAX}")]
+    FieldCount,
+    #[error("fieldlength must be from 1 to {FIELD_BYTES_MAX} bytes")]
+    FieldLength,
+}
+
 impl Workload {
     /// YCSB's `workloads/workload<letter>`, with records of one field of 100 bytes (YCSB's default is ten).
-    pub fn preset(letter: char) -> Result<Workload, String> {
+    pub fn preset(letter: char) -> Result<Workload, UnknownPreset> {
         let mix = |read, update, insert, scan, read_modify_write| Proportions {
             read,
             update,
@@ -107,7 +150,7 @@ impl Workload {
             'd' => (mix(0.95, 0.0, 0.05, 0.0, 0.0), Distribution::Latest),
             'e' => (mix(0.0, 0.0, 0.05, 0.95, 0.0), Distribution::Zipfian),
             'f' => (mix(0.5, 0.0, 0.0, 0.0, 0.5), Distribution::Zipfian),
-            other => return Err(format!("workload {other:?}: expected one of a, b, c, d, e, f")),
+            other => return Err(UnknownPreset(other)),
         };
         Ok(Workload {
             preset: letter.to_ascii_lowercase(),
@@ -127,23 +170,28 @@ impl Workload {
     }
 
     /// Applies a YCSB properties file: `name=value` lines, `#` comments.
-    pub fn apply_file(&mut self, path: &Path) -> Result<(), String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn apply_file(&mut self, path: &Path) -> Result<(), PropertiesFileError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| PropertiesFileError::Read { path: path.into(), source })?;
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            self.apply(line).map_err(|e| format!("{} line {}: {e}", path.display(), n + 1))?;
+            self.apply(line).map_err(|source| PropertiesFileError::Line { path: path.into(), line: n + 1, source })?;
         }
         Ok(())
     }
 
     /// Applies one `name=value` property.
-    pub fn apply(&mut self, property: &str) -> Result<(), String> {
-        let (name, value) = property.split_once('=').ok_or_else(|| format!("{property:?} is not name=value"))?;
+    pub fn apply(&mut self, property: &str) -> Result<(), PropertyError> {
+        let (name, value) = property.split_once('=').ok_or_else(|| PropertyError::NotNameValue(property.into()))?;
         let (name, value) = (name.trim(), value.trim());
-        let bad = |e: &dyn std::fmt::Display| format!("{name}={value}: {e}");
+        let bad = |e: &dyn std::fmt::Display| PropertyError::BadValue {
+            name: name.into(),
+            value: value.into(),
+            why: e.to_string(),
+        };
         let number = || value.parse::<u64>().map_err(|e| bad(&e));
         let fraction = || match value.parse::<f64>() {
             Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
@@ -163,7 +211,10 @@ impl Workload {
             "insertproportion" => self.proportions.insert = fraction()?,
             "scanproportion" => self.proportions.scan = fraction()?,
             "readmodifywriteproportion" => self.proportions.read_modify_write = fraction()?,
-            "requestdistribution" => self.distribution = Distribution::parse(value)?,
+            "requestdistribution" => {
+                self.distribution =
+                    Distribution::parse(value).ok_or_else(|| PropertyError::Distribution(value.into()))?
+            }
             "readallfields" => self.read_all_fields = flag()?,
             "writeallfields" => self.write_all_fields = flag()?,
             "insertorder" => {
@@ -177,28 +228,28 @@ impl Workload {
             // (`SCAN_REFUSED`), and fields of a constant length, the only kind generated here.
             "workload" | "maxscanlength" | "scanlengthdistribution" => {}
             "fieldlengthdistribution" if value == "constant" => {}
-            _ => return Err(format!("property {name} is not supported (or not with value {value:?})")),
+            _ => return Err(PropertyError::Unsupported { name: name.into(), value: value.into() }),
         }
         Ok(())
     }
 
     /// Refuses what cannot be run: scans, an empty mix, records of no or too many bytes.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidWorkload> {
         let p = &self.proportions;
         if p.scan > 0.0 {
-            return Err(SCAN_REFUSED.into());
+            return Err(InvalidWorkload::Scans);
         }
         if p.read + p.update + p.insert + p.read_modify_write <= 0.0 {
-            return Err("the operation proportions are all zero".into());
+            return Err(InvalidWorkload::NoOperations);
         }
         if !(1..=RECORDS_MAX).contains(&self.record_count) {
-            return Err(format!("recordcount must be from 1 to {RECORDS_MAX}"));
+            return Err(InvalidWorkload::RecordCount);
         }
         if !(1..=FIELDS_MAX).contains(&self.field_count) {
-            return Err(format!("fieldcount must be from 1 to {FIELDS_MAX}"));
+            return Err(InvalidWorkload::FieldCount);
         }
         if !(1..=FIELD_BYTES_MAX).contains(&self.field_length) {
-            return Err(format!("fieldlength must be from 1 to {FIELD_BYTES_MAX} bytes"));
+            return Err(InvalidWorkload::FieldLength);
         }
         Ok(())
     }
@@ -232,20 +283,25 @@ mod tests {
         w.apply("workload=site.ycsb.workloads.CoreWorkload").unwrap();
         assert_eq!((w.distribution, w.field_count), (Distribution::Uniform, 10));
         assert!(w.is_hash());
-        assert!(w.apply("readproportion=1.5").unwrap_err().contains("proportion from 0 to 1"));
-        assert!(w.apply("fieldlengthdistribution=zipfian").unwrap_err().contains("not supported"));
-        assert!(w.apply("nonsense").unwrap_err().contains("not name=value"));
-        assert!(Workload::preset('g').is_err());
+        let refused = |w: &mut Workload, property| w.apply(property).unwrap_err().to_string();
+        assert_eq!(refused(&mut w, "readproportion=1.5"), "readproportion=1.5: expected a proportion from 0 to 1");
+        assert!(refused(&mut w, "fieldlengthdistribution=zipfian").contains("not supported"));
+        assert_eq!(refused(&mut w, "nonsense"), "\"nonsense\" is not name=value");
+        assert_eq!(
+            refused(&mut w, "requestdistribution=x"),
+            "requestdistribution \"x\": expected uniform, zipfian or latest"
+        );
+        assert_eq!(Workload::preset('G').unwrap_err().to_string(), "workload 'g': expected one of a, b, c, d, e, f");
     }
 
     #[test]
     fn scans_are_refused_with_the_reason() {
         let e = Workload::preset('e').unwrap();
-        assert_eq!(e.validate().unwrap_err(), SCAN_REFUSED);
+        assert_eq!(e.validate().unwrap_err().to_string(), SCAN_REFUSED);
         let mut a = Workload::preset('a').unwrap();
         a.validate().unwrap();
         a.apply("scanproportion=0.1").unwrap();
-        assert_eq!(a.validate().unwrap_err(), SCAN_REFUSED);
+        assert_eq!(a.validate(), Err(InvalidWorkload::Scans));
     }
 
     #[test]
@@ -257,6 +313,10 @@ mod tests {
         w.apply_file(&path).unwrap();
         assert_eq!((w.record_count, w.proportions.read, w.proportions.update), (5000, 0.8, 0.2));
         std::fs::write(&path, "recordcount=5000\nbogus=1\n").unwrap();
-        assert!(w.apply_file(&path).unwrap_err().contains("line 2"));
+        let refused = w.apply_file(&path).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            format!("{} line 2: property bogus is not supported (or not with value \"1\")", path.display())
+        );
     }
 }

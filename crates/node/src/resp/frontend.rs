@@ -27,12 +27,21 @@ pub struct RespLimits {
     pub connections_max: usize,
 }
 
+/// A bound of [`RespLimits`] that is zero, which [`RespLimits::check`] refuses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BadRespLimits {
+    #[error("pipeline_max must be at least 1")]
+    Pipeline,
+    #[error("connections_max must be at least 1")]
+    Connections,
+}
+
 impl RespLimits {
     /// Both bounds must admit at least one: a zero would serve nothing and wait forever.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadRespLimits> {
         match (self.pipeline_max, self.connections_max) {
-            (0, _) => Err("pipeline_max must be at least 1".into()),
-            (_, 0) => Err("connections_max must be at least 1".into()),
+            (0, _) => Err(BadRespLimits::Pipeline),
+            (_, 0) => Err(BadRespLimits::Connections),
             _ => Ok(()),
         }
     }

@@ -43,5 +43,5 @@ mod testing;
 
 pub(crate) use connection::serve;
 pub(crate) use frontend::Frontend;
-pub use frontend::{RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
+pub use frontend::{BadRespLimits, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
 pub(crate) use stats::CommandStats;

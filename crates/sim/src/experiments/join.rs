@@ -23,7 +23,7 @@ use crate::workload::ClientEvent;
 use crate::world::{CostModel, DiskParams, Event, World};
 use bytes::Bytes;
 use meridian_core::ring::key_token;
-use meridian_core::{KeyspaceId, NodeId, Read, Reply, Request, Write};
+use meridian_core::{ConfigError, KeyspaceId, NodeId, Read, Reply, Request, Write};
 use meridian_proto::map::placement::chain_for_token;
 use meridian_proto::map::{ChainChange, ClusterMap, NodeState};
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeTimer};
@@ -127,10 +127,24 @@ struct Run {
     next_op: usize,
 }
 
-pub fn run(x: &JoinExperiment) -> Result<JoinReport, String> {
+/// Why a join experiment ended without a report.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The experiment's settings make no valid cluster.
+    #[error(transparent)]
+    Cluster(#[from] ConfigError),
+    /// The simulated world failed (a broken invariant).
+    #[error("{0}")]
+    World(String),
+    #[error("the preload did not finish within 60 s")]
+    Preload,
+    #[error("no cluster map after the preload")]
+    NoMap,
+}
+
+pub fn run(x: &JoinExperiment) -> Result<JoinReport, JoinError> {
     let ids = node_ids(x.nodes + 1);
-    let initial =
-        protocols::cluster(x.nodes, &meridian_core::KeyspaceConfig::durable(3), 1).map_err(|e| e.to_string())?;
+    let initial = protocols::cluster(x.nodes, &meridian_core::KeyspaceConfig::durable(3), 1)?;
     let mut hooks = protocols::chain(initial, x.node.clone(), LogOptions::default());
     // Correctness is the sweeps' job; here the per-step checks would only slow the run.
     hooks.invariants = Box::new(|_| Ok(()));
@@ -180,7 +194,7 @@ fn write(key: &str, value: &Bytes) -> Request {
 impl Run {
     /// Writes every key once, 64 writes at a time, through node 1; a write refused while the cluster is still
     /// starting (no map yet) is written again.
-    fn preload(&mut self, x: &JoinExperiment) -> Result<(), String> {
+    fn preload(&mut self, x: &JoinExperiment) -> Result<(), JoinError> {
         let value = Bytes::from(vec![b'v'; x.value_bytes]);
         let deadline = self.world.now() + Duration::from_secs(60).as_nanos() as u64;
         let (mut next, mut outstanding) = (0usize, 0usize);
@@ -198,18 +212,18 @@ impl Run {
                     }
                 }
                 Some(_) => {}
-                None => return Err("the preload did not finish within 60 s".into()),
+                None => return Err(JoinError::Preload),
             }
         }
         Ok(())
     }
 
     /// The next event the world does not handle itself; None once `deadline` passes.
-    fn step(&mut self, deadline: u64) -> Result<Option<Event<NodeTimer>>, String> {
+    fn step(&mut self, deadline: u64) -> Result<Option<Event<NodeTimer>>, JoinError> {
         loop {
             let Some(event) = self.world.pop(deadline) else { return Ok(None) };
             if let Some(failure) = &self.world.failure {
-                return Err(failure.clone());
+                return Err(JoinError::World(failure.clone()));
             }
             if let Some(other) = self.world.handle(event) {
                 return Ok(Some(other));
@@ -255,8 +269,8 @@ impl Run {
         );
     }
 
-    fn measure(&mut self, x: &JoinExperiment) -> Result<JoinReport, String> {
-        let map = self.map().ok_or("no cluster map after the preload")?;
+    fn measure(&mut self, x: &JoinExperiment) -> Result<JoinReport, JoinError> {
+        let map = self.map().ok_or(JoinError::NoMap)?;
         self.assign_clients(x, &map);
         self.route = self.newest();
         let start = self.world.now();
