@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 /// Linux's ephemeral range (32768+) so that no client socket can be handed one of them meanwhile. Each call
 /// starts its search 3,001 ports after the last one's, so tests running at once do not pick the same range
 /// before either demo has bound it.
-fn free_base() -> u16 {
+fn free_base(nodes: u16) -> u16 {
     static CALLS: AtomicU16 = AtomicU16::new(0);
     let seed = (std::process::id() as u16).wrapping_mul(7).wrapping_add(CALLS.fetch_add(1, SeqCst).wrapping_mul(3001));
     (0..2000u16)
         .map(|i| 10_000 + (seed.wrapping_add(i.wrapping_mul(37))) % 20_000)
         .find(|&b| {
-            (0..3).all(|i| {
+            (0..nodes).all(|i| {
                 [b + i, b + 1000 + i, b + 2000 + i].iter().all(|&p| TcpListener::bind(("127.0.0.1", p)).is_ok())
             })
         })
@@ -74,7 +74,7 @@ impl Drop for Demo {
 
 #[test]
 fn demo_serves_redis_cli_and_stops_on_sigterm() {
-    let base = free_base();
+    let base = free_base(3);
     let mut guard = Demo::start(&["--port", &base.to_string()]);
     let demo = &mut guard.0;
     // The demo prints its addresses once the cluster answers; a newcomer starts typing then.
@@ -111,7 +111,7 @@ fn demo_serves_redis_cli_and_stops_on_sigterm() {
 /// The commands a one-node demo suggests name only its own port, and work as printed.
 #[test]
 fn a_one_node_demo_suggests_commands_on_its_own_port() {
-    let base = free_base();
+    let base = free_base(3);
     let mut guard = Demo::start(&["--nodes", "1", "--store", "mem", "--port", &base.to_string()]);
     let mut stdout = BufReader::new(guard.0.stdout.take().unwrap()).lines().map_while(Result::ok);
     let hint = stdout.by_ref().find(|l| l.starts_with("Try:")).expect("the demo prints what to try");
@@ -121,4 +121,55 @@ fn a_one_node_demo_suggests_commands_on_its_own_port() {
     assert_eq!(ports, [base, base], "{hint}");
     assert_eq!(redis_cli(base, &["SET", "k", "v"]), "OK");
     assert_eq!(redis_cli(base, &["GET", "k"]), "v");
+}
+
+/// `demo --topology globlease-4`: one node in each of `or`, `va`, `ir` and `tk`, numbered in that order, with the
+/// WAN between them emulated. A write through node 1 to a chain whose head runs in another region waits at least
+/// the round trip to that region; a read through node 1 of a key whose tail (the query node) is node 1 crosses
+/// no WAN at all.
+#[test]
+fn a_demo_over_a_wan_pays_round_trips_for_remote_writes_and_none_for_local_reads() {
+    let base = free_base(4);
+    let mut guard = Demo::start(&["--topology", "globlease-4", "--port", &base.to_string()]);
+    let mut stdout = BufReader::new(guard.0.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let printed: Vec<String> = stdout.by_ref().take_while(|l| !l.starts_with("Try:")).collect();
+    for (i, region) in ["or", "va", "ir", "tk"].iter().enumerate() {
+        let line = format!("node {}: RESP 127.0.0.1:{}", i + 1, base + i as u16);
+        assert!(printed.iter().any(|l| l.contains(&line) && l.ends_with(&format!("region {region}"))), "{printed:?}");
+    }
+    let _drain = std::thread::spawn(move || stdout.count());
+    // Round trips from `or` (node 1) in globlease-4, by node.
+    let rtt_from_or = [0.0, 80.0, 154.0, 100.0];
+    let status = http_get_json(base + 2000, "/v1/cluster")["status"].clone();
+    let partitions = status["partitions"].as_u64().unwrap() as u128;
+    let members = |key: &str| -> Vec<u64> {
+        let partition = (u128::from(meridian_core::ring::key_token(key.as_bytes())) * partitions) >> 64;
+        let chain = status["chains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["keyspace"] == 0 && u128::from(c["partition"].as_u64().unwrap()) == partition);
+        chain.unwrap()["members"].as_array().unwrap().iter().map(|m| m.as_u64().unwrap()).collect()
+    };
+    let key = (0..10_000)
+        .map(|i| format!("k{i}"))
+        .find(|k| members(k).first() != Some(&1) && members(k).last() == Some(&1))
+        .expect("a key with its tail on node 1 and its head elsewhere");
+    let head = members(&key)[0];
+    let timed = |args: &[&str]| {
+        let start = Instant::now();
+        let answer = redis_cli(base, args);
+        (answer, start.elapsed())
+    };
+    let (answer, write) = timed(&["SET", &key, "v"]);
+    assert_eq!(answer, "OK");
+    let rtt = Duration::from_secs_f64(rtt_from_or[head as usize - 1] / 1000.0);
+    assert!(write >= rtt, "a write to a chain headed in another region took {write:?}, less than its {rtt:?}");
+    // The fastest of a few reads: redis-cli's own start-up is not the store's latency.
+    let read = (0..5).map(|_| timed(&["GET", &key])).inspect(|(v, _)| assert_eq!(v, "v")).map(|(_, t)| t).min();
+    let local = Duration::from_millis(40);
+    assert!(
+        read.unwrap() < local,
+        "a read at its tail's node took {read:?}: it crossed the WAN (the nearest region is 80 ms away)"
+    );
 }

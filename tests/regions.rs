@@ -109,6 +109,20 @@ fn a_node_of_the_initial_cluster_is_where_peers_says() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("node 1: 'Eu' is not a region name"), "{err}");
+    let wan = |wan: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["server", "--node-id", "1", "--peer-listen", "127.0.0.1:1", "--peers", "1=127.0.0.1:1@eu"])
+            .args(["--wan", wan, "--data-dir", data.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = wan("globlease-4");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("region 'eu' is not in the --wan topology globlease-4 (its regions: or, va, ir, tk)"), "{err}");
+    let (code, err) = wan("no-such-preset");
+    assert!(code == Some(2) && err.contains("--wan: ") && err.contains("no-such-preset"), "{err}");
+    assert!(!data.exists(), "nothing started");
 }
 
 /// `tests/fixtures/format1-node`: the data directory of a one-node cluster that a build of map format 1
@@ -145,6 +159,71 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         match entry.file_type().unwrap().is_dir() {
             true => copy_dir(&entry.path(), &to.join(entry.file_name())),
             false => drop(std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap()),
+        }
+    }
+}
+
+/// Six `meridian server` processes, two in each region of `leads-3`, with the WAN emulated (`--wan`): every
+/// chain has a replica in each region. Killing both nodes of `mc3` with SIGKILL leaves the other regions
+/// serving every key, nothing acknowledged lost, and taking new writes. (The manager's voters are nodes 1 to 3,
+/// outside `mc3`.)
+#[test]
+fn losing_a_whole_region_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = ["mc1", "mc1", "mc2", "mc2", "mc3", "mc3"];
+    let peers: Vec<SocketAddr> =
+        (1..=6).map(|i| format!("127.0.0.{i}:{}", free_port(&format!("127.0.0.{i}"))).parse().unwrap()).collect();
+    let list: Vec<String> =
+        peers.iter().zip(regions).enumerate().map(|(i, (a, r))| format!("{}={a}@{r}", i + 1)).collect();
+    let start = ["--peers".to_string(), list.join(","), "--wan".into(), "leads-3".into()];
+    let mut servers: Vec<Server> = (1..=6)
+        .map(|id| Server::launch(id, &format!("127.0.0.{id}"), peers[id as usize - 1], &start, dir.path()))
+        .collect();
+    servers.iter().for_each(|s| s.wait_ready(Duration::from_secs(30)));
+    let chains = chains_of(&servers[0], 0);
+    let region_of = |n: &u64| regions[*n as usize - 1];
+    assert!(
+        chains
+            .iter()
+            .all(|c| c.len() == 3 && c.iter().map(region_of).collect::<std::collections::BTreeSet<_>>().len() == 3),
+        "{chains:?}"
+    );
+
+    let conn = |s: &Server| support::resp::Conn::connect(s.resp, Duration::from_secs(5)).unwrap();
+    let mut writers: Vec<_> = servers.iter().map(conn).collect();
+    for i in 0..120 {
+        let key = format!("key{i}");
+        assert_eq!(writers[i % 6].cmd(&["SET", &key, &format!("v{i}")]).unwrap(), Resp::Simple("OK".into()));
+    }
+    servers[4].kill();
+    servers[5].kill();
+    let survivors = &servers[..4];
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut readers: Vec<_> = survivors.iter().map(conn).collect();
+    for i in 0..120 {
+        let (key, value) = (format!("key{i}"), format!("v{i}"));
+        loop {
+            match readers[i % 4].cmd(&["GET", &key]).unwrap() {
+                Resp::Bulk(Some(v)) => {
+                    assert_eq!(v, value.as_bytes(), "{key}");
+                    break;
+                }
+                other => assert!(
+                    std::time::Instant::now() < deadline,
+                    "{key} unreadable after the region was lost: {other:?}"
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for (i, reader) in readers.iter_mut().enumerate() {
+        let key = format!("after{i}");
+        loop {
+            match reader.cmd(&["SET", &key, "x"]).unwrap() {
+                Resp::Simple(ok) if ok == "OK" => break,
+                other => assert!(std::time::Instant::now() < deadline, "no write after the region was lost: {other:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }

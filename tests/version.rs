@@ -38,7 +38,7 @@ fn a_peer_of_a_newer_protocol_is_refused_with_both_versions_named() {
     let mut peer = std::net::TcpStream::connect(server.peer()).unwrap();
     peer.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
     let mut hello = Vec::new();
-    wire::encode(&Hello { node: meridian_core::NodeId(9), cluster: 0 }, &mut hello).unwrap();
+    wire::encode(&Hello { node: meridian_core::NodeId(9), cluster: 0, region: "default".into() }, &mut hello).unwrap();
     // Byte 4 is the frame's version (`wire.rs`); a newer build writes its own.
     hello[4] = WIRE_VERSION + 1;
     peer.write_all(&hello).unwrap();

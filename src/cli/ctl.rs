@@ -276,7 +276,7 @@ fn chain_name(id: &Value) -> String {
 /// Every keyspace: number, name, configuration (durability `node`: each node's own `--durability`).
 fn keyspaces(list: &Value) -> String {
     let mut out = String::from(
-        "number  name                 protocol  replicas             update  read from  durability  placement        \
+        "number  name                 replicas             update  read from  durability  protocol  placement        \
          cache\n",
     );
     for k in list.as_array().into_iter().flatten() {
@@ -290,7 +290,7 @@ fn keyspaces(list: &Value) -> String {
         let placement = placement.map_or("?".into(), |p| p.to_string());
         let protocol = text(&k["protocol"]);
         out += &format!(
-            "{id:<7} {name:<20} {protocol:<9} {:<20} {update:<7} {read_from:<10} {durability:<11} {placement:<16} {cache}\n",
+            "{id:<7} {name:<20} {:<20} {update:<7} {read_from:<10} {durability:<11} {protocol:<9} {placement:<16} {cache}\n",
             replicas.join(",")
         );
     }

@@ -3,9 +3,11 @@
 
 use clap::Args;
 use meridian_core::size::parse_size;
+use meridian_core::topology::Topology;
 use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, NodeId, ReplicaKind};
 use meridian_node::{
-    start_node, DataDir, NodeHandle, NodeOptions, RespLimits, SyncPolicy, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX,
+    start_node, DataDir, NodeHandle, NodeOptions, RespLimits, SyncPolicy, Wan, DEFAULT_CONNECTIONS_MAX,
+    DEFAULT_PIPELINE_MAX,
 };
 use meridian_proto::chain::ChainConfig;
 use meridian_proto::manager::agent::JoinRequest;
@@ -138,6 +140,8 @@ pub struct NodeSetup {
     pub durability: SyncPolicy,
     pub config: NodeConfig,
     pub resp_limits: RespLimits,
+    /// The WAN to emulate on messages from peers (`--wan`), if any.
+    pub wan: Option<Arc<Topology>>,
 }
 
 /// A fresh number per process start, so answers addressed to a previous run of this node are dropped.
@@ -150,6 +154,11 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     if setup.join.is_none() {
         setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
     }
+    let location = match (&setup.join, setup.cluster.node(setup.node_id)) {
+        (Some(join), _) => join.location.clone(),
+        (None, spec) => spec.map(|n| n.location.clone()).unwrap_or_default(),
+    };
+    let wan = setup.wan.map(|t| Wan::new(t, &location.region)).transpose().map_err(|e| e.to_string())?;
     let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id).map_err(|e| e.to_string())?);
     let cfg = setup.config;
     let limits = cfg.chain.limits;
@@ -175,6 +184,8 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         resp: setup.resp_limits,
         durability: setup.durability,
         data_dir: Some(data_dir),
+        region: location.region,
+        wan,
     };
     start_node(opts, process).await.map_err(|e| e.to_string())
 }

@@ -7,6 +7,7 @@ use super::node::{
 };
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
+use meridian_core::topology::Topology;
 use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
@@ -14,6 +15,7 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Args, Debug)]
 // `multiple`, with the conflict declared on --join: --print-config and --config see alternatives as clap's
@@ -54,6 +56,11 @@ pub struct ServerArgs {
     /// The rack (within --zone) this node runs in.
     #[arg(long, requires = "zone")]
     rack: Option<String>,
+    /// Emulate a WAN, for tests and demos (docs/regions.md): hand every message from a peer to this node half the
+    /// round trip between the two nodes' regions after it arrived, paced by the link's bandwidth. A preset
+    /// (`meridian topology list`) or a topology file, which must name this node's region.
+    #[arg(long, value_name = "FILE|PRESET")]
+    wan: Option<String>,
     /// Join a running cluster through the HTTP address (HOST:PORT) of any of its nodes: this node is added
     /// and takes its share of the chains by copying from their tails.
     #[arg(long, conflicts_with = "peers")]
@@ -113,6 +120,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         durability: args.durability.policy(),
         config: args.cluster.config_with(args.limits.limits()),
         resp_limits: args.limits.resp(),
+        wan: args.wan.as_deref().map(Topology::load).transpose().map_err(|e| format!("--wan: {e}"))?.map(Arc::new),
     };
     args.threads.runtime()?.block_on(async {
         let handle = start(setup).await?;

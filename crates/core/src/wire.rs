@@ -36,6 +36,8 @@ pub struct Hello {
     pub node: NodeId,
     /// [`crate::ClusterConfig::fingerprint`]; nodes with different configs refuse each other.
     pub cluster: u64,
+    /// The region the caller runs in: a node that emulates a WAN delays what it receives by it.
+    pub region: String,
 }
 
 /// Appends one frame holding `msg` to `out`.
@@ -118,10 +120,10 @@ mod tests {
     #[test]
     fn round_trip_several_frames() {
         let mut buf = Vec::new();
-        encode(&Hello { node: NodeId(7), cluster: 42 }, &mut buf).unwrap();
+        encode(&Hello { node: NodeId(7), cluster: 42, region: "eu".into() }, &mut buf).unwrap();
         encode(&(1u8, "two".to_string()), &mut buf).unwrap();
         let (h, used): (Hello, usize) = decode(&buf).unwrap().unwrap();
-        assert_eq!(h, Hello { node: NodeId(7), cluster: 42 });
+        assert_eq!(h, Hello { node: NodeId(7), cluster: 42, region: "eu".into() });
         let (t, used2): ((u8, String), usize) = decode(&buf[used..]).unwrap().unwrap();
         assert_eq!(t, (1, "two".to_string()));
         assert_eq!(used + used2, buf.len());

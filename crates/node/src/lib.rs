@@ -72,3 +72,4 @@ pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};
 pub use resp::{BadRespLimits, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
+pub use transport::{UnknownRegion, Wan};

@@ -18,7 +18,7 @@ use crate::inbox::{self, CoreInbox};
 use crate::metrics::NodeMetrics;
 use crate::open_files;
 use crate::resp::{self, Frontend, RespLimits};
-use crate::transport::{self, Gate, PeerQueues};
+use crate::transport::{self, Gate, PeerQueues, Wan};
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -50,6 +50,10 @@ pub struct NodeOptions {
     /// The claimed data directory the core's stores live in, if any: kept (and so locked) until the node
     /// has stopped.
     pub data_dir: Option<Arc<DataDir>>,
+    /// The region this node runs in, which its hello tells peers.
+    pub region: String,
+    /// The WAN this node emulates on what it receives from peers (`meridian server --wan`), if any.
+    pub wan: Option<Wan>,
 }
 
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
@@ -85,7 +89,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
 
     let peer_drops = Arc::new(AtomicU64::new(0));
     let (inbox_tx, inbox_rx) = inbox::channel();
-    let gate = Gate::new(me, &opts.cluster);
+    let gate = Gate::new(me, &opts.cluster, &opts.region, opts.wan.clone());
     let mut queues = PeerQueues::new(peer_drops.clone(), transport::spawner(gate.clone(), Handle::current()));
     // Where the nodes the cluster started with are; the core tells the driver of others as they join.
     opts.cluster.nodes.iter().filter(|n| n.id != me).for_each(|n| queues.route(n.id, n.peer_addr.clone()));

@@ -1,10 +1,12 @@
 //! How each protocol is put into the simulator: the factory that boots a node from its simulated disk,
 //! and the cross-node invariants checked after every step.
 
+use crate::net::Placement;
 use crate::rng::SimRng;
 use crate::run::node_ids;
 use crate::world::Hooks;
 use meridian_core::ring::key_token;
+use meridian_core::topology::Topology;
 use meridian_core::{
     ChainId, ClusterConfig, ConfigError, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Time,
 };
@@ -52,9 +54,25 @@ pub fn partitions(rng: &mut SimRng) -> u32 {
     1 << rng.range(0, 5)
 }
 
+/// Where each node runs: on a topology, in the region [`crate::run::topology`] puts it in; on a drawn network,
+/// in region `default` (its regions and zones shape only latencies).
+pub fn locations(topology: Option<&Topology>, placements: &BTreeMap<NodeId, Placement>) -> BTreeMap<NodeId, Location> {
+    let Some(t) = topology else { return BTreeMap::new() };
+    let region = |p: &Placement| Location::region(&t.regions()[p.region as usize].name).expect("a topology's names");
+    placements.iter().map(|(&id, p)| (id, region(p))).collect()
+}
+
 /// Chain replication with its replicated manager over the log store on each node's simulated disk. Nodes
-/// outside `initial` are spares that ask to join when the nemesis starts them.
-pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<ClusterNode> {
+/// outside `initial` are spares that ask to join when the nemesis starts them, at their `locations` (region
+/// `default` for a node it lacks), as those in `initial` are at theirs.
+pub fn chain(
+    mut initial: ClusterConfig,
+    cfg: NodeConfig,
+    log: LogOptions,
+    locations: BTreeMap<NodeId, Location>,
+) -> Hooks<ClusterNode> {
+    let at = move |id: NodeId| locations.get(&id).cloned().unwrap_or_default();
+    initial.nodes.iter_mut().for_each(|n| n.location = at(n.id));
     let vnodes = initial.vnodes as u32;
     let factory_initial = initial.clone();
     let factory = Box::new(move |id: NodeId, disk: SimVfs, incarnation: u64| {
@@ -62,7 +80,7 @@ pub fn chain(initial: ClusterConfig, cfg: NodeConfig, log: LogOptions) -> Hooks<
         let join = factory_initial.node(id).is_none().then(|| JoinRequest {
             addrs: NodeAddrs { peer_addr: peer_addr(id), resp_addr: format!("sim-{}:2", id.0), http_addr: None },
             vnodes,
-            location: Location::default(),
+            location: at(id),
         });
         let setup = NodeSetup {
             me: id,

@@ -158,6 +158,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     // As an operator would: timings follow the round trip between the farthest nodes. A write crosses the
     // network about R + 1 times; front-ends and clients wait several such trips before giving up.
     let (net, placements) = topology(&opts);
+    let locations = protocols::locations(opts.topology.as_deref(), &placements);
     let rtt = net.round_trip(&placements);
     let tick = rtt.clamp(DEFAULT_TICK, MANAGER_TICK_MAX);
     node.manager = ManagerConfig { limits: node.manager.limits, ..ManagerConfig::with_tick(tick) };
@@ -166,7 +167,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     // (a term at most) and leave the new tails one more term of serving while it is still cut off.
     opts.isolation = node.manager.failure_timeout + node.manager.lease * 2;
     opts.client_timeout = opts.client_timeout.max(rtt * 12);
-    run(&opts, protocols::chain(cluster, node, log))
+    run(&opts, protocols::chain(cluster, node, log, locations))
 }
 
 /// Runs every seed; `keep` sees each failing run's report (e.g. to save its history).

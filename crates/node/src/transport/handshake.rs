@@ -2,8 +2,10 @@
 //! fingerprint of the configuration the cluster started from, which a joining node learns from the node it
 //! joins through) and claims an id that is not ours; anything else is a misconfiguration that must be
 //! visible, not a peer to trust. Any other id is admitted, since nodes join at run time; the cluster map
-//! decides what a node may do.
+//! decides what a node may do. A node that emulates a WAN ([`Wan`]) also refuses a caller from a region its
+//! topology lacks, and delays what it admits by the caller's region.
 
+use super::wan::{DelayLine, Wan};
 use meridian_core::wire::Hello;
 use meridian_core::{ClusterConfig, NodeId};
 
@@ -11,6 +13,14 @@ use meridian_core::{ClusterConfig, NodeId};
 pub(crate) struct Gate {
     me: NodeId,
     fingerprint: u64,
+    region: String,
+    wan: Option<Wan>,
+}
+
+/// An admitted caller, and the delay line its messages pass through when this node emulates a WAN.
+pub(crate) struct Admitted {
+    pub(crate) from: NodeId,
+    pub(crate) line: Option<DelayLine>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -22,26 +32,31 @@ pub(crate) enum Refusal {
     OtherCluster { theirs: u64, ours: u64 },
     #[error("it claims node id {}, which is this node's own id; two nodes share one id", .0.0)]
     Impostor(NodeId),
+    #[error("it runs in region '{0}', which this node's --wan topology does not have")]
+    RegionNotInWan(String),
 }
 
 impl Gate {
-    pub(crate) fn new(me: NodeId, cluster: &ClusterConfig) -> Gate {
-        Gate { me, fingerprint: cluster.fingerprint() }
+    /// The gate of node `me`, which runs in `region` (and in `wan`, if it emulates one).
+    pub(crate) fn new(me: NodeId, cluster: &ClusterConfig, region: &str, wan: Option<Wan>) -> Gate {
+        Gate { me, fingerprint: cluster.fingerprint(), region: region.into(), wan }
     }
 
     /// The first frame this node sends on every outbound connection.
     pub(crate) fn hello(&self) -> Hello {
-        Hello { node: self.me, cluster: self.fingerprint }
+        Hello { node: self.me, cluster: self.fingerprint, region: self.region.clone() }
     }
 
-    pub(crate) fn admit(&self, hello: &Hello) -> Result<NodeId, Refusal> {
+    /// `seed` varies the jitter of the caller's delay line.
+    pub(crate) fn admit(&self, hello: &Hello, seed: u64) -> Result<Admitted, Refusal> {
         if hello.cluster != self.fingerprint {
             return Err(Refusal::OtherCluster { theirs: hello.cluster, ours: self.fingerprint });
         }
         if hello.node == self.me {
             return Err(Refusal::Impostor(hello.node));
         }
-        Ok(hello.node)
+        let line = self.wan.as_ref().map(|w| w.line_from(&hello.region, seed)).transpose()?;
+        Ok(Admitted { from: hello.node, line })
     }
 }
 
@@ -55,22 +70,41 @@ mod tests {
         ClusterConfig::new(nodes.collect(), replication, 4).unwrap()
     }
 
+    fn hello(node: u32, cluster: u64, region: &str) -> Hello {
+        Hello { node: NodeId(node), cluster, region: region.into() }
+    }
+
+    fn admitted(gate: &Gate, hello: &Hello) -> Result<(NodeId, bool), Refusal> {
+        gate.admit(hello, 0).map(|a| (a.from, a.line.is_some()))
+    }
+
     #[test]
     fn admits_members_of_the_same_cluster() {
-        let gate = Gate::new(NodeId(1), &cluster(3));
-        let hello = Hello { node: NodeId(2), cluster: cluster(3).fingerprint() };
-        assert_eq!(gate.admit(&hello), Ok(NodeId(2)));
+        let gate = Gate::new(NodeId(1), &cluster(3), "default", None);
+        assert_eq!(gate.hello(), hello(1, cluster(3).fingerprint(), "default"));
+        assert_eq!(admitted(&gate, &hello(2, cluster(3).fingerprint(), "us")), Ok((NodeId(2), false)));
     }
 
     #[test]
     fn refuses_other_clusters_and_impostors_and_admits_newcomers() {
-        let gate = Gate::new(NodeId(1), &cluster(3));
+        let gate = Gate::new(NodeId(1), &cluster(3), "default", None);
         let ours = cluster(3).fingerprint();
         let theirs = cluster(2).fingerprint();
-        let other = gate.admit(&Hello { node: NodeId(2), cluster: theirs }).unwrap_err();
+        let other = admitted(&gate, &hello(2, theirs, "default")).unwrap_err();
         assert_eq!(other, Refusal::OtherCluster { theirs, ours });
         assert!(other.to_string().contains(&format!("{theirs:#018x}")));
-        assert_eq!(gate.admit(&Hello { node: NodeId(9), cluster: ours }), Ok(NodeId(9)), "a node that joins");
-        assert_eq!(gate.admit(&Hello { node: NodeId(1), cluster: ours }), Err(Refusal::Impostor(NodeId(1))));
+        assert_eq!(admitted(&gate, &hello(9, ours, "default")), Ok((NodeId(9), false)), "a node that joins");
+        assert_eq!(admitted(&gate, &hello(1, ours, "default")), Err(Refusal::Impostor(NodeId(1))));
+    }
+
+    /// With a WAN, a caller gets a delay line by its region, and one from a region the WAN lacks is refused.
+    #[test]
+    fn a_wan_delays_callers_by_region_and_refuses_unknown_ones() {
+        let topology = std::sync::Arc::new(meridian_core::topology::Topology::load("globlease-4").unwrap());
+        let gate = Gate::new(NodeId(1), &cluster(3), "or", Some(Wan::new(topology, "or").unwrap()));
+        let ours = cluster(3).fingerprint();
+        assert_eq!(admitted(&gate, &hello(2, ours, "tk")), Ok((NodeId(2), true)));
+        let refused = admitted(&gate, &hello(2, ours, "default")).unwrap_err();
+        assert_eq!(refused.to_string(), "it runs in region 'default', which this node's --wan topology does not have");
     }
 }

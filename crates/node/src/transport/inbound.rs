@@ -3,9 +3,11 @@
 //! is refused (another cluster, a clashing id, a frame version this node does not speak) is told why in plain
 //! text before the connection closes, so both ends log the reason. Any
 //! decode error (bad checksum, unknown version, oversized or undecodable frame) closes that connection
-//! only; the peer's sender reconnects.
+//! only; the peer's sender reconnects. A node that emulates a WAN hands each frame on when the connection's
+//! delay line says (`wan.rs`).
 
-use super::handshake::Refusal;
+use super::handshake::{Admitted, Refusal};
+use super::wan::{DelayLine, HELD_BYTES_MAX};
 use super::Gate;
 use crate::accept::accept_loop;
 use crate::inbox::{deliver, CoreStopped, Input};
@@ -15,10 +17,13 @@ use meridian_core::NodeId;
 use serde::de::DeserializeOwned;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc::Sender;
+use tokio::sync::mpsc::{self, Sender};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 /// A caller that has not introduced itself by then is not a Meridian peer.
@@ -59,8 +64,8 @@ where
 
 async fn serve_peer<M: DeserializeOwned>(mut stream: TcpStream, addr: SocketAddr, gate: Gate, inbox: Sender<Input<M>>) {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let from = match handshake(&mut stream, &mut buf, &gate).await {
-        Ok(from) => from,
+    let admitted = match handshake(&mut stream, &mut buf, &gate, u64::from(addr.port())).await {
+        Ok(admitted) => admitted,
         Err(e) => {
             warn!(%addr, "refusing peer connection: {e}");
             // The caller logs why, whatever version it speaks (`wire::refusal`); a failed write changes nothing.
@@ -68,43 +73,83 @@ async fn serve_peer<M: DeserializeOwned>(mut stream: TcpStream, addr: SocketAddr
             return;
         }
     };
+    let from = admitted.from;
     debug!(peer = %from, %addr, "peer connected");
-    match receive(&mut stream, &mut buf, from, &inbox).await {
+    match receive(&mut stream, &mut buf, admitted, &inbox).await {
         Ok(()) => debug!(peer = %from, %addr, "peer closed its connection"),
         Err(e) => warn!(peer = %from, %addr, "closing peer connection: {e}"),
     }
 }
 
-async fn handshake(stream: &mut TcpStream, buf: &mut BytesMut, gate: &Gate) -> Result<NodeId, InboundError> {
-    let hello: Hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame(stream, buf))
+async fn handshake(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    gate: &Gate,
+    seed: u64,
+) -> Result<Admitted, InboundError> {
+    let (hello, _): (Hello, _) = tokio::time::timeout(HELLO_TIMEOUT, read_frame(stream, buf))
         .await
         .map_err(|_| InboundError::HelloTimeout)??
         .ok_or(InboundError::NoHello)?;
-    Ok(gate.admit(&hello)?)
+    Ok(gate.admit(&hello, seed)?)
 }
 
 /// Passes every frame to the core until the peer closes the connection.
 async fn receive<M: DeserializeOwned>(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
-    from: NodeId,
+    admitted: Admitted,
     inbox: &Sender<Input<M>>,
 ) -> Result<(), InboundError> {
-    while let Some(msg) = read_frame(stream, buf).await? {
+    let Admitted { from, line } = admitted;
+    if let Some(line) = line {
+        return receive_delayed(stream, buf, from, line, inbox).await;
+    }
+    while let Some((msg, _)) = read_frame(stream, buf).await? {
         deliver(inbox, from, msg).await?;
     }
     Ok(())
 }
 
-/// The next frame, reading more as needed; `None` when the peer closes the connection.
+/// Reads frames as they arrive and hands each on when `line` says, holding at most [`HELD_BYTES_MAX`] bytes:
+/// beyond that the connection is not read until held frames are handed on.
+async fn receive_delayed<M: DeserializeOwned>(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    from: NodeId,
+    mut line: DelayLine,
+    inbox: &Sender<Input<M>>,
+) -> Result<(), InboundError> {
+    let held = Arc::new(Semaphore::new(HELD_BYTES_MAX));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let read = async move {
+        while let Some((msg, bytes)) = read_frame::<M>(stream, buf).await? {
+            let bytes = bytes.min(HELD_BYTES_MAX);
+            let permit = held.clone().acquire_many_owned(bytes as u32).await.expect("the semaphore stays open");
+            // The receiver outlives this sender unless it failed, which ends this connection anyway.
+            let _ = tx.send((line.due(Instant::now(), bytes), msg, permit));
+        }
+        Ok(())
+    };
+    let hand_on = async {
+        while let Some((due, msg, _permit)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            deliver(inbox, from, msg).await?;
+        }
+        Ok(())
+    };
+    tokio::try_join!(read, hand_on).map(|_| ())
+}
+
+/// The next frame and its size, reading more as needed; `None` when the peer closes the connection.
 async fn read_frame<T: DeserializeOwned>(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
-) -> Result<Option<T>, InboundError> {
+) -> Result<Option<(T, usize)>, InboundError> {
     loop {
         if let Some((msg, used)) = wire::decode(buf)? {
             buf.advance(used);
-            return Ok(Some(msg));
+            return Ok(Some((msg, used)));
         }
         buf.reserve(READ_CHUNK);
         if stream.read_buf(buf).await? == 0 {

@@ -18,7 +18,9 @@
 mod handshake;
 mod inbound;
 mod outbound;
+mod wan;
 
 pub(crate) use handshake::Gate;
 pub(crate) use inbound::accept_peers;
 pub(crate) use outbound::{spawner, PeerQueues};
+pub use wan::{UnknownRegion, Wan};

@@ -58,7 +58,7 @@ async fn pipelined_replies_stay_in_order_when_some_are_forwarded() {
 /// write of `key`. Returns whether the node closed the connection on us, saying why (`wire::refusal`).
 async fn impersonate_node_2(peer: std::net::SocketAddr, fingerprint: u64, key: &str) -> bool {
     let mut frames = Vec::new();
-    wire::encode(&Hello { node: NodeId(2), cluster: fingerprint }, &mut frames).unwrap();
+    wire::encode(&Hello { node: NodeId(2), cluster: fingerprint, region: "default".into() }, &mut frames).unwrap();
     let req = Request::Write(Write::put(KeyspaceId::DEFAULT, key.to_string().into(), "smuggled".into()));
     wire::encode(&KvMsg::Forward { tag: 0, req }, &mut frames).unwrap();
     let mut stream = within("connect to peer port", TcpStream::connect(peer)).await.unwrap();

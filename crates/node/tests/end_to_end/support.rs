@@ -49,6 +49,8 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         resp: RespLimits::default(),
         durability: SyncPolicy::default(),
         data_dir: None,
+        region: meridian_core::location::DEFAULT_REGION.into(),
+        wan: None,
     }
 }
 
