@@ -42,8 +42,8 @@ pub struct ServerArgs {
     #[arg(long)]
     http: Option<SocketAddr>,
     /// The nodes the cluster starts with, each with its peer address and optionally its location:
-    /// 1=HOST:PORT@REGION/ZONE/RACK,2=HOST:PORT,... (the same on every one of them; the first three run the
-    /// cluster manager; a node without a location is in region `default`).
+    /// 1=HOST:PORT@REGION/ZONE/RACK,2=HOST:PORT,... (the same on every one of them; three of them, spread over
+    /// regions, run the cluster manager; a node without a location is in region `default`).
     #[arg(long)]
     peers: Option<String>,
     /// The region this node runs in (docs/regions.md): with --join, where the cluster places it; with --peers,

@@ -36,7 +36,7 @@ pub struct SimArgs {
     /// (what docs/keyspaces.md claims for the default keyspace's configuration) or none.
     #[arg(long, default_value = "linearizable")]
     check: String,
-    /// Nodes of the initial cluster; the first three run the manager.
+    /// Nodes of the initial cluster; three of them, spread over the topology's regions, run the manager.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
     /// Further nodes that the `join` nemesis starts (and that `leave` may take out, at most as many).
@@ -189,8 +189,9 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     let (joins, leaves, managers, kills, stops) =
         (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes), nem(|n| n.kills), nem(|n| n.stops));
     let isolations = nem(|n| n.isolations);
+    let region_cuts = nem(|n| n.region_cuts);
     println!(
-        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {kills} kills, {stops} clean stops, {isolations} isolations, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired ({overdue} reads waited for one), {evicted} evicted; {pages} SCAN pages answered, {absent} keys they found absent and {present} present; {nx_applied} SET NX applied, {nx_refused} refused; {at_once} writes answered at once",
+        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {kills} kills, {stops} clean stops, {isolations} isolations, {region_cuts} region cuts, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired ({overdue} reads waited for one), {evicted} evicted; {pages} SCAN pages answered, {absent} keys they found absent and {present} present; {nx_applied} SET NX applied, {nx_refused} refused; {at_once} writes answered at once",
         args.protocol,
         sweep.default.replicas_text(),
         sweep.default.update,

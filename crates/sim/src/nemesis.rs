@@ -40,6 +40,9 @@ pub enum FaultKind {
     /// is the fault tail leases exist for: a tail removed without knowing keeps getting clients' reads. No other
     /// partition starts or heals meanwhile.
     Isolate,
+    /// Every node of one region is cut off from every node of the others, both ways, and the cut heals later
+    /// (a transatlantic fibre cut, a region's uplink failing). Clients still reach every node.
+    Region,
 }
 
 impl FaultKind {
@@ -54,7 +57,9 @@ pub const ADMIN_CLIENT: usize = usize::MAX;
 
 /// A name in a nemesis list that is not one of the fault kinds.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown nemesis {0:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop or isolate")]
+#[error(
+    "unknown nemesis {0:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop, isolate or region"
+)]
 pub struct UnknownFault(pub String);
 
 impl FromStr for FaultKind {
@@ -72,6 +77,7 @@ impl FromStr for FaultKind {
             "kill" => Ok(FaultKind::Kill),
             "stop" => Ok(FaultKind::Stop),
             "isolate" => Ok(FaultKind::Isolate),
+            "region" => Ok(FaultKind::Region),
             other => Err(UnknownFault(other.into())),
         }
     }
@@ -105,6 +111,7 @@ pub struct NemesisStats {
     pub kills: u64,
     pub stops: u64,
     pub isolations: u64,
+    pub region_cuts: u64,
 }
 
 pub struct Nemesis {
@@ -263,6 +270,10 @@ impl Nemesis {
                 world.clock_mut(node).step_wall(wall);
                 self.stats.wall_steps += 1;
             }
+            FaultKind::Region if world.now() >= self.isolated_until => {
+                self.cut_region(node, &ids, world);
+                self.stats.region_cuts += 1;
+            }
             FaultKind::Isolate if world.is_up(node) && world.now() >= self.isolated_until => {
                 world.net.heal_all();
                 isolate(node, &ids, world);
@@ -276,8 +287,25 @@ impl Nemesis {
             | FaultKind::Pause
             | FaultKind::Leave
             | FaultKind::Partition
-            | FaultKind::Isolate => {}
+            | FaultKind::Isolate
+            | FaultKind::Region => {}
         }
+    }
+
+    /// Cuts `node`'s region off from the others until a heal between a fraction of a second and the run's
+    /// isolation time (long enough for the manager to declare the region's nodes failed and repair around them).
+    fn cut_region<P: Process>(&mut self, node: NodeId, ids: &[NodeId], world: &mut World<P>) {
+        world.net.heal_all();
+        let region = world.net.region_of(node);
+        let (inside, outside): (Vec<NodeId>, Vec<NodeId>) =
+            ids.iter().partition(|&&o| world.net.region_of(o) == region);
+        for (&a, &b) in inside.iter().flat_map(|a| outside.iter().map(move |b| (a, b))) {
+            world.net.cut(a, b);
+            world.net.cut(b, a);
+        }
+        let longest = self.isolation.max(Duration::from_secs(1));
+        let at = self.later(world, Duration::from_millis(200), longest);
+        world.schedule(at, Event::Fault(Fault::Heal));
     }
 
     fn crash<P: Process>(&mut self, node: NodeId, world: &mut World<P>) {

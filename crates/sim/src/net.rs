@@ -96,6 +96,11 @@ impl Network {
         Network { params, placements, links: BTreeMap::new(), rng }
     }
 
+    /// The region `node` sits in (a topology's region index, or a drawn network's region).
+    pub fn region_of(&self, node: NodeId) -> Option<u32> {
+        self.placements.get(&node).map(|p| p.region)
+    }
+
     /// The run's network in one line, for failure reports.
     pub fn describe(&self) -> String {
         let p = &self.params;

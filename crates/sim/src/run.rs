@@ -120,7 +120,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let mut world = World::new(&ids, net, disk, root.derive("world"), hooks);
     world.tracing = opts.trace;
     let ms = |d: Duration| d.as_nanos() as u64;
-    let isolates = opts.nemesis.contains(&FaultKind::Isolate);
+    let isolates = opts.nemesis.iter().any(|k| matches!(k, FaultKind::Isolate | FaultKind::Region));
     let faults = if isolates { opts.faults.max(opts.isolation * 2) } else { opts.faults };
     let phases = Phases {
         faults_end: ms(faults),

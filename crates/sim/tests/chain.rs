@@ -169,15 +169,17 @@ fn per_seed_results_do_not_depend_on_the_thread_count() {
 }
 
 /// Over the regions of a preset (docs/regions.md): every chain spans three of GlobLease's four EC2 regions, with
-/// their round trips, and stays linearizable under every fault.
+/// their round trips, and stays linearizable under every fault, whole regions cut off included.
 #[test]
 fn chain_is_linearizable_across_the_regions_of_a_topology() {
     let topology = meridian_core::topology::Topology::load("globlease-4").unwrap();
     let s = ChainSweep {
         topology: Some(std::sync::Arc::new(topology)),
-        ..sweep(0..12, "crash,partition,pause,clock,join,leave,manager,kill,stop,isolate")
+        ..sweep(0..12, "crash,partition,pause,clock,join,leave,manager,kill,stop,isolate,region")
     };
     let results = sweep_without_failures(&s);
     let reads: usize = results.iter().map(|r| r.reads).sum();
     assert!(reads > 100, "the workload must read across regions: {reads}");
+    let cuts: u64 = results.iter().map(|r| r.nemesis.region_cuts).sum();
+    assert!(cuts > 0, "the nemesis must cut regions off");
 }

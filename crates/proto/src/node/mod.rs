@@ -22,10 +22,11 @@ use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
 use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
 use crate::manager::raft::RaftMsg;
-use crate::map::placement::DEFAULT_PARTITIONS;
+use crate::map::placement::{self, DEFAULT_PARTITIONS};
 use crate::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
 use meridian_core::{
-    ChainId, ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
+    ChainId, ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Placement, Process, Reply, Request, RequestId,
+    SyncJob, Time,
 };
 use meridian_store::{LogOptions, StoreError, StoreStats, Vfs};
 use serde::{Deserialize, Serialize};
@@ -33,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Voters of the manager's Raft group: the first nodes of the initial cluster, at most this many.
+/// Voters of the manager's Raft group: nodes of the initial cluster, at most this many ([`voters`]).
 pub const VOTERS_MAX: usize = 3;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,9 +76,16 @@ pub struct NodeSetup {
     pub jitter: u64,
 }
 
-/// The voters of a cluster that starts from `initial`.
+/// The voters of a cluster that starts from `initial`: at most [`VOTERS_MAX`] of its nodes, spread over as many
+/// regions, then zones, then racks as it has, lowest ids first (as placement spreads a chain,
+/// [`crate::map::placement::choose`]), so that losing one region leaves a majority of them where the cluster
+/// spans three. A cluster of one region gets its first nodes.
 pub fn voters(initial: &ClusterConfig) -> Vec<NodeId> {
-    initial.node_ids().take(VOTERS_MAX).collect()
+    let ids: Vec<NodeId> = initial.node_ids().collect();
+    let at = |id: NodeId| &initial.node(id).expect("a node of the config").location;
+    let mut voters = placement::choose(&ids, at, &Placement::default(), VOTERS_MAX);
+    voters.sort_unstable();
+    voters
 }
 
 /// The command that creates the map of a cluster that starts from `initial`.
@@ -406,5 +414,29 @@ impl Process for ClusterNode {
     /// (`-TRYAGAIN`), and after an operator removed it, it routes nothing of its own.
     fn serving(&self) -> bool {
         self.agent.map().and_then(|m| m.nodes.get(&self.me)).is_some_and(|n| n.state != NodeState::Removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::NodeSpec;
+
+    fn cluster(locations: &[&str]) -> ClusterConfig {
+        let spec = |(i, l): (usize, &&str)| NodeSpec {
+            location: l.parse().unwrap(),
+            ..NodeSpec::new(NodeId(i as u32 + 1), format!("h:{i}"))
+        };
+        ClusterConfig::new(locations.iter().enumerate().map(spec).collect(), 3, 4).unwrap()
+    }
+
+    #[test]
+    fn voters_spread_over_regions_then_zones_lowest_ids_first() {
+        assert_eq!(voters(&cluster(&["default"; 5])), [NodeId(1), NodeId(2), NodeId(3)]);
+        let three = cluster(&["mc1", "mc1", "mc2", "mc2", "mc3", "mc3"]);
+        assert_eq!(voters(&three), [NodeId(1), NodeId(3), NodeId(5)]);
+        let two = cluster(&["eu/a", "eu/a", "eu/b", "us", "us"]);
+        assert_eq!(voters(&two), [NodeId(1), NodeId(3), NodeId(4)], "a second zone before a second node");
+        assert_eq!(voters(&cluster(&["eu", "us"])), [NodeId(1), NodeId(2)]);
     }
 }
