@@ -132,6 +132,9 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     params.default_evicts = opts.default_evicts;
     let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
+    if let Some(t) = &opts.topology {
+        workload.in_regions(t.regions().len() as u32);
+    }
     let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation);
     ids[..opts.nodes].iter().for_each(|&id| world.boot(id));
     workload.start(&mut world);

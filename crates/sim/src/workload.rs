@@ -167,6 +167,9 @@ pub struct Workload {
     /// SET NX answered: applied, and refused (the key was there).
     nx_counts: (u64, u64),
     nodes: Vec<NodeId>,
+    /// On a topology, how many regions it has: client `c` lives in region `c mod regions` and talks to that
+    /// region's nodes. 0 on a drawn network, where clients talk to any node.
+    regions: u32,
     /// Per key: (written, read) successfully by an operation invoked after progress became required.
     after_heal: Vec<(bool, bool)>,
     /// The first answer whose shape does not fit its request: a protocol bug.
@@ -198,6 +201,7 @@ impl Workload {
             page_counts: (0, 0, 0),
             nx_counts: (0, 0),
             nodes,
+            regions: 0,
             after_heal,
             wrong_answer: None,
             deadlines: Deadlines::default(),
@@ -205,6 +209,11 @@ impl Workload {
             elsewhere: 0,
             set_aside: Vec::new(),
         }
+    }
+
+    /// Places the clients in `regions` regions, in turn, each talking to its own region's nodes.
+    pub fn in_regions(&mut self, regions: u32) {
+        self.regions = regions;
     }
 
     pub fn start<P: Process>(&mut self, world: &mut World<P>) {
@@ -288,12 +297,17 @@ impl Workload {
         self.send(client, op, req, world);
     }
 
-    /// Sends `client`'s operation `op` to a random node, and gives up on it after the timeout.
+    /// Sends `client`'s operation `op` to a random node (of its region, if it has one with a started node),
+    /// and gives up on it after the timeout.
     fn send<P: Process>(&mut self, client: usize, op: usize, req: Request, world: &mut World<P>) {
         self.clients[client].pending = Some(op);
         // Clients know the cluster's nodes, not spares that never started.
         let nodes: Vec<NodeId> = self.nodes.iter().copied().filter(|&n| world.was_started(n)).collect();
-        let node = nodes[self.rng.index(nodes.len())];
+        let home = (self.regions > 0).then(|| client as u32 % self.regions);
+        let local: Vec<NodeId> =
+            nodes.iter().copied().filter(|&n| home.is_some() && world.net.region_of(n) == home).collect();
+        let pool = if local.is_empty() { &nodes } else { &local };
+        let node = pool[self.rng.index(pool.len())];
         world.client_send(client, op, node, req);
         let deadline = world.now() + self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client, op }));
