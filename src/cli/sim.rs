@@ -10,7 +10,9 @@ use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
+use meridian_sim::world::Traffic;
 use meridian_sim::{parse_kinds, RunReport};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -92,6 +94,10 @@ pub struct SimArgs {
     /// With --experiment: where to write the throughput plot (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Also print the messages the nodes sent, by kind: how many, their bytes, and bytes per second of
+    /// simulated time per node of the initial cluster.
+    #[arg(long)]
+    traffic: bool,
 }
 
 pub fn run(args: SimArgs) -> Result<ExitCode, String> {
@@ -213,6 +219,9 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
             stale.max_ns as f64 / 1e6
         );
     }
+    if args.traffic {
+        print!("{}", traffic(results, args.nodes));
+    }
     let Some(first) = failures.first() else { return ExitCode::SUCCESS };
     let seeds: Vec<String> = failures.iter().map(|r| r.seed.to_string()).collect();
     println!("FAILED seeds: {}", seeds.join(", "));
@@ -234,6 +243,24 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         sweep.check
     );
     ExitCode::FAILURE
+}
+
+/// The messages of every run, by kind, with their rate per node of the initial cluster.
+fn traffic(results: &[SeedResult], nodes: usize) -> String {
+    let mut kinds: BTreeMap<&str, Traffic> = BTreeMap::new();
+    for (kind, t) in results.iter().flat_map(|r| &r.traffic) {
+        let sum = kinds.entry(kind).or_default();
+        sum.messages += t.messages;
+        sum.bytes += t.bytes;
+    }
+    let node_seconds = results.iter().map(|r| r.elapsed_ns as f64 / 1e9).sum::<f64>() * nodes.max(1) as f64;
+    let mut out = String::from("traffic: kind, messages, bytes, mean bytes per message, bytes per second per node\n");
+    for (kind, t) in kinds {
+        let per_message = t.bytes as f64 / t.messages.max(1) as f64;
+        let rate = t.bytes as f64 / node_seconds.max(f64::MIN_POSITIVE);
+        out += &format!("  {kind:<10} {:>12} {:>14} {per_message:>10.1} {rate:>12.1}\n", t.messages, t.bytes);
+    }
+    out
 }
 
 fn join_experiment(args: &SimArgs) -> Result<ExitCode, String> {

@@ -12,6 +12,7 @@ use meridian_core::{
 };
 use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
+use meridian_proto::manager::msg::MgrMsg;
 use meridian_proto::map::placement::chain_for_token;
 use meridian_proto::map::{ClusterMap, NodeAddrs};
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeMsg, NodeSetup};
@@ -135,7 +136,11 @@ pub fn chain(
         label: Box::new(|msg: &NodeMsg| match msg {
             NodeMsg::Chain(ChainMsg::CopyReq(_) | ChainMsg::CopyData(_)) => "copy",
             NodeMsg::Chain(_) => "chain",
-            NodeMsg::Raft(_) | NodeMsg::Mgr(_) => "manager",
+            NodeMsg::Raft(_) => "raft",
+            NodeMsg::Mgr(MgrMsg::Map(_)) => "map",
+            NodeMsg::Mgr(MgrMsg::HeartbeatReply(r)) if r.map.is_some() => "map",
+            NodeMsg::Mgr(MgrMsg::Heartbeat(_) | MgrMsg::HeartbeatReply(_)) => "heartbeat",
+            NodeMsg::Mgr(_) => "admin",
         }),
     }
 }

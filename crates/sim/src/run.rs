@@ -65,6 +65,8 @@ impl RunOptions {
 pub struct RunReport {
     pub seed: u64,
     pub trace_hash: u64,
+    /// Virtual time the run lasted.
+    pub elapsed_ns: u64,
     pub history: History,
     pub world: WorldStats,
     pub nemesis: NemesisStats,
@@ -171,6 +173,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     RunReport {
         seed: opts.seed,
         trace_hash: world.trace_hash(),
+        elapsed_ns: world.now(),
         history: workload.finish(),
         world: world.stats,
         nemesis: nemesis.stats,

@@ -5,6 +5,7 @@ use crate::nemesis::{FaultKind, NemesisStats};
 use crate::protocols;
 use crate::rng::SimRng;
 use crate::run::{run, topology, RunOptions, RunReport};
+use crate::world::Traffic;
 use meridian_check::{check, present_violations, staleness, Budget, OpKind, Staleness, Verdict};
 use meridian_core::topology::Topology;
 use meridian_core::{KeyspaceConfig, UpdateMode};
@@ -102,6 +103,9 @@ pub struct SeedResult {
     pub counters: BTreeMap<&'static str, u64>,
     /// With `CheckModel::Staleness`: how stale the reads were.
     pub staleness: Option<Staleness>,
+    /// Messages sent, by kind, and the virtual time they were sent over.
+    pub traffic: BTreeMap<&'static str, Traffic>,
+    pub elapsed_ns: u64,
     /// Invariant breach, liveness failure or linearizability violation, with a minimal history.
     pub failure: Option<String>,
 }
@@ -137,6 +141,8 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
         nemesis: report.nemesis,
         counters: report.counters.clone(),
         staleness: stale,
+        traffic: report.world.traffic.clone(),
+        elapsed_ns: report.elapsed_ns,
         failure,
     }
 }

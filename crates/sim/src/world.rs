@@ -46,7 +46,8 @@ pub type Restored<P> = Box<dyn Fn(&P, KeyspaceId, &[u8]) -> bool>;
 /// A node's state in a few lines, given its clock's reading, for the report of a run that failed.
 pub type Describe<P> = Box<dyn Fn(&P, Time) -> String>;
 
-/// What kind of work a message is, for the cost model's accounts (e.g. "copy", "chain", "manager").
+/// What kind of work a message is, for the cost model's accounts and the traffic counts (e.g. "copy", "chain",
+/// "heartbeat").
 pub type Label<P> = Box<dyn Fn(&<P as Process>::Msg) -> &'static str>;
 
 /// How a protocol is put into the simulator (see `protocols.rs`).
@@ -167,13 +168,22 @@ struct Node<P: Process> {
     next_request: u64,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct WorldStats {
     pub events: u64,
     pub messages: u64,
     pub dropped: u64,
     pub crashes: u64,
     pub syncs: u64,
+    /// Messages sent, by kind ([`Hooks::label`]).
+    pub traffic: BTreeMap<&'static str, Traffic>,
+}
+
+/// Messages of one kind sent over a run, and their bytes on the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub messages: u64,
+    pub bytes: u64,
 }
 
 pub struct World<P: Process> {
@@ -707,6 +717,9 @@ impl<P: Process> World<P> {
             *self.work.entry((from, (self.hooks.label)(msg))).or_default() += cost.of(frame.len());
         }
         self.stats.messages += 1;
+        let kind = self.stats.traffic.entry((self.hooks.label)(msg)).or_default();
+        kind.messages += 1;
+        kind.bytes += frame.len() as u64;
         match self.net.send(self.now, from, to, frame.len()) {
             Some((at, epoch)) => self.schedule(at, Event::Deliver { from, to, epoch, frame }),
             None => self.stats.dropped += 1,
