@@ -177,7 +177,7 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
     .map_err(|e| e.to_string())?
     .banning(ban_region.as_deref().unwrap_or_default());
     let replicas = match (replicas, placed.placed()) {
-        (Some(list), _) => KeyspaceConfig::parse_replicas(list)?,
+        (Some(list), _) => KeyspaceConfig::parse_replicas(list).map_err(|e| e.to_string())?,
         (None, Some(n)) => vec![ReplicaKind::Log; n as usize],
         (None, None) => vec![ReplicaKind::Log; DEFAULT_REPLICATION],
     };

@@ -3,6 +3,7 @@
 
 use clap::Args;
 use meridian_check::Staleness;
+use meridian_core::keyspace::UnknownName;
 use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{DurabilityMode, KeyspaceConfig, ReplicaKind};
@@ -106,13 +107,13 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     }
     let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication, ReplicaKind::Log)?;
     let default = KeyspaceConfig {
-        update: args.update.parse()?,
-        read_from: args.read_from.parse()?,
+        update: args.update.parse().map_err(|e: UnknownName| e.to_string())?,
+        read_from: args.read_from.parse().map_err(|e: UnknownName| e.to_string())?,
         maxmemory: args.maxmemory,
         durability: args.durability,
         ..KeyspaceConfig::with_replicas(replicas)
     };
-    default.validate()?;
+    default.validate().map_err(|e| e.to_string())?;
     let nemesis = parse_kinds(&args.nemesis).map_err(|e| e.to_string())?;
     if default.durability == Some(DurabilityMode::Async) && nemesis.iter().any(|k| k.is_power_loss()) {
         return Err("async durability may lose acknowledged writes on a power loss (docs/durability.md), which \

@@ -3,7 +3,7 @@
 //! (query node). The manager keeps every keyspace's configuration in the cluster map; each
 //! keyspace gets its own chains and, on every node, its own datastores.
 
-use crate::placement::Placement;
+use crate::placement::{Placement, PlacementError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -16,6 +16,28 @@ pub const KEYSPACES_MAX: usize = 256;
 pub const NAME_MAX: usize = 64;
 /// Longest chain a keyspace may ask for.
 pub const REPLICAS_MAX: usize = 7;
+
+/// A name that is not one of a knob's values; the message lists the ones it takes.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown {knob} {given:?}; expected one of {expected}")]
+pub struct UnknownName {
+    knob: &'static str,
+    given: String,
+    expected: String,
+}
+
+/// Why a keyspace's name or configuration was refused.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KeyspaceError {
+    #[error("invalid keyspace name {0:?}: use 1 to {NAME_MAX} ASCII letters, digits, '_', '-' or '.'")]
+    Name(String),
+    #[error("a keyspace needs 1 to {REPLICAS_MAX} replicas, not {0}")]
+    Replicas(usize),
+    #[error("a cache keyspace's maxmemory must be more than 0 bytes")]
+    NoMemory,
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+}
 
 /// A knob's values with their names: `name()`, `ALL`, `Display` and `FromStr` (which lists the names it takes).
 macro_rules! named {
@@ -44,12 +66,12 @@ macro_rules! named {
         }
 
         impl FromStr for $ty {
-            type Err = String;
+            type Err = UnknownName;
 
-            fn from_str(s: &str) -> Result<Self, String> {
+            fn from_str(s: &str) -> Result<Self, UnknownName> {
                 $ty::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
                     let names: Vec<&str> = $ty::ALL.iter().map(|k| k.name()).collect();
-                    format!("unknown {} {s:?}; expected one of {}", $label, names.join(", "))
+                    UnknownName { knob: $label, given: s.into(), expected: names.join(", ") }
                 })
             }
         }
@@ -189,18 +211,18 @@ impl KeyspaceConfig {
     }
 
     /// Parses a comma-separated replica list, head first: `log,log,log`.
-    pub fn parse_replicas(list: &str) -> Result<Vec<ReplicaKind>, String> {
+    pub fn parse_replicas(list: &str) -> Result<Vec<ReplicaKind>, UnknownName> {
         list.split(',').map(|s| s.trim().parse()).collect()
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), KeyspaceError> {
         if !(1..=REPLICAS_MAX).contains(&self.replicas.len()) {
-            return Err(format!("a keyspace needs 1 to {REPLICAS_MAX} replicas, not {}", self.replicas.len()));
+            return Err(KeyspaceError::Replicas(self.replicas.len()));
         }
         if self.maxmemory == Some(0) {
-            return Err("a cache keyspace's maxmemory must be more than 0 bytes".into());
+            return Err(KeyspaceError::NoMemory);
         }
-        self.placement.validate(self.replicas.len()).map_err(|e| e.to_string())
+        Ok(self.placement.validate(self.replicas.len())?)
     }
 
     /// The replica list as `--replicas` takes it.
@@ -210,12 +232,10 @@ impl KeyspaceConfig {
 }
 
 /// Checks a keyspace name: 1 to [`NAME_MAX`] bytes of ASCII letters, digits, `_`, `-` and `.`.
-pub fn validate_name(name: &str) -> Result<(), String> {
+pub fn validate_name(name: &str) -> Result<(), KeyspaceError> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     if name.is_empty() || name.len() > NAME_MAX || !name.chars().all(allowed) {
-        return Err(format!(
-            "invalid keyspace name {name:?}: use 1 to {NAME_MAX} ASCII letters, digits, '_', '-' or '.'"
-        ));
+        return Err(KeyspaceError::Name(name.into()));
     }
     Ok(())
 }
@@ -228,7 +248,10 @@ mod tests {
     fn replica_lists_parse_and_print() {
         let config = KeyspaceConfig::with_replicas(KeyspaceConfig::parse_replicas("mem, log,buffered").unwrap());
         assert_eq!((config.replication(), config.replicas_text()), (3, "mem,log,buffered".to_string()));
-        assert!(KeyspaceConfig::parse_replicas("log,disk").unwrap_err().contains("unknown replica type \"disk\""));
+        assert!(KeyspaceConfig::parse_replicas("log,disk")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown replica type \"disk\""));
         assert!(KeyspaceConfig::durable(0).validate().is_err());
         assert!(KeyspaceConfig::durable(REPLICAS_MAX + 1).validate().is_err());
         assert!(KeyspaceConfig::durable(3).validate().is_ok());
@@ -239,7 +262,7 @@ mod tests {
         assert!(validate_name("users_v2.eu-west").is_ok());
         assert_eq!("au".parse::<UpdateMode>(), Ok(UpdateMode::Au));
         let wrong = "middle".parse::<QueryNode>().unwrap_err();
-        assert_eq!(wrong, "unknown query node \"middle\"; expected one of tail, mid, head");
+        assert_eq!(wrong.to_string(), "unknown query node \"middle\"; expected one of tail, mid, head");
         assert_eq!([1, 2, 3].map(|n| QueryNode::Mid.position(n)), [0, 0, 1]);
         assert_eq!(DurabilityMode::Async.max(DurabilityMode::Sync).max(DurabilityMode::Group), DurabilityMode::Sync);
         for bad in ["", "a b", "ключ", &"x".repeat(NAME_MAX + 1)] {

@@ -17,7 +17,7 @@ pub struct Placement {
 }
 
 /// Why a placement was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlacementError {
     #[error(transparent)]
     Name(#[from] BadRegionName),

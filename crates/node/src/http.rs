@@ -21,6 +21,7 @@ use axum::http::{header, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use meridian_core::exposition::{Exposition, MetricKind};
+use meridian_core::keyspace::UnknownName;
 use meridian_core::location::DEFAULT_REGION;
 use meridian_core::size::parse_size;
 use meridian_core::{
@@ -231,16 +232,19 @@ pub(crate) struct NewKeyspace {
 }
 
 impl NewKeyspace {
+    /// The configuration asked for, or why it is refused, as the answer's text.
     pub(crate) fn config(&self) -> Result<KeyspaceConfig, String> {
-        let replicas = self.replicas.iter().map(|r| r.parse()).collect::<Result<Vec<ReplicaKind>, String>>()?;
+        let text = |e: UnknownName| e.to_string();
+        let replicas =
+            self.replicas.iter().map(|r| r.parse()).collect::<Result<Vec<ReplicaKind>, _>>().map_err(text)?;
         let mut config = KeyspaceConfig::with_replicas(replicas);
         if let Some(update) = &self.update {
-            config.update = update.parse()?;
+            config.update = update.parse().map_err(text)?;
         }
         if let Some(read_from) = &self.read_from {
-            config.read_from = read_from.parse()?;
+            config.read_from = read_from.parse().map_err(text)?;
         }
-        config.durability = self.durability.as_deref().map(str::parse).transpose()?;
+        config.durability = self.durability.as_deref().map(str::parse).transpose().map_err(text)?;
         config.maxmemory = match &self.maxmemory {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) => Some(n.as_u64().ok_or("maxmemory must be a whole number of bytes")?),
@@ -248,10 +252,10 @@ impl NewKeyspace {
             Some(other) => return Err(format!("maxmemory must be bytes or a size such as \"256mb\", not {other}")),
         };
         if let Some(protocol) = &self.protocol {
-            config.protocol = protocol.parse()?;
+            config.protocol = protocol.parse().map_err(text)?;
         }
         config.placement = Placement { regions: self.placement.clone(), banned: self.ban_regions.clone() };
-        config.validate()?;
+        config.validate().map_err(|e| e.to_string())?;
         Ok(config)
     }
 }

@@ -11,7 +11,8 @@
 //!   steps it in its own task (`CoreHandle`). Either way the driver first asks the process for an answer it can
 //!   give at once, without effects (`Process::answer_at_once`).
 //! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
-//!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake.
+//!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake; with `--wan`, inbound
+//!   frames are held back as a topology's WAN would (`transport/wan.rs`).
 //! - `resp`: a RESP2 and RESP3 server for Redis clients, pipelining-aware; its port listens once the core serves.
 //!   Its limits, malformed input, SCAN, KEYS, INFO and the commands built at the front end: `docs/resp.md`.
 //! - `http`: a small axum server with `/health`, `/ready`, `/metrics` (`docs/metrics.md`), `/v1/cluster` and the
@@ -41,7 +42,7 @@
 //!   task writes every connection's replies at the end of the worker's turn (`resp/outbox.rs`); numbered
 //!   databases made on SELECT (`resp/databases.rs`); per-command counts and latency (`resp/stats.rs`).
 //! - `timers`: the core's named timers on the monotonic clock.
-//! - `transport`: the TCP peer transport and its handshake.
+//! - `transport`: the TCP peer transport, its handshake and the WAN emulation.
 
 mod accept;
 pub mod build_info;

@@ -2,6 +2,7 @@
 
 use super::CHAINS_MAX;
 use meridian_core::config::VNODES_MAX;
+use meridian_core::keyspace::KeyspaceError;
 use meridian_core::keyspace::{DEFAULT_KEYSPACE, KEYSPACES_MAX};
 use meridian_core::location::LocationError;
 use meridian_core::{ChainId, NodeId};
@@ -119,7 +120,7 @@ pub enum MapError {
     /// `default` cannot be dropped.
     DefaultKeyspace,
     /// The keyspace's name or configuration is invalid (the reason says how).
-    BadKeyspace(String),
+    BadKeyspace(KeyspaceError),
     /// Another keyspace would exceed [`KEYSPACES_MAX`] keyspaces or [`CHAINS_MAX`] chains.
     TooManyKeyspaces,
     /// No node is Joining or Active, so a new keyspace's chains would have no member.
@@ -181,7 +182,7 @@ impl fmt::Display for MapError {
             MapError::KeyspaceExists(name) => write!(f, "keyspace {name:?} already exists"),
             MapError::UnknownKeyspace(name) => write!(f, "unknown keyspace {name:?}"),
             MapError::DefaultKeyspace => write!(f, "the {DEFAULT_KEYSPACE} keyspace cannot be dropped"),
-            MapError::BadKeyspace(why) => f.write_str(why),
+            MapError::BadKeyspace(why) => write!(f, "{why}"),
             MapError::NoPlaceableNode => {
                 write!(f, "no ACTIVE or JOINING node outside the keyspace's banned regions can hold its chains")
             }
