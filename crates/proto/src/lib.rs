@@ -18,6 +18,9 @@
 //!   - `expiry.rs`: heads deleting keys past their deadline;
 //!   - `scan.rs`: SCAN and DBSIZE answered by a query node, a token range at a time;
 //!   - `recovery.rs`: replicas rebuilt from the logs at start, and those lost to a restart.
+//! - `ops`: Redis command semantics any protocol can use, independent of chains: a write decided against its key's
+//!   state (`decide.rs`: the `Change` every replica applies and the `Outcome` for the client, `outcome.rs`), a
+//!   read's reply (`read.rs`) and a SCAN page over one store (`scan.rs`).
 //! - `manager`: the cluster map as a Raft state machine on raft-rs, the leader's failure detection, step
 //!   driving and lease fencing, and the agent every node runs.
 //! - `map`: the cluster map (nodes, keyspaces, chains and their views, the commands that change it) and
@@ -35,4 +38,5 @@ pub mod chain;
 pub mod manager;
 pub mod map;
 pub mod node;
+pub mod ops;
 pub mod reports;

@@ -1,6 +1,6 @@
 //! Redis' read-modify-write string commands: INCR, DECR, INCRBY, DECRBY, INCRBYFLOAT, APPEND, SETRANGE, GETDEL
 //! and GETEX, and STRLEN. The head of the key's chain evaluates each against the key's value as it orders it
-//! (`chain/decide.rs` in meridian-proto), so each is atomic per key, as in Redis.
+//! (`ops/decide.rs` in meridian-proto), so each is atomic per key, as in Redis.
 
 use super::commands::{integer_argument, syntax_error, Action, Session};
 use super::expiry::deadline;

@@ -4,8 +4,8 @@
 //! way's bookkeeping would cost more than serving them. Each gives exactly the answer `on_request` would give
 //! at that moment, or declines.
 
-use super::serve::Span;
 use super::ChainNode;
+use crate::ops::read::Span;
 use meridian_core::ring::key_token;
 use meridian_core::{ChainId, ErrorKind, Read, Reply, Request, Time, UpdateMode, Write};
 use meridian_store::Durability;

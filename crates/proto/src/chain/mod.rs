@@ -30,11 +30,15 @@
 //!   state, so no client sees a value a crash could take back or a removed tail could miss.
 //! - Lost messages are recovered by Sync, as in static chains; a member that joins copies the chain's data
 //!   from the tail (pre-copy) and, once inserted, from its successor (flush) before it takes part (`copy.rs`).
+//!
+//! What a command does to its key is not the chain's but [`crate::ops`]': the head decides a write there as it
+//! orders it (`ops/decide.rs`; the `Change` and `Outcome` its update carries are `ops/outcome.rs`'s, re-exported
+//! by [`msg`]), and reads and SCAN pages are answered there from this member's store (`ops/read.rs`,
+//! `ops/scan.rs`).
 
 mod answers;
 mod at_once;
 mod copy;
-mod decide;
 mod evict;
 mod expiry;
 mod frontend;

@@ -1,20 +1,16 @@
 //! The data path of a chain member: ordering writes at the head, passing updates down, acknowledging them
 //! back up, answering at the tail (seed 003 §2.3, Listing 1), and catching up lost messages by Sync.
 
-use super::decide::{blind, decide, fields_of, needs_value, Current, Decision};
 use super::lease::{hold, Held};
-use super::msg::Refusal;
 use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::{Answered, Replica};
 use super::{ChainNode, Fx};
+use crate::ops::decide::{blind, decide, needs_value, Current, Decision};
+use crate::ops::read::{decoded, reply_for, Span};
 use bytes::Bytes;
-use meridian_core::ring::key_token;
-use meridian_core::{
-    ChainId, ErrorKind, KeyExpiry, Kind, NodeId, Read, Reply, Request, Stored, Time, UpdateMode, Write,
-};
+use meridian_core::{ChainId, ErrorKind, NodeId, Read, Reply, Request, Stored, Time, UpdateMode, Write};
 use meridian_store::{Body, Record, StoreError};
 use meridian_store::{Durability, Entry};
-use std::ops::RangeInclusive;
 
 use super::{planted_in, PlantedBug};
 
@@ -49,53 +45,6 @@ fn body_of(change: Change) -> Body {
 fn record_taken(u: &mut Update) -> Record {
     let body = body_of(std::mem::replace(&mut u.change, Change::Skip));
     Record { chain: u.chain.0, seq: u.seq, key: std::mem::take(&mut u.key), body }
-}
-
-/// A value as the store holds it, taken apart; one that does not parse is a corrupt store.
-pub(super) fn decoded(raw: Bytes) -> Result<Stored, StoreError> {
-    Stored::unwrap(raw).map_err(corrupt)
-}
-
-pub(super) fn corrupt(reason: String) -> StoreError {
-    StoreError::Corrupt { offset: 0, reason }
-}
-
-/// The answer to a read of a key whose value is `stored`, on a wall clock reading `now_ms`.
-fn reply_for(read: Read, stored: Option<Stored>, now_ms: u64) -> Reply {
-    let wrong_type = || Reply::Error(Refusal::WrongType.kind(), Refusal::WrongType.to_string());
-    match (read, stored) {
-        (Read::Value, Some(Stored { kind: Kind::Hash, .. })) => wrong_type(),
-        (Read::Value, stored) => Reply::Value(stored.map(|s| s.data)),
-        (Read::Hash, stored) => match fields_of(stored.as_ref()) {
-            Ok(fields) => Reply::Fields(fields.into_iter().collect()),
-            Err(why) => Reply::Error(why.kind(), why.to_string()),
-        },
-        (Read::Kind, stored) => Reply::Kind(stored.map(|s| s.kind)),
-        (Read::Expiry, None) => Reply::Expiry(KeyExpiry::Absent),
-        (Read::Expiry, Some(Stored { expires_ms: None, .. })) => Reply::Expiry(KeyExpiry::Never),
-        (Read::Expiry, Some(Stored { expires_ms: Some(at), .. })) => {
-            Reply::Expiry(KeyExpiry::In(at.saturating_sub(now_ms)))
-        }
-        (Read::Deadline, None) => Reply::Expiry(KeyExpiry::Absent),
-        (Read::Deadline, Some(Stored { expires_ms, .. })) => {
-            Reply::Expiry(expires_ms.map_or(KeyExpiry::Never, KeyExpiry::At))
-        }
-    }
-}
-
-/// What a read covers: one key (a GET and its kin) or a range of ring tokens (a SCAN page).
-pub(super) enum Span<'a> {
-    Key(&'a [u8]),
-    Tokens(RangeInclusive<u64>),
-}
-
-impl Span<'_> {
-    pub(super) fn holds(&self, key: &[u8]) -> bool {
-        match self {
-            Span::Key(k) => *k == key,
-            Span::Tokens(range) => range.contains(&key_token(key)),
-        }
-    }
 }
 
 impl ChainNode {

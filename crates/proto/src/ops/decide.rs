@@ -1,15 +1,16 @@
 //! What a write does to its key, decided once by the head against the key's state when it orders the write.
 //! Every member then applies the resulting [`Change`], so read-modify-write commands (INCR, APPEND, SET … GET,
-//! GETDEL) are atomic per key and replicate as plain puts and deletes: the chain never re-evaluates them.
+//! GETDEL) are atomic per key and replicate as plain puts and deletes: the chain never re-evaluates them. Nothing
+//! here depends on the chain: any protocol that orders a key's writes in one place can decide them this way.
 
 mod more;
 
-use super::msg::{Answer, Change, Outcome, Refusal};
+use super::outcome::{Answer, Change, Outcome, Refusal};
 use meridian_core::{hash, Condition, Kind, Stored, Ttl, Write, WriteOp};
 
 /// The head's decision on one write.
 #[derive(Debug)]
-pub(super) struct Decision {
+pub(crate) struct Decision {
     pub change: Change,
     pub outcome: Outcome,
 }
@@ -17,7 +18,7 @@ pub(super) struct Decision {
 /// What the head knows of a key when it decides a write on it: its value, or, for a write that
 /// [`needs_value`] says depends only on whether the key exists, just that, or, for a [`blind`] write, nothing.
 #[derive(Debug)]
-pub(super) enum Current {
+pub(crate) enum Current {
     /// The decision's `existed` is false until the head learns it as it logs the write.
     Unknown,
     Absent,
@@ -33,21 +34,21 @@ impl From<Option<Stored>> for Current {
 
 /// Whether deciding `write` needs the key's value. A plain SET (no GET, no KEEPTTL) and a DEL need only to
 /// know whether the key exists; looking its value up for them would copy it out of the store for nothing.
-pub(super) fn needs_value(write: &Write) -> bool {
+pub(crate) fn needs_value(write: &Write) -> bool {
     write.get_old || !matches!(write.op, WriteOp::Delete | WriteOp::Put { ttl: Ttl::Clear | Ttl::Expire(_), .. })
 }
 
 /// Whether `write`'s change is the same whatever the key holds: an unconditional plain SET or DEL. Only its
 /// reply says whether the key existed, which the head learns as it logs the write, so deciding it looks
 /// nothing up.
-pub(super) fn blind(write: &Write) -> bool {
+pub(crate) fn blind(write: &Write) -> bool {
     write.cond == Condition::Always && !needs_value(write)
 }
 
 /// Decides `write` against the key's current state `current` (its value if [`needs_value`]), at wall-clock
 /// time `now_ms`; `max_value` bounds what an APPEND or HSET may grow a value to. A deadline already past
 /// deletes the key, as Redis does.
-pub(super) fn decide(write: Write, current: impl Into<Current>, now_ms: u64, max_value: usize) -> Decision {
+pub(crate) fn decide(write: Write, current: impl Into<Current>, now_ms: u64, max_value: usize) -> Decision {
     let (existed, current) = match current.into() {
         Current::Unknown | Current::Absent => (false, None),
         Current::Exists => (true, None),
@@ -148,7 +149,7 @@ pub(super) fn string_of(current: Option<&Stored>) -> Result<Option<&[u8]>, Refus
 }
 
 /// A hash key's fields (none if absent); a string is the wrong type.
-pub(super) fn fields_of(current: Option<&Stored>) -> Result<hash::Fields, Refusal> {
+pub(crate) fn fields_of(current: Option<&Stored>) -> Result<hash::Fields, Refusal> {
     match current {
         None => Ok(hash::Fields::new()),
         Some(Stored { kind: Kind::String, .. }) => Err(Refusal::WrongType),

@@ -2,7 +2,7 @@
 //! HINCRBYFLOAT, HSETNX and SETRANGE, each answered and refused as Redis answers and refuses it.
 
 use super::{fields_of, integer, keep, string_of, Applied};
-use crate::chain::msg::{Answer, Change, Refusal};
+use crate::ops::outcome::{Answer, Change, Refusal};
 use bytes::Bytes;
 use meridian_core::{hash, Kind, Stored, WriteOp};
 
