@@ -13,8 +13,6 @@
 //!   - `serve.rs`: ordering at the head, passing updates down, acknowledging back up, `su` and `au`;
 //!   - `invalidate.rs`: `ausi`'s invalidations, sent down ahead of the update;
 //!   - `at_once.rs`: reads, and a lone memory replica's writes, answered within their step;
-//!   - `stores.rs`: one datastore per keyspace and replica type, each with its ledger;
-//!   - `ledger.rs`: the keys that expire, by chain and deadline, and a cache keyspace's write order;
 //!   - `expiry.rs`: heads deleting keys past their deadline;
 //!   - `scan.rs`: SCAN and DBSIZE answered by a query node, a token range at a time;
 //!   - `recovery.rs`: replicas rebuilt from the logs at start, and those lost to a restart.
@@ -27,6 +25,9 @@
 //!   `placement.rs`, partitions and chains on the virtual-id ring; what every core reads.
 //! - `reports`: what a node's chain core tells the manager's leader in every heartbeat (steps done, replicas
 //!   lost), kept apart so that neither core imports the other.
+//! - `stores`: the node's datastores, one per keyspace and replica type, each with its ledger (`ledger.rs`: the
+//!   keys that expire, by chain and deadline, and a cache keyspace's write order); what every protocol's replicas
+//!   keep their data in, held for now by the chain core.
 //! - `node`: `ClusterNode`, one node's chain replica, manager agent and (on a voter) manager replica as one core.
 //!   Among its files:
 //!   - `admin.rs`: administration requests, and keyspace commands that wait until the map shows them;
@@ -40,3 +41,4 @@ pub mod map;
 pub mod node;
 pub mod ops;
 pub mod reports;
+pub mod stores;

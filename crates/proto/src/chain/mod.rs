@@ -34,7 +34,8 @@
 //! What a command does to its key is not the chain's but [`crate::ops`]': the head decides a write there as it
 //! orders it (`ops/decide.rs`; the `Change` and `Outcome` its update carries are `ops/outcome.rs`'s, re-exported
 //! by [`msg`]), and reads and SCAN pages are answered there from this member's store (`ops/read.rs`,
-//! `ops/scan.rs`).
+//! `ops/scan.rs`). Nor are the datastores replicas are kept in: they are [`crate::stores`]' (one per keyspace and
+//! replica type, each with its ledger of expiring keys), which this core holds for now.
 
 mod answers;
 mod at_once;
@@ -44,7 +45,6 @@ mod expiry;
 mod frontend;
 mod invalidate;
 mod lease;
-pub mod ledger;
 mod membership;
 pub mod msg;
 mod planted;
@@ -52,9 +52,9 @@ mod recovery;
 mod replica;
 mod scan;
 mod serve;
-pub mod stores;
 
 use crate::map::ClusterMap;
+use crate::stores::{ledger, Stores};
 use copy::Copier;
 use frontend::FrontEnd;
 use lease::{Held, Lease};
@@ -67,7 +67,6 @@ use replica::{Answered, Replica, Role};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
-use stores::Stores;
 
 use crate::reports::{ReplicaReports, StepReport};
 pub use msg::{ChainMsg, Change, Origin, Outcome, Update};

@@ -11,8 +11,8 @@
 
 use super::msg::{Change, Outcome, Update};
 use super::replica::Replica;
-use super::stores::{StoreKey, Stores};
 use crate::map::{ChainView, ClusterMap};
+use crate::stores::{StoreKey, Stores};
 use meridian_core::{ChainId, ChainMap, NodeId, ReplicaKind};
 use meridian_store::{Body, Datastore, Record, StoreError};
 use std::collections::{BTreeMap, BTreeSet};

@@ -15,7 +15,6 @@ mod metrics;
 mod schema_lock;
 mod status;
 
-use crate::chain::stores::{StoreSpec, Stores};
 use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx, PreviousRun};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
@@ -24,6 +23,7 @@ use crate::manager::msg::MgrMsg;
 use crate::manager::raft::RaftMsg;
 use crate::map::placement::{self, DEFAULT_PARTITIONS};
 use crate::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
+use crate::stores::{StoreSpec, Stores};
 use meridian_core::{
     ChainId, ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Placement, Process, Reply, Request, RequestId,
     SyncJob, Time,

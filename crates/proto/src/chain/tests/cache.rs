@@ -2,7 +2,7 @@
 //! more than its share of the keyspace's cap (docs/keyspaces.md, "Cache mode").
 
 use super::*;
-use crate::chain::ledger::KEY_OVERHEAD;
+use crate::stores::ledger::KEY_OVERHEAD;
 
 /// What one key of `n` bytes and a one-byte value costs the cap (the stored value has a one-byte header).
 fn cost(key: &str) -> u64 {

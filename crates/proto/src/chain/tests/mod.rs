@@ -5,10 +5,10 @@
 
 use super::*;
 use crate::map::{ChainChange, MapCommand, NodeAddrs};
+use crate::stores::StoreSpec;
 use bytes::Bytes;
 use meridian_core::{Condition, Effect, Location, ReplicaKind, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
-use stores::StoreSpec;
 
 mod at_once;
 mod cache;

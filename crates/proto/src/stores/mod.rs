@@ -7,8 +7,13 @@
 //! A store is opened when the node first takes part in one of the keyspace's chains with that kind, and at
 //! start for every keyspace of the node's map that has a directory. Files of a keyspace the map has dropped
 //! are removed when the node learns of the drop, and again at start if a crash interrupted that.
+//!
+//! Stores are not chain replication's: any protocol's replicas keep their data in them, so they live beside the
+//! protocols rather than inside `chain`, which for now holds the node's [`Stores`] (`ChainNode::stores`).
 
-use super::ledger::{Ledger, Ledgered};
+pub mod ledger;
+
+use ledger::{Ledger, Ledgered};
 use meridian_core::{KeyspaceId, ReplicaKind, SyncJob};
 use meridian_store::{
     BatchOptions, BufferedStore, Datastore, LogOptions, LogStore, MemStore, StoreError, StoreStats, Vfs,
