@@ -28,6 +28,8 @@
 //! - `stores`: the node's datastores, one per keyspace and replica type, each with its ledger (`ledger.rs`: the
 //!   keys that expire, by chain and deadline, and a cache keyspace's write order); what every protocol's replicas
 //!   keep their data in, held for now by the chain core.
+//! - `requests`: the front-end's request table (`RequestTable`): the client requests a node accepted and waits
+//!   on, by `Origin`, with their timeouts and bounce retries; held for now by the chain core.
 //! - `node`: `ClusterNode`, one node's chain replica, manager agent and (on a voter) manager replica as one core.
 //!   Among its files:
 //!   - `admin.rs`: administration requests, and keyspace commands that wait until the map shows them;
@@ -41,4 +43,5 @@ pub mod map;
 pub mod node;
 pub mod ops;
 pub mod reports;
+pub mod requests;
 pub mod stores;

@@ -34,15 +34,16 @@
 //! What a command does to its key is not the chain's but [`crate::ops`]': the head decides a write there as it
 //! orders it (`ops/decide.rs`; the `Change` and `Outcome` its update carries are `ops/outcome.rs`'s, re-exported
 //! by [`msg`]), and reads and SCAN pages are answered there from this member's store (`ops/read.rs`,
-//! `ops/scan.rs`). Nor are the datastores replicas are kept in: they are [`crate::stores`]' (one per keyspace and
-//! replica type, each with its ledger of expiring keys), which this core holds for now.
+//! `ops/scan.rs`). Nor are the datastores replicas are kept in, which are [`crate::stores`]' (one per keyspace and
+//! replica type, each with its ledger of expiring keys), nor the front-end's table of the requests this node
+//! waits on ([`crate::requests`]: `RequestTable`, and `Origin`, re-exported by [`msg`]); this core holds both for
+//! now.
 
 mod answers;
 mod at_once;
 mod copy;
 mod evict;
 mod expiry;
-mod frontend;
 mod invalidate;
 mod lease;
 mod membership;
@@ -54,9 +55,9 @@ mod scan;
 mod serve;
 
 use crate::map::ClusterMap;
+use crate::requests::RequestTable;
 use crate::stores::{ledger, Stores};
 use copy::Copier;
-use frontend::FrontEnd;
 use lease::{Held, Lease};
 use meridian_core::{
     ChainId, ChainMap, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId,
@@ -224,7 +225,7 @@ pub struct ChainNode {
     /// once more syncs have completed than had begun when it finished.
     syncs_begun: u64,
     syncs: u64,
-    fe: FrontEnd,
+    fe: RequestTable,
     tick: u64,
     /// The wall clock as the runner last gave it (Unix milliseconds): what deadlines are judged by.
     wall_ms: u64,
@@ -291,7 +292,7 @@ impl ChainNode {
             finished: BTreeMap::new(),
             syncs_begun: 0,
             syncs: 0,
-            fe: FrontEnd::new(me, incarnation),
+            fe: RequestTable::new(me, incarnation),
             tick: 0,
             wall_ms: 0,
             budgets: BTreeMap::new(),

@@ -7,19 +7,11 @@
 //! its own current view and bounced otherwise.
 
 use bytes::Bytes;
-use meridian_core::{ChainId, NodeId, Read, Reply, RequestId, Scan, Write};
+use meridian_core::{ChainId, Read, Reply, Scan, Write};
 use serde::{Deserialize, Serialize};
 
 pub use crate::ops::outcome::{Answer, Change, Outcome, Refusal};
-
-/// Who is waiting for the answer: the front-end node, its incarnation (the seed's fe-view-id: answers meant
-/// for a previous run of that node are never handed to a new client) and its request id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Origin {
-    pub node: NodeId,
-    pub incarnation: u64,
-    pub id: RequestId,
-}
+pub use crate::requests::Origin;
 
 /// One entry of a chain's history H (seed 003 Listing 1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,15 +1,28 @@
 //! The front-end role every node plays (seed 003 §2.1, §2.4): it accepts a client request, forwards it
 //! to the chain that owns the key and hands the answer back, or gives up after a timeout with an
-//! "outcome unknown" error. Timeouts count ticks, so a paused node expires its requests by its own
-//! progress rather than all at once.
+//! "outcome unknown" error. [`RequestTable`] keeps the requests it waits on, each named on the wire by its
+//! [`Origin`]. Timeouts count ticks, so a paused node expires its requests by its own progress rather than all
+//! at once.
 //!
 //! A request that a head or tail bounces (it is not the head or tail in its view, or not a valid replica
 //! yet) was certainly not applied, so the front-end sends it again at its next tick, routed by its map as it
 //! is then: membership changes cost clients latency, not errors.
+//!
+//! None of this depends on how a keyspace is replicated, so it lives beside the protocols rather than in
+//! `chain` (which for now holds the node's table, and re-exports `Origin` from `chain::msg`).
 
-use super::msg::Origin;
 use meridian_core::{NodeId, Request, RequestId};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// Who is waiting for the answer: the front-end node, its incarnation (the seed's fe-view-id: answers meant
+/// for a previous run of that node are never handed to a new client) and its request id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub node: NodeId,
+    pub incarnation: u64,
+    pub id: RequestId,
+}
 
 #[derive(Debug)]
 struct Pending {
@@ -19,29 +32,31 @@ struct Pending {
     write: bool,
     /// The request, kept only while another node has it: that node's bounce names nothing but the origin. A
     /// request this node serves itself is not copied (a clone and a drop per request, about 2% of a pipelined
-    /// one's instructions): if it bounces here, it is handed back ([`FrontEnd::bounce_here`]).
+    /// one's instructions): if it bounces here, it is handed back ([`RequestTable::bounce_here`]).
     req: Option<Request>,
     /// Bounced: send again at the next tick.
     retry: bool,
 }
 
+/// The requests this node accepted as a front-end and still waits on (named apart from the RESP server's
+/// `Frontend`, which is what a node's client connections share).
 #[derive(Debug)]
-pub struct FrontEnd {
+pub struct RequestTable {
     me: NodeId,
     incarnation: u64,
     pending: BTreeMap<RequestId, Pending>,
-    /// The request of the step under way, until [`FrontEnd::settle`] files it under `pending`. Most requests
+    /// The request of the step under way, until [`RequestTable::settle`] files it under `pending`. Most requests
     /// to a node that serves their key themselves are answered within the step that took them, and then never
     /// need the map (an insert and a remove were 2–3% of a pipelined SET's samples).
     fresh: Option<(RequestId, Pending)>,
 }
 
-impl FrontEnd {
-    pub fn new(me: NodeId, incarnation: u64) -> FrontEnd {
-        FrontEnd { me, incarnation, pending: BTreeMap::new(), fresh: None }
+impl RequestTable {
+    pub fn new(me: NodeId, incarnation: u64) -> RequestTable {
+        RequestTable { me, incarnation, pending: BTreeMap::new(), fresh: None }
     }
 
-    /// Takes request `id` (a write or not) for the step under way; [`FrontEnd::settle`] must end that step.
+    /// Takes request `id` (a write or not) for the step under way; [`RequestTable::settle`] must end that step.
     pub fn track(&mut self, id: RequestId, write: bool, tick: u64) -> Origin {
         self.settle();
         self.fresh = Some((id, Pending { accepted: tick, write, req: None, retry: false }));
@@ -162,7 +177,7 @@ mod tests {
 
     #[test]
     fn answers_from_another_incarnation_are_ignored() {
-        let mut fe = FrontEnd::new(NodeId(1), 7);
+        let mut fe = RequestTable::new(NodeId(1), 7);
         let origin = fe.track(RequestId(5), false, 0);
         let stale = Origin { incarnation: 6, ..origin };
         assert_eq!(fe.complete(&stale), None);
@@ -172,7 +187,7 @@ mod tests {
 
     #[test]
     fn expiry_counts_ticks() {
-        let mut fe = FrontEnd::new(NodeId(1), 0);
+        let mut fe = RequestTable::new(NodeId(1), 0);
         let first = fe.track(RequestId(1), false, 0);
         let second = fe.track(RequestId(2), false, 3);
         assert_eq!(fe.expire(4, 4), vec![(RequestId(1), false)]);
@@ -182,7 +197,7 @@ mod tests {
 
     #[test]
     fn the_steps_request_is_answered_bounced_or_filed_like_any_other() {
-        let mut fe = FrontEnd::new(NodeId(1), 0);
+        let mut fe = RequestTable::new(NodeId(1), 0);
         let answered = fe.track(RequestId(1), false, 0);
         assert_eq!(fe.complete(&answered), Some(RequestId(1)));
         fe.settle();
@@ -203,7 +218,7 @@ mod tests {
 
     #[test]
     fn bounced_requests_are_retried_once_per_bounce() {
-        let mut fe = FrontEnd::new(NodeId(1), 0);
+        let mut fe = RequestTable::new(NodeId(1), 0);
         let origin = fe.track(RequestId(1), false, 0);
         assert!(fe.take_retries().is_empty());
         fe.bounce_here(&origin, get());
@@ -214,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_request_bounced_elsewhere_is_sent_again_from_its_copy_or_given_up() {
-        let mut fe = FrontEnd::new(NodeId(1), 0);
+        let mut fe = RequestTable::new(NodeId(1), 0);
         let kept = fe.track(RequestId(1), false, 0);
         fe.keep(&kept, get());
         let lost = fe.track(RequestId(2), true, 0);
