@@ -184,6 +184,16 @@ async fn wait_for_log(log: &Log, entry: &str) {
     }
 }
 
+/// Waits until the core task has let go of the core: the step that wrote a log entry may still hold it when a
+/// test sees the entry, and a request submitted meanwhile would go to the inbox instead of being served in place.
+async fn wait_until_idle<P: Process + Send + 'static>(handle: &CoreHandle<P>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handle.core.try_lock().is_err() {
+        assert!(Instant::now() < deadline, "the core task never let go of the core");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// Asks the driver to stop, from inside the runtime.
 async fn shut_down(inbox: &Inbox) {
     inbox.send(Input::Shutdown).await.map_err(|_| "the driver is gone").unwrap();
@@ -506,6 +516,7 @@ async fn idle_core(policy: SyncPolicy, log: &Log) -> (CoreHandle<Probe>, Inbox, 
     let handle = driver.handle(inbox_tx.clone());
     let task = tokio::spawn(driver.run());
     wait_for_log(log, "message 7 from n1").await;
+    wait_until_idle(&handle).await;
     (handle, inbox_tx, task, persistence)
 }
 
@@ -540,6 +551,7 @@ async fn a_request_is_answered_at_once_only_while_no_write_waits_for_its_fsync()
     let mut batched = inbox_tx.submit(get());
     assert_eq!(await_reply(&mut batched).await, ABSENT);
     wait_for_log(&log, "message 7 from n1").await;
+    wait_until_idle(&handle).await;
     let mut here = handle.submit(get());
     assert!(matches!(here, Answer::Given(Some(_))), "answered within submit: {here:?}");
     assert_eq!(here.try_recv().unwrap(), ABSENT);
