@@ -108,7 +108,7 @@ impl CompactionFigures {
     }
 }
 
-/// The log store's sequential puts against the raw disk, over [`crate::sequential::ROUNDS`] pairs; every
+/// The log store's sequential puts against the raw disk, over `sequential::ROUNDS` pairs; every
 /// figure is the median over the pairs.
 #[derive(Clone, Debug, Serialize)]
 pub struct SequentialFigures {

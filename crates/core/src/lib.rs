@@ -1,5 +1,5 @@
 //! The vocabulary every Meridian crate shares: identifiers, keyspace configurations, client requests and
-//! replies, the sans-IO [`Process`] contract that protocol cores implement, the consistent-hashing [`Ring`], the
+//! replies, the sans-IO [`Process`] contract that protocol cores implement, the consistent-hashing ring ([`ring`]), the
 //! static [`ClusterConfig`] and the peer [`wire`] codec. It depends on no other Meridian crate.
 //!
 //! Start with `process.rs`: what a core takes in, the `Effects` it gives out, and what `after_sync` means. Then

@@ -219,7 +219,7 @@ impl NodeHandle {
     }
 
     /// Graceful: stop accepting clients and drain them (every command a client has sent by now is answered,
-    /// then its connection is closed; up to [`DRAIN_MAX`](crate::accept::DRAIN_MAX), after which the rest are
+    /// then its connection is closed; up to `accept::DRAIN_MAX`, after which the rest are
     /// cut off and their requests may or may not take effect), let the core task finish its batch and
     /// sync, stop tasks, wait for the core to end. Peer messages still queued may be lost (the protocols tolerate
     /// loss).

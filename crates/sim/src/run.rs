@@ -71,7 +71,7 @@ pub struct RunReport {
     pub world: WorldStats,
     pub nemesis: NemesisStats,
     pub enabled: Vec<FaultKind>,
-    /// The protocol's own counters summed over every node life (see [`Counters`]).
+    /// The protocol's own counters summed over every node life (see [`Counters`](crate::world::Counters)).
     pub counters: BTreeMap<&'static str, u64>,
     /// An invariant breach, a node that could not recover, a livelock or a stall after healing.
     pub failure: Option<String>,

@@ -52,7 +52,7 @@ pub struct Page {
 
 impl Page {
     /// A page of `keyspace` from the ring's start, from a token of one of `keys` (a key on the range's first
-    /// token), or from anywhere, with a COUNT of 1 to [`COUNT_MAX`].
+    /// token), or from anywhere, with a COUNT of 1 to `COUNT_MAX`.
     pub fn random(rng: &mut SimRng, keyspace: KeyspaceId, keys: &[Bytes], invoke_ns: u64) -> (Page, Request) {
         let from = match rng.index(3) {
             0 => 0,

@@ -75,7 +75,7 @@ pub struct WorkloadParams {
     pub delete_ratio: f64,
     /// The fraction of operations before the heal that are SCAN pages.
     pub scan_ratio: f64,
-    /// The fraction of puts with a time to live (1 ms to [`TTL_MAX_MS`]).
+    /// The fraction of puts with a time to live (1 ms to `TTL_MAX_MS`).
     pub ttl_ratio: f64,
     /// The fraction of puts before the heal sent as SET NX (never with a time to live).
     pub nx_ratio: f64,

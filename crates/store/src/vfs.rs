@@ -30,7 +30,7 @@ pub trait Vfs: Send + Sync + Debug {
     /// compaction replaced), where it does not hold the caller up: the real backend runs it on a thread of its
     /// own, since an fsync, a directory sync or unlinking a large file can each take tens of milliseconds that
     /// the caller, a node's core, would otherwise spend, and skips it if no thread can be started. It returns
-    /// that thread, for the caller to wait for before it goes ([`Background`]). This default runs it now, as
+    /// that thread, for the caller to wait for before it goes (`Background`). This default runs it now, as
     /// the simulator's disk does, so a run stays deterministic.
     fn in_background(&self, job: Box<dyn FnOnce() + Send>) -> Option<JoinHandle<()>> {
         job();
