@@ -5,6 +5,7 @@
 //! for scripts.
 
 use super::http;
+use super::node::LocationArgs;
 use clap::{Args, Subcommand};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
@@ -102,15 +103,8 @@ enum NodeCommand {
         /// Ring points (default: the cluster's).
         #[arg(long)]
         vnodes: Option<u32>,
-        /// The region it runs in (default: `default`).
-        #[arg(long)]
-        region: Option<String>,
-        /// The zone (within --region) it runs in.
-        #[arg(long, requires = "region")]
-        zone: Option<String>,
-        /// The rack (within --zone) it runs in.
-        #[arg(long, requires = "zone")]
-        rack: Option<String>,
+        #[command(flatten)]
+        at: LocationArgs,
     },
     /// Drain a node out of its chains (a replacement is copied in first) and remove it.
     Remove { id: u32 },
@@ -121,7 +115,11 @@ enum NodeCommand {
 pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
     let answer = match &args.command {
         CtlCommand::Status | CtlCommand::Node(NodeCommand::Status) => http::get(&args.addr, "/v1/cluster")?,
-        CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes, region, zone, rack }) => {
+        CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes, at }) => {
+            let (region, zone, rack) = match at.location()? {
+                Some(l) => (Some(l.region), l.zone, l.rack),
+                None => (None, None, None),
+            };
             let body = json!({
                 "id": id, "peer_addr": peer_addr, "resp_addr": resp_addr, "http_addr": http_addr, "vnodes": vnodes,
                 "region": region, "zone": zone, "rack": rack,

@@ -4,7 +4,7 @@
 use clap::Args;
 use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
-use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, NodeId, ReplicaKind};
+use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, Location, NodeId, ReplicaKind};
 use meridian_node::{
     start_node, DataDir, NodeHandle, NodeOptions, RespLimits, SyncPolicy, Wan, DEFAULT_CONNECTIONS_MAX,
     DEFAULT_PIPELINE_MAX,
@@ -18,6 +18,28 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Where a node runs (docs/regions.md): `meridian server`'s own location, or that of a node `ctl node add` adds.
+#[derive(Args, Debug)]
+pub struct LocationArgs {
+    /// The region the node runs in (default: `default`). A node of --peers must be where --peers says.
+    #[arg(long)]
+    region: Option<String>,
+    /// The zone (within --region) the node runs in.
+    #[arg(long, requires = "region")]
+    zone: Option<String>,
+    /// The rack (within --zone) the node runs in.
+    #[arg(long, requires = "zone")]
+    rack: Option<String>,
+}
+
+impl LocationArgs {
+    /// The location given, if any; one with a malformed name is refused, saying why.
+    pub fn location(&self) -> Result<Option<Location>, String> {
+        let Some(region) = &self.region else { return Ok(None) };
+        Location::new(region, self.zone.as_deref(), self.rack.as_deref()).map(Some).map_err(|e| e.to_string())
+    }
+}
 
 /// When a node fsyncs relative to acknowledging writes (docs/durability.md).
 #[derive(Args, Debug)]

@@ -3,12 +3,12 @@
 
 use super::http;
 use super::node::{
-    default_replicas, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup, ThreadArgs,
+    default_replicas, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, LocationArgs, NodeSetup, ThreadArgs,
 };
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::topology::Topology;
-use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
+use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec, ReplicaKind};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
@@ -46,16 +46,8 @@ pub struct ServerArgs {
     /// regions, run the cluster manager; a node without a location is in region `default`).
     #[arg(long)]
     peers: Option<String>,
-    /// The region this node runs in (docs/regions.md): with --join, where the cluster places it; with --peers,
-    /// it must be what --peers says of this node.
-    #[arg(long)]
-    region: Option<String>,
-    /// The zone (within --region) this node runs in.
-    #[arg(long, requires = "region")]
-    zone: Option<String>,
-    /// The rack (within --zone) this node runs in.
-    #[arg(long, requires = "zone")]
-    rack: Option<String>,
+    #[command(flatten)]
+    at: LocationArgs,
     /// Emulate a WAN, for tests and demos (docs/regions.md): hand every message from a peer to this node half the
     /// round trip between the two nodes' regions after it arrived, paced by the link's bandwidth. A preset
     /// (`meridian topology list`) or a topology file, which must name this node's region.
@@ -142,7 +134,7 @@ fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, Stri
         .map_err(|e| e.to_string())?;
     let own =
         cluster.node(NodeId(args.node_id)).ok_or_else(|| format!("--node-id {} is not in --peers", args.node_id))?;
-    if let Some(location) = location(args)?.filter(|l| *l != own.location) {
+    if let Some(location) = args.at.location()?.filter(|l| *l != own.location) {
         return Err(format!(
             "node {} is at {} in --peers, not at {location}: a node of the initial cluster is placed by --peers \
              (1=HOST:PORT@REGION/ZONE/RACK), the same on every node",
@@ -177,14 +169,8 @@ fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRe
     };
     check_id_free(&layout["status"]["nodes"], args.node_id, &addrs.peer_addr)?;
     let vnodes = args.vnodes.unwrap_or(cluster.vnodes) as u32;
-    let location = location(args)?.unwrap_or_default();
+    let location = args.at.location()?.unwrap_or_default();
     Ok((cluster, Some(JoinRequest { addrs, vnodes, location })))
-}
-
-/// The location --region, --zone and --rack give, if any.
-fn location(args: &ServerArgs) -> Result<Option<Location>, String> {
-    let Some(region) = &args.region else { return Ok(None) };
-    Location::new(region, args.zone.as_deref(), args.rack.as_deref()).map(Some).map_err(|e| e.to_string())
 }
 
 /// A node id belongs to one node for life: joining as an id the cluster knows with another address is refused
