@@ -60,11 +60,6 @@ impl Placement {
         self.regions.is_empty()
     }
 
-    /// The region of the chains' heads, when the placement names one.
-    pub fn home(&self) -> Option<&str> {
-        self.regions.first().map(|(r, _)| r.as_str())
-    }
-
     /// The replicas the placement puts, if it names regions.
     pub fn placed(&self) -> Option<u32> {
         (!self.is_spread()).then(|| self.regions.iter().map(|(_, n)| n).sum())
@@ -123,7 +118,7 @@ mod tests {
     #[test]
     fn parses_and_shows_each_form() {
         let each = Placement::one_in_each("eu, us,asia").unwrap();
-        assert_eq!((each.to_string(), each.home()), ("eu=1,us=1,asia=1".into(), Some("eu")));
+        assert_eq!((each.to_string(), each.regions[0].0.as_str()), ("eu=1,us=1,asia=1".into(), "eu"));
         let counted = Placement::per_region("eu=2,us=1").unwrap().banning("asia");
         assert_eq!((counted.to_string(), counted.placed()), ("eu=2,us=1 not asia".into(), Some(3)));
         assert_eq!(Placement::default().to_string(), "spread");

@@ -303,9 +303,13 @@ impl Workload {
         self.clients[client].pending = Some(op);
         // Clients know the cluster's nodes, not spares that never started.
         let nodes: Vec<NodeId> = self.nodes.iter().copied().filter(|&n| world.was_started(n)).collect();
-        let home = (self.regions > 0).then(|| client as u32 % self.regions);
-        let local: Vec<NodeId> =
-            nodes.iter().copied().filter(|&n| home.is_some() && world.net.region_of(n) == home).collect();
+        let local: Vec<NodeId> = match self.regions {
+            0 => Vec::new(),
+            n => {
+                let home = Some(client as u32 % n);
+                nodes.iter().copied().filter(|&node| world.net.region_of(node) == home).collect()
+            }
+        };
         let pool = if local.is_empty() { &nodes } else { &local };
         let node = pool[self.rng.index(pool.len())];
         world.client_send(client, op, node, req);
