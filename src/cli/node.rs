@@ -10,6 +10,7 @@ use meridian_node::{
     DEFAULT_PIPELINE_MAX,
 };
 use meridian_proto::chain::ChainConfig;
+use meridian_proto::host::RequestConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
@@ -83,12 +84,13 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    /// The node's configuration, with the key and value limits its chains check every request against.
+    /// The node's configuration, with the key and value limits it checks every request against.
     pub fn config_with(&self, limits: Limits) -> NodeConfig {
         let migration_bandwidth = self.migration_mb_per_s * 1_000_000;
-        let chain = ChainConfig { migration_bandwidth, limits, ..ChainConfig::default() };
+        let chain = ChainConfig { migration_bandwidth, ..ChainConfig::default() };
+        let requests = RequestConfig { limits, ..RequestConfig::default() };
         let manager = ManagerConfig::with_tick(Duration::from_millis(self.manager_tick_ms));
-        NodeConfig { chain, manager, ..NodeConfig::default() }
+        NodeConfig { requests, chain, manager, ..NodeConfig::default() }
     }
 }
 
@@ -183,7 +185,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     let wan = setup.wan.map(|t| Wan::new(t, &location.region)).transpose().map_err(|e| e.to_string())?;
     let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id).map_err(|e| e.to_string())?);
     let cfg = setup.config;
-    let limits = cfg.chain.limits;
+    let limits = cfg.requests.limits;
     let incarnation = incarnation();
     let core = CoreSetup {
         me: setup.node_id,

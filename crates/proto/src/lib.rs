@@ -27,9 +27,11 @@
 //!   lost), kept apart so that neither core imports the other.
 //! - `stores`: the node's datastores, one per keyspace and replica type, each with its ledger (`ledger.rs`: the
 //!   keys that expire, by chain and deadline, and a cache keyspace's write order); what every protocol's replicas
-//!   keep their data in, held for now by the chain core.
+//!   keep their data in, owned by the node.
 //! - `requests`: the front-end's request table (`RequestTable`): the client requests a node accepted and waits
-//!   on, by `Origin`, with their timeouts and bounce retries; held for now by the chain core.
+//!   on, by `Origin`, with their timeouts and bounce retries; owned by the node.
+//! - `host`: what the node lends the protocol core it steps (`Host`): the stores, the request table, the tick, the
+//!   wall clock and the request limits; and how it accepts a client request and times it out.
 //! - `node`: `ClusterNode`, one node's chain replica, manager agent and (on a voter) manager replica as one core.
 //!   Among its files:
 //!   - `admin.rs`: administration requests, and keyspace commands that wait until the map shows them;
@@ -38,6 +40,7 @@
 //!   - `clean_stop.rs`: the marker a clean stop leaves, which spares the next start's head replicas a copy.
 
 pub mod chain;
+pub mod host;
 pub mod manager;
 pub mod map;
 pub mod node;

@@ -9,7 +9,7 @@
 //! is then: membership changes cost clients latency, not errors.
 //!
 //! None of this depends on how a keyspace is replicated, so it lives beside the protocols rather than in
-//! `chain` (which for now holds the node's table, and re-exports `Origin` from `chain::msg`).
+//! `chain` (which re-exports `Origin` from `chain::msg`); the node owns the table ([`crate::host::Host`]).
 
 use meridian_core::{NodeId, Request, RequestId};
 use serde::{Deserialize, Serialize};

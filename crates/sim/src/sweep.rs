@@ -168,7 +168,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     let rtt = net.round_trip(&placements);
     let tick = rtt.clamp(DEFAULT_TICK, MANAGER_TICK_MAX);
     node.manager = ManagerConfig { limits: node.manager.limits, ..ManagerConfig::with_tick(tick) };
-    node.chain.request_timeout = node.chain.request_timeout.max(rtt * 8);
+    node.requests.request_timeout = node.requests.request_timeout.max(rtt * 8);
     // Long enough for the manager to declare the node failed (its heartbeats stop at once), wait out its leases
     // (a term at most) and leave the new tails one more term of serving while it is still cut off.
     opts.isolation = node.manager.failure_timeout + node.manager.lease * 2;

@@ -8,8 +8,9 @@
 //! bytes, so a new head knows them at once.
 
 use super::PlantedBug;
-use super::{ChainNode, Fx};
+use super::{ChainNode, ChainStep, Fx};
 use crate::map::ClusterMap;
+use crate::stores::Stores;
 use meridian_core::{ChainId, NodeId, Time};
 use std::collections::BTreeMap;
 
@@ -34,21 +35,21 @@ pub fn budgets(map: &ClusterMap) -> BTreeMap<ChainId, u64> {
         .collect()
 }
 
-impl ChainNode {
+impl ChainStep<'_> {
     /// At the head of a cache keyspace's chain: evicts the least recently written keys while the chain holds
     /// more than its share of the cap, as many as the chain's unacknowledged history has room for.
     pub(super) fn evict(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
-        if self.planted(PlantedBug::EvictsLocally) {
+        if self.s.planted(PlantedBug::EvictsLocally) {
             return;
         }
-        let Some(&budget) = self.budgets.get(&chain) else { return };
-        let unacked = self.replicas.get(&chain).map_or(0, |r| r.unacked.len());
-        let room = (self.cfg.unacked_max / 2).saturating_sub(unacked).min(EVICT_MAX);
+        let Some(&budget) = self.s.budgets.get(&chain) else { return };
+        let unacked = self.s.replicas.get(&chain).map_or(0, |r| r.unacked.len());
+        let room = (self.s.cfg.unacked_max / 2).saturating_sub(unacked).min(EVICT_MAX);
         for _ in 0..room {
             let Some(ledger) = self.ledger(chain).filter(|l| l.chain_bytes(chain.0) > budget) else { return };
             let Some(victim) = ledger.oldest(chain.0, 1).pop() else { return };
             self.head_delete(now, chain, victim, out);
-            self.stats.evicted += 1;
+            self.s.stats.evicted += 1;
         }
     }
 
@@ -58,10 +59,12 @@ impl ChainNode {
             self.evict(now, chain, out);
         }
     }
+}
 
-    /// The memory `chain` holds here as its keyspace's cap counts it, for a cache keyspace.
-    pub(super) fn cache_bytes(&self, chain: ChainId) -> Option<u64> {
-        self.budgets.contains_key(&chain).then(|| self.ledger(chain).map_or(0, |l| l.chain_bytes(chain.0)))
+impl ChainNode {
+    /// The memory `chain` holds here in `stores` as its keyspace's cap counts it, for a cache keyspace.
+    pub(super) fn cache_bytes(&self, stores: &Stores, chain: ChainId) -> Option<u64> {
+        self.budgets.contains_key(&chain).then(|| self.ledger(stores, chain).map_or(0, |l| l.chain_bytes(chain.0)))
     }
 }
 

@@ -13,16 +13,16 @@
 
 use super::msg::{ChainMsg, Origin, Update};
 use super::{planted_in, PlantedBug};
-use super::{ChainNode, Fx};
+use super::{ChainStep, Fx};
 use bytes::Bytes;
 use meridian_core::{ChainId, NodeId, Read, Reply, Time};
 
-impl ChainNode {
+impl ChainStep<'_> {
     /// The head owes `origin` (if a client asked for `u`) the answer `reply` once the chain holds the
     /// invalidation of `u`'s key, which leaves for `succ` once `u` is durable here; until then it holds reads of
     /// the key back (`defer_at_head`).
     pub(super) fn invalidate(&mut self, u: &Update, succ: NodeId, origin: Option<Origin>, reply: Reply, out: &mut Fx) {
-        let r = self.replicas.get_mut(&u.chain).expect("the head holds the chain");
+        let r = self.s.replicas.get_mut(&u.chain).expect("the head holds the chain");
         r.awaiting.insert(u.seq, (u.key.clone(), origin, reply));
         let view = r.view().expect("members have a view");
         out.send_after_sync(succ, ChainMsg::Invalidate { chain: u.chain, view, seq: u.seq, key: u.key.clone() });
@@ -37,7 +37,7 @@ impl ChainNode {
         key: Bytes,
         out: &mut Fx,
     ) {
-        let Some(r) = self.replicas.get_mut(&chain) else { return };
+        let Some(r) = self.s.replicas.get_mut(&chain) else { return };
         if r.view() != Some(view) || r.pred() != Some(from) {
             return;
         }
@@ -46,7 +46,7 @@ impl ChainNode {
         match r.succ() {
             Some(succ) => out.send(succ, ChainMsg::Invalidate { chain, view, seq, key }),
             None => {
-                let head = self.map.as_ref().and_then(|m| m.chains.get(&chain)?.members.first().copied());
+                let head = self.s.map.as_ref().and_then(|m| m.chains.get(&chain)?.members.first().copied());
                 if let Some(head) = head {
                     out.send(head, ChainMsg::Invalidated { chain, view, seq });
                 }
@@ -55,7 +55,7 @@ impl ChainNode {
     }
 
     pub(super) fn on_invalidated(&mut self, now: Time, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
-        if self.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.is_head()) {
+        if self.s.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.is_head()) {
             self.answer_invalidated(now, chain, Some(seq), out);
         }
     }
@@ -69,11 +69,11 @@ impl ChainNode {
     /// (`answer_acknowledged`).
     pub(super) fn answer_invalidated(&mut self, now: Time, chain: ChainId, invalidated: Option<u64>, out: &mut Fx) {
         // Most acknowledgements find nothing waiting (every `su` write's do): they need no lease lookup.
-        let Some(r) = self.replicas.get(&chain) else { return };
-        if r.awaiting.is_empty() && r.deferred.is_empty() || !self.lease_ok(chain, r, now) {
+        let Some(r) = self.s.replicas.get(&chain) else { return };
+        if r.awaiting.is_empty() && r.deferred.is_empty() || !self.s.lease_ok(chain, r, now) {
             return;
         }
-        let Some(r) = self.replicas.get_mut(&chain) else { return };
+        let Some(r) = self.s.replicas.get_mut(&chain) else { return };
         let later = r.awaiting.split_off(&(r.la + 1));
         let mut due = std::mem::replace(&mut r.awaiting, later);
         if let Some((seq, entry)) = invalidated.and_then(|seq| Some((seq, r.awaiting.remove(&seq)?))) {
@@ -96,8 +96,8 @@ impl ChainNode {
     /// member after the head may still answer the key's older value, and this read must not show the newer one
     /// first.
     pub(super) fn defer_at_head(&mut self, chain: ChainId, origin: Origin, key: &[u8], read: Read) -> bool {
-        let Some(r) = self.replicas.get_mut(&chain) else { return false };
-        let shows = planted_in(&self.cfg, PlantedBug::ShowsUninvalidated);
+        let Some(r) = self.s.replicas.get_mut(&chain) else { return false };
+        let shows = planted_in(&self.s.cfg, PlantedBug::ShowsUninvalidated);
         let waiting = !shows && r.awaiting.values().any(|(k, _, _)| k.as_ref() == key);
         if waiting {
             r.deferred.push((origin, Bytes::copy_from_slice(key), read));
@@ -111,6 +111,7 @@ impl ChainNode {
     /// when the view changed held every later read of its key back for good.
     pub(super) fn answer_acknowledged(&mut self, now: Time, out: &mut Fx) {
         let due: Vec<ChainId> = self
+            .s
             .replicas
             .iter()
             .filter(|(_, r)| r.awaiting.first_key_value().is_some_and(|(&seq, _)| seq <= r.la))
@@ -123,7 +124,7 @@ impl ChainNode {
 
     /// Forgets invalidations whose writes this member's history now covers.
     pub(super) fn prune_invalid(&mut self) {
-        for r in self.replicas.values_mut().filter(|r| !r.invalid.is_empty()) {
+        for r in self.s.replicas.values_mut().filter(|r| !r.invalid.is_empty()) {
             let lu = r.lu;
             r.invalid.retain(|_, seq| *seq > lu);
         }

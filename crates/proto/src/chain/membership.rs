@@ -5,7 +5,7 @@ use super::copy::{answer_history, answer_states, Copier, Progress};
 use super::msg::{ChainMsg, CopyData, CopyKind, CopyPart, CopyReq, KeyState};
 use super::replica::{Replica, Role};
 use super::serve::{ack_mark, record_of};
-use super::{evict, ChainNode, ChainTimer, Fx};
+use super::{evict, ChainStep, ChainTimer, Fx};
 use super::{planted_in, PlantedBug};
 use crate::map::placement::partition_range;
 use crate::map::{ChainChange, ChainView, ClusterMap};
@@ -48,24 +48,24 @@ fn restored_since(before: Option<&ClusterMap>, chain: &ChainView) -> bool {
     chain.restored.is_some() && before.and_then(|m| m.chains.get(&chain.id)).map(|c| c.restored) != Some(chain.restored)
 }
 
-impl ChainNode {
+impl ChainStep<'_> {
     /// Takes a newer cluster map: joins, leaves and repairs every chain whose membership changed for this node.
     pub fn adopt(&mut self, map: Arc<ClusterMap>, now: Time, out: &mut Fx) {
-        if self.map.as_ref().is_some_and(|m| m.epoch >= map.epoch) {
+        if self.s.map.as_ref().is_some_and(|m| m.epoch >= map.epoch) {
             return;
         }
-        let before = self.map.replace(map.clone());
-        self.budgets = evict::budgets(&map);
+        let before = self.s.map.replace(map.clone());
+        self.s.budgets = evict::budgets(&map);
         self.forget_dropped(&map, out);
         for chain in map.chains.values() {
-            let role = role_in(self.me, chain);
-            let known = self.replicas.get(&chain.id).map(|r| r.role);
+            let role = role_in(self.s.me, chain);
+            let known = self.s.replicas.get(&chain.id).map(|r| r.role);
             match role {
-                Role::Outside if self.replicas.contains_key(&chain.id) => self.leave(chain.id, &map, out),
+                Role::Outside if self.s.replicas.contains_key(&chain.id) => self.leave(chain.id, &map, out),
                 Role::Outside => {}
                 _ if known == Some(role) => {}
                 Role::Joiner { .. } => {
-                    if self.replicas.contains_key(&chain.id) && restored_since(before.as_deref(), chain) {
+                    if self.s.replicas.contains_key(&chain.id) && restored_since(before.as_deref(), chain) {
                         // The chain's history starts again from the restored replica, whose sequence numbers
                         // may name other writes than this node's data reflects: it is no pre-copy base.
                         self.leave(chain.id, &map, out);
@@ -79,7 +79,7 @@ impl ChainNode {
                 }
             }
         }
-        self.leases.retain(|c, l| self.replicas.get(c).and_then(Replica::view) == Some(l.view));
+        self.s.leases.retain(|c, l| self.s.replicas.get(c).and_then(Replica::view) == Some(l.view));
     }
 
     /// Readies this node's replica of `chain`, which the map involves it in, for its new role: opens its store
@@ -87,24 +87,24 @@ impl ChainNode {
     /// its data goes, and a member that finds nothing else counts as lost. A lost replica added again starts
     /// afresh (it may hold writes the chain never committed); one the map restored from is whole again.
     fn prepare(&mut self, chain: &ChainView, map: &ClusterMap) {
-        let kind = chain.kind_of(self.me).expect("the map involves this node");
+        let kind = chain.kind_of(self.s.me).expect("the map involves this node");
         let key = (chain.id.keyspace(), kind);
         let cache = map.keyspaces.get(&key.0).is_some_and(|k| k.config.maxmemory.is_some());
-        if let Err(e) = self.stores.get_or_open(key, cache) {
+        if let Err(e) = self.host.stores.get_or_open(key, cache) {
             // The node cannot take part without it, and it is in the map as if it did (fail-stop).
-            panic!("{}: cannot open the {} datastore of keyspace {}: {e}", self.me, kind, key.0);
+            panic!("{}: cannot open the {} datastore of keyspace {}: {e}", self.s.me, kind, key.0);
         }
-        let member = chain.contains(self.me);
-        let restored = chain.restored == Some((self.me, self.incarnation));
-        let Some(r) = self.replicas.get_mut(&chain.id) else {
-            self.replicas.insert(chain.id, Replica::empty(kind));
+        let member = chain.contains(self.s.me);
+        let restored = chain.restored == Some((self.s.me, self.s.incarnation));
+        let Some(r) = self.s.replicas.get_mut(&chain.id) else {
+            self.s.replicas.insert(chain.id, Replica::empty(kind));
             return;
         };
         if r.kind != kind || (r.lost && !member) {
             let old = r.kind;
             self.drop_data(chain.id, old, map);
             let r = Replica { lost: member && old != kind, ..Replica::empty(kind) };
-            self.replicas.insert(chain.id, r);
+            self.s.replicas.insert(chain.id, r);
         } else if r.lost && restored {
             r.lost = false;
             // The map made what this replica holds the chain's state, copied states above its history included
@@ -123,7 +123,7 @@ impl ChainNode {
 
     /// Appends a range drop for `chain` to the store of `kind`, so its data there is gone for good.
     fn drop_data(&mut self, chain: ChainId, kind: ReplicaKind, map: &ClusterMap) {
-        let Some(store) = self.stores.get_mut((chain.keyspace(), kind)) else { return };
+        let Some(store) = self.host.stores.get_mut((chain.keyspace(), kind)) else { return };
         if let Err(e) = store.append(&drop_record(chain, map.partitions)) {
             tracing::warn!(%chain, "cannot drop the data of a chain this node left: {e}");
         }
@@ -131,13 +131,13 @@ impl ChainNode {
 
     /// Forgets the chains of keyspaces the map dropped, and removes those keyspaces' stores.
     fn forget_dropped(&mut self, map: &ClusterMap, out: &mut Fx) {
-        let gone: Vec<ChainId> = self.replicas.keys().filter(|c| !map.chains.contains_key(c)).copied().collect();
+        let gone: Vec<ChainId> = self.s.replicas.keys().filter(|c| !map.chains.contains_key(c)).copied().collect();
         gone.into_iter().for_each(|chain| self.forget(chain, out));
         let mut dropped: Vec<KeyspaceId> =
-            self.stores.iter().map(|((k, _), _)| k).filter(|k| !map.keyspaces.contains_key(k)).collect();
+            self.host.stores.iter().map(|((k, _), _)| k).filter(|k| !map.keyspaces.contains_key(k)).collect();
         dropped.dedup();
         for keyspace in dropped {
-            if let Err(e) = self.stores.remove(keyspace) {
+            if let Err(e) = self.host.stores.remove(keyspace) {
                 tracing::warn!(%keyspace, "cannot remove the files of a dropped keyspace: {e}");
             }
         }
@@ -146,38 +146,38 @@ impl ChainNode {
     /// Forgets a chain: its replication state, copies, temporary store, finished steps; reads held for its
     /// lease are bounced, so their front-ends route them again.
     fn forget(&mut self, chain: ChainId, out: &mut Fx) {
-        self.stats.drops += 1;
-        self.replicas.remove(&chain);
-        self.copies.remove(&chain);
-        self.temp.remove(&chain);
-        self.finished.remove(&chain);
-        for held in self.held.remove(&chain).unwrap_or_default() {
+        self.s.stats.drops += 1;
+        self.s.replicas.remove(&chain);
+        self.s.copies.remove(&chain);
+        self.s.temp.remove(&chain);
+        self.s.finished.remove(&chain);
+        for held in self.s.held.remove(&chain).unwrap_or_default() {
             self.bounce(held.origin, chain, held.request(chain), out);
         }
     }
 
     /// Leaves a chain this node no longer takes part in, dropping its data durably with a range drop.
     fn leave(&mut self, chain: ChainId, map: &ClusterMap, out: &mut Fx) {
-        let kind = self.replicas[&chain].kind;
+        let kind = self.s.replicas[&chain].kind;
         self.forget(chain, out);
         self.drop_data(chain, kind, map);
     }
 
     fn become_joiner(&mut self, chain: ChainId, role: Role, map: &ClusterMap) {
         let Role::Joiner { step, view, tail } = role else { unreachable!("called for joiners") };
-        let r = self.replicas.get_mut(&chain).expect("prepared");
+        let r = self.s.replicas.get_mut(&chain).expect("prepared");
         // A member that was taken out and is added again keeps its data: it reflects every update up to its
         // LU, which is all a pre-copy base needs.
         r.unacked.clear();
         r.la = r.lu;
         r.role = role;
         let range = partition_range(chain, map.partitions);
-        self.copies.insert(chain, Copier::new(chain, CopyKind::PreCopy { step }, tail, view, range, r.lu));
-        self.finished.remove(&chain);
+        self.s.copies.insert(chain, Copier::new(chain, CopyKind::PreCopy { step }, tail, view, range, r.lu));
+        self.s.finished.remove(&chain);
     }
 
     fn become_member(&mut self, now: Time, chain: ChainId, role: Role, map: &ClusterMap, out: &mut Fx) {
-        let r = self.replicas.get_mut(&chain).expect("prepared");
+        let r = self.s.replicas.get_mut(&chain).expect("prepared");
         let was = r.role;
         r.role = role;
         if r.lost {
@@ -186,13 +186,13 @@ impl ChainNode {
         }
         let Role::Member { view, pred, succ, flushing } = role else { unreachable!("called for members") };
         if matches!(was, Role::Joiner { .. }) || flushing.is_none() {
-            self.copies.remove(&chain);
+            self.s.copies.remove(&chain);
         }
         // Only a flush of the step still in flight is worth reporting.
-        self.finished.retain(|&c, (report, _)| {
+        self.s.finished.retain(|&c, (report, _)| {
             c != chain || matches!(report, StepReport::Flushed { step, .. } if Some(*step) == flushing)
         });
-        if planted_in(&self.cfg, PlantedBug::SkipsFlush) && flushing.is_some() {
+        if planted_in(&self.s.cfg, PlantedBug::SkipsFlush) && flushing.is_some() {
             (r.flushed, r.complete) = (flushing, true);
         }
         if !r.is_active() {
@@ -201,8 +201,8 @@ impl ChainNode {
         if succ.is_none() && was != role {
             self.settle_as_tail(now, chain, out);
         }
-        self.debug_check(chain);
-        let r = &self.replicas[&chain];
+        self.s.debug_check(chain);
+        let r = &self.s.replicas[&chain];
         if let Some(pred) = pred {
             out.send(pred, ChainMsg::Sync { chain, view, lu: r.lu, la: r.upstream_la() });
         }
@@ -214,18 +214,18 @@ impl ChainNode {
             // The planner never removes a tail while an inserted member flushes, so this cannot last.
             return tracing::warn!(%chain, "a member that needs a flush has no successor to flush from");
         };
-        if self.copies.get(&chain).is_some_and(|c| c.kind == CopyKind::Flush && c.view == view && c.source == succ) {
+        if self.s.copies.get(&chain).is_some_and(|c| c.kind == CopyKind::Flush && c.view == view && c.source == succ) {
             return;
         }
-        let since = self.replicas[&chain].lu;
+        let since = self.s.replicas[&chain].lu;
         let range = partition_range(chain, map.partitions);
-        self.copies.insert(chain, Copier::new(chain, CopyKind::Flush, succ, view, range, since));
+        self.s.copies.insert(chain, Copier::new(chain, CopyKind::Flush, succ, view, range, since));
     }
 
     /// This member became the tail: everything it holds is committed; it answers the clients of its
     /// outstanding updates (seed Listing 1, CR_TAIL and TRUNCATE) once it holds a lease.
     fn settle_as_tail(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
-        let r = self.replicas.get_mut(&chain).expect("member");
+        let r = self.s.replicas.get_mut(&chain).expect("member");
         for u in r.settle_as_tail() {
             if let Some(origin) = u.origin {
                 let written = u.outcome.reply();
@@ -239,9 +239,9 @@ impl ChainNode {
     /// Leases from the manager's leader: for each listed chain, valid at its view until `until`.
     pub fn grant(&mut self, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
         for &(chain, view) in chains {
-            let current = self.replicas.get(&chain).and_then(Replica::view);
-            if current == Some(view) && self.leases.get(&chain).is_none_or(|l| l.view != view || l.until < until) {
-                self.leases.insert(chain, Lease { view, until });
+            let current = self.s.replicas.get(&chain).and_then(Replica::view);
+            if current == Some(view) && self.s.leases.get(&chain).is_none_or(|l| l.view != view || l.until < until) {
+                self.s.leases.insert(chain, Lease { view, until });
                 self.send_answers(now, chain, out);
                 self.ack_upstream(chain, out);
             }
@@ -250,8 +250,8 @@ impl ChainNode {
     }
 
     pub(super) fn copy_request(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
-        let tick = self.tick;
-        let Some(copier) = self.copies.get_mut(&chain) else { return };
+        let tick = self.host.tick;
+        let Some(copier) = self.s.copies.get_mut(&chain) else { return };
         if let Some(req) = copier.request(now, tick) {
             out.send(copier.source, ChainMsg::CopyReq(req));
         }
@@ -260,7 +260,7 @@ impl ChainNode {
     /// The source's side: answers a copy request from a joiner (as the chain's tail) or from the flushing
     /// member just before it (as its successor), once what it answers with is durable.
     pub(super) fn on_copy_req(&mut self, from: NodeId, req: CopyReq, out: &mut Fx) {
-        let Some(r) = self.replicas.get(&req.chain).filter(|r| r.is_active() && r.view() == Some(req.view)) else {
+        let Some(r) = self.s.replicas.get(&req.chain).filter(|r| r.is_active() && r.view() == Some(req.view)) else {
             return;
         };
         let allowed = match req.kind {
@@ -284,14 +284,14 @@ impl ChainNode {
 
     /// Whether the map has `node` pre-copying into `chain` in step `step`.
     fn joining(&self, chain: ChainId, node: NodeId, step: u64) -> bool {
-        let change = self.map.as_ref().and_then(|m| m.chains.get(&chain)).and_then(|c| c.change.as_ref());
+        let change = self.s.map.as_ref().and_then(|m| m.chains.get(&chain)).and_then(|c| c.change.as_ref());
         matches!(change, Some(&ChainChange::Add { node: n, step: s, inserted: false, .. }) if n == node && s == step)
     }
 
     pub(super) fn on_copy_data(&mut self, now: Time, from: NodeId, data: CopyData, out: &mut Fx) {
         let chain = data.chain;
-        let bandwidth = self.cfg.migration_bandwidth;
-        let Some(copier) = self.copies.get_mut(&chain).filter(|c| c.source == from) else { return };
+        let bandwidth = self.s.cfg.migration_bandwidth;
+        let Some(copier) = self.s.copies.get_mut(&chain).filter(|c| c.source == from) else { return };
         let progress = copier.on_data(data, now, bandwidth);
         let result = match progress {
             Progress::Stale => return,
@@ -303,7 +303,7 @@ impl ChainNode {
         if let Err(e) = result {
             // Nothing is lost: the copy's watermark was not moved, so a later attempt copies it again.
             tracing::warn!(%chain, "cannot log copied data: {e}");
-            self.copies.remove(&chain);
+            self.s.copies.remove(&chain);
             return;
         }
         self.schedule_copy(now, chain, out);
@@ -311,7 +311,7 @@ impl ChainNode {
 
     /// Sends the copy's next request now, or sets a timer for when its pacing allows.
     fn schedule_copy(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
-        let Some(copier) = self.copies.get(&chain) else { return };
+        let Some(copier) = self.s.copies.get(&chain) else { return };
         match copier.due_in(now) {
             Some(wait) if !wait.is_zero() => out.set_timer(ChainTimer::Copy(chain), wait),
             Some(_) => self.copy_request(now, chain, out),
@@ -325,7 +325,7 @@ impl ChainNode {
             self.store_mut(chain).append(&Record { chain: chain.0, seq: s.seq, key: s.key.clone(), body })?;
         }
         if !states.is_empty() {
-            self.mark_written(chain, out);
+            self.s.mark_written(chain, out);
         }
         Ok(())
     }
@@ -340,14 +340,14 @@ impl ChainNode {
     ) -> Result<(), StoreError> {
         self.log_states(chain, states, out)?;
         self.store_mut(chain).append(&ack_mark(chain, lu))?;
-        self.mark_written(chain, out);
-        let r = self.replicas.get_mut(&chain).expect("a copy has a replica");
+        self.s.mark_written(chain, out);
+        let r = self.s.replicas.get_mut(&chain).expect("a copy has a replica");
         r.restore_watermark(lu);
         r.complete = false;
         let role = r.role;
-        self.debug_check(chain);
+        self.s.debug_check(chain);
         if let (true, Role::Joiner { step, .. }) = (settled, role) {
-            self.stats.precopies += 1;
+            self.s.stats.precopies += 1;
             self.step_finished(StepReport::PreCopied { chain, step });
         }
         Ok(())
@@ -363,7 +363,7 @@ impl ChainNode {
         history: Vec<super::msg::Update>,
         out: &mut Fx,
     ) -> Result<(), StoreError> {
-        let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
+        let r = self.s.replicas.get_mut(&chain).expect("a flush has a replica");
         // The tail holds everything up to the source's LA, and everything up to this member's own watermark
         // (a copy's or an earlier membership's). The copied data reflects at least that state, and the source's
         // history after it continues it. A member that flushes again after a restart may hold more: updates it
@@ -386,9 +386,9 @@ impl ChainNode {
             history.iter().enumerate().all(|(i, u)| u.seq == la + 1 + i as u64),
             "chain {chain}: a flush's history must continue its watermark {la} without a gap"
         );
-        self.mark_written(chain, out);
-        self.copies.remove(&chain);
-        let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
+        self.s.mark_written(chain, out);
+        self.s.copies.remove(&chain);
+        let r = self.s.replicas.get_mut(&chain).expect("a flush has a replica");
         r.unacked.clear();
         (r.lu, r.la, r.la_logged) = (la, la, r.la_logged.max(la));
         for u in history {
@@ -396,16 +396,16 @@ impl ChainNode {
             r.unacked.push_back(u);
         }
         r.complete = true;
-        self.debug_check(chain);
-        let r = self.replicas.get_mut(&chain).expect("a flush has a replica");
+        self.s.debug_check(chain);
+        let r = self.s.replicas.get_mut(&chain).expect("a flush has a replica");
         let Role::Member { view, pred, flushing, .. } = r.role else { unreachable!("flushing members are members") };
         r.flushed = flushing;
-        self.stats.flushes += 1;
+        self.s.stats.flushes += 1;
         if let Some(step) = flushing {
             self.step_finished(StepReport::Flushed { chain, step });
         }
         self.play_forward(now, chain, out);
-        let r = &self.replicas[&chain];
+        let r = &self.s.replicas[&chain];
         if let Some(pred) = pred {
             out.send_after_sync(pred, ChainMsg::Sync { chain, view, lu: r.lu, la: r.la });
         }
@@ -414,15 +414,15 @@ impl ChainNode {
 
     /// Plays the temporary store forward: the predecessor's updates that continue this member's history.
     fn play_forward(&mut self, now: Time, chain: ChainId, out: &mut Fx) {
-        let mut temp = self.temp.remove(&chain).unwrap_or_default();
+        let mut temp = self.s.temp.remove(&chain).unwrap_or_default();
         loop {
-            let next = self.replicas[&chain].lu + 1;
+            let next = self.s.replicas[&chain].lu + 1;
             temp.retain(|&seq, _| seq >= next);
             match temp.remove(&next) {
                 Some(u) => self.log_and_pass(now, u, out),
                 None => break,
             }
-            if !self.replicas[&chain].is_active() {
+            if !self.s.replicas[&chain].is_active() {
                 break;
             }
         }

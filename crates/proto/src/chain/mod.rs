@@ -22,8 +22,9 @@
 //! - Every member after the head logs an update and makes it durable before forwarding it (`send_after_sync`),
 //!   so `LU(successor) ≤ durable LU(predecessor)` survives any crash between them. The head of an `su` chain
 //!   with a `log` member after it forwards at once (`ClusterMap::head_forwards_early`), so its fsync overlaps
-//!   its successor's; after a restart its replica is lost and repaired from the others
-//!   ([`ChainNode::sync_before_map`] keeps the stored map, which that is judged by, in step with it).
+//!   its successor's; after a restart its replica is lost and repaired from the others (the node runs
+//!   [`crate::host::Host::sync_now`] before it stores a map, which keeps the stored map, what that is judged
+//!   by, in step with it).
 //! - Messages between members carry the chain's view; a member drops messages of any other view, so a
 //!   member removed from the chain (and unaware of it) can never feed the new chain.
 //! - The tail answers clients only while it holds a lease for its view (`lease.rs`), and only from durable
@@ -36,8 +37,9 @@
 //! by [`msg`]), and reads and SCAN pages are answered there from this member's store (`ops/read.rs`,
 //! `ops/scan.rs`). Nor are the datastores replicas are kept in, which are [`crate::stores`]' (one per keyspace and
 //! replica type, each with its ledger of expiring keys), nor the front-end's table of the requests this node
-//! waits on ([`crate::requests`]: `RequestTable`, and `Origin`, re-exported by [`msg`]); this core holds both for
-//! now.
+//! waits on ([`crate::requests`]: `RequestTable`, and `Origin`, re-exported by [`msg`]). The node owns both and
+//! lends them with its tick and wall clock for each step ([`Host`]): the chain's code is written on
+//! [`ChainStep`], this core's state (`self.s`) beside the host (`self.host`).
 
 mod answers;
 mod at_once;
@@ -54,20 +56,18 @@ mod replica;
 mod scan;
 mod serve;
 
+use crate::host::{timed_out, Host, Syncs};
 use crate::map::ClusterMap;
-use crate::requests::RequestTable;
 use crate::stores::{ledger, Stores};
 use copy::Copier;
 use lease::{Held, Lease};
 use meridian_core::{
-    ChainId, ChainMap, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, Limits, NodeId, Reply, Request, RequestId,
-    SyncJob, Time, UpdateMode,
+    ChainId, ChainMap, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, NodeId, Reply, Request, Time, UpdateMode,
 };
-use meridian_store::{Datastore, StoreError, StoreStats};
+use meridian_store::{Datastore, StoreError};
 use replica::{Answered, Replica, Role};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::reports::{ReplicaReports, StepReport};
 pub use msg::{ChainMsg, Change, Origin, Outcome, Update};
@@ -78,10 +78,6 @@ pub type Fx = Effects<ChainMsg, ChainTimer>;
 
 #[derive(Clone, Debug)]
 pub struct ChainConfig {
-    /// Period of the housekeeping timer: probes for stalled chains, ack watermarks, request expiry, retries.
-    pub tick: Duration,
-    /// How long a front-end waits for a chain before answering "outcome unknown".
-    pub request_timeout: Duration,
     /// Bound on a chain's unacknowledged history at the head; beyond it new writes get BUSY.
     pub unacked_max: usize,
     /// Bound on the updates resent in answer to one Sync.
@@ -89,7 +85,6 @@ pub struct ChainConfig {
     /// Pre-copy pace in bytes per second (0: unlimited): a join takes at most this much of the source's
     /// disk and network per chain it copies.
     pub migration_bandwidth: u64,
-    pub limits: Limits,
     #[cfg(feature = "planted-bugs")]
     pub planted_bug: Option<PlantedBug>,
 }
@@ -97,12 +92,9 @@ pub struct ChainConfig {
 impl Default for ChainConfig {
     fn default() -> Self {
         ChainConfig {
-            tick: Duration::from_millis(50),
-            request_timeout: Duration::from_secs(2),
             unacked_max: 65_536,
             resend_max: 1024,
             migration_bandwidth: 64_000_000,
-            limits: Limits::default(),
             #[cfg(feature = "planted-bugs")]
             planted_bug: None,
         }
@@ -111,7 +103,6 @@ impl Default for ChainConfig {
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ChainTimer {
-    Tick,
     /// A paced copy may send its next request.
     Copy(ChainId),
 }
@@ -204,7 +195,6 @@ pub struct ChainNode {
     incarnation: u64,
     stats: ChainStats,
     cfg: ChainConfig,
-    stores: Stores,
     /// The newest cluster map seen; None until the first arrives.
     map: Option<Arc<ClusterMap>>,
     /// Every chain this node holds data for or takes part in.
@@ -219,18 +209,19 @@ pub struct ChainNode {
     held: BTreeMap<ChainId, VecDeque<Held>>,
     /// Reads of keys past their deadline on this node's clock, waiting for the delete the chain's head orders.
     overdue: BTreeMap<ChainId, VecDeque<Held>>,
-    /// Finished steps, each with the number of syncs begun before it: the next one to begin covers it.
+    /// Finished steps, each with the number of syncs begun before it: the next one to begin covers it (a step
+    /// is durable once more syncs have completed than had begun when it finished: [`Syncs`]).
     finished: BTreeMap<ChainId, (StepReport, u64)>,
-    /// Syncs begun and syncs completed (in the same order: the runner runs one at a time). A step is durable
-    /// once more syncs have completed than had begun when it finished.
-    syncs_begun: u64,
-    syncs: u64,
-    fe: RequestTable,
-    tick: u64,
-    /// The wall clock as the runner last gave it (Unix milliseconds): what deadlines are judged by.
-    wall_ms: u64,
     /// Every chain of a cache keyspace in the map, with its share of the keyspace's cap (`evict.rs`).
     budgets: BTreeMap<ChainId, u64>,
+}
+
+/// One step of [`ChainNode`]: its state, and the node's [`Host`] lent for the step (the datastores, the request
+/// table, the tick and the wall clock). What the chain does is written on this view, so the chain reads and
+/// writes the node's stores as `self.host.stores` and its own state as `self.s`.
+pub(crate) struct ChainStep<'a> {
+    s: &'a mut ChainNode,
+    host: &'a mut Host,
 }
 
 /// What a node knows of its run before this start, as [`ChainNode::new`] judges its replicas by it.
@@ -254,12 +245,12 @@ impl ChainNode {
     pub fn new(
         me: NodeId,
         cfg: ChainConfig,
-        mut stores: Stores,
+        stores: &mut Stores,
         incarnation: u64,
         previous: PreviousRun,
     ) -> Result<ChainNode, StoreError> {
         let kind_in = |chain: ChainId| previous.map.and_then(|m| m.chains.get(&chain)).and_then(|c| c.kind_of(me));
-        let (mut replicas, stale) = recovery::recover_all(&stores, &kind_in)?;
+        let (mut replicas, stale) = recovery::recover_all(stores, &kind_in)?;
         if let Some(map) = previous.map {
             for (chain, key) in stale {
                 let store = stores.get_mut(key).expect("a store that holds a chain is open");
@@ -281,7 +272,6 @@ impl ChainNode {
             incarnation,
             stats: ChainStats { lost, ..ChainStats::default() },
             cfg,
-            stores,
             map: None,
             replicas,
             copies: BTreeMap::new(),
@@ -290,44 +280,62 @@ impl ChainNode {
             held: BTreeMap::new(),
             overdue: BTreeMap::new(),
             finished: BTreeMap::new(),
-            syncs_begun: 0,
-            syncs: 0,
-            fe: RequestTable::new(me, incarnation),
-            tick: 0,
-            wall_ms: 0,
             budgets: BTreeMap::new(),
         })
     }
 
-    pub fn store_stats(&self) -> StoreStats {
-        self.stores.stats()
+    /// This node's chains for one step, with `host` lent for it.
+    #[inline]
+    pub(crate) fn step<'a>(&'a mut self, host: &'a mut Host) -> ChainStep<'a> {
+        ChainStep { s: self, host }
     }
 
-    /// The node's open datastores, one per keyspace and replica kind.
-    pub fn stores(&self) -> &Stores {
-        &self.stores
+    pub fn on_message(&mut self, host: &mut Host, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
+        self.step(host).on_message(now, from, msg, out)
     }
 
-    /// The store `chain`'s replica lives in, which is open while this node holds the replica.
-    fn store(&self, chain: ChainId) -> &dyn Datastore {
-        let key = (chain.keyspace(), self.replicas[&chain].kind);
-        self.stores.get(key).expect("a node holding a replica has its store open")
+    pub fn on_timer(&mut self, host: &mut Host, now: Time, timer: ChainTimer, out: &mut Fx) {
+        match timer {
+            ChainTimer::Copy(chain) => self.step(host).copy_request(now, chain, out),
+        }
     }
 
-    fn store_mut(&mut self, chain: ChainId) -> &mut dyn Datastore {
-        let key = (chain.keyspace(), self.replicas[&chain].kind);
-        self.stores.get_mut(key).expect("a node holding a replica has its store open")
+    /// Sends a request the node's front-end accepted ([`Host::accept`]) to the head (writes) or query node
+    /// (reads, scans) of the chain its key or scan position falls in, in this node's map.
+    pub fn route(&mut self, host: &mut Host, now: Time, origin: Origin, req: Request, out: &mut Fx) {
+        self.step(host).route(now, origin, req, out)
+    }
+
+    /// The chains' share of the node's housekeeping tick, after the node expired and retried its requests.
+    pub fn on_tick(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
+        self.step(host).on_tick(now, out)
+    }
+
+    /// Adopts a newer cluster map (`membership.rs`).
+    pub fn adopt(&mut self, host: &mut Host, map: Arc<ClusterMap>, now: Time, out: &mut Fx) {
+        self.step(host).adopt(map, now, out)
+    }
+
+    /// Takes the leases the manager's leader granted (`lease.rs`).
+    pub fn grant(&mut self, host: &mut Host, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
+        self.step(host).grant(chains, until, now, out)
+    }
+
+    /// A read answered within its step, if this node may (`at_once.rs`).
+    #[inline]
+    pub fn read_at_once(&mut self, host: &mut Host, now: Time, req: &Request) -> Option<Reply> {
+        self.step(host).read_at_once(now, req)
+    }
+
+    /// A write logged and answered within its step, if this node may, or the request back (`at_once.rs`).
+    #[inline]
+    pub fn write_at_once(&mut self, host: &mut Host, now: Time, req: Request) -> Result<Reply, Request> {
+        self.step(host).write_at_once(now, req)
     }
 
     /// The ledger of the store `chain`'s replica lives in.
-    fn ledger(&self, chain: ChainId) -> Option<&ledger::Ledger> {
-        self.stores.ledger((chain.keyspace(), self.replicas.get(&chain)?.kind))
-    }
-
-    /// The wall clock (Unix milliseconds), which the runner gives before every input: keys' deadlines are
-    /// fixed and judged by it. It may step; a wrong one makes keys expire early or late, nothing worse.
-    pub fn set_wall_clock(&mut self, unix_ms: u64) {
-        self.wall_ms = unix_ms;
+    fn ledger<'a>(&self, stores: &'a Stores, chain: ChainId) -> Option<&'a ledger::Ledger> {
+        stores.ledger((chain.keyspace(), self.replicas.get(&chain)?.kind))
     }
 
     /// The configuration of `chain`'s keyspace in this node's map, if the map has it.
@@ -356,12 +364,12 @@ impl ChainNode {
         self.stats
     }
 
-    /// (chain, LU, LA, view) for every chain this node is an active member of.
     /// The chains whose replicas here are lost: what a restart must count lost again.
     pub fn lost_chains(&self) -> BTreeSet<ChainId> {
         self.replicas.iter().filter(|(_, r)| r.lost).map(|(&id, _)| id).collect()
     }
 
+    /// (chain, LU, LA, view) for every chain this node is an active member of.
     pub fn positions(&self) -> impl Iterator<Item = (ChainId, u64, u64, u64)> + '_ {
         self.replicas.iter().filter(|(_, r)| r.is_active()).filter_map(|(&id, r)| Some((id, r.lu, r.la, r.view()?)))
     }
@@ -383,12 +391,13 @@ impl ChainNode {
         self.replicas.iter().filter_map(move |(&id, r)| r.answered.filter(at_now).map(|a| (id, a.view, a.tail)))
     }
 
-    /// Where this node stands in every chain it holds data for or takes part in.
-    pub fn status(&self, now: Time) -> Vec<ReplicaStatus> {
-        self.replicas.iter().map(|(&id, r)| self.replica_status(id, r, now)).collect()
+    /// Where this node stands in every chain it holds data for or takes part in (`stores`: the node's, where
+    /// a cache keyspace's memory is counted).
+    pub fn status(&self, stores: &Stores, now: Time) -> Vec<ReplicaStatus> {
+        self.replicas.iter().map(|(&id, r)| self.replica_status(stores, id, r, now)).collect()
     }
 
-    fn replica_status(&self, chain: ChainId, r: &Replica, now: Time) -> ReplicaStatus {
+    fn replica_status(&self, stores: &Stores, chain: ChainId, r: &Replica, now: Time) -> ReplicaStatus {
         let (role, view) = match r.role {
             Role::Outside => ("outside", None),
             Role::Joiner { view, .. } => ("joiner", Some(view)),
@@ -417,21 +426,17 @@ impl ChainNode {
             active: r.is_active(),
             lost: r.lost,
             lease: r.is_active() && self.lease_valid(chain, r, now),
-            memory: self.cache_bytes(chain),
+            memory: self.cache_bytes(stores, chain),
             held: self.held.get(&chain).map_or(0, VecDeque::len),
             copy,
         }
     }
 
-    /// Notes this node's part of a step as done; it is reported once durable (`reports`).
-    fn step_finished(&mut self, report: StepReport) {
-        self.finished.insert(report.chain(), (report, self.syncs_begun));
-    }
-
     /// What the agent tells the manager's leader about this node's replicas in every heartbeat: the steps it
-    /// finished its part of, durably, and the chains it is a member of without a whole replica.
-    pub fn reports(&self) -> ReplicaReports {
-        let steps = self.finished.values().filter(|(_, at)| self.syncs > *at).map(|(r, _)| *r).collect();
+    /// finished its part of, durably (`syncs`: the node's), and the chains it is a member of without a whole
+    /// replica.
+    pub fn reports(&self, syncs: Syncs) -> ReplicaReports {
+        let steps = self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r).collect();
         let lost = self
             .replicas
             .iter()
@@ -459,9 +464,28 @@ impl ChainNode {
     pub fn check_invariants(&self) -> Result<(), String> {
         self.replicas.iter().try_for_each(|(id, r)| r.check().map_err(|e| format!("{} chain {id}: {e}", self.me)))
     }
+}
 
-    pub fn start(&mut self, _now: Time, out: &mut Fx) {
-        out.set_timer(ChainTimer::Tick, self.cfg.tick);
+impl ChainStep<'_> {
+    /// The store `chain`'s replica lives in, which is open while this node holds the replica.
+    fn store(&self, chain: ChainId) -> &dyn Datastore {
+        let key = (chain.keyspace(), self.s.replicas[&chain].kind);
+        self.host.stores.get(key).expect("a node holding a replica has its store open")
+    }
+
+    fn store_mut(&mut self, chain: ChainId) -> &mut dyn Datastore {
+        let key = (chain.keyspace(), self.s.replicas[&chain].kind);
+        self.host.stores.get_mut(key).expect("a node holding a replica has its store open")
+    }
+
+    /// The ledger of the store `chain`'s replica lives in.
+    fn ledger(&self, chain: ChainId) -> Option<&ledger::Ledger> {
+        self.s.ledger(&self.host.stores, chain)
+    }
+
+    /// Notes this node's part of a step as done; it is reported once durable (`reports`).
+    fn step_finished(&mut self, report: StepReport) {
+        self.s.finished.insert(report.chain(), (report, self.host.syncs.begun));
     }
 
     pub fn on_message(&mut self, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
@@ -479,18 +503,18 @@ impl ChainNode {
             ChainMsg::Sync { .. } => {}
             ChainMsg::Probe { chain, view } => self.on_probe(from, chain, view, out),
             ChainMsg::Reply { origin, reply, confirm } => {
-                if let Some(id) = self.fe.complete(&origin) {
+                if let Some(id) = self.host.requests.complete(&origin) {
                     out.reply(id, reply);
                 }
                 // Confirmed even when no longer waited for, so the tail stops resending.
-                if let Some((chain, seq)) = confirm.filter(|_| origin.node == self.me) {
+                if let Some((chain, seq)) = confirm.filter(|_| origin.node == self.s.me) {
                     out.send(from, ChainMsg::Confirm { chain, seq });
                 }
             }
             ChainMsg::Confirm { chain, seq } => self.on_confirm(from, chain, seq, out),
             ChainMsg::Bounce { origin, .. } => {
-                if let Some((id, write)) = self.fe.bounced(&origin) {
-                    give_up(id, write, "bounced, and no copy of it was kept to send again", out);
+                if let Some((id, write)) = self.host.requests.bounced(&origin) {
+                    out.reply(id, timed_out(write, "bounced, and no copy of it was kept to send again"));
                 }
             }
             ChainMsg::Invalidate { chain, view, seq, key } => self.on_invalidate(from, chain, view, seq, key, out),
@@ -500,39 +524,10 @@ impl ChainNode {
         }
     }
 
-    pub fn on_timer(&mut self, now: Time, timer: ChainTimer, out: &mut Fx) {
-        match timer {
-            ChainTimer::Tick => self.on_tick(now, out),
-            ChainTimer::Copy(chain) => self.copy_request(now, chain, out),
-        }
-    }
-
-    pub fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Fx) {
-        if let Err(msg) = self.cfg.limits.check(&req) {
-            return out.reply(id, Reply::Error(ErrorKind::Invalid, msg));
-        }
-        if let Request::Admin(_) = req {
-            let msg = "administration is the manager's, not the chain's".to_string();
-            return out.reply(id, Reply::Error(ErrorKind::Invalid, msg));
-        }
-        if self.map.is_none() {
-            let msg = format!("{} has not yet received the cluster map; retry", self.me);
-            return out.reply(id, Reply::Error(ErrorKind::Unavailable, msg));
-        }
-        // A relative deadline is fixed here, so a request sent again after a bounce keeps it.
-        let req = match req {
-            Request::Write(w) => Request::Write(w.fixed_at(self.wall_ms)),
-            other => other,
-        };
-        let origin = self.fe.track(id, matches!(req, Request::Write(_)), self.tick);
-        self.route(now, origin, req, out);
-        self.fe.settle();
-    }
-
     /// Sends a request to the head (writes) or query node (reads, scans) of the chain its key or scan position
     /// falls in, in this node's map.
-    fn route(&mut self, now: Time, origin: Origin, req: Request, out: &mut Fx) {
-        let map = self.map.clone().expect("requests are tracked only once a map is known");
+    pub(crate) fn route(&mut self, now: Time, origin: Origin, req: Request, out: &mut Fx) {
+        let map = self.s.map.clone().expect("requests are accepted only once a map is known");
         let (Some(token), Some(keyspace)) = (req.token(), req.keyspace()) else { return };
         let Some(chain) = map.chain_of(keyspace, token) else {
             return self.refuse_unknown(origin, keyspace, out);
@@ -542,9 +537,9 @@ impl ChainNode {
             Request::Write(_) => chain.members.first().copied(),
             Request::Admin(_) => return,
         };
-        let Some(target) = target else { return self.fe.bounce_here(&origin, req) };
-        if target != self.me {
-            self.fe.keep(&origin, req.clone());
+        let Some(target) = target else { return self.host.requests.bounce_here(&origin, req) };
+        if target != self.s.me {
+            self.host.requests.keep(&origin, req.clone());
         }
         let (id, view) = (chain.id, chain.view);
         let msg = match req {
@@ -553,8 +548,8 @@ impl ChainNode {
             Request::Write(write) => ChainMsg::Write { origin, view, chain: id, write },
             Request::Admin(_) => return,
         };
-        if target == self.me {
-            self.on_message(now, self.me, msg, out)
+        if target == self.s.me {
+            self.on_message(now, self.s.me, msg, out)
         } else {
             out.send(target, msg)
         }
@@ -562,14 +557,14 @@ impl ChainNode {
 
     /// Delivers an answer to the front-end waiting for it, local or remote.
     fn answer(&mut self, origin: Origin, reply: Reply, after_sync: bool, out: &mut Fx) {
-        if origin.node != self.me {
+        if origin.node != self.s.me {
             let msg = ChainMsg::Reply { origin, reply, confirm: None };
             if after_sync {
                 out.send_after_sync(origin.node, msg)
             } else {
                 out.send(origin.node, msg)
             }
-        } else if let Some(id) = self.fe.complete(&origin) {
+        } else if let Some(id) = self.host.requests.complete(&origin) {
             if after_sync {
                 out.reply_after_sync(id, reply)
             } else {
@@ -581,9 +576,9 @@ impl ChainNode {
     /// Turns a request away: certainly not applied, and the front-end tries again with its newest map. `req` is
     /// the request, for a front-end on this node to send again.
     fn bounce(&mut self, origin: Origin, chain: ChainId, req: Request, out: &mut Fx) {
-        let view = self.replicas.get(&chain).and_then(Replica::view).unwrap_or(0);
-        if origin.node == self.me {
-            self.fe.bounce_here(&origin, req);
+        let view = self.s.replicas.get(&chain).and_then(Replica::view).unwrap_or(0);
+        if origin.node == self.s.me {
+            self.host.requests.bounce_here(&origin, req);
         } else {
             out.send(origin.node, ChainMsg::Bounce { origin, chain, view });
         }
@@ -591,41 +586,28 @@ impl ChainNode {
 
     /// Answers a request for a keyspace the map does not have (dropped since the client chose it).
     fn refuse_unknown(&mut self, origin: Origin, keyspace: KeyspaceId, out: &mut Fx) {
-        if let Some(id) = self.fe.complete(&origin) {
+        if let Some(id) = self.host.requests.complete(&origin) {
             out.reply(id, Reply::Error(ErrorKind::Invalid, format!("unknown keyspace {}", keyspace.0)));
         }
     }
 
-    fn timeout_ticks(&self) -> u64 {
-        (self.cfg.request_timeout.as_nanos() / self.cfg.tick.as_nanos().max(1)).max(1) as u64
-    }
-
     fn on_tick(&mut self, now: Time, out: &mut Fx) {
-        self.tick += 1;
-        out.set_timer(ChainTimer::Tick, self.cfg.tick);
-        let timeout = self.timeout_ticks();
-        for (id, write) in self.fe.expire(self.tick, timeout) {
-            give_up(id, write, &format!("no answer within {:?}", self.cfg.request_timeout), out);
-        }
-        for (origin, req) in self.fe.take_retries() {
-            self.route(now, origin, req, out);
-        }
         self.probe_and_mark(out);
         self.prune_invalid();
         self.answer_acknowledged(now, out);
-        let chains: Vec<ChainId> = self.copies.keys().copied().collect();
+        let chains: Vec<ChainId> = self.s.copies.keys().copied().collect();
         chains.into_iter().for_each(|c| self.copy_request(now, c, out));
         self.release_held(now, out);
         self.retry_overdue(now, out);
         self.tend_answers(now, out);
         self.reap_expired(now, out);
         self.evict_all(now, out);
-        self.stores.maintain_if_idle();
+        self.host.stores.maintain_if_idle();
     }
 
     /// Probes successors whose acknowledgements stalled and logs ack watermarks.
     fn probe_and_mark(&mut self, out: &mut Fx) {
-        for (&chain, r) in self.replicas.iter_mut().filter(|(_, r)| r.is_active()) {
+        for (&chain, r) in self.s.replicas.iter_mut().filter(|(_, r)| r.is_active()) {
             let view = r.view().expect("active replicas are members");
             if let Some(succ) = r.succ().filter(|_| !r.unacked.is_empty() && r.la == r.la_at_tick) {
                 out.send(succ, ChainMsg::Probe { chain, view });
@@ -635,7 +617,7 @@ impl ChainNode {
             // superseded records (docs/protocols/chain.md, "The log and compaction").
             if r.la > r.la_logged {
                 // Lazily durable: it rides on the next sync. Losing it only means resending more.
-                let store = self.stores.get_mut((chain.keyspace(), r.kind)).expect("a replica's store is open");
+                let store = self.host.stores.get_mut((chain.keyspace(), r.kind)).expect("a replica's store is open");
                 match store.append(&serve::ack_mark(chain, r.la)) {
                     Ok(()) => r.la_logged = r.la,
                     Err(e) => tracing::warn!(%chain, "cannot log ack watermark: {e}"),
@@ -643,46 +625,6 @@ impl ChainNode {
             }
         }
     }
-
-    /// Makes every write so far durable at once, for the caller to call before it stores a newer map: a node that
-    /// restarts judges from its stored map alone whether it headed a chain that passed updates on before its
-    /// fsync (`ClusterMap::head_forwards_early`), so a map in which it no longer does may be stored only once
-    /// those updates are durable.
-    pub fn sync_before_map(&mut self) -> std::io::Result<()> {
-        self.stores.sync_now().map_err(std::io::Error::other)
-    }
-
-    pub fn sync(&mut self) -> std::io::Result<()> {
-        self.syncs_begun += 1;
-        self.stores.sync().map_err(std::io::Error::other)?;
-        self.syncs += 1;
-        Ok(())
-    }
-
-    /// [`meridian_core::Process::begin_sync`]: the fsyncs of every store's writes so far, as one job.
-    pub fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
-        self.syncs_begun += 1;
-        if self.planted(PlantedBug::SkipsFsync) {
-            return self.flush().map(|()| None);
-        }
-        self.stores.begin_sync().map_err(std::io::Error::other)
-    }
-
-    /// After the job of [`ChainNode::begin_sync`] has succeeded.
-    pub fn end_sync(&mut self) {
-        self.stores.end_sync();
-        self.syncs += 1;
-    }
-
-    pub fn flush(&mut self) -> std::io::Result<()> {
-        self.stores.flush().map_err(std::io::Error::other)
-    }
-}
-
-/// Answers request `id` that will get no answer from the chain (`why`), saying whether anything may have changed.
-fn give_up(id: RequestId, write: bool, why: &str, out: &mut Fx) {
-    let outcome = if write { "the write may or may not have been applied" } else { "nothing was changed" };
-    out.reply(id, Reply::Error(ErrorKind::Timeout, format!("{why}; {outcome}")));
 }
 
 #[cfg(test)]

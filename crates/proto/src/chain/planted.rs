@@ -5,7 +5,7 @@
 //! path reads as it runs; what a bug does beyond a line lives here.
 
 use super::msg::Update;
-use super::{ChainConfig, ChainNode, Fx};
+use super::{ChainConfig, ChainNode, ChainStep, Fx};
 use meridian_core::ring::key_token;
 use meridian_core::{ChainId, Scan, Scanned};
 use meridian_store::{Body, Record, StoreError};
@@ -78,13 +78,15 @@ pub(super) fn planted_in(cfg: &ChainConfig, bug: PlantedBug) -> bool {
 impl ChainNode {
     /// Whether `bug` is planted in this node ([`planted_in`]).
     #[inline(always)]
-    pub(super) fn planted(&self, bug: PlantedBug) -> bool {
+    pub fn planted(&self, bug: PlantedBug) -> bool {
         planted_in(&self.cfg, bug)
     }
+}
 
+impl ChainStep<'_> {
     /// [`PlantedBug::HeadAcksEarly`]: the head answers `u`'s client once it has logged it.
     pub(super) fn ack_early_at_head(&mut self, u: &Update, out: &mut Fx) {
-        if let (true, Some(origin)) = (self.replicas[&u.chain].is_head(), u.origin) {
+        if let (true, Some(origin)) = (self.s.replicas[&u.chain].is_head(), u.origin) {
             self.answer(origin, u.outcome.reply(), true, out);
         }
     }
@@ -92,8 +94,8 @@ impl ChainNode {
     /// The planted bug [`PlantedBug::EvictsLocally`]: the tail drops `chain`'s oldest keys from its own
     /// store, unordered, until the chain is within its share.
     pub(super) fn evict_locally(&mut self, chain: ChainId, seq: u64) {
-        let tail = self.replicas[&chain].is_tail();
-        let Some(&budget) = self.budgets.get(&chain).filter(|_| tail) else { return };
+        let tail = self.s.replicas[&chain].is_tail();
+        let Some(&budget) = self.s.budgets.get(&chain).filter(|_| tail) else { return };
         while let Some(key) =
             self.ledger(chain).filter(|l| l.chain_bytes(chain.0) > budget).and_then(|l| l.oldest(chain.0, 1).pop())
         {
@@ -110,7 +112,7 @@ impl ChainNode {
         scan: &Scan,
         mut scanned: Scanned,
     ) -> Result<Scanned, StoreError> {
-        if !self.planted(PlantedBug::ScanShowsTombstones) {
+        if !self.s.planted(PlantedBug::ScanShowsTombstones) {
             return Ok(scanned);
         }
         let last = scanned.next.map_or(u64::MAX, |next| next - 1);

@@ -34,7 +34,7 @@
 
 use super::msg::{ChainMsg, Origin};
 use super::PlantedBug;
-use super::{ChainNode, Fx};
+use super::{ChainStep, Fx};
 use crate::map::placement::partition_range;
 use crate::ops::read::Span;
 use crate::ops::scan::{answer, range_end};
@@ -52,11 +52,11 @@ enum Elsewhere {
     Later,
 }
 
-impl ChainNode {
+impl ChainStep<'_> {
     pub(super) fn on_scan(&mut self, now: Time, origin: Origin, chain: ChainId, scan: Scan, out: &mut Fx) {
-        let unleased = self.planted(PlantedBug::ScanIgnoresLease)
-            && self.replicas.get(&chain).is_some_and(|r| r.is_active() && self.reads_here(chain));
-        let leased = unleased || self.replicas.get(&chain).is_some_and(|r| self.lease_ok(chain, r, now));
+        let unleased = self.s.planted(PlantedBug::ScanIgnoresLease)
+            && self.s.replicas.get(&chain).is_some_and(|r| r.is_active() && self.s.reads_here(chain));
+        let leased = unleased || self.s.replicas.get(&chain).is_some_and(|r| self.s.lease_ok(chain, r, now));
         // No lease: the front-end tries again at its next tick, routed by its map as it is then.
         if !leased {
             return self.bounce(origin, chain, Request::Scan(scan), out);
@@ -79,7 +79,7 @@ impl ChainNode {
     /// The last token a page of `chain` from `scan.from` covers, or the refusal of a position outside the
     /// chain's partition.
     fn page_end(&self, chain: ChainId, scan: &Scan) -> Result<u64, Reply> {
-        let partitions = self.map.as_ref().expect("a lease implies a map").partitions;
+        let partitions = self.s.map.as_ref().expect("a lease implies a map").partitions;
         let partition = partition_range(chain, partitions);
         if !partition.contains(&scan.from) {
             let msg = format!("token {} is not in chain {chain}'s partition", scan.from);
@@ -100,7 +100,7 @@ impl ChainNode {
         if self.overdue_within(chain, &range) {
             return Some(Elsewhere::Later);
         }
-        let (r, update, span) = (&self.replicas[&chain], self.update_mode(chain), Span::Tokens(range));
+        let (r, update, span) = (&self.s.replicas[&chain], self.s.update_mode(chain), Span::Tokens(range));
         if update == UpdateMode::Ausi && r.is_head() {
             return r.awaiting.values().any(|(key, ..)| span.holds(key)).then_some(Elsewhere::Later);
         }
@@ -109,11 +109,11 @@ impl ChainNode {
 
     /// Sends a page on to `to`, the member `page_elsewhere` named, keeping a copy for the front-end if it is ours.
     fn send_page(&mut self, origin: Origin, chain: ChainId, scan: Scan, to: NodeId, out: &mut Fx) {
-        let Some(view) = self.replicas[&chain].view() else {
+        let Some(view) = self.s.replicas[&chain].view() else {
             return self.bounce(origin, chain, Request::Scan(scan), out);
         };
-        if origin.node == self.me {
-            self.fe.keep(&origin, Request::Scan(scan.clone()));
+        if origin.node == self.s.me {
+            self.host.requests.keep(&origin, Request::Scan(scan.clone()));
         }
         out.send(to, ChainMsg::Scan { origin, view, chain, scan })
     }
@@ -121,6 +121,7 @@ impl ChainNode {
     /// The answer to a page from `scan.from` to `last` from this member's store.
     fn scan_here(&self, chain: ChainId, scan: &Scan, last: u64) -> Reply {
         let skipped = self
+            .s
             .planted(PlantedBug::ScanSkipsFirstToken)
             .then(|| Scan { from: scan.from.saturating_add(1), ..scan.clone() });
         let scan = skipped.as_ref().unwrap_or(scan);
@@ -135,8 +136,8 @@ impl ChainNode {
     /// About how many keys each chain kept in `chain`'s store holds: the store's keys shared evenly, as tokens
     /// are uniform.
     fn keys_per_chain(&self, chain: ChainId) -> u64 {
-        let kind = self.replicas[&chain].kind;
-        let sharing = self.replicas.iter().filter(|(c, r)| c.keyspace() == chain.keyspace() && r.kind == kind);
+        let kind = self.s.replicas[&chain].kind;
+        let sharing = self.s.replicas.iter().filter(|(c, r)| c.keyspace() == chain.keyspace() && r.kind == kind);
         self.store(chain).stats().live_keys / sharing.count().max(1) as u64
     }
 }

@@ -4,7 +4,7 @@
 use super::lease::{hold, Held};
 use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::{Answered, Replica};
-use super::{ChainNode, Fx};
+use super::{ChainNode, ChainStep, Fx};
 use crate::ops::decide::{blind, decide, needs_value, Current, Decision};
 use crate::ops::read::{decoded, reply_for, Span};
 use bytes::Bytes;
@@ -68,11 +68,13 @@ impl ChainNode {
         let map = self.map.as_ref();
         map.and_then(|m| Some(m.reads_at(m.chains.get(&chain)?, self.me))).unwrap_or(false)
     }
+}
 
+impl ChainStep<'_> {
     pub(super) fn on_get(&mut self, now: Time, origin: Origin, chain: ChainId, key: Bytes, read: Read, out: &mut Fx) {
         // `lease_ok`, with the placement checked once for both of its outcomes.
-        let leased = match self.replicas.get(&chain) {
-            Some(r) if r.is_active() && self.reads_here(chain) => self.lease_valid(chain, r, now),
+        let leased = match self.s.replicas.get(&chain) {
+            Some(r) if r.is_active() && self.s.reads_here(chain) => self.s.lease_valid(chain, r, now),
             _ => return self.bounce(origin, chain, Request::Get { keyspace: chain.keyspace(), key, read }, out),
         };
         if leased {
@@ -97,8 +99,8 @@ impl ChainNode {
         read: Read,
         out: &mut Fx,
     ) {
-        let update = self.update_mode(chain);
-        let head = self.replicas[&chain].is_head();
+        let update = self.s.update_mode(chain);
+        let head = self.s.replicas[&chain].is_head();
         if head {
             // The head orders a due key's delete at once rather than at its next tick, for this read to see.
             self.reap_if_due(now, chain, key, out);
@@ -106,11 +108,13 @@ impl ChainNode {
         if update == UpdateMode::Ausi && head && self.defer_at_head(chain, origin, key, read) {
             return;
         }
-        match (self.read_elsewhere(chain, &Span::Key(key), update), self.replicas[&chain].view()) {
+        match (self.read_elsewhere(chain, &Span::Key(key), update), self.s.replicas[&chain].view()) {
             (Some(to), Some(view)) => {
                 let key = Bytes::copy_from_slice(key);
-                if origin.node == self.me {
-                    self.fe.keep(&origin, Request::Get { keyspace: chain.keyspace(), key: key.clone(), read });
+                if origin.node == self.s.me {
+                    self.host
+                        .requests
+                        .keep(&origin, Request::Get { keyspace: chain.keyspace(), key: key.clone(), read });
                 }
                 out.send(to, ChainMsg::Get { origin, view, chain, key, read })
             }
@@ -120,9 +124,9 @@ impl ChainNode {
 
     /// The member that must answer a read of `span` instead of this one, if any (see [`Self::serve_read`]).
     pub(super) fn read_elsewhere(&self, chain: ChainId, span: &Span, update: UpdateMode) -> Option<NodeId> {
-        let r = &self.replicas[&chain];
-        let members = &self.map.as_ref()?.chains.get(&chain)?.members;
-        let tentative = planted_in(&self.cfg, PlantedBug::ReadsTentative);
+        let r = &self.s.replicas[&chain];
+        let members = &self.s.map.as_ref()?.chains.get(&chain)?.members;
+        let tentative = planted_in(&self.s.cfg, PlantedBug::ReadsTentative);
         let dirty =
             !tentative && !r.is_tail() && update == UpdateMode::Su && r.unacked.iter().any(|u| span.holds(&u.key));
         let invalidated = |(key, &seq): (&Bytes, &u64)| seq > r.lu && span.holds(key);
@@ -151,10 +155,10 @@ impl ChainNode {
 
     /// A read's answer from this member's store, given at `now`.
     pub(super) fn read_reply(&mut self, now: Time, chain: ChainId, key: &[u8], read: Read) -> Reply {
-        self.stats.reads += 1;
+        self.s.stats.reads += 1;
         self.note_answered(now, chain);
         match self.stored(chain, key) {
-            Ok(stored) => reply_for(read, stored, self.wall_ms),
+            Ok(stored) => reply_for(read, stored, self.host.wall_ms),
             Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
         }
     }
@@ -162,7 +166,7 @@ impl ChainNode {
     /// Records that this member answers a read of `chain` from its own store at `now`, for the simulator to
     /// hold to the lease rule ([`ChainNode::answered`]).
     pub(super) fn note_answered(&mut self, now: Time, chain: ChainId) {
-        if let Some(r) = self.replicas.get_mut(&chain) {
+        if let Some(r) = self.s.replicas.get_mut(&chain) {
             r.answered = r.view().map(|view| Answered { at: now, view, tail: r.is_tail() });
         }
     }
@@ -174,7 +178,7 @@ impl ChainNode {
     }
 
     fn hold_or_bounce(&mut self, chain: ChainId, held: Held, out: &mut Fx) {
-        if let Err(held) = hold(self.held.entry(chain).or_default(), held) {
+        if let Err(held) = hold(self.s.held.entry(chain).or_default(), held) {
             self.bounce(held.origin, chain, held.request(chain), out);
         }
     }
@@ -182,24 +186,25 @@ impl ChainNode {
     /// Answers the reads that waited for a lease, on every chain that now has one.
     pub(super) fn release_held(&mut self, now: Time, out: &mut Fx) {
         let ready: Vec<ChainId> = self
+            .s
             .held
             .iter()
-            .filter(|(c, q)| !q.is_empty() && self.replicas.get(c).is_some_and(|r| self.lease_ok(**c, r, now)))
+            .filter(|(c, q)| !q.is_empty() && self.s.replicas.get(c).is_some_and(|r| self.s.lease_ok(**c, r, now)))
             .map(|(&c, _)| c)
             .collect();
         for chain in ready {
-            for held in self.held.remove(&chain).unwrap_or_default() {
+            for held in self.s.held.remove(&chain).unwrap_or_default() {
                 self.serve_read(now, held.origin, chain, &held.key, held.read, out);
             }
         }
     }
 
     pub(super) fn on_write(&mut self, now: Time, origin: Origin, chain: ChainId, write: Write, out: &mut Fx) {
-        let unacked = match self.replicas.get(&chain) {
+        let unacked = match self.s.replicas.get(&chain) {
             Some(r) if r.is_active() && r.is_head() => r.unacked.len(),
             _ => return self.bounce(origin, chain, Request::Write(write), out),
         };
-        if unacked >= self.cfg.unacked_max {
+        if unacked >= self.s.cfg.unacked_max {
             let msg = format!("chain {chain} has {unacked} unacknowledged writes; retry later");
             return self.answer(origin, Reply::Error(ErrorKind::Busy, msg), false, out);
         }
@@ -228,27 +233,28 @@ impl ChainNode {
             (false, _) => Current::Absent,
         };
         let current = match current {
-            Current::Exists if self.planted(PlantedBug::HeadStoreForgets) => Current::Absent,
+            Current::Exists if self.s.planted(PlantedBug::HeadStoreForgets) => Current::Absent,
             current => current,
         };
         let existed = if matches!(current, Current::Unknown) { Existed::AtAppend } else { Existed::Decided };
         // Taken, not shared: `decide` has no use for the key, and sharing a `Vec`-backed one allocates its count.
         let key = std::mem::take(&mut write.key);
-        let Decision { change, outcome } = decide(write, current, self.wall_ms, self.cfg.limits.max_value_bytes);
-        let seq = self.replicas[&chain].lu + 1;
+        let Decision { change, outcome } =
+            decide(write, current, self.host.wall_ms, self.host.cfg.limits.max_value_bytes);
+        let seq = self.s.replicas[&chain].lu + 1;
         Ok((Update { chain, seq, key, change, outcome, origin }, existed))
     }
 
     pub(super) fn on_update(&mut self, now: Time, from: NodeId, view: u64, u: Update, out: &mut Fx) {
-        let tick = self.tick;
-        let Some(r) = self.replicas.get_mut(&u.chain) else { return };
+        let tick = self.host.tick;
+        let Some(r) = self.s.replicas.get_mut(&u.chain) else { return };
         if r.view() != Some(view) || r.pred() != Some(from) || u.seq <= r.lu || r.lost {
             return;
         }
         if !r.is_active() {
             // A flushing member keeps what its predecessor sends in the temporary store.
-            let temp = self.temp.entry(u.chain).or_default();
-            if temp.len() < self.cfg.unacked_max {
+            let temp = self.s.temp.entry(u.chain).or_default();
+            if temp.len() < self.s.cfg.unacked_max {
                 temp.insert(u.seq, u);
             }
             return;
@@ -272,36 +278,36 @@ impl ChainNode {
     }
 
     fn log_and_pass_as(&mut self, now: Time, mut u: Update, existed: Existed, out: &mut Fx) {
-        let awaited = !self.overdue.is_empty() && self.awaited(u.chain, &u.key);
+        let awaited = !self.s.overdue.is_empty() && self.awaited(u.chain, &u.key);
         if let Err(e) = self.append(&mut u, existed) {
             // Not logged, not acknowledged: the predecessor still holds it and will resend.
             tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
-            if let (Some(origin), None) = (u.origin, self.replicas[&u.chain].pred()) {
+            if let (Some(origin), None) = (u.origin, self.s.replicas[&u.chain].pred()) {
                 self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out);
             }
             return;
         }
         // A memory replica has nothing to make durable: its node's batch owes no fsync for it.
         if self.store(u.chain).durability() != Durability::Volatile {
-            self.mark_written(u.chain, out);
+            self.s.mark_written(u.chain, out);
         }
-        if self.planted(PlantedBug::EvictsLocally) {
+        if self.s.planted(PlantedBug::EvictsLocally) {
             self.evict_locally(u.chain, u.seq);
         }
         let u = self.answer_at_head(now, u, out);
-        let r = self.replicas.get_mut(&u.chain).expect("member of the chain");
+        let r = self.s.replicas.get_mut(&u.chain).expect("member of the chain");
         r.record(&u);
         let (succ, view) = (r.succ(), r.view().expect("members have a view"));
-        if self.planted(PlantedBug::HeadAcksEarly) {
+        if self.s.planted(PlantedBug::HeadAcksEarly) {
             self.ack_early_at_head(&u, out);
         }
         let chain = u.chain;
         match succ {
-            Some(succ) if self.forwards_early(chain) => out.send(succ, ChainMsg::Update { view, update: u }),
+            Some(succ) if self.s.forwards_early(chain) => out.send(succ, ChainMsg::Update { view, update: u }),
             Some(succ) => out.send_after_sync(succ, ChainMsg::Update { view, update: u }),
             None => self.commit_at_tail(now, u, out),
         }
-        self.debug_check(chain);
+        self.s.debug_check(chain);
         if awaited {
             self.release_overdue(now, chain, out);
         }
@@ -310,7 +316,7 @@ impl ChainNode {
     /// Appends `u` to its replica's store, learning at the append whether its key existed if the head did not
     /// decide that (`Existed`).
     pub(super) fn append(&mut self, u: &mut Update, existed: Existed) -> Result<(), StoreError> {
-        let record = if self.replicas[&u.chain].is_tail() { record_taken(u) } else { record_of(u) };
+        let record = if self.s.replicas[&u.chain].is_tail() { record_taken(u) } else { record_of(u) };
         let store = self.store_mut(u.chain);
         u.outcome.existed = match existed {
             Existed::Decided => store.append(&record).map(|()| u.outcome.existed)?,
@@ -331,12 +337,14 @@ impl ChainNode {
     /// invalidated all the same: the head shows a write only once the chain holds its invalidation, or a member
     /// after it could answer the older value after the head had answered the newer one.
     fn answer_at_head(&mut self, now: Time, mut u: Update, out: &mut Fx) -> Update {
-        let update = self.update_mode(u.chain);
-        let r = &self.replicas[&u.chain];
+        let update = self.s.update_mode(u.chain);
+        let r = &self.s.replicas[&u.chain];
         let Some(succ) = r.succ().filter(|_| r.is_head() && update != UpdateMode::Su) else { return u };
         match (update, u.origin) {
             (UpdateMode::Ausi, origin) => self.invalidate(&u, succ, origin, u.outcome.reply(), out),
-            (_, Some(origin)) if self.lease_valid(u.chain, r, now) => self.answer(origin, u.outcome.reply(), true, out),
+            (_, Some(origin)) if self.s.lease_valid(u.chain, r, now) => {
+                self.answer(origin, u.outcome.reply(), true, out)
+            }
             _ => return u,
         }
         u.origin = None;
@@ -346,7 +354,7 @@ impl ChainNode {
     /// The tail has logged `u`: its answer goes to the front-end and, once confirmed, the update is
     /// acknowledged upstream (`answers.rs`), always only once it is durable.
     fn commit_at_tail(&mut self, now: Time, u: Update, out: &mut Fx) {
-        self.stats.writes += 1;
+        self.s.stats.writes += 1;
         match u.origin {
             Some(origin) => self.answer_committed(now, u.chain, u.seq, origin, u.outcome.reply(), out),
             None => self.send_answers(now, u.chain, out),
@@ -355,34 +363,34 @@ impl ChainNode {
     }
 
     pub(super) fn on_ack(&mut self, now: Time, from: NodeId, chain: ChainId, view: u64, seq: u64, out: &mut Fx) {
-        let Some(r) = self.replicas.get_mut(&chain) else { return };
+        let Some(r) = self.s.replicas.get_mut(&chain) else { return };
         if r.view() != Some(view) || r.succ() != Some(from) || !r.is_active() || !r.ack(seq) {
             return;
         }
         if let Some(pred) = r.pred() {
             out.send(pred, ChainMsg::Ack { chain, view, seq: r.la });
         }
-        self.debug_check(chain);
+        self.s.debug_check(chain);
         self.answer_invalidated(now, chain, None, out);
     }
 
     /// Whether a Sync from `from` is this member's to answer: it comes from the successor of its current view.
     pub(super) fn takes_sync(&self, from: NodeId, chain: ChainId, view: u64) -> bool {
-        if self.planted(PlantedBug::IgnoresSync) {
+        if self.s.planted(PlantedBug::IgnoresSync) {
             return false;
         }
-        self.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.succ() == Some(from) && r.is_active())
+        self.s.replicas.get(&chain).is_some_and(|r| r.view() == Some(view) && r.succ() == Some(from) && r.is_active())
     }
 
     /// Sends the successor `to` again what it lacks after its `lu`.
     pub(super) fn resend(&self, to: NodeId, chain: ChainId, view: u64, lu: u64, out: &mut Fx) {
-        for u in self.replicas[&chain].missing_after(lu, self.cfg.resend_max) {
+        for u in self.s.replicas[&chain].missing_after(lu, self.s.cfg.resend_max) {
             out.send_after_sync(to, ChainMsg::Update { view, update: u.clone() });
         }
     }
 
     pub(super) fn on_probe(&mut self, from: NodeId, chain: ChainId, view: u64, out: &mut Fx) {
-        let Some(r) = self.replicas.get(&chain) else { return };
+        let Some(r) = self.s.replicas.get(&chain) else { return };
         if r.view() == Some(view) && r.pred() == Some(from) && r.is_active() {
             out.send_after_sync(from, ChainMsg::Sync { chain, view, lu: r.lu, la: r.upstream_la() });
         }

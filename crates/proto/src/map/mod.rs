@@ -364,7 +364,7 @@ impl ClusterMap {
     ///
     /// A member a Remove in flight takes out does not count: from the map that starts the step on, the head
     /// makes its updates durable before it passes them on, so that once it has adopted that map (and synced
-    /// every earlier write as it did, `ChainNode::sync_before_map`) the step may end without leaving an
+    /// every earlier write as it did, `Host::sync_now`) the step may end without leaving an
     /// acknowledged write durable on the removed member alone ([`ClusterMap::early_forwarding_ended_by`]).
     ///
     /// Nor does a joiner still flushing, which holds what it is sent in memory: with it the only `log` member

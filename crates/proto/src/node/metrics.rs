@@ -68,7 +68,7 @@ impl ClusterNode {
         }
         let name = |k: KeyspaceId| keyspace_name(map, k);
         self.request_families(&mut e, &name);
-        replica_families(&mut e, &self.chain.status(now), &name);
+        replica_families(&mut e, &self.chain.status(&self.host.stores, now), &name);
         self.served_families(&mut e);
         self.store_families(&mut e, &name);
         e.into_text()
@@ -111,8 +111,7 @@ impl ClusterNode {
     }
 
     fn store_families(&self, e: &mut Exposition, name: &dyn Fn(KeyspaceId) -> String) {
-        let stores: Vec<_> =
-            self.chain.stores().iter().map(|((k, kind), s)| (name(k), kind.name(), s.stats())).collect();
+        let stores: Vec<_> = self.host.stores.iter().map(|((k, kind), s)| (name(k), kind.name(), s.stats())).collect();
         type Field = fn(&meridian_store::StoreStats) -> u64;
         let families: [(&str, MetricKind, &str, Field); 5] = [
             ("meridian_store_keys", MetricKind::Gauge, "Live keys in this node's store.", |s| s.live_keys),
@@ -139,8 +138,8 @@ impl ClusterNode {
         }
         let metric = "meridian_store_expiring_keys";
         e.family(metric, MetricKind::Gauge, "Keys with a deadline in this node's store, as its ledger counts them.");
-        for (key, _) in self.chain.stores().iter() {
-            let expiring = self.chain.stores().ledger(key).map_or(0, |l| l.expiring() as u64);
+        for (key, _) in self.host.stores.iter() {
+            let expiring = self.host.stores.ledger(key).map_or(0, |l| l.expiring() as u64);
             e.sample(metric, &[("keyspace", &name(key.0)), ("replica", key.1.name())], expiring);
         }
     }

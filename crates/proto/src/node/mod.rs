@@ -15,7 +15,8 @@ mod metrics;
 mod schema_lock;
 mod status;
 
-use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx, PreviousRun};
+use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx, PlantedBug, PreviousRun};
+use crate::host::{Host, RequestConfig};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
 use crate::manager::mapfile::MapFile;
@@ -46,6 +47,8 @@ pub enum NodeMsg {
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum NodeTimer {
+    /// The node's housekeeping: request expiry and retries, then each protocol's own upkeep.
+    Tick,
     Chain(ChainTimer),
     Manager,
 }
@@ -54,6 +57,7 @@ pub type NodeFx = Effects<NodeMsg, NodeTimer>;
 
 #[derive(Clone, Debug, Default)]
 pub struct NodeConfig {
+    pub requests: RequestConfig,
     pub chain: ChainConfig,
     pub manager: ManagerConfig,
     /// Partitions (= chains) of a cluster this node bootstraps; 0 for the default.
@@ -109,6 +113,8 @@ pub struct ClusterNode {
     cfg: NodeConfig,
     agent: Agent,
     manager: Option<ManagerCore>,
+    /// What the node lends its protocol cores for a step: its datastores, the requests it waits on, its clock.
+    host: Host,
     chain: ChainNode,
     /// Where the node keeps its files, for the marker of a clean stop ([`clean_stop`]).
     vfs: Arc<dyn Vfs>,
@@ -145,10 +151,11 @@ impl ClusterNode {
         };
         let spec = StoreSpec { vfs: setup.vfs.clone(), dir: setup.dir.join("keyspaces"), log };
         let stores = Stores::open(spec, keyspaces, dropped).map_err(|e| format!("datastores: {e}"))?;
+        let mut host = Host::new(me, setup.incarnation, cfg.requests.clone(), stores);
         let clean_stop = clean_stop::take(&*setup.vfs, &setup.dir).map_err(|e| format!("clean-stop marker: {e}"))?;
         let lost = lost_replicas::load(&*setup.vfs, &setup.dir).map_err(|e| format!("lost replicas: {e}"))?;
         let previous = PreviousRun { map: agent.map().map(|m| m.as_ref()), clean_stop, lost: &lost };
-        let chain = ChainNode::new(me, cfg.chain.clone(), stores, setup.incarnation, previous)
+        let chain = ChainNode::new(me, cfg.chain.clone(), &mut host.stores, setup.incarnation, previous)
             .map_err(|e: StoreError| e.to_string())?;
         let lost_stored = chain.lost_chains();
         if lost_stored != lost {
@@ -170,6 +177,7 @@ impl ClusterNode {
             cfg,
             agent,
             manager,
+            host,
             chain,
             vfs: setup.vfs,
             dir: setup.dir,
@@ -201,18 +209,39 @@ impl ClusterNode {
             Some(m) => m.describe_leadership(now).map_or("manager voter".into(), |l| format!("manager leader, {l}")),
             None => "not a voter".into(),
         };
-        let chains: Vec<String> = self.chain.status(now).iter().map(ToString::to_string).collect();
+        let chains: Vec<String> = self.chain.status(&self.host.stores, now).iter().map(ToString::to_string).collect();
         let guess = self.agent.leader_guess().map_or("none".into(), |l| l.to_string());
         format!("epoch {} {manager}, leader guess {guess}\n    {}", self.agent.epoch(), chains.join("; "))
     }
 
     pub fn store_stats(&self) -> StoreStats {
-        self.chain.store_stats()
+        self.host.stores.stats()
     }
 
-    fn chain_step(&mut self, out: &mut NodeFx, f: impl FnOnce(&mut ChainNode, &mut ChainFx)) {
-        f(&mut self.chain, &mut self.chain_fx);
+    fn chain_step(&mut self, out: &mut NodeFx, f: impl FnOnce(&mut ChainNode, &mut Host, &mut ChainFx)) {
+        f(&mut self.chain, &mut self.host, &mut self.chain_fx);
         lift(&mut self.chain_fx, out);
+    }
+
+    /// Takes a client request as the node's front-end and hands it to its keyspace's protocol.
+    fn accept(&mut self, now: Time, id: RequestId, req: Request, out: &mut NodeFx) {
+        match self.host.accept(id, req, self.agent.map().is_some()) {
+            Ok((origin, req)) => {
+                self.chain_step(out, |c, h, fx| c.route(h, now, origin, req, fx));
+                self.host.requests.settle();
+            }
+            Err(refusal) => out.reply(id, refusal),
+        }
+    }
+
+    /// The node's housekeeping tick: requests that waited too long are answered, bounced ones sent again, and
+    /// then the protocols tend their own state.
+    fn on_tick(&mut self, now: Time, out: &mut NodeFx) {
+        out.set_timer(NodeTimer::Tick, self.cfg.requests.tick);
+        for (origin, req) in self.host.tick(|id, reply| out.reply(id, reply)) {
+            self.chain_step(out, |c, h, fx| c.route(h, now, origin, req, fx));
+        }
+        self.chain_step(out, |c, h, fx| c.on_tick(h, now, fx));
     }
 
     fn send_mgr(&mut self, now: Time, mgr: MgrOut, out: &mut NodeFx) {
@@ -230,8 +259,8 @@ impl ClusterNode {
         let Some(map) = self.manager.as_ref().map(|m| m.map()).filter(|m| m.epoch > self.agent.epoch()) else {
             return;
         };
-        let chain = &mut self.chain;
-        let learned = self.agent.adopt(map.clone(), &mut || chain.sync_before_map());
+        let host = &mut self.host;
+        let learned = self.agent.adopt(map.clone(), &mut || host.sync_now());
         let learned = learned.expect("the node's map file and datastores must be writable (fail-stop)");
         learned.into_iter().for_each(|l| self.act_on(now, l, out));
     }
@@ -255,8 +284,8 @@ impl ClusterNode {
                 self.send_mgr(now, mgr, out);
             }
             MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) | MgrMsg::Refused { .. } => {
-                let chain = &mut self.chain;
-                let learned = self.agent.on_msg(from, msg, &mut || chain.sync_before_map());
+                let host = &mut self.host;
+                let learned = self.agent.on_msg(from, msg, &mut || host.sync_now());
                 let learned = learned.expect("the node's map file and datastores must be writable (fail-stop)");
                 learned.into_iter().for_each(|l| self.act_on(now, l, out));
             }
@@ -267,11 +296,11 @@ impl ClusterNode {
         match learned {
             Learned::Map(map) => {
                 self.announce_addresses(&map, out);
-                self.chain_step(out, |c, fx| c.adopt(map, now, fx));
+                self.chain_step(out, |c, h, fx| c.adopt(h, map, now, fx));
                 self.store_lost();
                 self.settle_admin(out);
             }
-            Learned::Leases { chains, until } => self.chain_step(out, |c, fx| c.grant(&chains, until, now, fx)),
+            Learned::Leases { chains, until } => self.chain_step(out, |c, h, fx| c.grant(h, &chains, until, now, fx)),
             Learned::Refused { ask, reason } => self.admin_refused(ask, reason, out),
         }
     }
@@ -306,7 +335,7 @@ impl ClusterNode {
             self.send_mgr(now, mgr, out);
         }
         let mut beats = Vec::new();
-        self.agent.tick(now, self.chain.reports(), &mut beats);
+        self.agent.tick(now, self.chain.reports(self.host.syncs), &mut beats);
         for (to, msg) in beats {
             self.deliver_mgr(now, to, msg, out);
         }
@@ -336,11 +365,11 @@ impl Process for ClusterNode {
     type Timer = NodeTimer;
 
     fn start(&mut self, now: Time, out: &mut NodeFx) {
-        self.chain_step(out, |c, fx| c.start(now, fx));
+        out.set_timer(NodeTimer::Tick, self.cfg.requests.tick);
         out.set_timer(NodeTimer::Manager, self.cfg.manager.tick);
         if let Some(map) = self.agent.map().cloned() {
             self.announce_addresses(&map, out);
-            self.chain_step(out, |c, fx| c.adopt(map, now, fx));
+            self.chain_step(out, |c, h, fx| c.adopt(h, map, now, fx));
         }
         let opened = std::mem::take(&mut self.opened);
         self.send_mgr(now, opened, out);
@@ -355,13 +384,14 @@ impl Process for ClusterNode {
                 self.send_mgr(now, mgr, out);
             }
             NodeMsg::Mgr(m) => self.on_mgr(now, from, m, out),
-            NodeMsg::Chain(m) => self.chain_step(out, |c, fx| c.on_message(now, from, m, fx)),
+            NodeMsg::Chain(m) => self.chain_step(out, |c, h, fx| c.on_message(h, now, from, m, fx)),
         }
     }
 
     fn on_timer(&mut self, now: Time, timer: NodeTimer, out: &mut NodeFx) {
         match timer {
-            NodeTimer::Chain(t) => self.chain_step(out, |c, fx| c.on_timer(now, t, fx)),
+            NodeTimer::Tick => self.on_tick(now, out),
+            NodeTimer::Chain(t) => self.chain_step(out, |c, h, fx| c.on_timer(h, now, t, fx)),
             NodeTimer::Manager => self.manager_tick(now, out),
         }
     }
@@ -371,7 +401,7 @@ impl Process for ClusterNode {
             Request::Admin(admin) => self.admin(now, id, admin, out),
             req => {
                 metrics::count_request(&mut self.requests, &req);
-                self.chain_step(out, |c, fx| c.on_request(now, id, req, fx))
+                self.accept(now, id, req, out)
             }
         }
     }
@@ -379,31 +409,33 @@ impl Process for ClusterNode {
     fn answer_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
         let counted = metrics::counted_as(&req);
         let reply = match req {
-            Request::Write(_) => self.chain.write_at_once(now, req)?,
-            req => self.chain.read_at_once(now, &req).ok_or(req)?,
+            Request::Write(_) => self.chain.write_at_once(&mut self.host, now, req)?,
+            req => self.chain.read_at_once(&mut self.host, now, &req).ok_or(req)?,
         };
         metrics::count(&mut self.requests, counted);
         Ok(reply)
     }
 
+    /// Keys' deadlines are fixed and judged by the wall clock (Unix milliseconds), which the runner gives before
+    /// every input. It may step; a wrong one makes keys expire early or late, nothing worse.
     fn set_wall_clock(&mut self, unix_ms: u64) {
-        self.chain.set_wall_clock(unix_ms);
+        self.host.wall_ms = unix_ms;
     }
 
     fn sync(&mut self) -> std::io::Result<()> {
-        self.chain.sync()
+        self.host.sync()
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.chain.flush()
+        self.host.flush()
     }
 
     fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
-        self.chain.begin_sync()
+        self.host.begin_sync(self.chain.planted(PlantedBug::SkipsFsync))
     }
 
     fn end_sync(&mut self) {
-        self.chain.end_sync()
+        self.host.end_sync()
     }
 
     fn stopped(&mut self) -> std::io::Result<()> {

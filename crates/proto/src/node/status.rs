@@ -46,7 +46,7 @@ impl ClusterNode {
             "nodes": nodes,
             "keyspaces": map.map(|m| keyspaces_json(m)),
             "chains": chains,
-            "replicas": self.chain.status(now),
+            "replicas": self.chain.status(&self.host.stores, now),
             "served": {
                 "reads": self.chain.stats().reads, "writes": self.chain.stats().writes,
                 "expired": self.chain.stats().expired, "evicted": self.chain.stats().evicted,

@@ -4,11 +4,14 @@
 //! faults.
 
 use super::*;
+use crate::host::RequestConfig;
 use crate::map::{ChainChange, MapCommand, NodeAddrs};
 use crate::stores::StoreSpec;
 use bytes::Bytes;
-use meridian_core::{Condition, Effect, Location, ReplicaKind, Stored, Write};
+use meridian_core::{Condition, Effect, Location, ReplicaKind, RequestId, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
+use std::ops::{Deref, DerefMut};
+use std::time::Duration;
 
 mod at_once;
 mod cache;
@@ -18,7 +21,7 @@ mod scan;
 const LEASE: Duration = Duration::from_secs(3600);
 
 struct Harness {
-    nodes: BTreeMap<NodeId, ChainNode>,
+    nodes: BTreeMap<NodeId, TestNode>,
     disks: BTreeMap<NodeId, SimVfs>,
     map: ClusterMap,
     wire: VecDeque<(NodeId, NodeId, ChainMsg)>,
@@ -34,13 +37,91 @@ fn addrs(id: u32) -> NodeAddrs {
     NodeAddrs { peer_addr: format!("h:{id}"), resp_addr: String::new(), http_addr: None }
 }
 
-/// Node `id` on `disk`, in its `run`-th start; `previous` says what it knew of the run before.
-fn open(id: NodeId, disk: &SimVfs, run: u64, previous: PreviousRun) -> ChainNode {
-    let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/d".into(), log: LogOptions::default() };
-    let stores = Stores::open(spec, [(KeyspaceId::DEFAULT, previous.map.is_some_and(cache))], []).unwrap();
-    // The harness's clock stands still, so pre-copies must not wait for their pace.
-    let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
-    ChainNode::new(id, cfg, stores, u64::from(id.0) * 1000 + run, previous).unwrap()
+/// A node's chains with the host the node lends them, stepped as `ClusterNode` steps them.
+struct TestNode {
+    chain: ChainNode,
+    host: Host,
+}
+
+impl Deref for TestNode {
+    type Target = ChainNode;
+    fn deref(&self) -> &ChainNode {
+        &self.chain
+    }
+}
+
+impl DerefMut for TestNode {
+    fn deref_mut(&mut self) -> &mut ChainNode {
+        &mut self.chain
+    }
+}
+
+impl TestNode {
+    /// Node `id` on `disk`, in its `run`-th start; `previous` says what it knew of the run before.
+    fn open(id: NodeId, disk: &SimVfs, run: u64, previous: PreviousRun) -> TestNode {
+        let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/d".into(), log: LogOptions::default() };
+        let mut stores = Stores::open(spec, [(KeyspaceId::DEFAULT, previous.map.is_some_and(cache))], []).unwrap();
+        // The harness's clock stands still, so pre-copies must not wait for their pace.
+        let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
+        let incarnation = u64::from(id.0) * 1000 + run;
+        let chain = ChainNode::new(id, cfg, &mut stores, incarnation, previous).unwrap();
+        TestNode { chain, host: Host::new(id, incarnation, RequestConfig::default(), stores) }
+    }
+
+    /// What `ClusterNode::on_request` does with a client request.
+    fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Fx) {
+        match self.host.accept(id, req, self.chain.map.is_some()) {
+            Ok((origin, req)) => {
+                self.chain.route(&mut self.host, now, origin, req, out);
+                self.host.requests.settle();
+            }
+            Err(refusal) => out.reply(id, refusal),
+        }
+    }
+
+    /// What the node's housekeeping tick does.
+    fn on_tick(&mut self, now: Time, out: &mut Fx) {
+        for (origin, req) in self.host.tick(|id, reply| out.reply(id, reply)) {
+            self.chain.route(&mut self.host, now, origin, req, out);
+        }
+        self.chain.on_tick(&mut self.host, now, out);
+    }
+
+    fn on_message(&mut self, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
+        self.chain.on_message(&mut self.host, now, from, msg, out)
+    }
+
+    fn adopt(&mut self, map: Arc<ClusterMap>, now: Time, out: &mut Fx) {
+        self.chain.adopt(&mut self.host, map, now, out)
+    }
+
+    fn grant(&mut self, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
+        self.chain.grant(&mut self.host, chains, until, now, out)
+    }
+
+    fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
+        self.chain.read_at_once(&mut self.host, now, req)
+    }
+
+    fn write_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
+        self.chain.write_at_once(&mut self.host, now, req)
+    }
+
+    fn set_wall_clock(&mut self, unix_ms: u64) {
+        self.host.wall_ms = unix_ms;
+    }
+
+    fn reports(&self) -> crate::reports::ReplicaReports {
+        self.chain.reports(self.host.syncs)
+    }
+
+    fn ledger(&self, chain: ChainId) -> Option<&ledger::Ledger> {
+        self.chain.ledger(&self.host.stores, chain)
+    }
+
+    fn cache_bytes(&self, chain: ChainId) -> Option<u64> {
+        self.chain.cache_bytes(&self.host.stores, chain)
+    }
 }
 
 /// Whether the map makes `default` a cache keyspace.
@@ -116,8 +197,7 @@ impl Harness {
             None => (0, None, BTreeSet::new()),
         };
         let previous = PreviousRun { map: map.as_deref(), clean_stop, lost: &lost };
-        self.nodes.insert(id, open(id, &disk, run, previous));
-        self.feed(id, |n, fx| n.start(Time::ZERO, fx));
+        self.nodes.insert(id, TestNode::open(id, &disk, run, previous));
     }
 
     fn chain(&self) -> &crate::map::ChainView {
@@ -151,13 +231,13 @@ impl Harness {
         }
     }
 
-    fn feed(&mut self, id: NodeId, f: impl FnOnce(&mut ChainNode, &mut Fx)) {
+    fn feed(&mut self, id: NodeId, f: impl FnOnce(&mut TestNode, &mut Fx)) {
         let node = self.nodes.get_mut(&id).unwrap();
         let mut fx = Fx::new();
         f(node, &mut fx);
         let synced = !self.unsynced.contains(&id);
         if synced {
-            node.sync().unwrap();
+            node.host.sync().unwrap();
         }
         node.check_invariants().unwrap();
         for e in fx.drain().0.filter(|e| synced || !e.after_sync()) {
@@ -186,7 +266,7 @@ impl Harness {
 
     fn tick_all(&mut self) {
         for id in self.nodes.keys().copied().collect::<Vec<_>>() {
-            self.feed(id, |n, fx| n.on_timer(Time::ZERO, ChainTimer::Tick, fx));
+            self.feed(id, |n, fx| n.on_tick(Time::ZERO, fx));
         }
         self.settle();
     }
@@ -349,6 +429,7 @@ fn a_joiner_copies_then_flushes_then_takes_part() {
     for i in 0..50 {
         let key = format!("k{i}");
         let e = h.nodes[&NodeId(outsider)]
+            .host
             .stores
             .get((KeyspaceId::DEFAULT, ReplicaKind::Log))
             .unwrap()
@@ -401,13 +482,13 @@ fn removing_the_tail_makes_its_predecessor_answer() {
     h.written(1, "k2", "v2");
     assert!(h.nodes[&tail].replicas.is_empty(), "the old tail left the chain");
     assert_eq!(
-        h.nodes[&tail].stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"k").unwrap(),
+        h.nodes[&tail].host.stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"k").unwrap(),
         None,
         "and dropped its data"
     );
     h.boot(tail);
     assert_eq!(
-        h.nodes[&tail].stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"k").unwrap(),
+        h.nodes[&tail].host.stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"k").unwrap(),
         None,
         "for good"
     );
@@ -526,7 +607,7 @@ fn nx_and_xx_are_decided_by_the_head_and_answered_by_the_tail() {
 #[test]
 fn oversized_requests_are_refused_before_anything_is_logged() {
     let mut h = Harness::new(3, 3);
-    let big = "x".repeat(Limits::default().max_value_bytes + 1);
+    let big = "x".repeat(meridian_core::Limits::default().max_value_bytes + 1);
     let reply = h.request(1, put("k", &big));
     assert!(matches!(reply, Some(Reply::Error(ErrorKind::Invalid, _))), "{reply:?}");
     assert!((1..=3).all(|i| h.lu(i) == 0));
@@ -588,9 +669,8 @@ fn front_end_times_out_with_an_unknown_outcome() {
     let (head, fe, _) = h.members();
     h.drop_to = vec![head];
     assert_eq!(h.request(fe.0, put("a", "1")), None);
-    let cfg = ChainConfig::default();
-    for _ in 0..=cfg.request_timeout.as_millis() / cfg.tick.as_millis() {
-        h.feed(fe, |n, fx| n.on_timer(Time::ZERO, ChainTimer::Tick, fx));
+    for _ in 0..=RequestConfig::default().timeout_ticks() {
+        h.feed(fe, |n, fx| n.on_tick(Time::ZERO, fx));
     }
     let timeouts = h.replies.values().filter(|r| matches!(r, Reply::Error(ErrorKind::Timeout, _))).count();
     assert_eq!(timeouts, 1);
@@ -631,7 +711,7 @@ fn a_memory_replica_lost_to_a_restart_comes_back_by_a_fresh_copy() {
     h.add_kind(head.0, 0, Mem);
     h.tick_all();
     assert_eq!(h.request(3, get("b")), Some(value("2")), "the write that waited went through");
-    let e = h.nodes[&head].stores.get((KeyspaceId::DEFAULT, Mem)).unwrap().get(b"a").unwrap().unwrap();
+    let e = h.nodes[&head].host.stores.get((KeyspaceId::DEFAULT, Mem)).unwrap().get(b"a").unwrap().unwrap();
     assert_eq!(e.value, Some(Stored::wrap(b"1", None)), "the copy is whole again");
     assert!(h.nodes[&head].reports().lost.is_empty());
 }
@@ -655,7 +735,8 @@ fn a_head_that_passed_an_update_on_before_its_fsync_is_repaired_after_a_restart(
     h.add(head.0, 0);
     h.tick_all();
     assert_eq!(h.request(tail.0, get("c")), Some(value("3")), "the write that waited went through");
-    let e = h.nodes[&head].stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"b").unwrap().unwrap();
+    let e =
+        h.nodes[&head].host.stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap().get(b"b").unwrap().unwrap();
     assert_eq!(e.value, Some(Stored::wrap(b"2", None)), "the copy is whole again");
     assert!(h.nodes[&head].reports().lost.is_empty());
 }
@@ -668,7 +749,7 @@ fn updates_passed_on_early_are_durable_before_a_map_is_stored() {
     let (head, mid, _) = h.members();
     h.unsynced = vec![head];
     assert_eq!(h.request(mid.0, put("b", "2")), Some(OK_NEW));
-    h.nodes.get_mut(&head).unwrap().sync_before_map().unwrap();
+    h.nodes.get_mut(&head).unwrap().host.sync_now().unwrap();
     h.unsynced.clear();
     h.restart(head);
     assert_eq!(h.lu(head.0), 1, "synced before the map, so a power loss kept it");
@@ -762,7 +843,8 @@ fn a_restored_replica_with_copied_states_above_its_history_serves() {
         outcome: Outcome::default(),
         origin: None,
     });
-    let store = h.nodes.get_mut(&only).unwrap().stores.get_mut((KeyspaceId::DEFAULT, ReplicaKind::Buffered)).unwrap();
+    let store =
+        h.nodes.get_mut(&only).unwrap().host.stores.get_mut((KeyspaceId::DEFAULT, ReplicaKind::Buffered)).unwrap();
     store.append(&record).unwrap();
     store.flush().unwrap();
     // A buffered store fsyncs a batch at a time; here the whole log is made durable by hand.
@@ -847,7 +929,7 @@ fn a_joiner_drops_what_it_copied_before_its_chain_was_restored() {
     assert_eq!(h.request(joiner.0, get("a")), Some(Reply::Value(None)), "a write the restoration lost stays lost");
     h.written(joiner.0, "d", "4");
     assert_eq!(h.request(member.0, get("d")), Some(value("4")));
-    let joined = h.nodes[&joiner].stores.get((KeyspaceId::DEFAULT, Mem)).unwrap();
+    let joined = h.nodes[&joiner].host.stores.get((KeyspaceId::DEFAULT, Mem)).unwrap();
     assert_eq!(joined.get(b"a").unwrap().and_then(|e| e.value), None, "not in the joiner's copy either");
 }
 
@@ -992,15 +1074,16 @@ fn ausi_secondaries_read_invalidated_keys_at_the_head() {
 fn a_step_is_reported_only_after_a_sync_that_began_after_it() {
     let mut h = Harness::new(3, 3);
     let node = h.nodes.get_mut(&NodeId(1)).unwrap();
-    let under_way = node.begin_sync().unwrap();
+    let under_way = node.host.begin_sync(false).unwrap();
     let step = StepReport::Flushed { chain: ChainId(0), step: 9 };
-    node.step_finished(step);
+    let TestNode { chain, host } = node;
+    chain.step(host).step_finished(step);
     under_way.map_or(Ok(()), |job| job()).unwrap();
-    node.end_sync();
+    node.host.end_sync();
     assert!(node.reports().steps.is_empty(), "the sync under way did not cover the step");
-    let covering = node.begin_sync().unwrap();
+    let covering = node.host.begin_sync(false).unwrap();
     assert!(node.reports().steps.is_empty(), "begun is not done");
     covering.map_or(Ok(()), |job| job()).unwrap();
-    node.end_sync();
+    node.host.end_sync();
     assert_eq!(node.reports().steps, vec![step]);
 }
