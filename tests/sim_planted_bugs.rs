@@ -5,7 +5,7 @@
 use meridian_check::Staleness;
 use meridian_core::{DurabilityMode, KeyspaceConfig, QueryNode, ReplicaKind, UpdateMode};
 use meridian_proto::chain::{ChainConfig, PlantedBug};
-use meridian_proto::node::NodeConfig;
+use meridian_proto::node::{NodeConfig, ProtocolConfigs};
 use meridian_sim::parse_kinds;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
 
@@ -37,7 +37,7 @@ fn sweep_config(
         spares: 2,
         default,
         vnodes: 4,
-        node: NodeConfig { chain, ..NodeConfig::default() },
+        node: NodeConfig { protocols: ProtocolConfigs { chain }, ..NodeConfig::default() },
         threads: 2,
         trace: false,
         topology: None,

@@ -13,7 +13,7 @@ use meridian_proto::chain::ChainConfig;
 use meridian_proto::host::RequestConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
-use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup};
+use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup, ProtocolConfigs};
 use meridian_store::{LogOptions, RealVfs, KEY_MAX};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -90,7 +90,8 @@ impl ClusterArgs {
         let chain = ChainConfig { migration_bandwidth, ..ChainConfig::default() };
         let requests = RequestConfig { limits, ..RequestConfig::default() };
         let manager = ManagerConfig::with_tick(Duration::from_millis(self.manager_tick_ms));
-        NodeConfig { requests, chain, manager, ..NodeConfig::default() }
+        let protocols = ProtocolConfigs { chain };
+        NodeConfig { requests, protocols, manager, ..NodeConfig::default() }
     }
 }
 

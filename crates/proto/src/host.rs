@@ -6,7 +6,7 @@
 
 use crate::requests::{Origin, RequestTable};
 use crate::stores::Stores;
-use meridian_core::{ErrorKind, Limits, NodeId, Reply, Request, RequestId, SyncJob};
+use meridian_core::{ErrorKind, KeyspaceId, Limits, NodeId, Reply, Request, RequestId, SyncJob};
 use std::time::Duration;
 
 /// How a node takes client requests and how long it waits for them.
@@ -85,6 +85,13 @@ impl Host {
         };
         let origin = self.requests.track(id, matches!(req, Request::Write(_)), self.tick);
         Ok((origin, req))
+    }
+
+    /// Answers the request `origin` names, for a keyspace the map does not have (dropped since the client chose
+    /// it), if it is still waited on here.
+    pub fn unknown_keyspace(&mut self, origin: &Origin, keyspace: KeyspaceId) -> Option<(RequestId, Reply)> {
+        let id = self.requests.complete(origin)?;
+        Some((id, Reply::Error(ErrorKind::Invalid, format!("unknown keyspace {}", keyspace.0))))
     }
 
     /// Advances the tick and answers the requests that waited too long, each with why and whether anything may

@@ -45,6 +45,7 @@ pub mod manager;
 pub mod map;
 pub mod node;
 pub mod ops;
+pub mod protocol;
 pub mod reports;
 pub mod requests;
 pub mod stores;

@@ -58,11 +58,13 @@ mod serve;
 
 use crate::host::{timed_out, Host, Syncs};
 use crate::map::ClusterMap;
+use crate::protocol::KeyspaceProtocol;
+pub use crate::protocol::PreviousRun;
 use crate::stores::{ledger, Stores};
 use copy::Copier;
 use lease::{Held, Lease};
 use meridian_core::{
-    ChainId, ChainMap, Effects, ErrorKind, KeyspaceConfig, KeyspaceId, NodeId, Reply, Request, Time, UpdateMode,
+    ChainId, ChainMap, Effects, KeyspaceConfig, KeyspaceId, NodeId, Protocol, Reply, Request, Time, UpdateMode,
 };
 use meridian_store::{Datastore, StoreError};
 use replica::{Answered, Replica, Role};
@@ -224,17 +226,6 @@ pub(crate) struct ChainStep<'a> {
     host: &'a mut Host,
 }
 
-/// What a node knows of its run before this start, as [`ChainNode::new`] judges its replicas by it.
-#[derive(Clone, Copy, Debug)]
-pub struct PreviousRun<'a> {
-    /// The map the node stored last, if it ran before.
-    pub map: Option<&'a ClusterMap>,
-    /// The run made every write durable as it stopped (`node/clean_stop.rs`).
-    pub clean_stop: bool,
-    /// The chains whose replicas it had counted lost and neither left nor had restored (`node/lost_replicas.rs`).
-    pub lost: &'a BTreeSet<ChainId>,
-}
-
 impl ChainNode {
     /// Builds the node's state from its datastores' logs. `incarnation` must differ between runs of the
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
@@ -288,49 +279,6 @@ impl ChainNode {
     #[inline]
     pub(crate) fn step<'a>(&'a mut self, host: &'a mut Host) -> ChainStep<'a> {
         ChainStep { s: self, host }
-    }
-
-    pub fn on_message(&mut self, host: &mut Host, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
-        self.step(host).on_message(now, from, msg, out)
-    }
-
-    pub fn on_timer(&mut self, host: &mut Host, now: Time, timer: ChainTimer, out: &mut Fx) {
-        match timer {
-            ChainTimer::Copy(chain) => self.step(host).copy_request(now, chain, out),
-        }
-    }
-
-    /// Sends a request the node's front-end accepted ([`Host::accept`]) to the head (writes) or query node
-    /// (reads, scans) of the chain its key or scan position falls in, in this node's map.
-    pub fn route(&mut self, host: &mut Host, now: Time, origin: Origin, req: Request, out: &mut Fx) {
-        self.step(host).route(now, origin, req, out)
-    }
-
-    /// The chains' share of the node's housekeeping tick, after the node expired and retried its requests.
-    pub fn on_tick(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
-        self.step(host).on_tick(now, out)
-    }
-
-    /// Adopts a newer cluster map (`membership.rs`).
-    pub fn adopt(&mut self, host: &mut Host, map: Arc<ClusterMap>, now: Time, out: &mut Fx) {
-        self.step(host).adopt(map, now, out)
-    }
-
-    /// Takes the leases the manager's leader granted (`lease.rs`).
-    pub fn grant(&mut self, host: &mut Host, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
-        self.step(host).grant(chains, until, now, out)
-    }
-
-    /// A read answered within its step, if this node may (`at_once.rs`).
-    #[inline]
-    pub fn read_at_once(&mut self, host: &mut Host, now: Time, req: &Request) -> Option<Reply> {
-        self.step(host).read_at_once(now, req)
-    }
-
-    /// A write logged and answered within its step, if this node may, or the request back (`at_once.rs`).
-    #[inline]
-    pub fn write_at_once(&mut self, host: &mut Host, now: Time, req: Request) -> Result<Reply, Request> {
-        self.step(host).write_at_once(now, req)
     }
 
     /// The ledger of the store `chain`'s replica lives in.
@@ -435,15 +383,10 @@ impl ChainNode {
     /// What the agent tells the manager's leader about this node's replicas in every heartbeat: the steps it
     /// finished its part of, durably (`syncs`: the node's), and the chains it is a member of without a whole
     /// replica.
-    pub fn reports(&self, syncs: Syncs) -> ReplicaReports {
-        let steps = self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r).collect();
-        let lost = self
-            .replicas
-            .iter()
-            .filter(|(_, r)| r.lost && matches!(r.role, Role::Member { .. }))
-            .map(|(&c, r)| (c, r.lu))
-            .collect();
-        ReplicaReports { steps, incarnation: self.incarnation, lost }
+    pub fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
+        into.steps.extend(self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r));
+        let lost = self.replicas.iter().filter(|(_, r)| r.lost && matches!(r.role, Role::Member { .. }));
+        into.lost.extend(lost.map(|(&c, r)| (c, r.lu)));
     }
 
     /// Asserts, in debug builds, that `chain`'s replica here has its shape ([`Replica::shape`]) after a step that
@@ -463,6 +406,78 @@ impl ChainNode {
     /// unacknowledged history is exactly LA+1 ..= LU.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.replicas.iter().try_for_each(|(id, r)| r.check().map_err(|e| format!("{} chain {id}: {e}", self.me)))
+    }
+}
+
+impl KeyspaceProtocol for ChainNode {
+    const PROTOCOL: Protocol = Protocol::Chain;
+    type Msg = ChainMsg;
+    type Timer = ChainTimer;
+    type Config = ChainConfig;
+
+    fn open(
+        me: NodeId,
+        cfg: ChainConfig,
+        stores: &mut Stores,
+        incarnation: u64,
+        previous: PreviousRun,
+    ) -> Result<ChainNode, StoreError> {
+        ChainNode::new(me, cfg, stores, incarnation, previous)
+    }
+
+    fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, now: Time, out: &mut Fx) {
+        self.step(host).adopt(map.clone(), now, out)
+    }
+
+    /// Sends the request to the head (writes) or query node (reads, scans) of the chain its key or scan
+    /// position falls in, in this node's map.
+    #[inline]
+    fn on_request(&mut self, host: &mut Host, now: Time, origin: Origin, req: Request, out: &mut Fx) {
+        self.step(host).route(now, origin, req, out)
+    }
+
+    fn on_message(&mut self, host: &mut Host, now: Time, from: NodeId, msg: ChainMsg, out: &mut Fx) {
+        self.step(host).on_message(now, from, msg, out)
+    }
+
+    fn on_timer(&mut self, host: &mut Host, now: Time, timer: ChainTimer, out: &mut Fx) {
+        match timer {
+            ChainTimer::Copy(chain) => self.step(host).copy_request(now, chain, out),
+        }
+    }
+
+    fn on_tick(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
+        self.step(host).on_tick(now, out)
+    }
+
+    /// Leases for tails, query nodes and `au`/`ausi` heads (`lease.rs`).
+    fn on_leases(&mut self, host: &mut Host, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
+        self.step(host).grant(chains, until, now, out)
+    }
+
+    /// Reads, and a lone memory replica's writes (`at_once.rs`).
+    #[inline]
+    fn answer_at_once(&mut self, host: &mut Host, now: Time, req: Request) -> Result<Reply, Request> {
+        match req {
+            Request::Write(_) => self.step(host).write_at_once(now, req),
+            req => self.step(host).read_at_once(now, &req).ok_or(req),
+        }
+    }
+
+    fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
+        ChainNode::reports(self, syncs, into)
+    }
+
+    fn lost_chains(&self) -> BTreeSet<ChainId> {
+        ChainNode::lost_chains(self)
+    }
+
+    fn status(&self, stores: &Stores, now: Time) -> Vec<ReplicaStatus> {
+        ChainNode::status(self, stores, now)
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        ChainNode::check_invariants(self)
     }
 }
 
@@ -586,8 +601,8 @@ impl ChainStep<'_> {
 
     /// Answers a request for a keyspace the map does not have (dropped since the client chose it).
     fn refuse_unknown(&mut self, origin: Origin, keyspace: KeyspaceId, out: &mut Fx) {
-        if let Some(id) = self.host.requests.complete(&origin) {
-            out.reply(id, Reply::Error(ErrorKind::Invalid, format!("unknown keyspace {}", keyspace.0)));
+        if let Some((id, refusal)) = self.host.unknown_keyspace(&origin, keyspace) {
+            out.reply(id, refusal);
         }
     }
 

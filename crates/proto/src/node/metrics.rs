@@ -68,7 +68,7 @@ impl ClusterNode {
         }
         let name = |k: KeyspaceId| keyspace_name(map, k);
         self.request_families(&mut e, &name);
-        replica_families(&mut e, &self.chain.status(&self.host.stores, now), &name);
+        replica_families(&mut e, &self.protocols.status(&self.host.stores, now), &name);
         self.served_families(&mut e);
         self.store_families(&mut e, &name);
         e.into_text()
@@ -85,7 +85,7 @@ impl ClusterNode {
     }
 
     fn served_families(&self, e: &mut Exposition) {
-        let s = self.chain.stats();
+        let s = self.chain().stats();
         let counters: [(&str, &str, u64); 6] = [
             ("meridian_tail_reads_total", "Reads this node answered as a chain's tail.", s.reads),
             ("meridian_tail_writes_total", "Writes this node committed as a chain's tail.", s.writes),

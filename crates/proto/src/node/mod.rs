@@ -11,26 +11,26 @@ mod atomic_file;
 mod clean_stop;
 mod lost_replicas;
 mod metrics;
+mod protocols;
 #[cfg(test)]
 mod schema_lock;
 mod status;
 
-use crate::chain::{ChainConfig, ChainMsg, ChainNode, ChainTimer, Fx as ChainFx, PlantedBug, PreviousRun};
+use crate::chain::PlantedBug;
 use crate::host::{Host, RequestConfig};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
 use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
-use crate::manager::raft::RaftMsg;
 use crate::map::placement::{self, DEFAULT_PARTITIONS};
 use crate::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
+use crate::protocol::PreviousRun;
 use crate::stores::{StoreSpec, Stores};
 use meridian_core::{
-    ChainId, ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Placement, Process, Reply, Request, RequestId,
-    SyncJob, Time,
+    ChainId, ClusterConfig, Effects, KeyspaceId, NodeId, Placement, Process, Reply, Request, RequestId, SyncJob, Time,
 };
 use meridian_store::{LogOptions, StoreError, StoreStats, Vfs};
-use serde::{Deserialize, Serialize};
+pub use protocols::{NodeMsg, NodeTimer, ProtocolConfigs, Protocols};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,27 +38,12 @@ use std::sync::Arc;
 /// Voters of the manager's Raft group: nodes of the initial cluster, at most this many ([`voters`]).
 pub const VOTERS_MAX: usize = 3;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum NodeMsg {
-    Raft(RaftMsg),
-    Mgr(MgrMsg),
-    Chain(ChainMsg),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NodeTimer {
-    /// The node's housekeeping: request expiry and retries, then each protocol's own upkeep.
-    Tick,
-    Chain(ChainTimer),
-    Manager,
-}
-
 pub type NodeFx = Effects<NodeMsg, NodeTimer>;
 
 #[derive(Clone, Debug, Default)]
 pub struct NodeConfig {
     pub requests: RequestConfig,
-    pub chain: ChainConfig,
+    pub protocols: ProtocolConfigs,
     pub manager: ManagerConfig,
     /// Partitions (= chains) of a cluster this node bootstraps; 0 for the default.
     pub partitions: u32,
@@ -115,7 +100,8 @@ pub struct ClusterNode {
     manager: Option<ManagerCore>,
     /// What the node lends its protocol cores for a step: its datastores, the requests it waits on, its clock.
     host: Host,
-    chain: ChainNode,
+    protocols: Protocols,
+    incarnation: u64,
     /// Where the node keeps its files, for the marker of a clean stop ([`clean_stop`]).
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
@@ -127,8 +113,6 @@ pub struct ClusterNode {
     pending_admin: Vec<admin::PendingAdmin>,
     /// Client requests accepted per keyspace, for [`ClusterNode::metrics`].
     requests: BTreeMap<KeyspaceId, metrics::KeyspaceRequests>,
-    /// The chain core's effects, lifted into the node's after each step; kept so a step allocates nothing.
-    chain_fx: ChainFx,
     /// The lost replicas as `lost_replicas` last stored them.
     lost_stored: BTreeSet<ChainId>,
 }
@@ -155,9 +139,9 @@ impl ClusterNode {
         let clean_stop = clean_stop::take(&*setup.vfs, &setup.dir).map_err(|e| format!("clean-stop marker: {e}"))?;
         let lost = lost_replicas::load(&*setup.vfs, &setup.dir).map_err(|e| format!("lost replicas: {e}"))?;
         let previous = PreviousRun { map: agent.map().map(|m| m.as_ref()), clean_stop, lost: &lost };
-        let chain = ChainNode::new(me, cfg.chain.clone(), &mut host.stores, setup.incarnation, previous)
+        let protocols = Protocols::open(me, cfg.protocols.clone(), &mut host.stores, setup.incarnation, previous)
             .map_err(|e: StoreError| e.to_string())?;
-        let lost_stored = chain.lost_chains();
+        let lost_stored = protocols.lost_chains();
         if lost_stored != lost {
             lost_replicas::store(&*setup.vfs, &setup.dir, &lost_stored).map_err(|e| format!("lost replicas: {e}"))?;
         }
@@ -178,20 +162,24 @@ impl ClusterNode {
             agent,
             manager,
             host,
-            chain,
+            protocols,
+            incarnation: setup.incarnation,
             vfs: setup.vfs,
             dir: setup.dir,
             opened,
             addressed,
             pending_admin: Vec::new(),
             requests: BTreeMap::new(),
-            chain_fx: ChainFx::new(),
             lost_stored,
         })
     }
 
-    pub fn chain(&self) -> &ChainNode {
-        &self.chain
+    pub fn chain(&self) -> &crate::chain::ChainNode {
+        &self.protocols.chain.core
+    }
+
+    pub fn protocols(&self) -> &Protocols {
+        &self.protocols
     }
 
     pub fn manager(&self) -> Option<&ManagerCore> {
@@ -209,7 +197,8 @@ impl ClusterNode {
             Some(m) => m.describe_leadership(now).map_or("manager voter".into(), |l| format!("manager leader, {l}")),
             None => "not a voter".into(),
         };
-        let chains: Vec<String> = self.chain.status(&self.host.stores, now).iter().map(ToString::to_string).collect();
+        let chains: Vec<String> =
+            self.protocols.status(&self.host.stores, now).iter().map(ToString::to_string).collect();
         let guess = self.agent.leader_guess().map_or("none".into(), |l| l.to_string());
         format!("epoch {} {manager}, leader guess {guess}\n    {}", self.agent.epoch(), chains.join("; "))
     }
@@ -218,16 +207,11 @@ impl ClusterNode {
         self.host.stores.stats()
     }
 
-    fn chain_step(&mut self, out: &mut NodeFx, f: impl FnOnce(&mut ChainNode, &mut Host, &mut ChainFx)) {
-        f(&mut self.chain, &mut self.host, &mut self.chain_fx);
-        lift(&mut self.chain_fx, out);
-    }
-
     /// Takes a client request as the node's front-end and hands it to its keyspace's protocol.
     fn accept(&mut self, now: Time, id: RequestId, req: Request, out: &mut NodeFx) {
         match self.host.accept(id, req, self.agent.map().is_some()) {
             Ok((origin, req)) => {
-                self.chain_step(out, |c, h, fx| c.route(h, now, origin, req, fx));
+                self.protocols.on_request(&mut self.host, now, origin, req, out);
                 self.host.requests.settle();
             }
             Err(refusal) => out.reply(id, refusal),
@@ -239,9 +223,9 @@ impl ClusterNode {
     fn on_tick(&mut self, now: Time, out: &mut NodeFx) {
         out.set_timer(NodeTimer::Tick, self.cfg.requests.tick);
         for (origin, req) in self.host.tick(|id, reply| out.reply(id, reply)) {
-            self.chain_step(out, |c, h, fx| c.route(h, now, origin, req, fx));
+            self.protocols.on_request(&mut self.host, now, origin, req, out);
         }
-        self.chain_step(out, |c, h, fx| c.on_tick(h, now, fx));
+        self.protocols.on_tick(&mut self.host, now, out);
     }
 
     fn send_mgr(&mut self, now: Time, mgr: MgrOut, out: &mut NodeFx) {
@@ -296,11 +280,11 @@ impl ClusterNode {
         match learned {
             Learned::Map(map) => {
                 self.announce_addresses(&map, out);
-                self.chain_step(out, |c, h, fx| c.adopt(h, map, now, fx));
+                self.protocols.adopt(&mut self.host, &map, now, out);
                 self.store_lost();
                 self.settle_admin(out);
             }
-            Learned::Leases { chains, until } => self.chain_step(out, |c, h, fx| c.grant(h, &chains, until, now, fx)),
+            Learned::Leases { chains, until } => self.protocols.on_leases(&mut self.host, &chains, until, now, out),
             Learned::Refused { ask, reason } => self.admin_refused(ask, reason, out),
         }
     }
@@ -308,7 +292,7 @@ impl ClusterNode {
     /// Stores the lost replicas again if a map took some out of that state (the node left their chains, or the
     /// map restored from them) or marked more: a restart must count lost what is lost now, and only that.
     fn store_lost(&mut self) {
-        let lost = self.chain.lost_chains();
+        let lost = self.protocols.lost_chains();
         if lost != self.lost_stored {
             let stored = lost_replicas::store(&*self.vfs, &self.dir, &lost);
             stored.expect("the node's lost-replica file must be writable (fail-stop)");
@@ -335,28 +319,11 @@ impl ClusterNode {
             self.send_mgr(now, mgr, out);
         }
         let mut beats = Vec::new();
-        self.agent.tick(now, self.chain.reports(self.host.syncs), &mut beats);
+        self.agent.tick(now, self.protocols.reports(self.host.syncs, self.incarnation), &mut beats);
         for (to, msg) in beats {
             self.deliver_mgr(now, to, msg, out);
         }
         self.tend_admin(now, out);
-    }
-}
-
-/// Moves a chain step's effects into the node's, wrapping messages and timers.
-fn lift(fx: &mut ChainFx, out: &mut NodeFx) {
-    let (items, dirt) = fx.drain();
-    out.add_dirt(dirt);
-    for e in items {
-        match e {
-            Effect::Send { to, msg, after_sync: false } => out.send(to, NodeMsg::Chain(msg)),
-            Effect::Send { to, msg, after_sync: true } => out.send_after_sync(to, NodeMsg::Chain(msg)),
-            Effect::Reply { id, reply, after_sync: false } => out.reply(id, reply),
-            Effect::Reply { id, reply, after_sync: true } => out.reply_after_sync(id, reply),
-            Effect::SetTimer { timer, after } => out.set_timer(NodeTimer::Chain(timer), after),
-            Effect::CancelTimer { timer } => out.cancel_timer(NodeTimer::Chain(timer)),
-            Effect::Address { node, addr } => out.address(node, addr),
-        }
     }
 }
 
@@ -369,7 +336,7 @@ impl Process for ClusterNode {
         out.set_timer(NodeTimer::Manager, self.cfg.manager.tick);
         if let Some(map) = self.agent.map().cloned() {
             self.announce_addresses(&map, out);
-            self.chain_step(out, |c, h, fx| c.adopt(h, map, now, fx));
+            self.protocols.adopt(&mut self.host, &map, now, out);
         }
         let opened = std::mem::take(&mut self.opened);
         self.send_mgr(now, opened, out);
@@ -384,15 +351,15 @@ impl Process for ClusterNode {
                 self.send_mgr(now, mgr, out);
             }
             NodeMsg::Mgr(m) => self.on_mgr(now, from, m, out),
-            NodeMsg::Chain(m) => self.chain_step(out, |c, h, fx| c.on_message(h, now, from, m, fx)),
+            msg => self.protocols.on_message(&mut self.host, now, from, msg, out),
         }
     }
 
     fn on_timer(&mut self, now: Time, timer: NodeTimer, out: &mut NodeFx) {
         match timer {
             NodeTimer::Tick => self.on_tick(now, out),
-            NodeTimer::Chain(t) => self.chain_step(out, |c, h, fx| c.on_timer(h, now, t, fx)),
             NodeTimer::Manager => self.manager_tick(now, out),
+            timer => self.protocols.on_timer(&mut self.host, now, timer, out),
         }
     }
 
@@ -408,10 +375,7 @@ impl Process for ClusterNode {
 
     fn answer_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
         let counted = metrics::counted_as(&req);
-        let reply = match req {
-            Request::Write(_) => self.chain.write_at_once(&mut self.host, now, req)?,
-            req => self.chain.read_at_once(&mut self.host, now, &req).ok_or(req)?,
-        };
+        let reply = self.protocols.answer_at_once(&mut self.host, now, req)?;
         metrics::count(&mut self.requests, counted);
         Ok(reply)
     }
@@ -431,7 +395,7 @@ impl Process for ClusterNode {
     }
 
     fn begin_sync(&mut self) -> std::io::Result<Option<SyncJob>> {
-        self.host.begin_sync(self.chain.planted(PlantedBug::SkipsFsync))
+        self.host.begin_sync(self.protocols.chain.core.planted(PlantedBug::SkipsFsync))
     }
 
     fn end_sync(&mut self) {

@@ -46,10 +46,10 @@ impl ClusterNode {
             "nodes": nodes,
             "keyspaces": map.map(|m| keyspaces_json(m)),
             "chains": chains,
-            "replicas": self.chain.status(&self.host.stores, now),
+            "replicas": self.protocols.status(&self.host.stores, now),
             "served": {
-                "reads": self.chain.stats().reads, "writes": self.chain.stats().writes,
-                "expired": self.chain.stats().expired, "evicted": self.chain.stats().evicted,
+                "reads": self.chain().stats().reads, "writes": self.chain().stats().writes,
+                "expired": self.chain().stats().expired, "evicted": self.chain().stats().evicted,
             },
             "refused": self.agent.refused,
         })

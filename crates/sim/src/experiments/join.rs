@@ -56,7 +56,7 @@ pub struct JoinExperiment {
 impl Default for JoinExperiment {
     fn default() -> Self {
         let mut node = NodeConfig { partitions: 64, ..NodeConfig::default() };
-        node.chain.migration_bandwidth = 2_000_000;
+        node.protocols.chain.migration_bandwidth = 2_000_000;
         JoinExperiment {
             seed: 1,
             nodes: 12,
@@ -389,7 +389,7 @@ impl JoinReport {
             "each node: {:?} per message + {:?} per byte; migration cap {} MB/s per chain copied\n",
             x.cost.per_input,
             x.cost.per_byte,
-            x.node.chain.migration_bandwidth / 1_000_000
+            x.node.protocols.chain.migration_bandwidth / 1_000_000
         );
         let settled = self
             .settled_at
@@ -419,7 +419,7 @@ impl JoinReport {
         }
         let not_involved = self.nodes.iter().filter(|n| !n.involved && n.steady > 0.0).map(|n| n.during / n.steady);
         let copies = x.node.manager.limits.copies_per_node as f64;
-        let bound = x.cost.per_byte.as_secs_f64() * x.node.chain.migration_bandwidth as f64 * copies;
+        let bound = x.cost.per_byte.as_secs_f64() * x.node.protocols.chain.migration_bandwidth as f64 * copies;
         let busiest = self.nodes.iter().filter_map(|n| n.copy_share).fold(0.0, f64::max);
         out += &format!(
             "nodes not involved: lowest ratio {:.2} during the join (claim: at least 0.90)\n",
@@ -430,7 +430,7 @@ impl JoinReport {
              ({copies} copies at {} MB/s, {:?} per byte copied)\n",
             busiest * 100.0,
             bound * 100.0,
-            x.node.chain.migration_bandwidth / 1_000_000,
+            x.node.protocols.chain.migration_bandwidth / 1_000_000,
             x.cost.per_byte
         );
         out
@@ -483,7 +483,7 @@ mod tests {
         let uninvolved: Vec<&NodeThroughput> = report.nodes.iter().filter(|n| !n.involved).collect();
         assert!(!uninvolved.is_empty(), "{}", report.table(&x));
         assert!(uninvolved.iter().all(|n| n.during >= 0.9 * n.steady), "{}", report.table(&x));
-        let bound = x.cost.per_byte.as_secs_f64() * x.node.chain.migration_bandwidth as f64 * 3.0;
+        let bound = x.cost.per_byte.as_secs_f64() * x.node.protocols.chain.migration_bandwidth as f64 * 3.0;
         let shares: Vec<f64> = report.nodes.iter().filter_map(|n| n.copy_share).collect();
         assert!(!shares.is_empty() && shares.iter().all(|&s| s > 0.0 && s <= bound * 1.05), "{}", report.table(&x));
     }

@@ -8,7 +8,7 @@ use crate::host::RequestConfig;
 use crate::map::{ChainChange, MapCommand, NodeAddrs};
 use crate::stores::StoreSpec;
 use bytes::Bytes;
-use meridian_core::{Condition, Effect, Location, ReplicaKind, RequestId, Stored, Write};
+use meridian_core::{Condition, Effect, ErrorKind, Location, ReplicaKind, RequestId, Stored, Write};
 use meridian_store::{LogOptions, SimVfs};
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
@@ -72,7 +72,7 @@ impl TestNode {
     fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Fx) {
         match self.host.accept(id, req, self.chain.map.is_some()) {
             Ok((origin, req)) => {
-                self.chain.route(&mut self.host, now, origin, req, out);
+                self.chain.on_request(&mut self.host, now, origin, req, out);
                 self.host.requests.settle();
             }
             Err(refusal) => out.reply(id, refusal),
@@ -82,7 +82,7 @@ impl TestNode {
     /// What the node's housekeeping tick does.
     fn on_tick(&mut self, now: Time, out: &mut Fx) {
         for (origin, req) in self.host.tick(|id, reply| out.reply(id, reply)) {
-            self.chain.route(&mut self.host, now, origin, req, out);
+            self.chain.on_request(&mut self.host, now, origin, req, out);
         }
         self.chain.on_tick(&mut self.host, now, out);
     }
@@ -92,19 +92,19 @@ impl TestNode {
     }
 
     fn adopt(&mut self, map: Arc<ClusterMap>, now: Time, out: &mut Fx) {
-        self.chain.adopt(&mut self.host, map, now, out)
+        self.chain.adopt(&mut self.host, &map, now, out)
     }
 
     fn grant(&mut self, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
-        self.chain.grant(&mut self.host, chains, until, now, out)
+        self.chain.on_leases(&mut self.host, chains, until, now, out)
     }
 
     fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
-        self.chain.read_at_once(&mut self.host, now, req)
+        self.chain.step(&mut self.host).read_at_once(now, req)
     }
 
     fn write_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
-        self.chain.write_at_once(&mut self.host, now, req)
+        self.chain.step(&mut self.host).write_at_once(now, req)
     }
 
     fn set_wall_clock(&mut self, unix_ms: u64) {
@@ -112,7 +112,9 @@ impl TestNode {
     }
 
     fn reports(&self) -> crate::reports::ReplicaReports {
-        self.chain.reports(self.host.syncs)
+        let mut reports = crate::reports::ReplicaReports { incarnation: self.incarnation, ..Default::default() };
+        self.chain.reports(self.host.syncs, &mut reports);
+        reports
     }
 
     fn ledger(&self, chain: ChainId) -> Option<&ledger::Ledger> {
