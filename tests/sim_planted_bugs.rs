@@ -37,7 +37,10 @@ fn sweep_config(
         spares: 2,
         default,
         vnodes: 4,
-        node: NodeConfig { protocols: ProtocolConfigs { chain }, ..NodeConfig::default() },
+        node: NodeConfig {
+            protocols: ProtocolConfigs { chain, ..ProtocolConfigs::default() },
+            ..NodeConfig::default()
+        },
         threads: 2,
         trace: false,
         topology: None,

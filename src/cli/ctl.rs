@@ -72,9 +72,19 @@ struct CreateArgs {
     /// A cache keyspace's cap per node (e.g. 256mb): its keys' and values' bytes plus a fixed overhead per key.
     #[arg(long, requires = "cache", value_parser = parse_size)]
     maxmemory: Option<u64>,
-    /// How the replicas agree on writes (docs/keyspaces.md).
-    #[arg(long, default_value = "chain", value_parser = ["chain"])]
+    /// How the replicas agree on writes: `chain` or `quorum` (docs/keyspaces.md, docs/protocols/).
+    #[arg(long, default_value = "chain", value_parser = ["chain", "quorum"])]
     protocol: String,
+    /// A quorum keyspace's replicas a read waits for: `one`, `quorum` (a majority, the default), `all` or a count.
+    #[arg(long)]
+    read_quorum: Option<String>,
+    /// A quorum keyspace's replicas a write waits for, as --read-quorum.
+    #[arg(long)]
+    write_quorum: Option<String>,
+    /// How a quorum keyspace stamps its writes: `quorum` (ABD, linearizable with R + W > N; the default) or
+    /// `clock` (the coordinator's wall clock, one round trip fewer).
+    #[arg(long)]
+    timestamps: Option<String>,
     /// One replica in each of these regions, in this order: the first is the keyspace's home, where the
     /// chains' heads run (docs/regions.md). Without --replicas, every replica is a `log`.
     #[arg(long, conflicts_with = "placement")]
@@ -162,6 +172,9 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
         durability,
         maxmemory,
         protocol,
+        read_quorum,
+        write_quorum,
+        timestamps,
         regions,
         placement,
         ban_region,
@@ -182,7 +195,8 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
     let names: Vec<&str> = replicas.iter().map(|r| r.name()).collect();
     Ok(json!({
         "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
-        "maxmemory": maxmemory, "protocol": protocol, "placement": placed.regions, "ban_regions": placed.banned,
+        "maxmemory": maxmemory, "protocol": protocol, "read_quorum": read_quorum, "write_quorum": write_quorum,
+        "timestamps": timestamps, "placement": placed.regions, "ban_regions": placed.banned,
     }))
 }
 
@@ -286,7 +300,16 @@ fn keyspaces(list: &Value) -> String {
         let placement =
             serde_json::from_value::<Placement>(json!({"regions": k["placement"], "banned": k["ban_regions"]}));
         let placement = placement.map_or("?".into(), |p| p.to_string());
-        let protocol = text(&k["protocol"]);
+        let quorum = &k["quorum"];
+        let protocol = match quorum.is_object() {
+            true => format!(
+                "quorum R={} W={} {}",
+                text(&quorum["read"]),
+                text(&quorum["write"]),
+                text(&quorum["timestamps"])
+            ),
+            false => text(&k["protocol"]),
+        };
         out += &format!(
             "{id:<7} {name:<20} {:<20} {update:<7} {read_from:<10} {durability:<11} {protocol:<9} {placement:<16} {cache}\n",
             replicas.join(",")

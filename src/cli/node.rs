@@ -90,7 +90,7 @@ impl ClusterArgs {
         let chain = ChainConfig { migration_bandwidth, ..ChainConfig::default() };
         let requests = RequestConfig { limits, ..RequestConfig::default() };
         let manager = ManagerConfig::with_tick(Duration::from_millis(self.manager_tick_ms));
-        let protocols = ProtocolConfigs { chain };
+        let protocols = ProtocolConfigs { chain, ..ProtocolConfigs::default() };
         NodeConfig { requests, protocols, manager, ..NodeConfig::default() }
     }
 }

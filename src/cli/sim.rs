@@ -6,7 +6,7 @@ use meridian_check::Staleness;
 use meridian_core::keyspace::UnknownName;
 use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
-use meridian_core::{DurabilityMode, KeyspaceConfig, ReplicaKind};
+use meridian_core::{DurabilityMode, KeyspaceConfig, Protocol, ProtocolConfig, ReplicaKind};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
@@ -20,9 +20,19 @@ use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Protocol to simulate.
-    #[arg(long, default_value = "chain", value_parser = ["chain"])]
+    /// The `default` keyspace's replication protocol: `chain` or `quorum` (docs/protocols/).
+    #[arg(long, default_value = "chain")]
     protocol: String,
+    /// With `--protocol quorum`: the replicas a read waits for, `one`, `quorum` (a majority), `all` or a count.
+    #[arg(long)]
+    read_quorum: Option<String>,
+    /// With `--protocol quorum`: the replicas a write waits for, as `--read-quorum`.
+    #[arg(long)]
+    write_quorum: Option<String>,
+    /// With `--protocol quorum`: how writes are stamped, `quorum` (ABD: linearizable with R + W > N) or `clock`
+    /// (the coordinator's wall clock).
+    #[arg(long)]
+    timestamps: Option<String>,
     /// Number of seeds to run.
     #[arg(long, default_value_t = 100)]
     seeds: u64,
@@ -111,6 +121,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         read_from: args.read_from.parse().map_err(|e: UnknownName| e.to_string())?,
         maxmemory: args.maxmemory,
         durability: args.durability,
+        protocol: protocol_config(&args)?,
         ..KeyspaceConfig::with_replicas(replicas)
     };
     default.validate().map_err(|e| e.to_string())?;
@@ -148,6 +159,13 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         results.iter().for_each(print_seed);
     }
     Ok(summarize(&args, &sweep, &results))
+}
+
+/// The `default` keyspace's protocol and its knobs, as the options give them.
+fn protocol_config(args: &SimArgs) -> Result<ProtocolConfig, String> {
+    let protocol: Protocol = args.protocol.parse().map_err(|e: UnknownName| e.to_string())?;
+    let (read, write) = (args.read_quorum.as_deref(), args.write_quorum.as_deref());
+    ProtocolConfig::from_options(protocol, read, write, args.timestamps.as_deref()).map_err(|e| e.to_string())
 }
 
 fn print_seed(r: &SeedResult) {
@@ -210,6 +228,10 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         args.seed + args.seeds,
         failures.len(),
     );
+    let others = other_counters(results);
+    if !others.is_empty() {
+        println!("also: {others}");
+    }
     let measured = results.iter().any(|r| r.staleness.is_some());
     if let Some(stale) = measured.then(|| results.iter().filter_map(|r| r.staleness.clone()).sum::<Staleness>()) {
         println!(
@@ -229,7 +251,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
         "reproduce: meridian sim --protocol {} --seed {} --seeds 1 --nodes {} --spares {} --vnodes {} --replicas {} \
-         --update {} --read-from {}{}{} --nemesis {} --check {}",
+         --update {} --read-from {}{}{}{} --nemesis {} --check {}",
         args.protocol,
         first.seed,
         args.nodes,
@@ -240,10 +262,45 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         sweep.default.read_from,
         sweep.default.maxmemory.map_or(String::new(), |m| format!(" --maxmemory {m}")),
         sweep.default.durability.map_or(String::new(), |m| format!(" --durability {m}")),
+        sweep.default.protocol.quorum().map_or(String::new(), |q| format!(
+            " --read-quorum {} --write-quorum {} --timestamps {}",
+            q.read, q.write, q.timestamps
+        )),
         args.nemesis,
         sweep.check
     );
     ExitCode::FAILURE
+}
+
+/// The counters the summary line does not name (a protocol's own), summed over the seeds.
+fn other_counters(results: &[SeedResult]) -> String {
+    const NAMED: &[&str] = &[
+        "compactions",
+        "segments",
+        "pre-copies",
+        "flushes",
+        "chains left",
+        "keyspaces created",
+        "operations outside default",
+        "replicas lost",
+        "keys of restored chains",
+        "keys expired",
+        "keys evicted",
+        "reads that waited for an expiry",
+        "scan pages answered",
+        "keys scans found absent",
+        "keys scans found present",
+        "SET NX applied",
+        "SET NX refused",
+        "writes answered at once",
+        "reads served",
+        "writes committed",
+    ];
+    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    for (&name, &n) in results.iter().flat_map(|r| &r.counters).filter(|(name, _)| !NAMED.contains(name)) {
+        *sums.entry(name).or_default() += n;
+    }
+    sums.iter().map(|(name, n)| format!("{n} {name}")).collect::<Vec<_>>().join(", ")
 }
 
 /// The messages of every run, by kind, with their rate per node of the initial cluster.

@@ -37,6 +37,14 @@ pub enum KeyspaceError {
     NoMemory,
     #[error(transparent)]
     Placement(#[from] PlacementError),
+    #[error("{knob} is not an option of protocol {protocol}")]
+    NotForProtocol { knob: &'static str, protocol: Protocol },
+    #[error("a quorum keyspace keeps log replicas (a replica that forgets its writes on restart would leave a quorum without them), not {0}")]
+    QuorumReplica(ReplicaKind),
+    #[error("consistency level {level} is more than the keyspace's {replicas} replicas")]
+    LevelAbove { level: Level, replicas: usize },
+    #[error(transparent)]
+    Knob(#[from] UnknownName),
 }
 
 /// A knob's values with their names: `name()`, `ALL`, `Display` and `FromStr` (which lists the names it takes).
@@ -140,11 +148,161 @@ named! {
 }
 
 named! {
-    /// How a keyspace's replicas agree on its writes (docs/keyspaces.md). Chain replication is the only one so
-    /// far; every keyspace names its protocol so that the next ones are a keyspace option.
+    /// How a keyspace's replicas agree on its writes (docs/keyspaces.md, docs/protocols/).
     Protocol("protocol") {
         /// `chain`: chain replication (FAWN-KV, seed 003), with the update modes and query nodes above.
         Chain = "chain",
+        /// `quorum`: leaderless quorums (Cassandra's consistency levels; ABD with quorum timestamps).
+        Quorum = "quorum",
+    }
+}
+
+named! {
+    /// How a quorum keyspace stamps its writes' versions (docs/protocols/quorum.md).
+    Stamps("timestamps") {
+        /// `clock`: the coordinator's wall clock, one round trip; a clock ahead lets an older write win.
+        Clock = "clock",
+        /// `quorum`: the next after the highest a read quorum holds (ABD); reads write back what they return.
+        Quorum = "quorum",
+    }
+}
+
+/// How many of a quorum keyspace's N replicas an operation waits for: Cassandra's consistency levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    One,
+    /// A majority: N / 2 + 1.
+    Quorum,
+    All,
+    /// K replicas (at most N).
+    Count(u8),
+}
+
+impl Level {
+    /// The replies to wait for among `n` replicas (at least one, at most `n`).
+    pub fn of(self, n: usize) -> usize {
+        let k = match self {
+            Level::One => 1,
+            Level::Quorum => n / 2 + 1,
+            Level::All => n,
+            Level::Count(k) => usize::from(k),
+        };
+        k.clamp(1, n.max(1))
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Level::One => f.write_str("one"),
+            Level::Quorum => f.write_str("quorum"),
+            Level::All => f.write_str("all"),
+            Level::Count(k) => write!(f, "{k}"),
+        }
+    }
+}
+
+impl FromStr for Level {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "one" => Ok(Level::One),
+            "quorum" => Ok(Level::Quorum),
+            "all" => Ok(Level::All),
+            k => match k.parse::<u8>() {
+                Ok(k) if (1..=REPLICAS_MAX as u8).contains(&k) => Ok(Level::Count(k)),
+                _ => Err(UnknownName {
+                    knob: "consistency level",
+                    given: s.into(),
+                    expected: format!("one, quorum, all, 1 to {REPLICAS_MAX}"),
+                }),
+            },
+        }
+    }
+}
+
+/// A quorum keyspace's knobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumOptions {
+    pub read: Level,
+    pub write: Level,
+    pub timestamps: Stamps,
+}
+
+impl Default for QuorumOptions {
+    fn default() -> Self {
+        QuorumOptions { read: Level::Quorum, write: Level::Quorum, timestamps: Stamps::Quorum }
+    }
+}
+
+impl QuorumOptions {
+    /// Whether every read quorum meets every write quorum among `n` replicas (R + W > N), which ABD needs to be
+    /// linearizable and clock stamps need to never read stale without clock faults.
+    pub fn intersecting(&self, n: usize) -> bool {
+        self.read.of(n) + self.write.of(n) > n
+    }
+}
+
+/// A keyspace's protocol with its own knobs. Chain replication keeps its knobs (`update`, `read_from`) in the
+/// keyspace config beside it, where they have always been; the encoding of `Chain` is that of the protocol name
+/// alone, so maps written before quorum keyspaces existed read as they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolConfig {
+    #[default]
+    Chain,
+    Quorum(QuorumOptions),
+}
+
+impl ProtocolConfig {
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            ProtocolConfig::Chain => Protocol::Chain,
+            ProtocolConfig::Quorum(_) => Protocol::Quorum,
+        }
+    }
+
+    /// The knobs of `protocol` at their defaults.
+    pub fn default_for(protocol: Protocol) -> ProtocolConfig {
+        match protocol {
+            Protocol::Chain => ProtocolConfig::Chain,
+            Protocol::Quorum => ProtocolConfig::Quorum(QuorumOptions::default()),
+        }
+    }
+
+    /// `protocol` with the knobs given by name (the defaults for those not given), as `keyspace create` and
+    /// `sim` take them: `read`/`write` consistency levels and `timestamps` for a quorum keyspace. A knob of
+    /// another protocol is refused.
+    pub fn from_options(
+        protocol: Protocol,
+        read: Option<&str>,
+        write: Option<&str>,
+        timestamps: Option<&str>,
+    ) -> Result<ProtocolConfig, KeyspaceError> {
+        match ProtocolConfig::default_for(protocol) {
+            ProtocolConfig::Quorum(q) => Ok(ProtocolConfig::Quorum(QuorumOptions {
+                read: read.map_or(Ok(q.read), str::parse)?,
+                write: write.map_or(Ok(q.write), str::parse)?,
+                timestamps: timestamps.map_or(Ok(q.timestamps), str::parse)?,
+            })),
+            chain => {
+                let given = [("--read-quorum", read), ("--write-quorum", write), ("--timestamps", timestamps)];
+                match given.into_iter().find(|(_, v)| v.is_some()) {
+                    Some((knob, _)) => Err(KeyspaceError::NotForProtocol { knob, protocol }),
+                    None => Ok(chain),
+                }
+            }
+        }
+    }
+
+    /// The quorum knobs, for a quorum keyspace.
+    pub fn quorum(&self) -> Option<&QuorumOptions> {
+        match self {
+            ProtocolConfig::Quorum(q) => Some(q),
+            ProtocolConfig::Chain => None,
+        }
     }
 }
 
@@ -180,7 +338,7 @@ pub struct KeyspaceConfig {
     /// When the keyspace's writes are fsynced. None: each node's own `--durability`.
     pub durability: Option<DurabilityMode>,
     #[serde(default)]
-    pub protocol: Protocol,
+    pub protocol: ProtocolConfig,
     /// Where the replicas run: regions and counts, or a spread over regions, zones and racks.
     #[serde(default)]
     pub placement: Placement,
@@ -200,7 +358,7 @@ impl KeyspaceConfig {
             read_from: QueryNode::Tail,
             maxmemory: None,
             durability: None,
-            protocol: Protocol::Chain,
+            protocol: ProtocolConfig::Chain,
             placement: Placement::default(),
         }
     }
@@ -222,7 +380,32 @@ impl KeyspaceConfig {
         if self.maxmemory == Some(0) {
             return Err(KeyspaceError::NoMemory);
         }
+        if let ProtocolConfig::Quorum(q) = &self.protocol {
+            self.validate_quorum(q)?;
+        }
         Ok(self.placement.validate(self.replicas.len())?)
+    }
+
+    fn validate_quorum(&self, q: &QuorumOptions) -> Result<(), KeyspaceError> {
+        let protocol = Protocol::Quorum;
+        let chain_only = [
+            ("--update", self.update != UpdateMode::Su),
+            ("--read-from", self.read_from != QueryNode::Tail),
+            ("--maxmemory", self.maxmemory.is_some()),
+        ];
+        if let Some(&(knob, _)) = chain_only.iter().find(|(_, set)| *set) {
+            return Err(KeyspaceError::NotForProtocol { knob, protocol });
+        }
+        if let Some(&kind) = self.replicas.iter().find(|&&k| k != ReplicaKind::Log) {
+            return Err(KeyspaceError::QuorumReplica(kind));
+        }
+        let replicas = self.replicas.len();
+        for level in [q.read, q.write] {
+            if matches!(level, Level::Count(k) if usize::from(k) > replicas) {
+                return Err(KeyspaceError::LevelAbove { level, replicas });
+            }
+        }
+        Ok(())
     }
 
     /// The replica list as `--replicas` takes it.
@@ -243,6 +426,36 @@ pub fn validate_name(name: &str) -> Result<(), KeyspaceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consistency_levels_parse_and_count_replicas() {
+        let of = |l: &str, n| l.parse::<Level>().unwrap().of(n);
+        assert_eq!((of("one", 3), of("quorum", 3), of("all", 3), of("2", 3)), (1, 2, 3, 2));
+        assert_eq!((of("quorum", 4), of("quorum", 5), of("3", 2)), (3, 3, 2), "a count is at most N");
+        assert!("0".parse::<Level>().is_err() && "most".parse::<Level>().is_err());
+        let q = |r, w| QuorumOptions { read: r, write: w, timestamps: Stamps::Quorum };
+        assert!(q(Level::Quorum, Level::Quorum).intersecting(3) && q(Level::One, Level::All).intersecting(3));
+        assert!(!q(Level::One, Level::Quorum).intersecting(3), "1 + 2 meets nothing new among 3");
+    }
+
+    #[test]
+    fn protocol_options_belong_to_their_protocol() {
+        let quorum = ProtocolConfig::from_options(Protocol::Quorum, Some("one"), None, Some("clock")).unwrap();
+        let expected = QuorumOptions { read: Level::One, write: Level::Quorum, timestamps: Stamps::Clock };
+        assert_eq!(quorum, ProtocolConfig::Quorum(expected));
+        assert_eq!(ProtocolConfig::from_options(Protocol::Chain, None, None, None).unwrap(), ProtocolConfig::Chain);
+        let err = ProtocolConfig::from_options(Protocol::Chain, None, Some("all"), None).unwrap_err();
+        assert_eq!(err.to_string(), "--write-quorum is not an option of protocol chain");
+        let config = KeyspaceConfig { protocol: quorum, ..KeyspaceConfig::with_replicas(vec![ReplicaKind::Log; 2]) };
+        assert!(config.validate().is_ok());
+        let mem = KeyspaceConfig { replicas: vec![ReplicaKind::Mem], ..config.clone() };
+        assert!(mem.validate().unwrap_err().to_string().contains("keeps log replicas"));
+        let au = KeyspaceConfig { update: UpdateMode::Au, ..config.clone() };
+        assert_eq!(au.validate().unwrap_err().to_string(), "--update is not an option of protocol quorum");
+        let four = ProtocolConfig::Quorum(QuorumOptions { read: Level::Count(4), ..expected });
+        let above = KeyspaceConfig { protocol: four, ..config };
+        assert!(above.validate().unwrap_err().to_string().contains("more than the keyspace's 2 replicas"));
+    }
 
     #[test]
     fn replica_lists_parse_and_print() {

@@ -50,7 +50,10 @@ pub mod wire;
 pub use chain_map::ChainMap;
 pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
-pub use keyspace::{DurabilityMode, KeyspaceConfig, Protocol, QueryNode, ReplicaKind, UpdateMode};
+pub use keyspace::{
+    DurabilityMode, KeyspaceConfig, Level, Protocol, ProtocolConfig, QueryNode, QuorumOptions, ReplicaKind, Stamps,
+    UpdateMode,
+};
 pub use kv::{
     Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, NodeToAdd, Read, Reply, Request,
     Scan, ScanWant, Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,

@@ -25,8 +25,8 @@ use meridian_core::keyspace::UnknownName;
 use meridian_core::location::DEFAULT_REGION;
 use meridian_core::size::parse_size;
 use meridian_core::{
-    Admin, ClusterConfig, ErrorKind, KeyspaceConfig, Location, NodeId, NodeToAdd, Placement, ReplicaKind, Reply,
-    Request,
+    Admin, ClusterConfig, ErrorKind, KeyspaceConfig, Location, NodeId, NodeToAdd, Placement, ProtocolConfig,
+    ReplicaKind, Reply, Request,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -221,8 +221,13 @@ pub(crate) struct NewKeyspace {
     durability: Option<String>,
     /// A cache keyspace's cap per node: bytes, as a number or a size such as `"256mb"`.
     maxmemory: Option<Value>,
-    /// `chain` (the default).
+    /// `chain` (the default) or `quorum`.
     protocol: Option<String>,
+    /// A quorum keyspace's read and write consistency levels: `one`, `quorum` (the default), `all` or a count.
+    read_quorum: Option<String>,
+    write_quorum: Option<String>,
+    /// A quorum keyspace's version stamps: `quorum` (ABD, the default) or `clock`.
+    timestamps: Option<String>,
     /// Replicas per region, the home region first: `[["eu", 2], ["us", 1]]`; absent or empty: spread.
     #[serde(default)]
     placement: Vec<(String, u32)>,
@@ -251,9 +256,11 @@ impl NewKeyspace {
             Some(Value::String(s)) => Some(parse_size(s).map_err(|e| e.to_string())?),
             Some(other) => return Err(format!("maxmemory must be bytes or a size such as \"256mb\", not {other}")),
         };
-        if let Some(protocol) = &self.protocol {
-            config.protocol = protocol.parse().map_err(text)?;
-        }
+        let protocol = self.protocol.as_deref().map(str::parse).transpose().map_err(text)?;
+        let (read, write) = (self.read_quorum.as_deref(), self.write_quorum.as_deref());
+        config.protocol =
+            ProtocolConfig::from_options(protocol.unwrap_or_default(), read, write, self.timestamps.as_deref())
+                .map_err(|e| e.to_string())?;
         config.placement = Placement { regions: self.placement.clone(), banned: self.ban_regions.clone() };
         config.validate().map_err(|e| e.to_string())?;
         Ok(config)

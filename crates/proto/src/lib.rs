@@ -46,6 +46,7 @@ pub mod map;
 pub mod node;
 pub mod ops;
 pub mod protocol;
+pub mod quorum;
 pub mod reports;
 pub mod requests;
 pub mod stores;

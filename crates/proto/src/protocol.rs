@@ -99,4 +99,10 @@ pub trait KeyspaceProtocol: Sized {
 
     /// The protocol's local invariants, checked by the simulator after every step.
     fn check_invariants(&self) -> Result<(), String>;
+
+    /// What the protocol did over this node's life, by name, for the simulator's summary.
+    fn counters(&self) -> Vec<(&'static str, u64)>;
+
+    /// The kind of a message, for the simulator's traffic counts.
+    fn label(msg: &Self::Msg) -> &'static str;
 }

@@ -10,12 +10,11 @@ use meridian_core::topology::Topology;
 use meridian_core::{
     ChainId, ClusterConfig, ConfigError, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Time,
 };
-use meridian_proto::chain::ChainMsg;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::msg::MgrMsg;
 use meridian_proto::map::placement::chain_for_token;
 use meridian_proto::map::{ClusterMap, NodeAddrs};
-use meridian_proto::node::{ClusterNode, NodeConfig, NodeMsg, NodeSetup};
+use meridian_proto::node::{ClusterNode, NodeConfig, NodeMsg, NodeSetup, Protocols};
 use meridian_store::{CompactionOptions, LogOptions, SimVfs};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -96,7 +95,7 @@ pub fn chain(
     });
     let invariants = Box::new(|live: &BTreeMap<NodeId, (&ClusterNode, Time)>| {
         for (n, _) in live.values() {
-            n.chain().check_invariants()?;
+            n.protocols().check_invariants()?;
         }
         same_epoch_same_map(live)?;
         one_tail_per_chain(live)?;
@@ -105,21 +104,9 @@ pub fn chain(
     });
     let counters = Box::new(|node: &ClusterNode| {
         let stats = node.store_stats();
-        let chain = node.chain().stats();
-        vec![
-            ("compactions", stats.compactions),
-            ("segments", stats.segments),
-            ("pre-copies", chain.precopies),
-            ("flushes", chain.flushes),
-            ("chains left", chain.drops),
-            ("reads served", chain.reads),
-            ("writes committed", chain.writes),
-            ("writes answered at once", chain.writes_at_once),
-            ("replicas lost", chain.lost),
-            ("keys expired", chain.expired),
-            ("reads that waited for an expiry", chain.overdue_reads),
-            ("keys evicted", chain.evicted),
-        ]
+        let mut counters = vec![("compactions", stats.compactions), ("segments", stats.segments)];
+        counters.extend(node.protocols().counters());
+        counters
     });
     let restored = Box::new(|node: &ClusterNode, keyspace: KeyspaceId, key: &[u8]| {
         let Some(map) = node.map() else { return false };
@@ -134,13 +121,12 @@ pub fn chain(
         leads: Box::new(|n: &ClusterNode| n.manager().is_some_and(|m| m.is_leader())),
         describe: Box::new(|n: &ClusterNode, now: Time| n.describe(now)),
         label: Box::new(|msg: &NodeMsg| match msg {
-            NodeMsg::Chain(ChainMsg::CopyReq(_) | ChainMsg::CopyData(_)) => "copy",
-            NodeMsg::Chain(_) => "chain",
             NodeMsg::Raft(_) => "raft",
             NodeMsg::Mgr(MgrMsg::Map(_)) => "map",
             NodeMsg::Mgr(MgrMsg::HeartbeatReply(r)) if r.map.is_some() => "map",
             NodeMsg::Mgr(MgrMsg::Heartbeat(_) | MgrMsg::HeartbeatReply(_)) => "heartbeat",
             NodeMsg::Mgr(_) => "admin",
+            protocol => Protocols::label(protocol).expect("a protocol's message"),
         }),
     }
 }

@@ -10,7 +10,7 @@ use super::{planted_in, PlantedBug};
 use crate::map::placement::partition_range;
 use crate::map::{ChainChange, ChainView, ClusterMap};
 use crate::reports::StepReport;
-use meridian_core::{ChainId, KeyspaceId, NodeId, ReplicaKind, Time};
+use meridian_core::{ChainId, KeyspaceId, NodeId, Protocol, ReplicaKind, Time};
 use meridian_store::{Body, Record, StoreError};
 use std::sync::Arc;
 
@@ -57,7 +57,8 @@ impl ChainStep<'_> {
         let before = self.s.map.replace(map.clone());
         self.s.budgets = evict::budgets(&map);
         self.forget_dropped(&map, out);
-        for chain in map.chains.values() {
+        let mine = |c: &&ChainView| map.protocol_of(c.id.keyspace()) == Some(Protocol::Chain);
+        for chain in map.chains.values().filter(mine) {
             let role = role_in(self.s.me, chain);
             let known = self.s.replicas.get(&chain.id).map(|r| r.role);
             match role {

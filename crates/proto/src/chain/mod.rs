@@ -241,7 +241,9 @@ impl ChainNode {
         previous: PreviousRun,
     ) -> Result<ChainNode, StoreError> {
         let kind_in = |chain: ChainId| previous.map.and_then(|m| m.chains.get(&chain)).and_then(|c| c.kind_of(me));
-        let (mut replicas, stale) = recovery::recover_all(stores, &kind_in)?;
+        // A keyspace the stored map does not name (none, before the first map) can only be the default's chain.
+        let mine = |k: KeyspaceId| previous.map.and_then(|m| m.protocol_of(k)).is_none_or(|p| p == Protocol::Chain);
+        let (mut replicas, stale) = recovery::recover_all(stores, &mine, &kind_in)?;
         if let Some(map) = previous.map {
             for (chain, key) in stale {
                 let store = stores.get_mut(key).expect("a store that holds a chain is open");
@@ -478,6 +480,29 @@ impl KeyspaceProtocol for ChainNode {
 
     fn check_invariants(&self) -> Result<(), String> {
         ChainNode::check_invariants(self)
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.stats;
+        vec![
+            ("pre-copies", s.precopies),
+            ("flushes", s.flushes),
+            ("chains left", s.drops),
+            ("reads served", s.reads),
+            ("writes committed", s.writes),
+            ("writes answered at once", s.writes_at_once),
+            ("replicas lost", s.lost),
+            ("keys expired", s.expired),
+            ("reads that waited for an expiry", s.overdue_reads),
+            ("keys evicted", s.evicted),
+        ]
+    }
+
+    fn label(msg: &ChainMsg) -> &'static str {
+        match msg {
+            ChainMsg::CopyReq(_) | ChainMsg::CopyData(_) => "copy",
+            _ => "chain",
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use super::msg::{Change, Outcome, Update};
 use super::replica::Replica;
 use crate::map::{ChainView, ClusterMap};
 use crate::stores::{StoreKey, Stores};
-use meridian_core::{ChainId, ChainMap, NodeId, ReplicaKind};
+use meridian_core::{ChainId, ChainMap, KeyspaceId, NodeId, ReplicaKind};
 use meridian_store::{Body, Datastore, Record, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,10 +23,15 @@ type Recovered = (ChainMap<Replica>, Vec<(ChainId, StoreKey)>);
 /// The replication state of every chain the stores hold data for, and the chains found in more than one store
 /// of their keyspace (a replica of another kind left from an earlier membership), by the stores that also hold
 /// them. `prefer` gives the kind the node's map last gave it for a chain: that store's copy is kept.
-pub fn recover_all(stores: &Stores, prefer: &dyn Fn(ChainId) -> Option<ReplicaKind>) -> Result<Recovered, StoreError> {
+/// Only the stores of keyspaces `mine` says are chain keyspaces are read.
+pub fn recover_all(
+    stores: &Stores,
+    mine: &dyn Fn(KeyspaceId) -> bool,
+    prefer: &dyn Fn(ChainId) -> Option<ReplicaKind>,
+) -> Result<Recovered, StoreError> {
     let mut replicas: ChainMap<Replica> = ChainMap::new();
     let mut stale = Vec::new();
-    for ((keyspace, kind), store) in stores.iter() {
+    for ((keyspace, kind), store) in stores.iter().filter(|((k, _), _)| mine(*k)) {
         for (chain, mut r) in recover(store)? {
             if chain.keyspace() != keyspace {
                 let reason = format!("the store of keyspace {keyspace} holds records of chain {chain}");

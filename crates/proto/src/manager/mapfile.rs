@@ -9,7 +9,7 @@
 //! is refused with both versions named, rather than misread. A file without the magic was written before files
 //! had versions: version 1.
 
-use crate::map::{format1, ClusterMap, MAP_FORMAT};
+use crate::map::{format1, ClusterMap, ENCODED_AS_CURRENT, MAP_FORMAT};
 use meridian_store::Vfs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
         Some(rest) => rest.split_first().map(|(&v, rest)| (v, rest)).ok_or("shorter than its header")?,
         None => (UNNAMED_VERSION, bytes),
     };
-    if version != MAP_FORMAT && version != 1 {
+    if version != MAP_FORMAT && version != 1 && !ENCODED_AS_CURRENT.contains(&version) {
         return Err(format!(
             "written in map format {version}, and this build reads formats 1 to {MAP_FORMAT}; run the build that \
              wrote it"
@@ -128,6 +128,15 @@ mod tests {
         let err = decode(&newer).unwrap_err();
         let (theirs, ours) = (format!("map format {}", MAP_FORMAT + 1), format!("formats 1 to {MAP_FORMAT}"));
         assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
+    }
+
+    /// A format-2 map (before quorum keyspaces) is encoded as the current format encodes it, and reads as it is.
+    #[test]
+    fn a_format_2_map_reads_as_it_is() {
+        let map = ClusterMap { epoch: 5, ..ClusterMap::default() };
+        let mut older = encode(&map);
+        older[MAGIC.len()] = 2;
+        assert_eq!(decode(&older), Ok(map));
     }
 
     /// The map file of a node that a format-1 build ran (`tests/fixtures/format1-node`: one node, keyspaces

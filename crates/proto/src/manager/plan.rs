@@ -46,7 +46,7 @@
 use crate::map::{kinds, ChainChange, ChainView, ClusterMap};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::ReplicaKind;
-use meridian_core::{ChainId, NodeId};
+use meridian_core::{ChainId, NodeId, Protocol};
 use std::collections::BTreeMap;
 
 /// Concurrent Adds one node may take part in, unless configured otherwise. The seed's join (§2.5)
@@ -123,7 +123,12 @@ pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u
     let mut step = map.next_step;
     let mut steps = Vec::new();
     for (id, c) in map.chains.iter().filter(|(_, c)| c.change.is_none()) {
-        let Some(change) = next_change(map, c, &targets[id], step) else {
+        let protocol = map.keyspaces.get(&id.keyspace()).map(|k| k.config.protocol.protocol());
+        let change = match protocol {
+            Some(Protocol::Quorum) => crate::quorum::rules::next_change(map, c, &targets[id], step),
+            _ => next_change(map, c, &targets[id], step),
+        };
+        let Some(change) = change else {
             continue;
         };
         if let ChainChange::Add { node, .. } = change {

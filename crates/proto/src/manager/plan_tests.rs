@@ -815,3 +815,49 @@ fn an_addition_aborted_after_insertion_is_planned_again() {
     let redone = |c, v, change: &ChainChange| (c, v, change.node(), change.step()) == (id, 3, joiner, s + 1);
     assert!(matches!(redo[..], [(c, v, ref change @ ChainChange::Add { .. })] if redone(c, v, change)), "{redo:?}");
 }
+
+/// A map of `n` nodes whose `default` keyspace is a quorum keyspace of three replicas.
+fn quorum_map(n: u32, partitions: u32) -> ClusterMap {
+    let MapCommand::Bootstrap { nodes, partitions, vnodes, voters, .. } = bootstrap_cmd(n, 3, partitions, 8) else {
+        unreachable!("a bootstrap")
+    };
+    let quorum = meridian_core::ProtocolConfig::default_for(meridian_core::Protocol::Quorum);
+    let default = meridian_core::KeyspaceConfig { protocol: quorum, ..meridian_core::KeyspaceConfig::durable(3) };
+    let mut map = ClusterMap::default();
+    map.apply(&MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters }).unwrap();
+    map
+}
+
+/// A quorum partition replaces a failed or leaving replica before it lets it go, so it never has fewer than R
+/// members; one with no node to replace it keeps its failed member, which its quorums tolerate.
+#[test]
+fn a_quorum_partition_adds_a_replacement_before_it_removes_a_replica() {
+    let mut sim = Sim::new(quorum_map(5, 16), PlanLimits::default());
+    sim.apply(MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    sim.apply(MapCommand::RemoveNode { id: NodeId(4) }).unwrap();
+    let mut adds = 0;
+    while sim.map.chains.values().any(|c| c.contains(NodeId(2)) || c.contains(NodeId(4))) {
+        let steps = sim.planned();
+        assert!(!steps.is_empty(), "stuck: {:?}", sim.map.chains);
+        for (chain, view, change) in steps {
+            let c = &sim.map.chains[&chain];
+            match change {
+                ChainChange::Add { position, .. } => {
+                    assert_eq!((c.members.len(), position), (3, 0), "an Add brings a fourth replica");
+                    adds += 1;
+                }
+                ChainChange::Remove { node, .. } => {
+                    assert!(c.members.len() == 4 && [NodeId(2), NodeId(4)].contains(&node), "{c:?}");
+                }
+            }
+            sim.start((chain, view, change));
+            sim.finish(chain);
+            assert!(sim.map.chains.values().all(|c| c.members.len() >= 3));
+        }
+    }
+    assert!(adds > 0);
+
+    let mut small = Sim::new(quorum_map(3, 4), PlanLimits::default());
+    small.apply(MapCommand::NodeFailed { id: NodeId(1) }).unwrap();
+    assert!(small.planned().is_empty(), "no replacement: the failed member stays");
+}

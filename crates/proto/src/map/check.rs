@@ -3,7 +3,7 @@
 use super::{ChainChange, ChainView, ClusterMap, NodeState};
 use crate::map::placement::partitions_valid;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE};
-use meridian_core::{ChainId, KeyspaceId, NodeId};
+use meridian_core::{ChainId, KeyspaceId, NodeId, Protocol};
 use std::collections::BTreeSet;
 
 impl ClusterMap {
@@ -78,7 +78,10 @@ impl ClusterMap {
         ensure(position < before, || format!("chain {id}: adding {node} at or after the tail"))?;
         ensure(!inserted || c.members[position] == node, || format!("chain {id}: {node} is not at {position}"))?;
         ensure(before <= self.replication(id), || format!("chain {id}: add would exceed R+1"))?;
-        ensure(c.members.iter().all(|&m| self.is_live(m)), || format!("chain {id}: add with a failed member"))?;
+        // A quorum partition brings a replacement in before it lets a failed member go (`quorum/rules.rs`).
+        let quorum = self.protocol_of(id.keyspace()) == Some(Protocol::Quorum);
+        let live = c.members.iter().all(|&m| self.is_live(m));
+        ensure(quorum || live, || format!("chain {id}: add with a failed member"))?;
         ensure(c.lost.is_empty(), || format!("chain {id}: add with a lost replica"))
     }
 

@@ -112,7 +112,8 @@ pub use errors::MapError;
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
 use meridian_core::{
-    ChainId, ChainMap, KeyspaceConfig, KeyspaceId, Location, NodeId, Placement, QueryNode, ReplicaKind, UpdateMode,
+    ChainId, ChainMap, KeyspaceConfig, KeyspaceId, Location, NodeId, Placement, Protocol, QueryNode, ReplicaKind,
+    UpdateMode,
 };
 use placement::{chain_for_token, partitions_valid, VidRing};
 use serde::{Deserialize, Serialize};
@@ -292,8 +293,13 @@ pub enum Applied {
 
 /// The version of the encoding of the map and its commands as nodes store them (the map file, the Raft log's
 /// entries): it changes whenever that encoding does, which the schema lock (`node/schema_lock.rs`) enforces. A
-/// node refuses files of another version, naming both.
-pub const MAP_FORMAT: u8 = 2;
+/// node refuses files of another version, naming both. Format 3 added quorum keyspaces (a protocol variant
+/// with its knobs) to format 2, whose encoding it keeps: a format-2 file decodes as it is
+/// ([`ENCODED_AS_CURRENT`]), while a format-2 build refuses a format-3 file rather than misread it.
+pub const MAP_FORMAT: u8 = 3;
+
+/// The formats before [`MAP_FORMAT`] whose encoding the current types decode unchanged.
+pub const ENCODED_AS_CURRENT: &[u8] = &[2];
 
 /// The member the Remove in flight on `c` takes out, if one is under way.
 fn removed_by(c: &ChainView) -> Option<NodeId> {
@@ -350,8 +356,15 @@ impl ClusterMap {
     /// of a keyspace that answers writes at the head (`au`, `ausi`), which answers them only with a lease on
     /// its view, so a head removed without hearing of it stops once its lease runs out.
     pub fn leased_at(&self, c: &ChainView, node: NodeId) -> bool {
-        self.reads_at(c, node)
-            || c.members.first() == Some(&node) && self.update_mode(c.id.keyspace()) != Some(UpdateMode::Su)
+        let chain = self.protocol_of(c.id.keyspace()) == Some(Protocol::Chain);
+        chain
+            && (self.reads_at(c, node)
+                || c.members.first() == Some(&node) && self.update_mode(c.id.keyspace()) != Some(UpdateMode::Su))
+    }
+
+    /// The protocol `keyspace` runs, if the map has it.
+    pub fn protocol_of(&self, keyspace: KeyspaceId) -> Option<Protocol> {
+        Some(self.keyspaces.get(&keyspace)?.config.protocol.protocol())
     }
 
     /// Whether `node`, as the head of `c`, passes an update on before its own fsync: when the keyspace answers
@@ -736,7 +749,10 @@ impl ClusterMap {
         if c.contains(node) {
             return Err(MapError::AlreadyMember { chain: c.id, node });
         }
-        if c.members.iter().any(|&m| !self.is_live(m)) || !c.lost.is_empty() {
+        // A chain repairs around a failed member before it grows; a quorum partition replaces it first
+        // (`quorum/rules.rs`), since dropping a replica could leave a written value on fewer than W.
+        let chain = self.protocol_of(c.id.keyspace()) != Some(Protocol::Quorum);
+        if chain && (c.members.iter().any(|&m| !self.is_live(m)) || !c.lost.is_empty()) {
             return Err(MapError::NeedsRepair(c.id));
         }
         if c.members.len() > self.replication(c.id) {

@@ -146,12 +146,27 @@ macro_rules! protocols {
                 $(self.$field.core.check_invariants()?;)+
                 Ok(())
             }
+
+            pub fn counters(&self) -> Vec<(&'static str, u64)> {
+                let mut counters = Vec::new();
+                $(counters.extend(self.$field.core.counters());)+
+                counters
+            }
+
+            /// The kind of a protocol's message (None for the manager's).
+            pub fn label(msg: &NodeMsg) -> Option<&'static str> {
+                match msg {
+                    $(NodeMsg::$variant(m) => Some(<$core>::label(m)),)+
+                    NodeMsg::Raft(_) | NodeMsg::Mgr(_) => None,
+                }
+            }
         }
     };
 }
 
 protocols! {
     Chain => chain: crate::chain::ChainNode,
+    Quorum => quorum: crate::quorum::QuorumNode,
 }
 
 /// A protocol's core, with the collector its effects go into before the node wraps them into its own (kept, so
@@ -209,7 +224,7 @@ impl Default for KeyspaceTable {
 
 impl KeyspaceTable {
     fn of(map: &ClusterMap) -> KeyspaceTable {
-        let by_keyspace: Vec<_> = map.keyspaces.iter().map(|(&id, k)| (id, k.config.protocol)).collect();
+        let by_keyspace: Vec<_> = map.keyspaces.iter().map(|(&id, k)| (id, k.config.protocol.protocol())).collect();
         let first = by_keyspace.first().map_or(Protocol::default(), |&(_, p)| p);
         let uniform = by_keyspace.iter().all(|&(_, p)| p == first).then_some(first);
         KeyspaceTable { uniform, by_keyspace }

@@ -12,18 +12,22 @@ use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState,
 use crate::chain::{ChainMsg, Change, Origin, Update};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
+use crate::quorum::msg::{CopyData as QuorumCopyData, CopyReq as QuorumCopyReq};
+use crate::quorum::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
 use crate::reports::{ReplicaReports, StepReport};
 use bytes::Bytes;
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
-    ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, Location, NodeId, Placement, Read,
-    ReplicaKind, Reply, RequestId, Scan, ScanWant, Write, WriteOp,
+    ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, Level, Location, NodeId,
+    Placement, ProtocolConfig, QuorumOptions, Read, ReplicaKind, Reply, RequestId, Scan, ScanWant, Stamps, Write,
+    WriteOp,
 };
 use std::time::Duration;
 
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
-/// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg` and `MapCommand`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 3]) = ((3, 0xa365_07be), (2, 0x4d1d_a961), [14, 8, 13]);
+/// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand` and
+/// `QuorumMsg`.
+const RECORDED: ((u8, u32), (u8, u32), [usize; 4]) = ((4, 0x855d_773a), (3, 0x4ff3_527c), [14, 8, 13, 7]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -139,6 +143,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::StepDone { chain, step: 4 },
         MapCommand::StepAborted { chain, step: 4 },
         MapCommand::CreateKeyspace { name: "md".into(), config },
+        MapCommand::CreateKeyspace { name: "q".into(), config: quorum_keyspace() },
         MapCommand::DropKeyspace { name: "md".into() },
         MapCommand::ReplicaLost { chain, node, incarnation: 5 },
         MapCommand::ReplicaRestored { chain, node, incarnation: 5 },
@@ -159,6 +164,39 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::ReplicaRestored { .. } => 12,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
+    samples
+}
+
+/// A quorum keyspace with every knob away from its default.
+fn quorum_keyspace() -> KeyspaceConfig {
+    let q = QuorumOptions { read: Level::One, write: Level::Count(3), timestamps: Stamps::Clock };
+    KeyspaceConfig { protocol: ProtocolConfig::Quorum(q), ..KeyspaceConfig::durable(3) }
+}
+
+/// One of each `QuorumMsg` variant, as for [`chain_messages`].
+fn quorum_messages() -> Vec<QuorumMsg> {
+    let (op, chain, fence, key) =
+        (OpId { incarnation: 3, seq: 8 }, ChainId(5), Fence { view: 2, step: 7 }, Bytes::from_static(b"k"));
+    let versioned = Versioned { version: 1 << 20 | 3, value: Some(Bytes::from_static(b"\x00v")) };
+    let samples = vec![
+        QuorumMsg::Read(ReadReq { op, chain, fence, key: key.clone() }),
+        QuorumMsg::Found { op, found: versioned.clone() },
+        QuorumMsg::Write(WriteReq { op: Some(op), chain, fence, key: key.clone(), versioned: versioned.clone() }),
+        QuorumMsg::Written { op, existed: true },
+        QuorumMsg::Refused { op },
+        QuorumMsg::CopyReq(QuorumCopyReq { chain, fence, after: Some(key.clone()) }),
+        QuorumMsg::CopyData(QuorumCopyData { chain, fence, entries: vec![(key, versioned)], more: false }),
+    ];
+    let numbered = |m: &QuorumMsg| match m {
+        QuorumMsg::Read(_) => 0,
+        QuorumMsg::Found { .. } => 1,
+        QuorumMsg::Write(_) => 2,
+        QuorumMsg::Written { .. } => 3,
+        QuorumMsg::Refused { .. } => 4,
+        QuorumMsg::CopyReq(_) => 5,
+        QuorumMsg::CopyData(_) => 6,
+    };
+    assert_covers(samples.iter().map(numbered), RECORDED.2[3] - 1, "QuorumMsg");
     samples
 }
 
@@ -234,7 +272,8 @@ fn checksum<T: serde::Serialize>(values: impl IntoIterator<Item = T>) -> u32 {
 #[test]
 fn the_wire_version_names_the_encoding_of_every_peer_message() {
     let chain = chain_messages().into_iter().map(NodeMsg::Chain);
-    let messages = chain.chain(manager_messages().into_iter().map(NodeMsg::Mgr));
+    let quorum = quorum_messages().into_iter().map(NodeMsg::Quorum);
+    let messages = chain.chain(manager_messages().into_iter().map(NodeMsg::Mgr)).chain(quorum);
     assert_eq!(
         (WIRE_VERSION, checksum(messages)),
         RECORDED.0,

@@ -68,8 +68,11 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
                 "update": k.config.update.name(), "read_from": k.config.read_from.name(),
                 "durability": k.config.durability.map(|d| d.name()), "maxmemory": k.config.maxmemory,
-                "protocol": k.config.protocol.name(), "placement": k.config.placement.regions,
+                "protocol": k.config.protocol.protocol().name(), "placement": k.config.placement.regions,
                 "ban_regions": k.config.placement.banned, "unmet": unmet(map, &k.config.placement),
+                "quorum": k.config.protocol.quorum().map(|q| serde_json::json!({
+                    "read": q.read.to_string(), "write": q.write.to_string(), "timestamps": q.timestamps.name(),
+                })),
             })
         })
         .collect();

@@ -26,7 +26,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::map::{format1, MAP_FORMAT};
+use crate::map::{format1, ENCODED_AS_CURRENT, MAP_FORMAT};
 use meridian_store::{Vfs, VfsFile};
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
@@ -140,14 +140,17 @@ impl RaftLog {
         }
         self.check_hard_state().map_err(|reason| corrupt(self.recovery.kept_bytes, reason))?;
         if self.format < MAP_FORMAT {
-            self.upgrade().map_err(|reason| corrupt(0, reason))?;
+            if !ENCODED_AS_CURRENT.contains(&self.format) {
+                self.upgrade().map_err(|reason| corrupt(0, reason))?;
+            }
+            self.format = MAP_FORMAT;
             self.rewrite()?;
         }
         Ok(())
     }
 
-    /// Re-encodes the map commands of the entries and the map of the snapshot from the file's version into
-    /// [`MAP_FORMAT`] (only version 1 precedes it), in memory; `rewrite` then makes it the file.
+    /// Re-encodes the map commands of the entries and the map of the snapshot from format 1, the one version
+    /// whose encoding differs from [`MAP_FORMAT`]'s, in memory; `rewrite` then makes it the file.
     fn upgrade(&mut self) -> Result<(), String> {
         let old = self.format;
         let why = |what: &str, e: postcard::Error| format!("{what} of raft log format {old} does not decode: {e}");
@@ -161,7 +164,6 @@ impl RaftLog {
             let map = format1::map(self.snapshot.get_data()).map_err(|err| why("the snapshot", err))?;
             self.snapshot.set_data(postcard::to_allocvec(&map).expect("maps serialize").into());
         }
-        self.format = MAP_FORMAT;
         Ok(())
     }
 

@@ -1,0 +1,80 @@
+//! An operation as the node that took the client's request coordinates it (any node does: there is no leader).
+//! A read asks the partition's replicas what they hold and waits for R of them; a write stores its version and
+//! waits for W acknowledgements. With quorum timestamps (ABD) a write first asks R replicas for the highest
+//! version, and a read stores what it returns on W replicas before it answers.
+
+use super::msg::{Fence, OpId, Versioned};
+use crate::requests::Origin;
+use bytes::Bytes;
+use meridian_core::{ChainId, NodeId, Read, Reply, Request};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the client asked.
+#[derive(Clone, Debug)]
+pub(super) enum Asked {
+    Read(Read),
+    /// A put of this stored value, or a delete (None).
+    Write(Option<Bytes>),
+}
+
+#[derive(Debug)]
+pub(super) enum Phase {
+    /// Waiting for `need` replicas to say what they hold.
+    Query { need: usize, found: BTreeMap<NodeId, Versioned> },
+    /// Waiting for `need` replicas to hold `versioned`.
+    Store { need: usize, versioned: Versioned, acks: BTreeSet<NodeId>, existed: bool },
+    /// Done, waiting for the wall clock to pass the write's stamp before it answers.
+    Settle { reply: Reply, stamped_ms: u64 },
+}
+
+#[derive(Debug)]
+pub(super) struct Op {
+    pub origin: Origin,
+    /// The client's request, for the front-end to send again if the partition's configuration changed under it.
+    pub req: Request,
+    pub chain: ChainId,
+    pub fence: Fence,
+    pub key: Bytes,
+    pub asked: Asked,
+    pub phase: Phase,
+    /// The replicas that count in this configuration, and the joiner that also takes writes.
+    pub holders: Vec<NodeId>,
+    pub joiner: Option<NodeId>,
+    /// Replicas that refused (another configuration): once the rest cannot make up the phase, it gives up.
+    pub refused: BTreeSet<NodeId>,
+    /// The tick it started at; it is dropped once its request timed out.
+    pub started: u64,
+}
+
+impl Op {
+    /// Whether the replies still missing can no longer make up the phase.
+    pub fn hopeless(&self) -> bool {
+        let (need, have, counted) = match &self.phase {
+            Phase::Query { need, found } => (*need, found.len(), self.holders.len()),
+            Phase::Store { need, acks, .. } => {
+                (*need, acks.len(), self.holders.len() + usize::from(self.joiner.is_some()))
+            }
+            Phase::Settle { .. } => return false,
+        };
+        have + counted.saturating_sub(have + self.refused.len()) < need
+    }
+
+    /// Whether `from`'s reply counts in the phase under way.
+    pub fn counts(&self, from: NodeId) -> bool {
+        match self.phase {
+            Phase::Query { .. } => self.holders.contains(&from),
+            Phase::Store { .. } => self.holders.contains(&from) || self.joiner == Some(from),
+            Phase::Settle { .. } => false,
+        }
+    }
+}
+
+/// The newest of what replicas hold (versions are unique: the coordinator's node id is in their low bits).
+pub(super) fn newest(found: &BTreeMap<NodeId, Versioned>) -> Versioned {
+    found.values().max_by_key(|v| v.version).cloned().unwrap_or_default()
+}
+
+/// An operation id of this coordinator's run.
+pub(super) fn op_id(incarnation: u64, seq: u64) -> OpId {
+    OpId { incarnation, seq }
+}

@@ -1,0 +1,567 @@
+//! Leaderless quorum replication (Dynamo and Cassandra's consistency levels; ABD's multi-writer register,
+//! which LEADS calls MWMR, seed 004 §3): the baseline the geo protocols are measured against. The full argument
+//! is docs/protocols/quorum.md.
+//!
+//! A partition's replicas are its chain's members in the map, taken as a set. Any node coordinates the requests
+//! its clients send (`coordinator.rs`): a read asks every replica and waits for R answers, newest version
+//! winning; a write sends its version to every replica and waits for W acknowledgements. A replica takes a
+//! version only if it is newer than its own, and answers only once what it answers from is durable
+//! (`send_after_sync`). Versions are `counter << 16 | node`, so two writes never tie.
+//!
+//! - `--timestamps clock`: the counter is the coordinator's wall clock (at least one past its last): one round
+//!   trip, Cassandra's behaviour. Reads repair stale replicas in the background. With R + W > N and clocks
+//!   that agree, a read sees every write acknowledged before it began; a clock ahead makes a write win over
+//!   later ones (lost updates), which the simulator measures as staleness.
+//! - `--timestamps quorum` (ABD): a write first asks R replicas for the highest version and writes the next;
+//!   a read stores what it returns on N − R + 1 replicas (enough to meet every read quorum) before it answers.
+//!   With R + W > N, linearizable.
+//!
+//! Membership follows the map's steps, each fenced: messages carry the partition's configuration ([`Fence`]:
+//! view and step in flight) and a replica answers only in its own. A joiner takes writes from the start of its
+//! step (which then wait for one acknowledgement more, Cassandra's pending replica), copies every key's newest
+//! version from N − W + 1 replicas (`copy.rs`), and counts once the step is done. The planner adds a
+//! replacement before it takes a replica out (`rules.rs`), so every acknowledged write stays on W replicas.
+//! Conditional and read-modify-write commands, expiry, hashes, SCAN and cache mode are the chain's: a quorum
+//! keyspace refuses them.
+
+mod coordinator;
+mod copy;
+pub mod msg;
+mod replica;
+pub mod rules;
+mod version;
+
+use crate::chain::ReplicaStatus;
+use crate::host::{Host, Syncs};
+use crate::map::{ChainChange, ChainView, ClusterMap};
+use crate::ops::read::{decoded, reply_for};
+use crate::protocol::{KeyspaceProtocol, PreviousRun};
+use crate::reports::{ReplicaReports, StepReport};
+use crate::requests::Origin;
+use crate::stores::Stores;
+use bytes::Bytes;
+use coordinator::{newest, op_id, Asked, Op, Phase};
+use meridian_core::{
+    ChainId, Condition, Effects, ErrorKind, NodeId, Protocol, QuorumOptions, ReplicaKind, Reply, Request, RequestId,
+    Stamps, Stored, Time, Ttl, WriteOp,
+};
+use meridian_store::{Datastore, StoreError};
+pub use msg::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+pub type Fx = Effects<QuorumMsg, QuorumTimer>;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum QuorumTimer {
+    /// A clock-stamped write of this number may be answered once the wall clock has passed its stamp.
+    Settle(u64),
+}
+
+/// How long a clock-stamped write's answer waits before it looks at the wall clock again.
+const SETTLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(1);
+
+#[derive(Clone, Debug, Default)]
+pub struct QuorumConfig {}
+
+/// What this node's quorum core did, for the simulator's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuorumStats {
+    /// Operations this node coordinated to an answer.
+    pub reads: u64,
+    pub writes: u64,
+    /// Versions sent to stale replicas after a read (clock timestamps) or stored before a read's answer (ABD).
+    pub repairs: u64,
+    /// Operations handed back to the front-end because the partition's configuration changed under them.
+    pub bounced: u64,
+    /// Copies this node finished as a joiner.
+    pub copies: u64,
+}
+
+/// A partition's configuration in a map: who counts, who joins, and the keyspace's levels.
+#[derive(Clone, Debug)]
+struct Config {
+    fence: Fence,
+    /// Members with a whole replica: N, and whom reads ask.
+    holders: Vec<NodeId>,
+    /// The node an Add in flight brings in: it takes writes, and counts once the step is done.
+    joiner: Option<NodeId>,
+    opts: QuorumOptions,
+}
+
+impl Config {
+    fn of(map: &ClusterMap, c: &ChainView) -> Option<Config> {
+        let opts = *map.keyspaces.get(&c.id.keyspace())?.config.protocol.quorum()?;
+        let joiner = match c.change {
+            Some(ChainChange::Add { node, .. }) => Some(node),
+            _ => None,
+        };
+        let holders = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
+        let step = c.change.as_ref().map_or(0, ChainChange::step);
+        Some(Config { fence: Fence { view: c.view, step }, holders, joiner, opts })
+    }
+
+    /// Replies a read (or a version query) waits for.
+    fn read_need(&self) -> usize {
+        self.opts.read.of(self.holders.len())
+    }
+
+    /// Acknowledgements a write waits for: one more while a joiner takes writes too.
+    fn write_need(&self) -> usize {
+        self.opts.write.of(self.holders.len()) + usize::from(self.joiner.is_some())
+    }
+
+    /// Acknowledgements an ABD read's write-back waits for: enough to meet every read quorum (N − R + 1, at
+    /// most W when R + W > N), so no later read returns anything older; one more while a joiner takes writes.
+    fn write_back_need(&self) -> usize {
+        let n = self.holders.len();
+        (n + 1).saturating_sub(self.read_need()).max(1) + usize::from(self.joiner.is_some())
+    }
+
+    /// Whom a write goes to.
+    fn writers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.holders.iter().copied().chain(self.joiner)
+    }
+
+    fn takes_part(&self, node: NodeId) -> bool {
+        self.holders.contains(&node) || self.joiner == Some(node)
+    }
+}
+
+pub struct QuorumNode {
+    me: NodeId,
+    incarnation: u64,
+    map: Option<Arc<ClusterMap>>,
+    /// Operations this node coordinates, by number.
+    ops: BTreeMap<u64, Op>,
+    next_op: u64,
+    /// The counter of the last version this node stamped: its versions only grow within a run.
+    last_counter: u64,
+    /// Writes handed back to the front-end after they stored their version somewhere, by request, with the tick
+    /// they were handed back at: sent again, they keep that version.
+    stamped: BTreeMap<RequestId, (u64, u64)>,
+    /// Partitions whose store has had its reclaim-all watermark this run (`replica::reclaim_all`).
+    marked: BTreeSet<ChainId>,
+    /// Copies this node makes as a joiner, by partition.
+    copies: BTreeMap<ChainId, copy::Copy>,
+    /// Finished steps, each with the number of syncs begun before it: reported once a later sync completed.
+    finished: BTreeMap<ChainId, (StepReport, u64)>,
+    stats: QuorumStats,
+}
+
+impl QuorumNode {
+    pub fn stats(&self) -> QuorumStats {
+        self.stats
+    }
+
+    fn config(&self, chain: ChainId) -> Option<Config> {
+        let map = self.map.as_ref()?;
+        Config::of(map, map.chains.get(&chain)?)
+    }
+
+    /// The store `chain`'s replica lives in, opened if need be, with the watermark that lets compaction reclaim
+    /// superseded versions.
+    fn store<'h>(&mut self, host: &'h mut Host, chain: ChainId) -> Result<&'h mut dyn Datastore, StoreError> {
+        let store = host.stores.get_or_open((chain.keyspace(), ReplicaKind::Log), false)?;
+        if self.marked.insert(chain) {
+            store.append(&replica::reclaim_all(chain))?;
+        }
+        Ok(store)
+    }
+
+    /// Records a write to `chain`'s store: the runner owes a sync in its keyspace's durability mode.
+    fn mark_written(&self, chain: ChainId, out: &mut Fx) {
+        let durability = self.map.as_ref().and_then(|m| m.keyspaces.get(&chain.keyspace())?.config.durability);
+        out.mark_dirty_as(durability);
+    }
+
+    /// The next version this node stamps: its counter past `at_least` and its last, its id in the low bits.
+    fn stamp(&mut self, at_least: u64) -> u64 {
+        self.last_counter = at_least.max(self.last_counter + 1);
+        version::of(self.last_counter, self.me)
+    }
+
+    fn answer(&mut self, host: &mut Host, origin: &Origin, reply: Reply, out: &mut Fx) {
+        if let Some(id) = host.requests.complete(origin) {
+            out.reply(id, reply);
+        }
+    }
+
+    fn start(&mut self, host: &mut Host, origin: Origin, req: Request, asked: Asked, cfg: Config, out: &mut Fx) {
+        let (chain, key) = match &req {
+            Request::Get { keyspace, key, .. } => (self.chain_of(*keyspace, key), key.clone()),
+            Request::Write(w) => (self.chain_of(w.keyspace, &w.key), w.key.clone()),
+            _ => return,
+        };
+        let Some(chain) = chain else { return };
+        let seq = self.next_op;
+        self.next_op += 1;
+        let op = op_id(self.incarnation, seq);
+        // A write handed back after it stored its version somewhere keeps that version: sent again with a new
+        // one, it could take effect a second time, after a write that came after its first.
+        let stamped = self.stamped.remove(&origin.id).map(|(version, _)| version);
+        let phase = match (&asked, cfg.opts.timestamps) {
+            (Asked::Write(value), timestamps) if stamped.is_some() || timestamps == Stamps::Clock => {
+                let clock = version::clock_counter(host.wall_ms);
+                let version = stamped.unwrap_or_else(|| self.stamp(clock));
+                let versioned = Versioned { version, value: value.clone() };
+                self.send_write(chain, &key, &versioned, op, &cfg, out);
+                Phase::Store { need: cfg.write_need(), versioned, acks: BTreeSet::new(), existed: false }
+            }
+            _ => {
+                for &to in &cfg.holders {
+                    out.send(to, QuorumMsg::Read(ReadReq { op, chain, fence: cfg.fence, key: key.clone() }));
+                }
+                Phase::Query { need: cfg.read_need(), found: BTreeMap::new() }
+            }
+        };
+        let (holders, joiner, fence) = (cfg.holders, cfg.joiner, cfg.fence);
+        let refused = BTreeSet::new();
+        let op = Op { origin, req, chain, fence, key, asked, phase, holders, joiner, refused, started: host.tick };
+        self.ops.insert(seq, op);
+    }
+
+    fn chain_of(&self, keyspace: meridian_core::KeyspaceId, key: &[u8]) -> Option<ChainId> {
+        let map = self.map.as_ref()?;
+        Some(map.chain_of(keyspace, meridian_core::ring::key_token(key))?.id)
+    }
+
+    fn send_write(&self, chain: ChainId, key: &Bytes, v: &Versioned, op: OpId, cfg: &Config, out: &mut Fx) {
+        for to in cfg.writers() {
+            let (fence, key, versioned) = (cfg.fence, key.clone(), v.clone());
+            out.send(to, QuorumMsg::Write(WriteReq { op: Some(op), chain, fence, key, versioned }));
+        }
+    }
+
+    /// The operation a reply from `from` is for, if it is this run's, still under way and `from` counts in it.
+    fn op_for(&mut self, op: OpId, from: NodeId) -> Option<&mut Op> {
+        let o = self.ops.get_mut(&op.seq).filter(|_| op.incarnation == self.incarnation)?;
+        o.counts(from).then_some(o)
+    }
+
+    fn on_found(&mut self, host: &mut Host, from: NodeId, op: OpId, v: Versioned, out: &mut Fx) {
+        let Some(o) = self.op_for(op, from) else { return };
+        let Phase::Query { need, found } = &mut o.phase else { return };
+        found.insert(from, v);
+        if found.len() < *need {
+            return;
+        }
+        let o = self.ops.remove(&op.seq).expect("the operation under way");
+        self.queried(host, op, o, out);
+    }
+
+    /// A read quorum has answered `o`'s query.
+    fn queried(&mut self, host: &mut Host, op: OpId, mut o: Op, out: &mut Fx) {
+        let Phase::Query { found, .. } = &o.phase else { unreachable!("a query phase") };
+        let newest = newest(found);
+        let stale: Vec<NodeId> = found.iter().filter(|(_, v)| v.version < newest.version).map(|(&n, _)| n).collect();
+        let cfg = Config { fence: o.fence, holders: o.holders.clone(), joiner: o.joiner, opts: self.opts_of(o.chain) };
+        let versioned = match (&o.asked, cfg.opts.timestamps) {
+            (Asked::Read(read), Stamps::Clock) => {
+                self.stats.reads += 1;
+                for to in stale.into_iter().filter(|_| newest.version > 0) {
+                    self.stats.repairs += 1;
+                    let (chain, fence, key) = (o.chain, o.fence, o.key.clone());
+                    out.send(to, QuorumMsg::Write(WriteReq { op: None, chain, fence, key, versioned: newest.clone() }));
+                }
+                let reply = read_reply(*read, &newest, host.wall_ms);
+                return self.answer(host, &o.origin, reply, out);
+            }
+            (Asked::Read(read), Stamps::Quorum) if newest.version == 0 => {
+                self.stats.reads += 1;
+                let reply = read_reply(*read, &newest, host.wall_ms);
+                return self.answer(host, &o.origin, reply, out);
+            }
+            (Asked::Read(_), Stamps::Quorum) => {
+                self.stats.repairs += u64::from(!stale.is_empty());
+                newest
+            }
+            (Asked::Write(value), _) => {
+                Versioned { version: self.stamp(version::counter(newest.version) + 1), value: value.clone() }
+            }
+        };
+        self.send_write(o.chain, &o.key, &versioned, op, &cfg, out);
+        let need = match o.asked {
+            Asked::Read(_) => cfg.write_back_need(),
+            Asked::Write(_) => cfg.write_need(),
+        };
+        o.phase = Phase::Store { need, versioned, acks: BTreeSet::new(), existed: false };
+        self.ops.insert(op.seq, o);
+    }
+
+    fn opts_of(&self, chain: ChainId) -> QuorumOptions {
+        let map = self.map.as_ref();
+        let opts = map.and_then(|m| m.keyspaces.get(&chain.keyspace())?.config.protocol.quorum().copied());
+        opts.unwrap_or_default()
+    }
+
+    fn on_written(&mut self, host: &mut Host, from: NodeId, op: OpId, was: bool, out: &mut Fx) {
+        let Some(o) = self.op_for(op, from) else { return };
+        let Phase::Store { need, acks, existed, .. } = &mut o.phase else { return };
+        acks.insert(from);
+        *existed |= was;
+        if acks.len() < *need {
+            return;
+        }
+        let mut o = self.ops.remove(&op.seq).expect("the operation under way");
+        let Phase::Store { versioned, existed, .. } = &o.phase else { unreachable!("a store phase") };
+        let reply = match o.asked {
+            Asked::Read(read) => {
+                self.stats.reads += 1;
+                read_reply(read, versioned, host.wall_ms)
+            }
+            Asked::Write(_) => {
+                self.stats.writes += 1;
+                Reply::Written { applied: true, existed: *existed }
+            }
+        };
+        // A clock stamp is answered only once the wall clock has passed it (Spanner's commit wait, one
+        // millisecond deep): a write that begins after the answer, on a clock that agrees, stamps a later time.
+        let stamped_ms = version::clock_ms(versioned.version);
+        if matches!(o.asked, Asked::Write(_))
+            && self.opts_of(o.chain).timestamps == Stamps::Clock
+            && stamped_ms >= host.wall_ms
+        {
+            o.phase = Phase::Settle { reply, stamped_ms };
+            self.ops.insert(op.seq, o);
+            return out.set_timer(QuorumTimer::Settle(op.seq), SETTLE_PERIOD);
+        }
+        self.answer(host, &o.origin, reply, out);
+    }
+
+    fn settle(&mut self, host: &mut Host, seq: u64, out: &mut Fx) {
+        let Some(Phase::Settle { stamped_ms, .. }) = self.ops.get(&seq).map(|o| &o.phase) else { return };
+        if *stamped_ms >= host.wall_ms {
+            return out.set_timer(QuorumTimer::Settle(seq), SETTLE_PERIOD);
+        }
+        let o = self.ops.remove(&seq).expect("the operation under way");
+        let Phase::Settle { reply, .. } = o.phase else { unreachable!("a settling phase") };
+        self.answer(host, &o.origin, reply, out);
+    }
+
+    fn on_refused(&mut self, host: &mut Host, from: NodeId, op: OpId) {
+        let Some(o) = self.op_for(op, from) else { return };
+        o.refused.insert(from);
+        if o.hopeless() {
+            let o = self.ops.remove(&op.seq).expect("the operation under way");
+            self.stats.bounced += 1;
+            if let (Asked::Write(_), Phase::Store { versioned, .. }) = (&o.asked, &o.phase) {
+                self.stamped.insert(o.origin.id, (versioned.version, host.tick));
+            }
+            host.requests.bounce_here(&o.origin, o.req);
+        }
+    }
+
+    /// A replica's answer to a read or version query, in the configuration it was sent in only.
+    fn on_read(&mut self, host: &mut Host, from: NodeId, r: ReadReq, out: &mut Fx) {
+        if !self.serves(r.chain, r.fence) {
+            return out.send(from, QuorumMsg::Refused { op: r.op });
+        }
+        match self.store(host, r.chain).and_then(|s| replica::cell(s, &r.key)) {
+            // What it holds may include writes not yet durable: the answer waits for them.
+            Ok(found) => out.send_after_sync(from, QuorumMsg::Found { op: r.op, found }),
+            Err(e) => tracing::warn!(chain = %r.chain, "quorum replica cannot read: {e}"),
+        }
+    }
+
+    fn on_write(&mut self, host: &mut Host, from: NodeId, w: WriteReq, out: &mut Fx) {
+        if !self.serves(w.chain, w.fence) {
+            if let Some(op) = w.op {
+                out.send(from, QuorumMsg::Refused { op });
+            }
+            return;
+        }
+        match self.store(host, w.chain).and_then(|s| replica::apply(s, w.chain, &w.key, &w.versioned)) {
+            Ok(existed) => {
+                self.mark_written(w.chain, out);
+                if let Some(op) = w.op {
+                    out.send_after_sync(from, QuorumMsg::Written { op, existed });
+                }
+            }
+            Err(e) => tracing::warn!(chain = %w.chain, "quorum replica cannot write: {e}"),
+        }
+    }
+
+    /// Whether this node takes part in `chain` in configuration `fence`, as its own map says.
+    fn serves(&self, chain: ChainId, fence: Fence) -> bool {
+        self.config(chain).is_some_and(|c| c.fence == fence && c.takes_part(self.me))
+    }
+
+    /// Notes this node's part of a step as done; it is reported once durable.
+    fn step_finished(&mut self, host: &Host, report: StepReport) {
+        self.finished.insert(report.chain(), (report, host.syncs.begun));
+    }
+
+    /// Drops operations whose request timed out at the front-end.
+    fn expire(&mut self, host: &Host) {
+        let timeout = host.cfg.timeout_ticks();
+        self.ops.retain(|_, o| host.tick.saturating_sub(o.started) <= timeout);
+        self.stamped.retain(|_, &mut (_, at)| host.tick.saturating_sub(at) <= timeout);
+    }
+}
+
+/// What a quorum keyspace does with a request, or why it refuses it.
+fn asked(req: &Request) -> Result<Asked, &'static str> {
+    const REFUSED: &str = "not supported by protocol quorum: it takes GET and its kin, SET without conditions, \
+                           expiry or GET, and DEL";
+    match req {
+        Request::Get { read, .. } => Ok(Asked::Read(*read)),
+        Request::Write(w) if w.cond == Condition::Always && !w.get_old => match &w.op {
+            WriteOp::Put { value, ttl: Ttl::Clear | Ttl::Keep } => Ok(Asked::Write(Some(Stored::wrap(value, None)))),
+            WriteOp::Delete => Ok(Asked::Write(None)),
+            _ => Err(REFUSED),
+        },
+        _ => Err(REFUSED),
+    }
+}
+
+/// The answer to a read whose newest version is `v`.
+fn read_reply(read: meridian_core::Read, v: &Versioned, now_ms: u64) -> Reply {
+    match v.value.clone().map(decoded).transpose() {
+        Ok(stored) => reply_for(read, stored, now_ms),
+        Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
+    }
+}
+
+impl KeyspaceProtocol for QuorumNode {
+    const PROTOCOL: Protocol = Protocol::Quorum;
+    type Msg = QuorumMsg;
+    type Timer = QuorumTimer;
+    type Config = QuorumConfig;
+
+    fn open(
+        me: NodeId,
+        _cfg: QuorumConfig,
+        _stores: &mut Stores,
+        incarnation: u64,
+        _previous: PreviousRun,
+    ) -> Result<QuorumNode, StoreError> {
+        Ok(QuorumNode {
+            me,
+            incarnation,
+            map: None,
+            ops: BTreeMap::new(),
+            next_op: 0,
+            last_counter: 0,
+            stamped: BTreeMap::new(),
+            marked: BTreeSet::new(),
+            copies: BTreeMap::new(),
+            finished: BTreeMap::new(),
+            stats: QuorumStats::default(),
+        })
+    }
+
+    fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, _now: Time, out: &mut Fx) {
+        self.map = Some(map.clone());
+        let configs: Vec<(ChainId, Config, Option<ChainChange>)> =
+            map.chains.values().filter_map(|c| Some((c.id, Config::of(map, c)?, c.change.clone()))).collect();
+        self.finished.retain(|chain, (report, _)| {
+            configs.iter().any(|(c, _, change)| c == chain && copy::still_wanted(report, change.as_ref()))
+        });
+        self.copies.retain(|chain, copy| configs.iter().any(|(c, cfg, _)| c == chain && cfg.fence == copy.fence));
+        for (chain, cfg, change) in configs {
+            let Some(ChainChange::Add { step, inserted, .. }) = change.filter(|c| c.node() == self.me) else {
+                continue;
+            };
+            if self.finished.contains_key(&chain) || self.copies.contains_key(&chain) {
+                continue;
+            }
+            if inserted {
+                // It has taken every write since its step began, so its part is done.
+                self.step_finished(host, StepReport::Flushed { chain, step });
+            } else {
+                self.copies.insert(chain, copy::Copy::start(chain, step, &cfg, out));
+            }
+        }
+    }
+
+    fn on_request(&mut self, host: &mut Host, _now: Time, origin: Origin, req: Request, out: &mut Fx) {
+        let (Some(keyspace), Some(token)) = (req.keyspace(), req.token()) else { return };
+        let map = self.map.clone().expect("requests are accepted only once a map is known");
+        let Some(c) = map.chain_of(keyspace, token) else {
+            if let Some((id, refusal)) = host.unknown_keyspace(&origin, keyspace) {
+                out.reply(id, refusal);
+            }
+            return;
+        };
+        let asked = match asked(&req) {
+            Ok(asked) => asked,
+            Err(why) => return self.answer(host, &origin, Reply::Error(ErrorKind::Invalid, why.to_string()), out),
+        };
+        let cfg = Config::of(&map, c).expect("a quorum keyspace's partition");
+        self.start(host, origin, req, asked, cfg, out);
+    }
+
+    fn on_message(&mut self, host: &mut Host, _now: Time, from: NodeId, msg: QuorumMsg, out: &mut Fx) {
+        match msg {
+            QuorumMsg::Read(r) => self.on_read(host, from, r, out),
+            QuorumMsg::Found { op, found } => self.on_found(host, from, op, found, out),
+            QuorumMsg::Write(w) => self.on_write(host, from, w, out),
+            QuorumMsg::Written { op, existed } => self.on_written(host, from, op, existed, out),
+            QuorumMsg::Refused { op } => self.on_refused(host, from, op),
+            QuorumMsg::CopyReq(req) => self.on_copy_req(host, from, req, out),
+            QuorumMsg::CopyData(data) => self.on_copy_data(host, from, data, out),
+        }
+    }
+
+    fn on_timer(&mut self, host: &mut Host, _now: Time, timer: QuorumTimer, out: &mut Fx) {
+        match timer {
+            QuorumTimer::Settle(seq) => self.settle(host, seq, out),
+        }
+    }
+
+    fn on_tick(&mut self, host: &mut Host, _now: Time, out: &mut Fx) {
+        self.expire(host);
+        self.copies.values_mut().for_each(|c| c.prod(out));
+    }
+
+    fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
+        into.steps.extend(self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r));
+    }
+
+    fn lost_chains(&self) -> BTreeSet<ChainId> {
+        BTreeSet::new()
+    }
+
+    fn status(&self, _stores: &Stores, _now: Time) -> Vec<ReplicaStatus> {
+        let Some(map) = self.map.as_ref() else { return Vec::new() };
+        let mine = map.chains.values().filter_map(|c| Some((c, Config::of(map, c)?)));
+        mine.filter(|(_, cfg)| cfg.takes_part(self.me))
+            .map(|(c, cfg)| ReplicaStatus {
+                chain: c.id.0,
+                role: if cfg.holders.contains(&self.me) { "replica" } else { "joiner" },
+                view: Some(c.view),
+                lu: 0,
+                la: 0,
+                active: cfg.holders.contains(&self.me),
+                lost: false,
+                lease: false,
+                memory: None,
+                held: 0,
+                copy: None,
+            })
+            .collect()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.stats;
+        vec![
+            ("quorum reads", s.reads),
+            ("quorum writes", s.writes),
+            ("quorum repairs", s.repairs),
+            ("quorum operations bounced", s.bounced),
+            ("quorum copies", s.copies),
+        ]
+    }
+
+    fn label(msg: &QuorumMsg) -> &'static str {
+        msg.label()
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        match self.ops.values().find(|o| o.holders.is_empty()) {
+            Some(o) => Err(format!("{} coordinates an operation on {} with no replicas", self.me, o.chain)),
+            None => Ok(()),
+        }
+    }
+}
