@@ -274,3 +274,21 @@ fn a_member_that_answers_past_a_deadline_is_caught() {
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("past its deadline"), "{report}");
 }
+
+/// A quorum keyspace (docs/protocols/quorum.md) whose read and write quorums need not meet (R + W ≤ N): a read
+/// may miss an acknowledged write, which the linearizability check catches; the same keyspace with quorums that
+/// meet passes the same seeds.
+#[test]
+fn quorums_that_need_not_meet_are_caught() {
+    use meridian_core::{Level, ProtocolConfig, QuorumOptions, Stamps};
+    let quorum = |read, write| {
+        let options = QuorumOptions { read, write, timestamps: Stamps::Quorum };
+        KeyspaceConfig { protocol: ProtocolConfig::Quorum(options), ..KeyspaceConfig::durable(3) }
+    };
+    let nemesis = "crash,partition,pause";
+    let planted = sweep_config(None, 20, nemesis, CheckModel::Linearizable, quorum(Level::One, Level::One));
+    let report = caught_at_least(&planted, 5, "R + W ≤ N")[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable"), "{report}");
+    let sound = sweep_config(None, 20, nemesis, CheckModel::Linearizable, quorum(Level::Quorum, Level::Quorum));
+    assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+}
