@@ -1,6 +1,7 @@
 //! The protocol cores, sans-IO: the tokio driver in `meridian-node` and the simulator in `meridian-sim` run the
-//! same code. [`node::ClusterNode`] is the [`meridian_core::Process`] a Meridian node runs: chain replication
-//! ([`chain`]) with its replicated manager ([`manager`]), both reading the cluster map ([`map`]).
+//! same code. [`node::ClusterNode`] is the [`meridian_core::Process`] a Meridian node runs: a core per keyspace
+//! protocol (chain replication, [`chain`]; leaderless quorums, [`quorum`]) with the replicated manager
+//! ([`manager`]), all reading the cluster map ([`map`]).
 //!
 //! Start with `map/placement.rs` (partitions and chains on the ring), then `chain/mod.rs` with
 //! `docs/protocols/chain.md` (the data path and why it is correct), then `node/mod.rs`, `chain/membership.rs`,
@@ -19,6 +20,10 @@
 //! - `ops`: Redis command semantics any protocol can use, independent of chains: a write decided against its key's
 //!   state (`decide.rs`: the `Change` every replica applies and the `Outcome` for the client, `outcome.rs`), a
 //!   read's reply (`read.rs`) and a SCAN page over one store (`scan.rs`).
+//! - `quorum`: leaderless quorum replication, the second keyspace protocol: consistency levels, clock or ABD
+//!   stamps, read repair, fenced membership changes (`docs/protocols/quorum.md`).
+//! - `protocol`: the contract between the node and a keyspace protocol (`KeyspaceProtocol`); the registry that
+//!   dispatches to each is `node/protocols.rs`.
 //! - `manager`: the cluster map as a Raft state machine on raft-rs, the leader's failure detection, step
 //!   driving and lease fencing, and the agent every node runs.
 //! - `map`: the cluster map (nodes, keyspaces, chains and their views, the commands that change it) and

@@ -16,13 +16,34 @@ use crate::map::ClusterMap;
 use crate::reports::ReplicaReports;
 use crate::requests::Origin;
 use crate::stores::Stores;
-use meridian_core::{ChainId, Effects, NodeId, Protocol, Reply, Request, Time};
+use meridian_core::{ChainId, Effects, KeyspaceConfig, NodeId, Protocol, Reply, Request, Time};
 use meridian_store::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
+
+/// What a keyspace's protocol promises its clients in a configuration, as the simulator checks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Every history is linearizable per key.
+    Linearizable,
+    /// Reads may be stale; no read returns a value no write wrote. The simulator measures the staleness.
+    Staleness,
+}
+
+/// The requests beyond plain reads, puts and deletes that a keyspace's protocol takes in a configuration; it
+/// refuses the others with a clear error, changing nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Conditional and read-modify-write writes (SET NX/XX/GET, INCR, APPEND, hashes, …).
+    pub conditional: bool,
+    /// Times to live and expiry commands.
+    pub expiry: bool,
+    /// SCAN and DBSIZE.
+    pub scan: bool,
+}
 
 /// A protocol's effects: its own messages and timers, which the node wraps into its own.
 pub type Fx<P> = Effects<<P as KeyspaceProtocol>::Msg, <P as KeyspaceProtocol>::Timer>;
@@ -105,4 +126,10 @@ pub trait KeyspaceProtocol: Sized {
 
     /// The kind of a message, for the simulator's traffic counts.
     fn label(msg: &Self::Msg) -> &'static str;
+
+    /// What a keyspace configured so (naming this protocol) promises: what the simulator's `--check auto` checks.
+    fn claim(config: &KeyspaceConfig) -> Claim;
+
+    /// What a keyspace configured so takes besides plain reads, puts and deletes.
+    fn capabilities(config: &KeyspaceConfig) -> Capabilities;
 }

@@ -9,6 +9,7 @@ use crate::world::{DiskParams, Event, Hooks, World, WorldStats};
 use meridian_check::History;
 use meridian_core::topology::Topology;
 use meridian_core::{NodeId, Process};
+use meridian_proto::protocol::Capabilities;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,9 +36,9 @@ pub struct RunOptions {
     pub client_timeout: Duration,
     /// The `default` keyspace is a cache keyspace: any value in it may be evicted.
     pub default_evicts: bool,
-    /// The `default` keyspace takes only plain reads, puts and deletes (a quorum keyspace): the workload sends
-    /// no SET NX, no time to live and no SCAN.
-    pub plain: bool,
+    /// What the `default` keyspace's protocol takes besides plain reads, puts and deletes: the workload sends
+    /// no SET NX, time to live or SCAN that it would refuse.
+    pub capabilities: Capabilities,
     /// Print every input each node handles, and every fault, to stderr.
     pub trace: bool,
     /// Regions and links to place the nodes in, in turn, instead of a network drawn from the seed.
@@ -58,7 +59,7 @@ impl RunOptions {
             max_events: 5_000_000,
             client_timeout: Duration::from_secs(3),
             default_evicts: false,
-            plain: false,
+            capabilities: Capabilities { conditional: true, expiry: true, scan: true },
             trace: false,
             topology: None,
         }
@@ -136,8 +137,15 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let power_loss = opts.nemesis.iter().any(|k| k.is_power_loss());
     let mut params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout, power_loss);
     params.default_evicts = opts.default_evicts;
-    if opts.plain {
-        (params.nx_ratio, params.ttl_ratio, params.scan_ratio) = (0.0, 0.0, 0.0);
+    let can = opts.capabilities;
+    if !can.conditional {
+        params.nx_ratio = 0.0;
+    }
+    if !can.expiry {
+        params.ttl_ratio = 0.0;
+    }
+    if !can.scan {
+        params.scan_ratio = 0.0;
     }
     let drain = phases.deadline + ms(params.timeout) + ms(Duration::from_secs(1));
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());

@@ -8,9 +8,10 @@ use crate::run::{run, topology, RunOptions, RunReport};
 use crate::world::Traffic;
 use meridian_check::{check, present_violations, staleness, Budget, OpKind, Staleness, Verdict};
 use meridian_core::topology::Topology;
-use meridian_core::{KeyspaceConfig, Protocol, Stamps, UpdateMode};
+use meridian_core::KeyspaceConfig;
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
-use meridian_proto::node::NodeConfig;
+use meridian_proto::node::{NodeConfig, Protocols};
+use meridian_proto::protocol::Claim;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
@@ -32,20 +33,12 @@ pub enum CheckModel {
 }
 
 impl CheckModel {
-    /// The check of what docs/keyspaces.md claims for a keyspace configured so: linearizability when writes are
-    /// acknowledged once every replica has them (`su`, reads anywhere); for `ausi` and `au`, which may lose
-    /// acknowledged writes with their head, how stale reads are.
-    ///
-    /// For a quorum keyspace (docs/protocols/quorum.md): linearizability for ABD stamps with R + W > N; for clock
-    /// stamps, or quorums that need not meet, how stale reads are.
+    /// The check of what the docs claim for a keyspace configured so, as its protocol says
+    /// (`KeyspaceProtocol::claim`): linearizability, or how stale reads are.
     pub fn claimed(config: &KeyspaceConfig) -> CheckModel {
-        if let Some(q) = config.protocol.quorum() {
-            let abd = q.timestamps == Stamps::Quorum && q.intersecting(config.replication());
-            return if abd { CheckModel::Linearizable } else { CheckModel::Staleness };
-        }
-        match config.update {
-            UpdateMode::Su => CheckModel::Linearizable,
-            UpdateMode::Ausi | UpdateMode::Au => CheckModel::Staleness,
+        match Protocols::claim(config) {
+            Claim::Linearizable => CheckModel::Linearizable,
+            Claim::Staleness => CheckModel::Staleness,
         }
     }
 }
@@ -166,7 +159,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     opts.nodes = s.nodes;
     opts.spares = s.spares;
     opts.default_evicts = s.default.maxmemory.is_some();
-    opts.plain = s.default.protocol.protocol() == Protocol::Quorum;
+    opts.capabilities = Protocols::capabilities(&s.default);
     opts.trace = s.trace;
     opts.topology = s.topology.clone();
     // As an operator would: timings follow the round trip between the farthest nodes. A write crosses the

@@ -39,7 +39,7 @@
 //! replica type, each with its ledger of expiring keys), nor the front-end's table of the requests this node
 //! waits on ([`crate::requests`]: `RequestTable`, and `Origin`, re-exported by [`msg`]). The node owns both and
 //! lends them with its tick and wall clock for each step ([`Host`]): the chain's code is written on
-//! [`ChainStep`], this core's state (`self.s`) beside the host (`self.host`).
+//! `ChainStep`, this core's state (`self.s`) beside the host (`self.host`).
 
 mod answers;
 mod at_once;
@@ -58,8 +58,8 @@ mod serve;
 
 use crate::host::{timed_out, Host, Syncs};
 use crate::map::ClusterMap;
-use crate::protocol::KeyspaceProtocol;
 pub use crate::protocol::PreviousRun;
+use crate::protocol::{Capabilities, Claim, KeyspaceProtocol};
 use crate::stores::{ledger, Stores};
 use copy::Copier;
 use lease::{Held, Lease};
@@ -503,6 +503,20 @@ impl KeyspaceProtocol for ChainNode {
             ChainMsg::CopyReq(_) | ChainMsg::CopyData(_) => "copy",
             _ => "chain",
         }
+    }
+
+    /// docs/keyspaces.md, "Update modes and query nodes": writes acknowledged once every replica has them
+    /// (`su`) are linearizable wherever reads are answered; `ausi` and `au` may lose acknowledged writes with
+    /// their head.
+    fn claim(config: &KeyspaceConfig) -> Claim {
+        match config.update {
+            UpdateMode::Su => Claim::Linearizable,
+            UpdateMode::Ausi | UpdateMode::Au => Claim::Staleness,
+        }
+    }
+
+    fn capabilities(_config: &KeyspaceConfig) -> Capabilities {
+        Capabilities { conditional: true, expiry: true, scan: true }
     }
 }
 

@@ -76,7 +76,7 @@ pub(super) fn planted_in(cfg: &ChainConfig, bug: PlantedBug) -> bool {
 }
 
 impl ChainNode {
-    /// Whether `bug` is planted in this node ([`planted_in`]).
+    /// Whether `bug` is planted in this node (`planted_in`).
     #[inline(always)]
     pub fn planted(&self, bug: PlantedBug) -> bool {
         planted_in(&self.cfg, bug)

@@ -12,7 +12,7 @@ use super::NodeFx;
 use crate::chain::ReplicaStatus;
 use crate::host::{Host, Syncs};
 use crate::map::ClusterMap;
-use crate::protocol::{KeyspaceProtocol, PreviousRun};
+use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
 use crate::reports::ReplicaReports;
 use crate::requests::Origin;
 use crate::stores::Stores;
@@ -151,6 +151,20 @@ macro_rules! protocols {
                 let mut counters = Vec::new();
                 $(counters.extend(self.$field.core.counters());)+
                 counters
+            }
+
+            /// What a keyspace configured so promises, as its protocol says.
+            pub fn claim(config: &meridian_core::KeyspaceConfig) -> Claim {
+                match config.protocol.protocol() {
+                    $(Protocol::$variant => <$core>::claim(config),)+
+                }
+            }
+
+            /// What a keyspace configured so takes besides plain reads, puts and deletes.
+            pub fn capabilities(config: &meridian_core::KeyspaceConfig) -> Capabilities {
+                match config.protocol.protocol() {
+                    $(Protocol::$variant => <$core>::capabilities(config),)+
+                }
             }
 
             /// The kind of a protocol's message (None for the manager's).

@@ -35,15 +35,15 @@ use crate::chain::ReplicaStatus;
 use crate::host::{Host, Syncs};
 use crate::map::{ChainChange, ChainView, ClusterMap};
 use crate::ops::read::{decoded, reply_for};
-use crate::protocol::{KeyspaceProtocol, PreviousRun};
+use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
 use crate::reports::{ReplicaReports, StepReport};
 use crate::requests::Origin;
 use crate::stores::Stores;
 use bytes::Bytes;
 use coordinator::{newest, op_id, Asked, Op, Phase};
 use meridian_core::{
-    ChainId, Condition, Effects, ErrorKind, NodeId, Protocol, QuorumOptions, ReplicaKind, Reply, Request, RequestId,
-    Stamps, Stored, Time, Ttl, WriteOp,
+    ChainId, Condition, Effects, ErrorKind, KeyspaceConfig, NodeId, Protocol, QuorumOptions, ReplicaKind, Reply,
+    Request, RequestId, Stamps, Stored, Time, Ttl, WriteOp,
 };
 use meridian_store::{Datastore, StoreError};
 pub use msg::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
@@ -556,6 +556,20 @@ impl KeyspaceProtocol for QuorumNode {
 
     fn label(msg: &QuorumMsg) -> &'static str {
         msg.label()
+    }
+
+    /// Linearizable with ABD stamps and quorums that meet (R + W > N); otherwise reads may be stale.
+    fn claim(config: &KeyspaceConfig) -> Claim {
+        let abd = |q: &QuorumOptions| q.timestamps == Stamps::Quorum && q.intersecting(config.replication());
+        match config.protocol.quorum().is_some_and(abd) {
+            true => Claim::Linearizable,
+            false => Claim::Staleness,
+        }
+    }
+
+    /// Plain reads, puts and deletes only (`asked`).
+    fn capabilities(_config: &KeyspaceConfig) -> Capabilities {
+        Capabilities { conditional: false, expiry: false, scan: false }
     }
 
     fn check_invariants(&self) -> Result<(), String> {
