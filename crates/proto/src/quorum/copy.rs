@@ -111,7 +111,7 @@ impl QuorumNode {
         if let Some(step) = finished {
             self.copies.remove(&chain);
             self.stats.copies += 1;
-            self.step_finished(host, StepReport::PreCopied { chain, step });
+            self.step_finished(host, StepReport::PreCopied { chain, step }, out);
         }
     }
 }

@@ -387,8 +387,10 @@ impl QuorumNode {
         self.config(chain).is_some_and(|c| c.fence == fence && c.takes_part(self.me))
     }
 
-    /// Notes this node's part of a step as done; it is reported once durable.
-    fn step_finished(&mut self, host: &Host, report: StepReport) {
+    /// Notes this node's part of a step as done; it is reported once a sync begun after it completes, which
+    /// this owes the runner even when nothing was written (an idle node reports too).
+    fn step_finished(&mut self, host: &Host, report: StepReport, out: &mut Fx) {
+        out.mark_dirty();
         self.finished.insert(report.chain(), (report, host.syncs.begun));
     }
 
@@ -468,7 +470,7 @@ impl KeyspaceProtocol for QuorumNode {
             }
             if inserted {
                 // It has taken every write since its step began, so its part is done.
-                self.step_finished(host, StepReport::Flushed { chain, step });
+                self.step_finished(host, StepReport::Flushed { chain, step }, out);
             } else {
                 self.copies.insert(chain, copy::Copy::start(chain, step, &cfg, out));
             }
@@ -577,5 +579,89 @@ impl KeyspaceProtocol for QuorumNode {
             Some(o) => Err(format!("{} coordinates an operation on {} with no replicas", self.me, o.chain)),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::RequestConfig;
+    use crate::map::tests::{addrs, bootstrap_cmd, inserted, joining, start};
+    use crate::map::MapCommand;
+    use crate::stores::StoreSpec;
+    use meridian_core::{KeyspaceConfig, KeyspaceId, Location, ProtocolConfig};
+    use meridian_store::{LogOptions, SimVfs};
+
+    /// Three nodes replicating one quorum partition, and node 4 added to the cluster.
+    fn map() -> ClusterMap {
+        let MapCommand::Bootstrap { nodes, partitions, vnodes, voters, .. } = bootstrap_cmd(3, 3, 1, 4) else {
+            unreachable!("a bootstrap")
+        };
+        let protocol = ProtocolConfig::default_for(Protocol::Quorum);
+        let default = KeyspaceConfig { protocol, ..KeyspaceConfig::durable(3) };
+        let mut map = ClusterMap::default();
+        map.apply(&MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters }).unwrap();
+        map.apply(&MapCommand::AddNode { id: NodeId(4), addrs: addrs(4), vnodes: 4, location: Location::default() })
+            .unwrap();
+        map
+    }
+
+    fn joiner() -> (QuorumNode, Host) {
+        let spec = StoreSpec { vfs: Arc::new(SimVfs::new()), dir: "/d".into(), log: LogOptions::default() };
+        let mut stores = Stores::open(spec, [], []).unwrap();
+        let previous = PreviousRun { map: None, clean_stop: false, lost: &BTreeSet::new() };
+        let node = QuorumNode::open(NodeId(4), QuorumConfig::default(), &mut stores, 1, previous).unwrap();
+        (node, Host::new(NodeId(4), 1, RequestConfig::default(), stores))
+    }
+
+    fn reported(node: &QuorumNode, syncs: Syncs) -> Vec<StepReport> {
+        let mut reports = ReplicaReports::default();
+        node.reports(syncs, &mut reports);
+        reports.steps
+    }
+
+    /// A joiner asks every replica for its keys, is done once N − W + 1 have sent them all, and reports each part
+    /// of its step once a sync begun after it completes, which it owes the runner even with nothing written.
+    #[test]
+    fn a_joiner_copies_from_enough_replicas_then_reports_each_part_once_durable() {
+        let (mut node, mut host) = joiner();
+        let mut map = map();
+        let step = map.next_step;
+        start(&mut map, 0, joining(NodeId(4), 0, step)).unwrap();
+        let mut out = Fx::new();
+        node.adopt(&mut host, &Arc::new(map.clone()), Time::ZERO, &mut out);
+        let asked: Vec<NodeId> = out
+            .drain()
+            .0
+            .filter_map(|e| match e {
+                meridian_core::Effect::Send { to, msg: QuorumMsg::CopyReq(_), .. } => Some(to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(asked.iter().copied().collect::<BTreeSet<_>>(), (1..=3).map(NodeId).collect(), "every replica");
+        let fence = Config::of(&map, &map.chains[&ChainId(0)]).unwrap().fence;
+        let key = Bytes::from_static(b"k");
+        let page = |version| msg::CopyData {
+            chain: ChainId(0),
+            fence,
+            entries: vec![(key.clone(), Versioned { version, value: Some(Stored::wrap(b"v", None)) })],
+            more: false,
+        };
+        node.on_copy_data(&mut host, NodeId(1), page(7), &mut out);
+        assert!(reported(&node, Syncs { begun: 9, done: 9 }).is_empty(), "one of the two replicas it needs");
+        node.on_copy_data(&mut host, NodeId(3), page(9), &mut out);
+        let store = host.stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap();
+        assert_eq!(replica::cell(store, &key).unwrap().version, 9, "the newest of the copies");
+        let syncs = host.syncs;
+        assert!(reported(&node, syncs).is_empty(), "not durable yet");
+        assert!(out.drain().1.is_dirty(), "a sync is owed");
+        let synced = Syncs { begun: syncs.begun + 1, done: syncs.done + 1 };
+        assert_eq!(reported(&node, synced), [StepReport::PreCopied { chain: ChainId(0), step }]);
+
+        map.apply(&inserted(ChainId(0), step)).unwrap();
+        node.adopt(&mut host, &Arc::new(map), Time::ZERO, &mut out);
+        assert!(out.drain().1.is_dirty(), "an idle joiner owes a sync for its report too");
+        let later = Syncs { begun: synced.begun + 1, done: synced.done + 1 };
+        assert_eq!(reported(&node, later), [StepReport::Flushed { chain: ChainId(0), step }]);
     }
 }
