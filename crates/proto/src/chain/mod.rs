@@ -193,7 +193,7 @@ pub struct ChainStats {
 
 pub struct ChainNode {
     me: NodeId,
-    /// This run of the node (see [`ChainNode::new`]).
+    /// This run of the node (see `KeyspaceProtocol::open`).
     incarnation: u64,
     stats: ChainStats,
     cfg: ChainConfig,
@@ -227,13 +227,127 @@ pub(crate) struct ChainStep<'a> {
 }
 
 impl ChainNode {
+    /// This node's chains for one step, with `host` lent for it.
+    #[inline]
+    pub(crate) fn step<'a>(&'a mut self, host: &'a mut Host) -> ChainStep<'a> {
+        ChainStep { s: self, host }
+    }
+
+    /// The ledger of the store `chain`'s replica lives in.
+    fn ledger<'a>(&self, stores: &'a Stores, chain: ChainId) -> Option<&'a ledger::Ledger> {
+        stores.ledger((chain.keyspace(), self.replicas.get(&chain)?.kind))
+    }
+
+    /// The configuration of `chain`'s keyspace in this node's map, if the map has it.
+    fn keyspace_config(&self, chain: ChainId) -> Option<&KeyspaceConfig> {
+        self.map.as_ref().and_then(|m| Some(&m.keyspaces.get(&chain.keyspace())?.config))
+    }
+
+    /// When writes to `chain` are acknowledged, as its keyspace says (`su` without one).
+    fn update_mode(&self, chain: ChainId) -> UpdateMode {
+        self.keyspace_config(chain).map_or(UpdateMode::Su, |k| k.update)
+    }
+
+    /// Whether this node, as `chain`'s head, passes updates on before its own fsync
+    /// ([`ClusterMap::head_forwards_early`]).
+    fn forwards_early(&self, chain: ChainId) -> bool {
+        self.map.as_ref().is_some_and(|m| m.chains.get(&chain).is_some_and(|c| m.head_forwards_early(c, self.me)))
+    }
+
+    /// Records a write to `chain`'s store: the runner owes it a sync in its keyspace's durability mode, or in
+    /// its own default if the keyspace has none.
+    fn mark_written(&self, chain: ChainId, out: &mut Fx) {
+        out.mark_dirty_as(self.keyspace_config(chain).and_then(|k| k.durability));
+    }
+
+    pub fn stats(&self) -> ChainStats {
+        self.stats
+    }
+
+    /// (chain, LU, LA, view) for every chain this node is an active member of.
+    pub fn positions(&self) -> impl Iterator<Item = (ChainId, u64, u64, u64)> + '_ {
+        self.replicas.iter().filter(|(_, r)| r.is_active()).filter_map(|(&id, r)| Some((id, r.lu, r.la, r.view()?)))
+    }
+
+    /// The chains this node may answer reads for at `now` (as their tail or their query node), with their
+    /// views and whether it is the tail.
+    pub fn serving(&self, now: Time) -> Vec<(ChainId, u64, bool)> {
+        self.replicas
+            .iter()
+            .filter(|(&id, r)| self.lease_ok(id, r, now))
+            .filter_map(|(&id, r)| Some((id, r.view()?, r.is_tail())))
+            .collect()
+    }
+
+    /// The chains this node answered a read of from its own store at `now`, each with the view it answered at
+    /// and whether it did as the tail: what [`Self::serving`] claims, as the answers show it.
+    pub fn answered(&self, now: Time) -> impl Iterator<Item = (ChainId, u64, bool)> + '_ {
+        let at_now = move |a: &Answered| a.at == now;
+        self.replicas.iter().filter_map(move |(&id, r)| r.answered.filter(at_now).map(|a| (id, a.view, a.tail)))
+    }
+
+    fn replica_status(&self, stores: &Stores, chain: ChainId, r: &Replica, now: Time) -> ReplicaStatus {
+        let (role, view) = match r.role {
+            Role::Outside => ("outside", None),
+            Role::Joiner { view, .. } => ("joiner", Some(view)),
+            Role::Member { view, pred, succ, .. } => match (pred, succ) {
+                (None, None) => ("only", Some(view)),
+                (None, Some(_)) => ("head", Some(view)),
+                (Some(_), Some(_)) => ("mid", Some(view)),
+                (Some(_), None) => ("tail", Some(view)),
+            },
+        };
+        let copy = self.copies.get(&chain).map(|c| CopyStatus {
+            kind: match c.kind {
+                msg::CopyKind::PreCopy { .. } => "pre-copy",
+                msg::CopyKind::Flush => "flush",
+            },
+            source: c.source.0,
+            rounds: c.rounds,
+            bytes: c.copied,
+        });
+        ReplicaStatus {
+            chain: chain.0,
+            role,
+            view,
+            lu: r.lu,
+            la: r.la,
+            active: r.is_active(),
+            lost: r.lost,
+            lease: r.is_active() && self.lease_valid(chain, r, now),
+            memory: self.cache_bytes(stores, chain),
+            held: self.held.get(&chain).map_or(0, VecDeque::len),
+            copy,
+        }
+    }
+
+    /// Asserts, in debug builds, that `chain`'s replica here has its shape ([`Replica::shape`]) after a step that
+    /// changed it, naming the chain, its view and its members in the map.
+    #[track_caller]
+    pub(super) fn debug_check(&self, chain: ChainId) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let Some(Err(why)) = self.replicas.get(&chain).map(Replica::shape) else { return };
+        let members = self.map.as_ref().and_then(|m| m.chains.get(&chain)).map(|c| c.members.clone());
+        let view = self.replicas[&chain].view();
+        panic!("{} chain {chain} view {view:?} members {members:?}: {why}", self.me);
+    }
+}
+
+impl KeyspaceProtocol for ChainNode {
+    const PROTOCOL: Protocol = Protocol::Chain;
+    type Msg = ChainMsg;
+    type Timer = ChainTimer;
+    type Config = ChainConfig;
+
     /// Builds the node's state from its datastores' logs. `incarnation` must differ between runs of the
     /// same node (the driver draws it at random) so answers addressed to a previous run are dropped.
     /// `previous` says what the node knows of its run before this start ([`PreviousRun`]): the replicas the map
     /// it stored last gave it in kinds that do not survive a restart are lost, so are those it gave it as a head
     /// passing updates on before its fsync, unless that run made every write durable as it stopped, and so are
     /// those that run had counted lost.
-    pub fn new(
+    fn open(
         me: NodeId,
         cfg: ChainConfig,
         stores: &mut Stores,
@@ -277,156 +391,6 @@ impl ChainNode {
         })
     }
 
-    /// This node's chains for one step, with `host` lent for it.
-    #[inline]
-    pub(crate) fn step<'a>(&'a mut self, host: &'a mut Host) -> ChainStep<'a> {
-        ChainStep { s: self, host }
-    }
-
-    /// The ledger of the store `chain`'s replica lives in.
-    fn ledger<'a>(&self, stores: &'a Stores, chain: ChainId) -> Option<&'a ledger::Ledger> {
-        stores.ledger((chain.keyspace(), self.replicas.get(&chain)?.kind))
-    }
-
-    /// The configuration of `chain`'s keyspace in this node's map, if the map has it.
-    fn keyspace_config(&self, chain: ChainId) -> Option<&KeyspaceConfig> {
-        self.map.as_ref().and_then(|m| Some(&m.keyspaces.get(&chain.keyspace())?.config))
-    }
-
-    /// When writes to `chain` are acknowledged, as its keyspace says (`su` without one).
-    fn update_mode(&self, chain: ChainId) -> UpdateMode {
-        self.keyspace_config(chain).map_or(UpdateMode::Su, |k| k.update)
-    }
-
-    /// Whether this node, as `chain`'s head, passes updates on before its own fsync
-    /// ([`ClusterMap::head_forwards_early`]).
-    fn forwards_early(&self, chain: ChainId) -> bool {
-        self.map.as_ref().is_some_and(|m| m.chains.get(&chain).is_some_and(|c| m.head_forwards_early(c, self.me)))
-    }
-
-    /// Records a write to `chain`'s store: the runner owes it a sync in its keyspace's durability mode, or in
-    /// its own default if the keyspace has none.
-    fn mark_written(&self, chain: ChainId, out: &mut Fx) {
-        out.mark_dirty_as(self.keyspace_config(chain).and_then(|k| k.durability));
-    }
-
-    pub fn stats(&self) -> ChainStats {
-        self.stats
-    }
-
-    /// The chains whose replicas here are lost: what a restart must count lost again.
-    pub fn lost_chains(&self) -> BTreeSet<ChainId> {
-        self.replicas.iter().filter(|(_, r)| r.lost).map(|(&id, _)| id).collect()
-    }
-
-    /// (chain, LU, LA, view) for every chain this node is an active member of.
-    pub fn positions(&self) -> impl Iterator<Item = (ChainId, u64, u64, u64)> + '_ {
-        self.replicas.iter().filter(|(_, r)| r.is_active()).filter_map(|(&id, r)| Some((id, r.lu, r.la, r.view()?)))
-    }
-
-    /// The chains this node may answer reads for at `now` (as their tail or their query node), with their
-    /// views and whether it is the tail.
-    pub fn serving(&self, now: Time) -> Vec<(ChainId, u64, bool)> {
-        self.replicas
-            .iter()
-            .filter(|(&id, r)| self.lease_ok(id, r, now))
-            .filter_map(|(&id, r)| Some((id, r.view()?, r.is_tail())))
-            .collect()
-    }
-
-    /// The chains this node answered a read of from its own store at `now`, each with the view it answered at
-    /// and whether it did as the tail: what [`Self::serving`] claims, as the answers show it.
-    pub fn answered(&self, now: Time) -> impl Iterator<Item = (ChainId, u64, bool)> + '_ {
-        let at_now = move |a: &Answered| a.at == now;
-        self.replicas.iter().filter_map(move |(&id, r)| r.answered.filter(at_now).map(|a| (id, a.view, a.tail)))
-    }
-
-    /// Where this node stands in every chain it holds data for or takes part in (`stores`: the node's, where
-    /// a cache keyspace's memory is counted).
-    pub fn status(&self, stores: &Stores, now: Time) -> Vec<ReplicaStatus> {
-        self.replicas.iter().map(|(&id, r)| self.replica_status(stores, id, r, now)).collect()
-    }
-
-    fn replica_status(&self, stores: &Stores, chain: ChainId, r: &Replica, now: Time) -> ReplicaStatus {
-        let (role, view) = match r.role {
-            Role::Outside => ("outside", None),
-            Role::Joiner { view, .. } => ("joiner", Some(view)),
-            Role::Member { view, pred, succ, .. } => match (pred, succ) {
-                (None, None) => ("only", Some(view)),
-                (None, Some(_)) => ("head", Some(view)),
-                (Some(_), Some(_)) => ("mid", Some(view)),
-                (Some(_), None) => ("tail", Some(view)),
-            },
-        };
-        let copy = self.copies.get(&chain).map(|c| CopyStatus {
-            kind: match c.kind {
-                msg::CopyKind::PreCopy { .. } => "pre-copy",
-                msg::CopyKind::Flush => "flush",
-            },
-            source: c.source.0,
-            rounds: c.rounds,
-            bytes: c.copied,
-        });
-        ReplicaStatus {
-            chain: chain.0,
-            role,
-            view,
-            lu: r.lu,
-            la: r.la,
-            active: r.is_active(),
-            lost: r.lost,
-            lease: r.is_active() && self.lease_valid(chain, r, now),
-            memory: self.cache_bytes(stores, chain),
-            held: self.held.get(&chain).map_or(0, VecDeque::len),
-            copy,
-        }
-    }
-
-    /// What the agent tells the manager's leader about this node's replicas in every heartbeat: the steps it
-    /// finished its part of, durably (`syncs`: the node's), and the chains it is a member of without a whole
-    /// replica.
-    pub fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
-        into.steps.extend(self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r));
-        let lost = self.replicas.iter().filter(|(_, r)| r.lost && matches!(r.role, Role::Member { .. }));
-        into.lost.extend(lost.map(|(&c, r)| (c, r.lu)));
-    }
-
-    /// Asserts, in debug builds, that `chain`'s replica here has its shape ([`Replica::shape`]) after a step that
-    /// changed it, naming the chain, its view and its members in the map.
-    #[track_caller]
-    pub(super) fn debug_check(&self, chain: ChainId) {
-        if !cfg!(debug_assertions) {
-            return;
-        }
-        let Some(Err(why)) = self.replicas.get(&chain).map(Replica::shape) else { return };
-        let members = self.map.as_ref().and_then(|m| m.chains.get(&chain)).map(|c| c.members.clone());
-        let view = self.replicas[&chain].view();
-        panic!("{} chain {chain} view {view:?} members {members:?}: {why}", self.me);
-    }
-
-    /// Local invariants of seed 003 Ch. 3: LA ≤ LU, an active tail has no unacknowledged history, and the
-    /// unacknowledged history is exactly LA+1 ..= LU.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        self.replicas.iter().try_for_each(|(id, r)| r.check().map_err(|e| format!("{} chain {id}: {e}", self.me)))
-    }
-}
-
-impl KeyspaceProtocol for ChainNode {
-    const PROTOCOL: Protocol = Protocol::Chain;
-    type Msg = ChainMsg;
-    type Timer = ChainTimer;
-    type Config = ChainConfig;
-
-    fn open(
-        me: NodeId,
-        cfg: ChainConfig,
-        stores: &mut Stores,
-        incarnation: u64,
-        previous: PreviousRun,
-    ) -> Result<ChainNode, StoreError> {
-        ChainNode::new(me, cfg, stores, incarnation, previous)
-    }
-
     fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, now: Time, out: &mut Fx) {
         self.step(host).adopt(map.clone(), now, out)
     }
@@ -466,20 +430,30 @@ impl KeyspaceProtocol for ChainNode {
         }
     }
 
+    /// What the agent tells the manager's leader about this node's replicas in every heartbeat: the steps it
+    /// finished its part of, durably (`syncs`: the node's), and the chains it is a member of without a whole
+    /// replica.
     fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
-        ChainNode::reports(self, syncs, into)
+        into.steps.extend(self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r));
+        let lost = self.replicas.iter().filter(|(_, r)| r.lost && matches!(r.role, Role::Member { .. }));
+        into.lost.extend(lost.map(|(&c, r)| (c, r.lu)));
     }
 
+    /// The chains whose replicas here are lost: what a restart must count lost again.
     fn lost_chains(&self) -> BTreeSet<ChainId> {
-        ChainNode::lost_chains(self)
+        self.replicas.iter().filter(|(_, r)| r.lost).map(|(&id, _)| id).collect()
     }
 
+    /// Where this node stands in every chain it holds data for or takes part in (`stores`: the node's, where
+    /// a cache keyspace's memory is counted).
     fn status(&self, stores: &Stores, now: Time) -> Vec<ReplicaStatus> {
-        ChainNode::status(self, stores, now)
+        self.replicas.iter().map(|(&id, r)| self.replica_status(stores, id, r, now)).collect()
     }
 
+    /// Local invariants of seed 003 Ch. 3: LA ≤ LU, an active tail has no unacknowledged history, and the
+    /// unacknowledged history is exactly LA+1 ..= LU.
     fn check_invariants(&self) -> Result<(), String> {
-        ChainNode::check_invariants(self)
+        self.replicas.iter().try_for_each(|(id, r)| r.check().map_err(|e| format!("{} chain {id}: {e}", self.me)))
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

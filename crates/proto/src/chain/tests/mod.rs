@@ -64,7 +64,7 @@ impl TestNode {
         // The harness's clock stands still, so pre-copies must not wait for their pace.
         let cfg = ChainConfig { migration_bandwidth: 0, ..ChainConfig::default() };
         let incarnation = u64::from(id.0) * 1000 + run;
-        let chain = ChainNode::new(id, cfg, &mut stores, incarnation, previous).unwrap();
+        let chain = ChainNode::open(id, cfg, &mut stores, incarnation, previous).unwrap();
         TestNode { chain, host: Host::new(id, incarnation, RequestConfig::default(), stores) }
     }
 
