@@ -3,10 +3,11 @@
 //! waits for W acknowledgements. With quorum timestamps (ABD) a write first asks R replicas for the highest
 //! version, and a read stores what it returns on W replicas before it answers.
 
-use super::msg::{Fence, OpId, Versioned};
+use super::msg::{OpId, Versioned};
+use super::Config;
 use crate::requests::Origin;
 use bytes::Bytes;
-use meridian_core::{ChainId, NodeId, Read, Reply, Request};
+use meridian_core::{NodeId, Read, Reply, Request};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the client asked.
@@ -32,14 +33,11 @@ pub(super) struct Op {
     pub origin: Origin,
     /// The client's request, for the front-end to send again if the partition's configuration changed under it.
     pub req: Request,
-    pub chain: ChainId,
-    pub fence: Fence,
     pub key: Bytes,
     pub asked: Asked,
     pub phase: Phase,
-    /// The replicas that count in this configuration, and the joiner that also takes writes.
-    pub holders: Vec<NodeId>,
-    pub joiner: Option<NodeId>,
+    /// The partition's configuration the operation runs in: who counts, who joins, the levels.
+    pub cfg: Config,
     /// Replicas that refused (another configuration): once the rest cannot make up the phase, it gives up.
     pub refused: BTreeSet<NodeId>,
     /// The tick it started at; it is dropped once its request timed out.
@@ -50,9 +48,9 @@ impl Op {
     /// Whether the replies still missing can no longer make up the phase.
     pub fn hopeless(&self) -> bool {
         let (need, have, counted) = match &self.phase {
-            Phase::Query { need, found } => (*need, found.len(), self.holders.len()),
+            Phase::Query { need, found } => (*need, found.len(), self.cfg.holders.len()),
             Phase::Store { need, acks, .. } => {
-                (*need, acks.len(), self.holders.len() + usize::from(self.joiner.is_some()))
+                (*need, acks.len(), self.cfg.holders.len() + usize::from(self.cfg.joiner.is_some()))
             }
             Phase::Settle { .. } => return false,
         };
@@ -62,8 +60,8 @@ impl Op {
     /// Whether `from`'s reply counts in the phase under way.
     pub fn counts(&self, from: NodeId) -> bool {
         match self.phase {
-            Phase::Query { .. } => self.holders.contains(&from),
-            Phase::Store { .. } => self.holders.contains(&from) || self.joiner == Some(from),
+            Phase::Query { .. } => self.cfg.holders.contains(&from),
+            Phase::Store { .. } => self.cfg.takes_part(from),
             Phase::Settle { .. } => false,
         }
     }

@@ -81,6 +81,7 @@ pub struct QuorumStats {
 /// A partition's configuration in a map: who counts, who joins, and the keyspace's levels.
 #[derive(Clone, Debug)]
 struct Config {
+    chain: ChainId,
     fence: Fence,
     /// Members with a whole replica: N, and whom reads ask.
     holders: Vec<NodeId>,
@@ -98,7 +99,7 @@ impl Config {
         };
         let holders = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
         let step = c.change.as_ref().map_or(0, ChainChange::step);
-        Some(Config { fence: Fence { view: c.view, step }, holders, joiner, opts })
+        Some(Config { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, opts })
     }
 
     /// Replies a read (or a version query) waits for.
@@ -187,13 +188,10 @@ impl QuorumNode {
         }
     }
 
+    /// Starts the operation `req` asks for in its partition's configuration `cfg`.
     fn start(&mut self, host: &mut Host, origin: Origin, req: Request, asked: Asked, cfg: Config, out: &mut Fx) {
-        let (chain, key) = match &req {
-            Request::Get { keyspace, key, .. } => (self.chain_of(*keyspace, key), key.clone()),
-            Request::Write(w) => (self.chain_of(w.keyspace, &w.key), w.key.clone()),
-            _ => return,
-        };
-        let Some(chain) = chain else { return };
+        let Some(key) = req.key().cloned() else { return };
+        let chain = cfg.chain;
         let seq = self.next_op;
         self.next_op += 1;
         let op = op_id(self.incarnation, seq);
@@ -205,7 +203,7 @@ impl QuorumNode {
                 let clock = version::clock_counter(host.wall_ms);
                 let version = stamped.unwrap_or_else(|| self.stamp(clock));
                 let versioned = Versioned { version, value: value.clone() };
-                self.send_write(chain, &key, &versioned, op, &cfg, out);
+                self.send_write(&key, &versioned, op, &cfg, out);
                 Phase::Store { need: cfg.write_need(), versioned, acks: BTreeSet::new(), existed: false }
             }
             _ => {
@@ -215,20 +213,14 @@ impl QuorumNode {
                 Phase::Query { need: cfg.read_need(), found: BTreeMap::new() }
             }
         };
-        let (holders, joiner, fence) = (cfg.holders, cfg.joiner, cfg.fence);
         let refused = BTreeSet::new();
-        let op = Op { origin, req, chain, fence, key, asked, phase, holders, joiner, refused, started: host.tick };
+        let op = Op { origin, req, key, asked, phase, cfg, refused, started: host.tick };
         self.ops.insert(seq, op);
     }
 
-    fn chain_of(&self, keyspace: meridian_core::KeyspaceId, key: &[u8]) -> Option<ChainId> {
-        let map = self.map.as_ref()?;
-        Some(map.chain_of(keyspace, meridian_core::ring::key_token(key))?.id)
-    }
-
-    fn send_write(&self, chain: ChainId, key: &Bytes, v: &Versioned, op: OpId, cfg: &Config, out: &mut Fx) {
+    fn send_write(&self, key: &Bytes, v: &Versioned, op: OpId, cfg: &Config, out: &mut Fx) {
         for to in cfg.writers() {
-            let (fence, key, versioned) = (cfg.fence, key.clone(), v.clone());
+            let (chain, fence, key, versioned) = (cfg.chain, cfg.fence, key.clone(), v.clone());
             out.send(to, QuorumMsg::Write(WriteReq { op: Some(op), chain, fence, key, versioned }));
         }
     }
@@ -255,13 +247,13 @@ impl QuorumNode {
         let Phase::Query { found, .. } = &o.phase else { unreachable!("a query phase") };
         let newest = newest(found);
         let stale: Vec<NodeId> = found.iter().filter(|(_, v)| v.version < newest.version).map(|(&n, _)| n).collect();
-        let cfg = Config { fence: o.fence, holders: o.holders.clone(), joiner: o.joiner, opts: self.opts_of(o.chain) };
+        let cfg = &o.cfg;
         let versioned = match (&o.asked, cfg.opts.timestamps) {
             (Asked::Read(read), Stamps::Clock) => {
                 self.stats.reads += 1;
                 for to in stale.into_iter().filter(|_| newest.version > 0) {
                     self.stats.repairs += 1;
-                    let (chain, fence, key) = (o.chain, o.fence, o.key.clone());
+                    let (chain, fence, key) = (o.cfg.chain, cfg.fence, o.key.clone());
                     out.send(to, QuorumMsg::Write(WriteReq { op: None, chain, fence, key, versioned: newest.clone() }));
                 }
                 let reply = read_reply(*read, &newest, host.wall_ms);
@@ -280,19 +272,13 @@ impl QuorumNode {
                 Versioned { version: self.stamp(version::counter(newest.version) + 1), value: value.clone() }
             }
         };
-        self.send_write(o.chain, &o.key, &versioned, op, &cfg, out);
+        self.send_write(&o.key, &versioned, op, cfg, out);
         let need = match o.asked {
             Asked::Read(_) => cfg.write_back_need(),
             Asked::Write(_) => cfg.write_need(),
         };
         o.phase = Phase::Store { need, versioned, acks: BTreeSet::new(), existed: false };
         self.ops.insert(op.seq, o);
-    }
-
-    fn opts_of(&self, chain: ChainId) -> QuorumOptions {
-        let map = self.map.as_ref();
-        let opts = map.and_then(|m| m.keyspaces.get(&chain.keyspace())?.config.protocol.quorum().copied());
-        opts.unwrap_or_default()
     }
 
     fn on_written(&mut self, host: &mut Host, from: NodeId, op: OpId, was: bool, out: &mut Fx) {
@@ -318,10 +304,7 @@ impl QuorumNode {
         // A clock stamp is answered only once the wall clock has passed it (Spanner's commit wait, one
         // millisecond deep): a write that begins after the answer, on a clock that agrees, stamps a later time.
         let stamped_ms = version::clock_ms(versioned.version);
-        if matches!(o.asked, Asked::Write(_))
-            && self.opts_of(o.chain).timestamps == Stamps::Clock
-            && stamped_ms >= host.wall_ms
-        {
+        if matches!(o.asked, Asked::Write(_)) && o.cfg.opts.timestamps == Stamps::Clock && stamped_ms >= host.wall_ms {
             o.phase = Phase::Settle { reply, stamped_ms };
             self.ops.insert(op.seq, o);
             return out.set_timer(QuorumTimer::Settle(op.seq), SETTLE_PERIOD);
@@ -575,8 +558,8 @@ impl KeyspaceProtocol for QuorumNode {
     }
 
     fn check_invariants(&self) -> Result<(), String> {
-        match self.ops.values().find(|o| o.holders.is_empty()) {
-            Some(o) => Err(format!("{} coordinates an operation on {} with no replicas", self.me, o.chain)),
+        match self.ops.values().find(|o| o.cfg.holders.is_empty()) {
+            Some(o) => Err(format!("{} coordinates an operation on {} with no replicas", self.me, o.cfg.chain)),
             None => Ok(()),
         }
     }

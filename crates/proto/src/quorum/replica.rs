@@ -7,14 +7,16 @@ use super::msg::Versioned;
 use crate::map::placement::partition_range;
 use bytes::Bytes;
 use meridian_core::ChainId;
-use meridian_store::{Body, Datastore, Record, StoreError};
+use meridian_store::{Body, Datastore, Entry, Record, StoreError};
 
 /// What the store holds of `key`.
 pub(super) fn cell(store: &dyn Datastore, key: &[u8]) -> Result<Versioned, StoreError> {
-    Ok(match store.get(key)? {
-        Some(e) => Versioned { version: e.seq, value: e.value.filter(|v| !v.is_empty()) },
-        None => Versioned::default(),
-    })
+    Ok(store.get(key)?.map_or_else(Versioned::default, versioned))
+}
+
+/// A key's index entry as a version: an empty value is a delete.
+fn versioned(e: Entry) -> Versioned {
+    Versioned { version: e.seq, value: e.value.filter(|v| !v.is_empty()) }
 }
 
 /// Takes `v` for `key` if it is newer than what the store holds; says whether the key had a value before.
@@ -47,7 +49,7 @@ pub(super) fn page(
     let mut all = Vec::new();
     store.scan_range(range.start().wrapping_sub(1), *range.end(), &mut |key, e| {
         if after.is_none_or(|a| key > *a) {
-            all.push((key, Versioned { version: e.seq, value: e.value.filter(|v| !v.is_empty()) }));
+            all.push((key, versioned(e)));
         }
     })?;
     all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
