@@ -6,20 +6,9 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::resp::{Conn, Resp};
 use support::{Cluster, Server};
-
-fn ctl_fails(server: &Server, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["ctl", "--addr", &server.http.to_string()])
-        .args(args)
-        .output()
-        .expect("run meridian ctl");
-    assert!(!out.status.success(), "meridian ctl {args:?} should have failed");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn conn(server: &Server) -> Conn {
     Conn::connect(server.resp, Duration::from_secs(5)).unwrap()
@@ -76,10 +65,10 @@ fn keyspaces_are_created_selected_dropped_and_durable() {
         first.ctl(&["keyspace", "create", "cache", "--replicas", "log"]).trim(),
         "created keyspace cache (number 1)"
     );
-    assert!(ctl_fails(first, &["keyspace", "create", "cache"]).contains("keyspace \"cache\" already exists"));
-    assert!(ctl_fails(first, &["keyspace", "create", "x", "--replicas", "log,disk"]).contains("unknown replica type"));
-    assert!(ctl_fails(first, &["keyspace", "create", "a b"]).contains("invalid keyspace name"));
-    assert!(ctl_fails(first, &["keyspace", "drop", "default"]).contains("cannot be dropped"));
+    assert!(first.ctl_fails(&["keyspace", "create", "cache"]).contains("keyspace \"cache\" already exists"));
+    assert!(first.ctl_fails(&["keyspace", "create", "x", "--replicas", "log,disk"]).contains("unknown replica type"));
+    assert!(first.ctl_fails(&["keyspace", "create", "a b"]).contains("invalid keyspace name"));
+    assert!(first.ctl_fails(&["keyspace", "drop", "default"]).contains("cannot be dropped"));
     let list = first.ctl(&["keyspace", "list"]);
     assert!(list.contains("0       default              log,log,log"), "{list}");
     assert!(list.contains("1       cache                log"), "{list}");
@@ -104,7 +93,7 @@ fn keyspaces_are_created_selected_dropped_and_durable() {
 
     // A dropped keyspace is gone for its clients and from every node's disk.
     assert_eq!(first.ctl(&["keyspace", "drop", "cache"]).trim(), "dropped keyspace cache");
-    assert!(ctl_fails(first, &["keyspace", "drop", "cache"]).contains("unknown keyspace"));
+    assert!(first.ctl_fails(&["keyspace", "drop", "cache"]).contains("unknown keyspace"));
     let dir_path = dir.path().to_path_buf();
     wait_until("the dropped keyspace's files removed", Duration::from_secs(10), || {
         (1..=3).all(|n| files_of(&dir_path, n, 1) == 0)
@@ -118,7 +107,7 @@ fn keyspaces_are_created_selected_dropped_and_durable() {
 
     // A keyspace created again under the old name is new and empty, and its data survive a SIGKILL even
     // with async durability: a process crash keeps what was written to the OS.
-    assert!(ctl_fails(first, &["keyspace", "create", "x", "--durability", "fast"]).contains("invalid value 'fast'"));
+    assert!(first.ctl_fails(&["keyspace", "create", "x", "--durability", "fast"]).contains("invalid value 'fast'"));
     assert_eq!(
         first.ctl(&["keyspace", "create", "cache", "--replicas", "log,log", "--durability", "async"]).trim(),
         "created keyspace cache (number 2)"

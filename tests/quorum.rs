@@ -5,20 +5,9 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 use support::resp::{Conn, Resp};
 use support::{Cluster, Server};
-
-fn ctl_fails(server: &Server, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-        .args(["ctl", "--addr", &server.http.to_string()])
-        .args(args)
-        .output()
-        .expect("run meridian ctl");
-    assert!(!out.status.success(), "meridian ctl {args:?} should have failed");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn conn(server: &Server, keyspace: &str) -> Conn {
     let mut c = Conn::connect(server.resp, Duration::from_secs(5)).unwrap();
@@ -44,10 +33,10 @@ fn quorum_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
         (&["--replicas", "mem,log,log"][..], "a quorum keyspace keeps log replicas"),
     ];
     for (args, why) in misconfigured {
-        let err = ctl_fails(first, &[&["keyspace", "create", "q", "--protocol", "quorum"][..], args].concat());
+        let err = first.ctl_fails(&[&["keyspace", "create", "q", "--protocol", "quorum"][..], args].concat());
         assert!(err.contains(why), "{args:?}: {err}");
     }
-    let err = ctl_fails(first, &["keyspace", "create", "c", "--timestamps", "clock"]);
+    let err = first.ctl_fails(&["keyspace", "create", "c", "--timestamps", "clock"]);
     assert!(err.contains("--timestamps is not an option of protocol chain"), "{err}");
     assert!(!first.ctl(&["keyspace", "list"]).contains(" q "), "nothing was created");
 

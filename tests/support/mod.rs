@@ -198,13 +198,24 @@ impl Server {
 
     /// Runs `meridian ctl --addr <this node's HTTP> <args>` and returns what it printed.
     pub fn ctl(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
-            .args(["ctl", "--addr", &self.http.to_string()])
-            .args(args)
-            .output()
-            .expect("run meridian ctl");
+        let out = self.run_ctl(args);
         assert!(out.status.success(), "meridian ctl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `meridian ctl` against this node, which must fail: what it printed to stderr.
+    pub fn ctl_fails(&self, args: &[&str]) -> String {
+        let out = self.run_ctl(args);
+        assert!(!out.status.success(), "meridian ctl {args:?} should have failed");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    fn run_ctl(&self, args: &[&str]) -> std::process::Output {
+        let ctl = Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["ctl", "--addr", &self.http.to_string()])
+            .args(args)
+            .output();
+        ctl.expect("run meridian ctl")
     }
 }
 
