@@ -130,7 +130,8 @@ fn a_node_of_the_initial_cluster_is_where_peers_says() {
 
 /// `tests/fixtures/format1-node`: the data directory of a one-node cluster that a build of map format 1
 /// (dca6af9) ran, with `SET alpha one`, `SET beta two` and a keyspace `cache`. This build serves it on, its node
-/// in region `default` and its keyspaces spread, and rewrites its raft log in the current format.
+/// in region `default` and its keyspaces spread, and rewrites its raft log and its data format marker in the
+/// current formats.
 #[test]
 fn a_data_directory_of_map_format_1_serves_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,6 +154,8 @@ fn a_data_directory_of_map_format_1_serves_on() {
     let raft = std::fs::read(dir.path().join("node1/raft/raft.log")).unwrap();
     // The first frame (length, checksum, kind 7, version) names the format the log was rewritten in.
     assert_eq!(&raft[8..10], &[7, meridian_proto::map::MAP_FORMAT], "the raft log was upgraded");
+    let format = std::fs::read_to_string(dir.path().join("node1/FORMAT")).unwrap();
+    assert_eq!(format, format!("meridian data format {}\n", meridian_node::DATA_FORMAT));
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {

@@ -3,16 +3,21 @@
 //! The format is a number in `FORMAT`, written when a directory is first used. A build refuses a directory of a
 //! format it does not know (a newer release's, after a downgrade) with an error that says so, rather than
 //! misreading segments, hints or the manager's log: their encodings (postcard for the manager's, not
-//! self-describing) change only with a new format number. Every release so far writes format 1, so a directory
-//! without the file, made before it existed, is of format 1.
+//! self-describing) change only with a new format number. A directory without the file, made before it
+//! existed, is of format 1.
+//!
+//! - Format 1: the first release's.
+//! - Format 2: a log may hold groups of records appended as one (the record kind's high bit,
+//!   `meridian_store::record`), which a format-1 build would take for damage. A format-1 directory is read as
+//!   it is (it holds no groups) and marked format 2 when claimed, since this build may then write them.
 
 use meridian_core::NodeId;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-/// The data format this build reads and writes.
-pub const FORMAT: u32 = 1;
+/// The data format this build writes; it reads every format from 1 up to it.
+pub const FORMAT: u32 = 2;
 
 const FORMAT_PREFIX: &str = "meridian data format ";
 
@@ -37,8 +42,8 @@ pub enum DataDirError {
     )]
     InUse { dir: PathBuf, pid: Option<String> },
     #[error(
-        "data directory {dir} holds data format {format}, and this build of meridian reads format {FORMAT} only: run \
-         the release that wrote it (or a later one), or start this node on an empty --data-dir"
+        "data directory {dir} holds data format {format}, and this build of meridian reads formats 1 to {FORMAT}: \
+         run the release that wrote it (or a later one), or start this node on an empty --data-dir"
     )]
     Format { dir: PathBuf, format: u32 },
     #[error("data directory {dir} belongs to node {owner}, not node {}", .node.0)]
@@ -97,6 +102,7 @@ fn check_format(dir: &Path) -> Result<(), DataDirError> {
     };
     match text.trim().strip_prefix(FORMAT_PREFIX).and_then(|n| n.parse::<u32>().ok()) {
         Some(FORMAT) => Ok(()),
+        Some(1..FORMAT) => write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n")),
         Some(format) => Err(DataDirError::Format { dir: dir.into(), format }),
         None => Err(DataDirError::Corrupt { path: dir.join("FORMAT"), text }),
     }
@@ -167,13 +173,20 @@ mod tests {
         assert!(refused.contains("FORMAT is corrupt"), "{refused}");
     }
 
-    /// A directory made before the format file existed is of format 1: it gets the file and starts.
+    /// A directory made before the format file existed, or marked format 1, starts and is marked as this
+    /// build's format, which an older build then refuses.
     #[test]
-    fn a_directory_from_before_the_format_file_is_format_1() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("node-id"), "1\n").unwrap();
-        drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
-        assert_eq!(std::fs::read_to_string(dir.path().join("FORMAT")).unwrap(), "meridian data format 1\n");
+    fn an_older_format_is_read_and_marked_as_this_one() {
+        for marker in [None, Some("meridian data format 1\n")] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("node-id"), "1\n").unwrap();
+            if let Some(marker) = marker {
+                std::fs::write(dir.path().join("FORMAT"), marker).unwrap();
+            }
+            drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
+            let written = std::fs::read_to_string(dir.path().join("FORMAT")).unwrap();
+            assert_eq!(written, format!("meridian data format {FORMAT}\n"));
+        }
     }
 
     #[test]

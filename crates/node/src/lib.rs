@@ -68,7 +68,7 @@ pub mod fuzzing {
     pub use crate::resp::parser::{Command, Parser, ProtocolError};
 }
 
-pub use data_dir::{DataDir, DataDirError};
+pub use data_dir::{DataDir, DataDirError, FORMAT as DATA_FORMAT};
 pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};

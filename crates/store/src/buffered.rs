@@ -78,6 +78,16 @@ impl Datastore for BufferedStore {
         self.append_existed(rec).map(drop)
     }
 
+    fn append_group(&mut self, recs: &[Record]) -> Result<(), StoreError> {
+        self.log.append_group(recs)?;
+        for rec in recs {
+            self.mem.append(rec)?;
+            self.unsynced_bytes += rec.encoded_len() as u64;
+            self.unsynced_records += 1;
+        }
+        Ok(())
+    }
+
     /// Learns from the memory copy, as `has_value` does, so the log is not asked.
     fn append_existed(&mut self, rec: &Record) -> Result<bool, StoreError> {
         self.log.append(rec)?;

@@ -154,6 +154,15 @@ pub fn ring_range_contains(start_exclusive: u64, end_inclusive: u64, token: u64)
 pub trait Datastore: Send {
     /// Adds a record. Not durable until sync() returns.
     fn append(&mut self, rec: &Record) -> Result<(), StoreError>;
+    /// Adds `recs`, values, tombstones and skips of distinct keys, as one: a store that comes back from a
+    /// crash with what was appended before it ([`Durability::Durable`], [`Durability::WindowLoss`]) comes back
+    /// with all of them or none, and a refused group (a record over the limits, a full disk) adds none. Not
+    /// durable until sync() returns. A store that keeps nothing across a crash just appends them in turn.
+    fn append_group(&mut self, recs: &[Record]) -> Result<(), StoreError> {
+        debug_assert!(distinct_keys(recs), "a group names each key once: {recs:?}");
+        recs.iter().try_for_each(Record::check_limits)?;
+        recs.iter().try_for_each(|rec| self.append(rec))
+    }
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError>;
     /// Whether `key` has a value (is neither absent nor deleted): what `get` would say, without handing the
     /// value over, which a store holding values in memory need not copy.
@@ -219,6 +228,13 @@ pub trait Datastore: Send {
     /// after the last one returned. An empty batch means `from` is the end. Fails with
     /// [`StoreError::Compacted`] if `from` no longer exists.
     fn read_log(&self, from: LogPos, max_bytes: usize) -> Result<(Vec<Record>, LogPos), StoreError>;
+}
+
+/// Whether no two of `recs` name the same key, as a group's records must ([`Datastore::append_group`]).
+pub(crate) fn distinct_keys(recs: &[Record]) -> bool {
+    let mut keys: Vec<&[u8]> = recs.iter().map(|r| &r.key[..]).collect();
+    keys.sort_unstable();
+    keys.windows(2).all(|w| w[0] != w[1])
 }
 
 /// Checks a store's [`Datastore::append_existed`] against what `has_value` says before each append: absent,

@@ -53,5 +53,5 @@ pub use log::{
 };
 pub use maintenance::{merge_into, split_range};
 pub use mem::MemStore;
-pub use record::{decode, encode, Body, Entry, Record, KEY_MAX, VALUE_MAX};
+pub use record::{decode, decode_framed, encode, encode_in_group, Body, Entry, Framed, Record, KEY_MAX, VALUE_MAX};
 pub use vfs::{RealVfs, SimVfs, Vfs, VfsFile};

@@ -229,6 +229,15 @@ impl Datastore for LogStore {
         self.append_record(rec)
     }
 
+    fn append_group(&mut self, recs: &[Record]) -> Result<(), StoreError> {
+        debug_assert!(crate::datastore::distinct_keys(recs), "a group names each key once: {recs:?}");
+        match recs {
+            [] => Ok(()),
+            [rec] => self.append_record(rec),
+            _ => self.append_group_records(recs),
+        }
+    }
+
     /// Reads the key's latest record back from the log, checking its checksum and that it holds this key.
     fn get(&self, key: &[u8]) -> Result<Option<Entry>, StoreError> {
         self.lookup(key)

@@ -9,7 +9,9 @@
 //! `len` counts every byte after itself, `crc` is crc32c over every byte after itself, and the value runs to
 //! the end of the record (its length is implied by `len`). Kinds: 1 value, 2 tombstone, 3 skip, 4 ack mark,
 //! 5 range drop. Tombstones, skips and ack marks carry no value bytes; a range drop carries no key and exactly
-//! 16 value bytes, `start_exclusive:u64 | end_inclusive:u64`. The length prefix lets a reader frame a record
+//! 16 value bytes, `start_exclusive:u64 | end_inclusive:u64`. The kind's high bit (`0x80`, on values,
+//! tombstones and skips only) says that the next record belongs to the same group: records appended as one
+//! ([`crate::Datastore::append_group`]), which recovery keeps whole or drops whole. The length prefix lets a reader frame a record
 //! before trusting it; the checksum is what lets recovery tell a torn or damaged record from a good one.
 //!
 //! Fuzzing: `cd crates/store/fuzz && cargo +nightly fuzz run record_decode` (or `hint_decode` for
@@ -28,6 +30,8 @@ const KIND_TOMBSTONE: u8 = 2;
 const KIND_SKIP: u8 = 3;
 const KIND_ACK_MARK: u8 = 4;
 const KIND_DROP_RANGE: u8 = 5;
+/// The kind's high bit: the record is not the last of its group.
+const MORE: u8 = 0x80;
 /// A range drop's value: its two ring tokens.
 const DROP_RANGE_VALUE: usize = 16;
 
@@ -141,10 +145,17 @@ impl Record {
 
 /// Appends the encoding of `rec` to `out`, leaving `out` untouched if the record is over the limits.
 pub fn encode(rec: &Record, out: &mut Vec<u8>) -> Result<(), StoreError> {
+    encode_in_group(rec, false, out)
+}
+
+/// [`encode`], marking the record as followed by more of its group if `more` (see the module docs). Only
+/// values, tombstones and skips belong to groups.
+pub fn encode_in_group(rec: &Record, more: bool, out: &mut Vec<u8>) -> Result<(), StoreError> {
     rec.check_limits()?;
+    debug_assert!(!more || rec.entry().is_some() || rec.body == Body::Skip, "{rec:?} cannot be grouped");
     let start = out.len();
     out.extend_from_slice(&[0; PREFIX]);
-    out.push(rec.body.kind());
+    out.push(rec.body.kind() | if more { MORE } else { 0 });
     out.extend_from_slice(&rec.chain.to_be_bytes());
     out.extend_from_slice(&rec.seq.to_be_bytes());
     out.extend_from_slice(&(rec.key.len() as u32).to_be_bytes());
@@ -157,9 +168,25 @@ pub fn encode(rec: &Record, out: &mut Vec<u8>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A record as [`decode_framed`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Framed {
+    pub rec: Record,
+    /// Bytes the encoding took.
+    pub len: usize,
+    /// Whether the next record belongs to the same group.
+    pub more: bool,
+}
+
 /// Decodes the record at the front of `buf`: `Ok(None)` if `buf` holds only part of it, otherwise the record
-/// and the number of bytes it used. A `Corrupt` error's offset is relative to `buf`, i.e. 0.
+/// and the number of bytes it used, whatever its place in a group. A `Corrupt` error's offset is relative to
+/// `buf`, i.e. 0.
 pub fn decode(buf: &[u8]) -> Result<Option<(Record, usize)>, StoreError> {
+    Ok(decode_framed(buf)?.map(|f| (f.rec, f.len)))
+}
+
+/// [`decode`], with the record's place in its group.
+pub fn decode_framed(buf: &[u8]) -> Result<Option<Framed>, StoreError> {
     let Some(len) = buf.get(..4).map(be_u32) else {
         return Ok(None);
     };
@@ -174,11 +201,13 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Record, usize)>, StoreError> {
     if crc32c::crc32c(body) != be_u32(&frame[4..PREFIX]) {
         return Err(StoreError::corrupt(0, "checksum mismatch"));
     }
-    Ok(Some((parse_body(body)?, frame.len())))
+    let more = body[0] & MORE != 0 && matches!(body[0] & !MORE, KIND_VALUE | KIND_TOMBSTONE | KIND_SKIP);
+    let rec = parse_body(body, if more { body[0] & !MORE } else { body[0] })?;
+    Ok(Some(Framed { rec, len: frame.len(), more }))
 }
 
-/// Parses a checksummed body, at least `FIXED` bytes long.
-fn parse_body(body: &[u8]) -> Result<Record, StoreError> {
+/// Parses a checksummed body, at least `FIXED` bytes long, of kind `kind` (its group bit taken off).
+fn parse_body(body: &[u8], kind: u8) -> Result<Record, StoreError> {
     let chain = be_u32(&body[1..5]);
     let seq = u64::from_be_bytes(body[5..13].try_into().expect("8-byte slice"));
     let key_len = be_u32(&body[13..FIXED]) as usize;
@@ -190,7 +219,7 @@ fn parse_body(body: &[u8]) -> Result<Record, StoreError> {
     if value.len() > VALUE_MAX {
         return Err(StoreError::corrupt(0, format!("impossible value length {}", value.len())));
     }
-    let body = match (body[0], value.is_empty()) {
+    let body = match (kind, value.is_empty()) {
         (KIND_VALUE, _) => Body::Value(Bytes::copy_from_slice(value)),
         (KIND_TOMBSTONE, true) => Body::Tombstone,
         (KIND_SKIP, true) => Body::Skip,
@@ -420,6 +449,31 @@ mod tests {
             reseal(&mut buf);
             assert_corrupt(&buf, &format!("{len} value bytes"));
         }
+    }
+
+    #[test]
+    fn a_group_marks_every_record_but_its_last() {
+        let group = &samples()[..4];
+        let mut buf = Vec::new();
+        for (i, r) in group.iter().enumerate() {
+            encode_in_group(r, i + 1 < group.len(), &mut buf).unwrap();
+        }
+        let (mut pos, mut back) = (0, Vec::new());
+        while let Some(f) = decode_framed(&buf[pos..]).unwrap() {
+            pos += f.len;
+            back.push((f.rec, f.more));
+        }
+        let want: Vec<(Record, bool)> = group.iter().cloned().zip([true, true, true, false]).collect();
+        assert_eq!(back, want);
+        assert_eq!(decode_all(&buf).0, group, "decode reads grouped records as any others");
+    }
+
+    #[test]
+    fn metadata_outside_groups_with_the_group_bit_is_corrupt() {
+        let mut buf = encode_all(&samples()[4..5]);
+        buf[PREFIX] |= MORE;
+        reseal(&mut buf);
+        assert_corrupt(&buf, "unknown record kind 132");
     }
 
     #[test]

@@ -182,6 +182,12 @@ impl Datastore for Ledgered {
         Ok(())
     }
 
+    fn append_group(&mut self, recs: &[Record]) -> Result<(), StoreError> {
+        self.store.append_group(recs)?;
+        recs.iter().for_each(|rec| self.ledger.apply(rec));
+        Ok(())
+    }
+
     fn append_existed(&mut self, rec: &Record) -> Result<bool, StoreError> {
         let existed = self.store.append_existed(rec)?;
         self.ledger.apply(rec);

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use meridian_store::{decode, encode};
+use meridian_store::{decode_framed, encode_in_group};
 
 fuzz_target!(|data: &[u8]| {
     decode_all(data);
@@ -15,10 +15,10 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn decode_all(mut rest: &[u8]) {
-    while let Ok(Some((rec, used))) = decode(rest) {
+    while let Ok(Some(framed)) = decode_framed(rest) {
         let mut again = Vec::new();
-        encode(&rec, &mut again).expect("a decoded record is within the limits");
-        assert_eq!(again, rest[..used]);
-        rest = &rest[used..];
+        encode_in_group(&framed.rec, framed.more, &mut again).expect("a decoded record is within the limits");
+        assert_eq!(again, rest[..framed.len]);
+        rest = &rest[framed.len..];
     }
 }

@@ -75,6 +75,29 @@ fn a_crash_loses_at_most_the_unsynced_batch_and_keeps_a_prefix() {
 }
 
 #[test]
+fn a_crash_keeps_a_group_whole_or_drops_it() {
+    let mut torn = false;
+    for entropy in 0..60 {
+        let vfs = SimVfs::new();
+        let mut store = open(&vfs);
+        let synced = append_syncing(&mut store, &(1..=10).map(put).collect::<Vec<_>>());
+        assert_eq!(synced, 10);
+        let group: Vec<Record> = (11..=16).map(put).collect();
+        store.append_group(&group).unwrap();
+        store.flush().unwrap();
+        drop(store);
+        vfs.crash(entropy);
+        let store = open(&vfs);
+        let kept = replayed(&store).len();
+        assert!(kept == 10 || kept == 16, "entropy {entropy}: kept {kept} records");
+        let k4 = store.get(b"k4").unwrap().and_then(|e| e.value);
+        assert_eq!(k4, Some(Bytes::from(if kept == 16 { "v11" } else { "v4" })), "memory is loaded from the log");
+        torn |= kept == 10;
+    }
+    assert!(torn, "some crash should take the unsynced group");
+}
+
+#[test]
 fn a_flush_survives_a_process_crash() {
     let vfs = SimVfs::new();
     let mut store = open(&vfs);

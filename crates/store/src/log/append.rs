@@ -6,7 +6,7 @@ use super::index::Loc;
 use super::segment::SegName;
 use super::LogStore;
 use crate::datastore::StoreError;
-use crate::record::{encode, Record};
+use crate::record::{encode_in_group, Record};
 use crate::vfs::VfsFile;
 
 impl LogStore {
@@ -16,28 +16,64 @@ impl LogStore {
         // Look the key up before writing anything, so a failed read leaves the log untouched.
         let placement = self.prepare(rec)?;
         let len = rec.encoded_len();
-        let active = self.segs.active();
-        if active.len > 0 && active.len + len as u64 > self.opts.segment_bytes {
-            self.seal()?;
-        }
-        let loc = self.write_active(rec, len)?;
+        self.seal_unless_room(len)?;
+        let loc = self.write_active(std::slice::from_ref(rec), len)?;
         self.place(rec, loc, placement);
         Ok(())
     }
 
-    /// Encodes `rec` straight into the active segment's write buffer: one copy of the value, not two.
-    fn write_active(&mut self, rec: &Record, len: usize) -> Result<Loc, StoreError> {
+    /// Appends `recs` back to back in the active segment, each but the last marked as followed by more of the
+    /// group. Indexing a record may move the index entries that later ones' lookups found, so each is looked up
+    /// only once the group is written; a lookup that fails then leaves records the index does not know, and
+    /// fails the store until it is reopened (when recovery indexes the group like any other).
+    pub(super) fn append_group_records(&mut self, recs: &[Record]) -> Result<(), StoreError> {
+        self.check_healthy()?;
+        recs.iter().try_for_each(Record::check_limits)?;
+        let len = recs.iter().map(Record::encoded_len).sum();
+        self.seal_unless_room(len)?;
+        let mut loc = self.write_active(recs, len)?;
+        for rec in recs {
+            loc.len = rec.encoded_len() as u32;
+            match self.prepare(rec) {
+                Ok(placement) => self.place(rec, loc, placement),
+                Err(e) => {
+                    self.failed = true;
+                    return Err(e);
+                }
+            }
+            loc.offset += loc.len;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment if `len` more bytes would take it past its size (an empty one takes anything).
+    fn seal_unless_room(&mut self, len: usize) -> Result<(), StoreError> {
+        let active = self.segs.active();
+        if active.len > 0 && active.len + len as u64 > self.opts.segment_bytes {
+            self.seal()?;
+        }
+        Ok(())
+    }
+
+    /// Encodes `recs`, `len` bytes in all, straight into the active segment's write buffer as one group (one
+    /// copy of each value, not two); returns the location of the whole. Segments are sealed only between
+    /// appends, so a group never spans two.
+    fn write_active(&mut self, recs: &[Record], len: usize) -> Result<Loc, StoreError> {
         let slot = self.segs.active_slot();
         let seg = self.segs.get_mut(slot);
         let before = seg.len;
-        match seg.file.append_with(|pending| encode(rec, pending).map_err(io::Error::other)) {
+        let last = recs.len() - 1;
+        let encode_all = |pending: &mut Vec<u8>| {
+            recs.iter().enumerate().try_for_each(|(i, rec)| encode_in_group(rec, i < last, pending))
+        };
+        match seg.file.append_with(|pending| encode_all(pending).map_err(io::Error::other)) {
             Ok(()) => {
                 seg.len += len as u64;
                 self.compactor.note_appended(len as u64);
                 Ok(Loc { seg: slot, offset: before as u32, len: len as u32 })
             }
             Err(e) if e.kind() == io::ErrorKind::StorageFull => {
-                // Cut off whatever part of the record made it, so the next append starts on a record boundary.
+                // Cut off whatever part of the group made it, so the next append starts on a record boundary.
                 let cut = seg.file.truncate(before);
                 self.note_failure(cut)?;
                 Err(StoreError::Full(e))

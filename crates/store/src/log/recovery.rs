@@ -220,24 +220,35 @@ impl LogStore {
         SegmentReport { file: seg.name.file(), bytes: seg.len, records: seg.records, from_hint, dropped_bytes, note }
     }
 
-    /// Indexes segment `slot`'s records in order; returns where and why it stopped if a record was damaged.
+    /// Indexes segment `slot`'s records in order; returns where and why it stopped if a record was damaged or
+    /// the segment ends inside a group. A group's records are indexed only once its last one is read, so a
+    /// group cut off by a crash leaves no trace in the index and is cut off the segment with the rest.
     fn scan_into_index(&mut self, slot: u16) -> Result<Option<(u64, StoreError)>, StoreError> {
-        let mut from = 0;
+        let (mut from, mut group) = (0, Vec::new());
         loop {
             let (mut batch, mut bytes) = (Vec::new(), 0);
             // Records are read a batch at a time because indexing them needs the store mutably.
-            let end = self.segs.get(slot).read_records(from, CHUNK, |rec, offset, len| {
-                batch.push((rec, Loc { seg: slot, offset: offset as u32, len: len as u32 }));
-                bytes += len;
+            let end = self.segs.get(slot).read_framed(from, CHUNK, |framed, offset| {
+                bytes += framed.len as u64;
+                let loc = Loc { seg: slot, offset: offset as u32, len: framed.len as u32 };
+                batch.push((framed.rec, loc, framed.more));
                 Ok(bytes < CHUNK as u64)
             })?;
-            for (rec, loc) in &batch {
-                self.index_scanned(rec, *loc)?;
+            for (rec, loc, more) in batch {
+                group.push((rec, loc));
+                if !more {
+                    group.drain(..).try_for_each(|(rec, loc)| self.index_scanned(&rec, loc))?;
+                }
             }
-            match end {
-                ReadEnd::Stopped(next) => from = next,
-                ReadEnd::End => return Ok(None),
-                ReadEnd::Damaged { at, problem } => return Ok(Some((at, problem))),
+            let start = group.first().map(|(_, loc): &(_, Loc)| u64::from(loc.offset));
+            match (end, start) {
+                (ReadEnd::Stopped(next), _) => from = next,
+                (ReadEnd::End, None) => return Ok(None),
+                (ReadEnd::End, Some(start)) => {
+                    let problem = StoreError::corrupt(start, "the segment ends inside a group of records");
+                    return Ok(Some((start, problem.in_file(&self.segs.get(slot).name.file()))));
+                }
+                (ReadEnd::Damaged { at, problem }, start) => return Ok(Some((start.unwrap_or(at), problem))),
             }
         }
     }

@@ -8,7 +8,7 @@
 use std::io;
 
 use crate::datastore::StoreError;
-use crate::record::{decode, Record};
+use crate::record::{decode_framed, Framed};
 use crate::vfs::VfsFile;
 
 pub(super) const CHUNK: usize = 1 << 20;
@@ -39,16 +39,15 @@ impl<'a> Scan<'a> {
         self.buf_at + self.used as u64
     }
 
-    /// The next record and its encoded length, or `None` once the bytes left (if any) are not a whole record.
-    /// Errors carry file offsets.
-    pub(super) fn next_record(&mut self) -> Result<Option<(Record, u64)>, StoreError> {
+    /// The next record, or `None` once the bytes left (if any) are not a whole record. Errors carry file offsets.
+    pub(super) fn next_record(&mut self) -> Result<Option<Framed>, StoreError> {
         loop {
             let at = self.offset();
-            let stop = match decode(&self.buf[self.used..]) {
-                Ok(Some((rec, len))) => {
-                    self.used += len;
+            let stop = match decode_framed(&self.buf[self.used..]) {
+                Ok(Some(framed)) => {
+                    self.used += framed.len;
                     self.failures = 0;
-                    return Ok(Some((rec, len as u64)));
+                    return Ok(Some(framed));
                 }
                 Ok(None) if self.loaded() < self.end => {
                     self.fill()?;

@@ -13,7 +13,7 @@ use super::scan::{Scan, READ_ATTEMPTS};
 use super::write_buffer::WriteBuffer;
 use crate::datastore::StoreError;
 use crate::log::index::{Loc, MAX_SEGMENTS};
-use crate::record::{decode, Record};
+use crate::record::{decode, Framed, Record};
 use crate::vfs::VfsFile;
 
 const SEGMENT_EXT: &str = ".seg";
@@ -155,12 +155,22 @@ impl Segment {
         chunk: usize,
         mut visit: impl FnMut(Record, u64, u64) -> Result<bool, StoreError>,
     ) -> Result<ReadEnd, StoreError> {
+        self.read_framed(from, chunk, |framed, at| visit(framed.rec, at, framed.len as u64))
+    }
+
+    /// [`Self::read_records`], with each record's place in its group.
+    pub(super) fn read_framed(
+        &self,
+        from: u64,
+        chunk: usize,
+        mut visit: impl FnMut(Framed, u64) -> Result<bool, StoreError>,
+    ) -> Result<ReadEnd, StoreError> {
         let mut scan = Scan::new(&self.file, from, self.len, chunk);
         loop {
             let at = scan.offset();
             let problem = match scan.next_record() {
-                Ok(Some((rec, len))) => {
-                    if visit(rec, at, len)? {
+                Ok(Some(framed)) => {
+                    if visit(framed, at)? {
                         continue;
                     }
                     return Ok(ReadEnd::Stopped(scan.offset()));

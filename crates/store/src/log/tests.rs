@@ -181,6 +181,18 @@ fn oversized_records_are_refused_without_side_effects() {
 }
 
 #[test]
+fn a_group_with_an_oversized_record_adds_none_of_it() {
+    let (mut store, _) = open(&SimVfs::new());
+    let huge = Record { body: Body::Value(vec![0; crate::VALUE_MAX + 1].into()), ..put(1, "b", "") };
+    assert!(matches!(store.append_group(&[put(1, "a", "x"), huge]), Err(StoreError::TooLarge(_))));
+    assert_eq!((store.stats().records, store.stats().log_bytes), (0, 0));
+    let group = [put(2, "a", "x"), meta(2, "b", Body::Tombstone), put(2, "c", "z")];
+    store.append_group(&group).unwrap();
+    assert_eq!(replayed(&store), group);
+    assert_eq!((value(&store, "a"), value(&store, "b")), (Some(Some(Bytes::from("x"))), Some(None)));
+}
+
+#[test]
 fn segments_seal_at_their_size_and_replay_in_append_order() {
     let vfs = SimVfs::new();
     let mut store = open_small(&vfs, 100);

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use meridian_store::{decode, encode, Body, Datastore, LogOptions, Record, SimVfs, StoreError, Vfs};
+use meridian_store::{decode, decode_framed, encode, Body, Datastore, LogOptions, Record, SimVfs, StoreError, Vfs};
 
 use crate::common::*;
 
@@ -305,4 +305,93 @@ fn a_single_file_log_from_before_segments_becomes_the_first_segment() {
     drop(store);
     write_file(&vfs, &Path::new(DIR).join("data.log"), &log);
     assert!(try_open(&vfs, small()).is_err(), "an old log beside segments is ambiguous");
+}
+
+/// Groups of one to four records of distinct keys, each group one seq, as a chain logs a multi-key update.
+fn grouped(entropy: u64, groups: u64) -> Vec<Vec<Record>> {
+    let mut rng = Rng(entropy | 1);
+    (1..=groups)
+        .map(|seq| {
+            let first = rng.below(6);
+            (0..1 + rng.below(4))
+                .map(|i| {
+                    let key = format!("key{}", (first + i) % 6);
+                    match rng.below(4) {
+                        0 => meta(1, seq, &key, Body::Tombstone),
+                        _ => put(1, seq, &key, &format!("{entropy}:{seq}:").repeat(1 + rng.below(8) as usize)),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_crash_keeps_each_group_whole_or_drops_it() {
+    let (mut cut_inside, mut kept_unsynced) = (false, false);
+    for (entropy, opts) in (0..300).map(|e| (e, if e % 2 == 0 { small() } else { reserving() })) {
+        let vfs = SimVfs::new();
+        let (mut store, _) = open(&vfs, opts);
+        let groups = grouped(entropy, 30);
+        let mut rng = Rng(entropy + 3);
+        let mut synced = 0;
+        for (i, group) in groups.iter().enumerate() {
+            store.append_group(group).unwrap();
+            if rng.below(5) == 0 {
+                store.sync().unwrap();
+                synced = i + 1;
+            }
+        }
+        vfs.crash(entropy);
+        drop(store);
+        let survived = whole_records(&vfs);
+        let (store, _) = open(&vfs, opts);
+        let got = replayed(&store);
+        let whole = (0..=groups.len()).find(|&n| groups[..n].iter().map(Vec::len).sum::<usize>() == got.len());
+        let whole = whole.unwrap_or_else(|| panic!("entropy {entropy}: {} records end inside a group", got.len()));
+        assert!(whole >= synced, "entropy {entropy}: lost a synced group");
+        let flat: Vec<Record> = groups[..whole].concat();
+        assert_eq!(got, flat);
+        assert_model(&store, &flat);
+        cut_inside |= survived > got.len();
+        kept_unsynced |= whole > synced;
+    }
+    assert!(cut_inside && kept_unsynced, "the crashes should tear groups ({cut_inside}) and keep unsynced ones");
+}
+
+/// Records that read whole from the start of each segment, in whatever group.
+fn whole_records(vfs: &SimVfs) -> usize {
+    let mut n = 0;
+    for segment in files(vfs, ".seg") {
+        let bytes = read_file(vfs, &segment);
+        let mut at = 0;
+        while let Ok(Some((_, len))) = decode(&bytes[at..]) {
+            (n, at) = (n + 1, at + len);
+        }
+    }
+    n
+}
+
+#[test]
+fn a_group_is_never_split_across_segments() {
+    let vfs = SimVfs::new();
+    let (mut store, _) = open(&vfs, small());
+    let groups = grouped(9, 40);
+    for group in &groups {
+        store.append_group(group).unwrap();
+    }
+    store.sync().unwrap();
+    drop(store);
+    let segments = files(&vfs, ".seg");
+    assert!(segments.len() >= 3, "{segments:?}");
+    for segment in segments {
+        let (bytes, mut at, mut more) = (read_file(&vfs, &segment), 0, false);
+        while let Some(framed) = decode_framed(&bytes[at..]).unwrap() {
+            (at, more) = (at + framed.len, framed.more);
+        }
+        assert!(!more, "{} ends inside a group", segment.display());
+    }
+    let (store, report) = open(&vfs, small());
+    assert_eq!(report.dropped_bytes, 0);
+    assert_eq!(replayed(&store), groups.concat());
 }
