@@ -158,6 +158,33 @@ fn a_data_directory_of_map_format_1_serves_on() {
     assert_eq!(format, format!("meridian data format {}\n", meridian_node::DATA_FORMAT));
 }
 
+/// The format-1 fixture with a key holding a hash tag, which format 1 placed by its whole name: this build would
+/// look for it elsewhere, so it refuses the directory, naming the key, and leaves it as it was.
+#[test]
+fn a_format_1_directory_with_a_tagged_key_is_refused() {
+    use meridian_store::{Body, Datastore, LogOptions, LogStore, RealVfs, Record};
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("node1");
+    copy_dir(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format1-node"), &node);
+    let store = node.join("keyspaces/ks-0");
+    let (mut log, _) = LogStore::open_with(std::sync::Arc::new(RealVfs), &store, LogOptions::default()).unwrap();
+    let tagged = Record { chain: 0, seq: 99, key: "{user1}.name".into(), body: Body::Value("\0ann".into()) };
+    log.append(&tagged).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let peer = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["server", "--node-id", "1", "--replication", "1", "--peer-listen", &peer])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port("127.0.0.1")), "--peers", &format!("1={peer}")])
+        .args(["--data-dir", node.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds key \"{user1}.name\"") && err.contains("hash tag"), "{err}");
+    assert_eq!(std::fs::read_to_string(node.join("FORMAT")).unwrap(), "meridian data format 1\n");
+}
+
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {

@@ -2,6 +2,7 @@
 //! directory and starting a node (chain replication with its replicated manager) on it.
 
 use clap::Args;
+use meridian_core::ring::hash_tag;
 use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, Location, NodeId, ReplicaKind};
@@ -14,7 +15,7 @@ use meridian_proto::host::RequestConfig;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::core::ManagerConfig;
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeSetup as CoreSetup, ProtocolConfigs};
-use meridian_store::{LogOptions, RealVfs, KEY_MAX};
+use meridian_store::{Datastore, LogOptions, LogStore, RealVfs, KEY_MAX};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -175,6 +176,43 @@ fn incarnation() -> u64 {
     nanos ^ (u64::from(std::process::id()) << 32)
 }
 
+/// Marks a data directory of format 1 as this build's, unless one of its stores holds a key with a hash tag:
+/// format 1 placed such a key by its whole bytes, where this build looks for it by its tag
+/// (`meridian_core::ring::key_token`), so it would read as missing and its chain would hold it for nothing.
+fn upgrade_data_dir(data_dir: &mut DataDir) -> Result<(), String> {
+    if data_dir.format() == 1 {
+        let keyspaces = data_dir.path().join("keyspaces");
+        let stores = match std::fs::read_dir(&keyspaces) {
+            Ok(entries) => entries.map(|e| e.map(|e| e.path())).collect::<Result<Vec<_>, _>>(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
+        let cannot = |e: &dyn std::fmt::Display| format!("cannot read {}: {e}", keyspaces.display());
+        for store in stores.map_err(|e| cannot(&e))?.into_iter().filter(|p| p.is_dir()) {
+            let (log, _) = LogStore::open_with(Arc::new(RealVfs), &store, LogOptions::default())
+                .map_err(|e| format!("cannot read {}: {e}", store.display()))?;
+            let mut tagged = None;
+            log.scan_range(0, 0, &mut |key, entry| {
+                if tagged.is_none() && entry.value.is_some() && hash_tag(&key).is_some() {
+                    tagged = Some(key);
+                }
+            })
+            .map_err(|e| format!("cannot read {}: {e}", store.display()))?;
+            if let Some(key) = tagged {
+                return Err(format!(
+                    "data directory {} holds key {:?} (in {}), which an older build placed by its whole name; this \
+                     build places a key with a hash tag ({{...}}) by its tag and would not find it. Rename such keys \
+                     with the release that wrote them, or start this node on an empty --data-dir",
+                    data_dir.path().display(),
+                    String::from_utf8_lossy(&key),
+                    store.display()
+                ));
+            }
+        }
+    }
+    data_dir.mark_current().map_err(|e| e.to_string())
+}
+
 pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
     if setup.join.is_none() {
         setup.cluster.require_member(setup.node_id).map_err(|e| e.to_string())?;
@@ -184,7 +222,9 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         (None, spec) => spec.map(|n| n.location.clone()).unwrap_or_default(),
     };
     let wan = setup.wan.map(|t| Wan::new(t, &location.region)).transpose().map_err(|e| e.to_string())?;
-    let data_dir = Arc::new(DataDir::claim(&setup.data_dir, setup.node_id).map_err(|e| e.to_string())?);
+    let mut data_dir = DataDir::claim(&setup.data_dir, setup.node_id).map_err(|e| e.to_string())?;
+    upgrade_data_dir(&mut data_dir)?;
+    let data_dir = Arc::new(data_dir);
     let cfg = setup.config;
     let limits = cfg.requests.limits;
     let incarnation = incarnation();

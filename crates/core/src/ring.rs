@@ -8,9 +8,29 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 const VID_SEED: u64 = 0x6d65_7269_6469_616e; // "meridian"
 
-/// The ring position of a key.
+/// The ring position of a key. A key with a [`hash_tag`] takes its top [`TAG_BITS`] bits from its tag and the
+/// rest from the whole key: keys sharing a tag then share a partition (partitions are ring ranges of at least
+/// 2^(64 − 12) tokens, `meridian_proto::map::placement`), so a command changing several of them in one step
+/// finds them in one chain (RENAME, COPY, MSETNX), while a store's index, ordered by token, still tells them
+/// apart without reading them. A key without a tag sits where its whole bytes hash.
 pub fn key_token(key: &[u8]) -> u64 {
-    xxh3_64(key)
+    match hash_tag(key) {
+        None => xxh3_64(key),
+        Some(tag) => (xxh3_64(tag) & !(u64::MAX >> TAG_BITS)) | (xxh3_64(key) >> TAG_BITS),
+    }
+}
+
+/// How many of a tagged key's token bits its tag decides: more than the 12 that pick one of at most 4,096
+/// partitions.
+pub const TAG_BITS: u32 = 16;
+
+/// The part of `key` that picks its partition, as Redis Cluster has it: the bytes between its first `{` and the
+/// first `}` after that, if there are any. None for a key without one (`{}` is none, nor is a `{` with no `}`
+/// after it).
+pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let rest = &key[open + 1..];
+    rest.iter().position(|&b| b == b'}').filter(|&len| len > 0).map(|len| &rest[..len])
 }
 
 /// The ring position of virtual id `i` of `node` (seed 003 §2.2: VIDs are deterministic from the node id).
@@ -31,5 +51,33 @@ mod tests {
             (1..=4).flat_map(|n| (0..8).map(move |i| vid_token(NodeId(n), i))).collect();
         assert_eq!(tokens.len(), 32);
         assert_eq!(vid_token(NodeId(1), 0), vid_token(NodeId(1), 0), "deterministic");
+    }
+
+    /// Redis Cluster's examples (cluster specification, "Hash tags").
+    #[test]
+    fn hash_tags_are_read_as_redis_cluster_reads_them() {
+        for (key, tag) in [
+            ("{user1000}.following", Some("user1000")),
+            ("{user1000}.followers", Some("user1000")),
+            ("foo{}{bar}", None),
+            ("foo{{bar}}zap", Some("{bar")),
+            ("foo{bar}{zap}", Some("bar")),
+            ("plain", None),
+            ("open{only", None),
+            ("}{", None),
+        ] {
+            assert_eq!(hash_tag(key.as_bytes()), tag.map(str::as_bytes), "{key}");
+        }
+    }
+
+    #[test]
+    fn keys_sharing_a_tag_share_a_partition_and_differ_in_token() {
+        let tokens: std::collections::BTreeSet<u64> =
+            (0..1000).map(|i| key_token(format!("{{user7}}:{i}").as_bytes())).collect();
+        assert_eq!(tokens.len(), 1000, "each key its own token");
+        let top = |t: u64| t >> (64 - TAG_BITS);
+        assert_eq!(tokens.iter().map(|&t| top(t)).collect::<std::collections::BTreeSet<_>>().len(), 1);
+        assert_ne!(top(key_token(b"{user7}")), top(key_token(b"{user8}")));
+        assert_eq!(key_token(b"plain"), xxh3_64(b"plain"), "a key without a tag sits where it always did");
     }
 }

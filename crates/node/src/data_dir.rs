@@ -8,8 +8,10 @@
 //!
 //! - Format 1: the first release's.
 //! - Format 2: a log may hold groups of records appended as one (the record kind's high bit,
-//!   `meridian_store::record`), which a format-1 build would take for damage. A format-1 directory is read as
-//!   it is (it holds no groups) and marked format 2 when claimed, since this build may then write them.
+//!   `meridian_store::record`), which a format-1 build would take for damage; and a key with a hash tag
+//!   (`{…}`) is placed by its tag (`meridian_core::ring::key_token`). A format-1 directory holds no groups, but
+//!   a key with a tag there sits where its whole bytes placed it: the node's start-up looks for such keys and
+//!   refuses the directory if it finds one, and otherwise marks it format 2 ([`DataDir::mark_current`]).
 
 use meridian_core::NodeId;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -26,6 +28,8 @@ const FORMAT_PREFIX: &str = "meridian data format ";
 #[derive(Debug)]
 pub struct DataDir {
     path: PathBuf,
+    /// The format the directory was found in: [`FORMAT`] for a new one.
+    format: u32,
     _lock: File,
 }
 
@@ -63,13 +67,28 @@ impl DataDir {
     pub fn claim(path: &Path, node: NodeId) -> Result<DataDir, DataDirError> {
         std::fs::create_dir_all(path).map_err(|source| DataDirError::Create { path: path.into(), source })?;
         let lock = lock(path)?;
-        check_format(path)?;
+        let format = check_format(path)?;
         check_owner(path, node)?;
-        Ok(DataDir { path: path.to_path_buf(), _lock: lock })
+        Ok(DataDir { path: path.to_path_buf(), format, _lock: lock })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The format the directory holds, an older one until [`DataDir::mark_current`].
+    pub fn format(&self) -> u32 {
+        self.format
+    }
+
+    /// Marks a directory of an older format as this build's, which older builds then refuse: for the caller to
+    /// do once it has found nothing there that this build would misread (see the module docs).
+    pub fn mark_current(&mut self) -> Result<(), DataDirError> {
+        if self.format < FORMAT {
+            write_marker(&self.path, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n"))?;
+            self.format = FORMAT;
+        }
+        Ok(())
     }
 }
 
@@ -94,15 +113,17 @@ fn lock(dir: &Path) -> Result<File, DataDirError> {
     Ok(file)
 }
 
-/// The format is written on first use (or found missing in a directory from before the file) and checked on
-/// every start after.
-fn check_format(dir: &Path) -> Result<(), DataDirError> {
+/// The format is written on first use and checked on every start after; returns the format found. A directory
+/// without the file but with a node id is from before the file: format 1.
+fn check_format(dir: &Path) -> Result<u32, DataDirError> {
     let Some(text) = read_marker(dir, "FORMAT")? else {
-        return write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n"));
+        if read_marker(dir, "node-id")?.is_some() {
+            return Ok(1);
+        }
+        return write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n")).map(|()| FORMAT);
     };
     match text.trim().strip_prefix(FORMAT_PREFIX).and_then(|n| n.parse::<u32>().ok()) {
-        Some(FORMAT) => Ok(()),
-        Some(1..FORMAT) => write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n")),
+        Some(format @ 1..=FORMAT) => Ok(format),
         Some(format) => Err(DataDirError::Format { dir: dir.into(), format }),
         None => Err(DataDirError::Corrupt { path: dir.join("FORMAT"), text }),
     }
@@ -173,19 +194,22 @@ mod tests {
         assert!(refused.contains("FORMAT is corrupt"), "{refused}");
     }
 
-    /// A directory made before the format file existed, or marked format 1, starts and is marked as this
-    /// build's format, which an older build then refuses.
+    /// A directory made before the format file existed, or marked format 1, is claimed as format 1, and marked
+    /// as this build's format only when the caller says so.
     #[test]
-    fn an_older_format_is_read_and_marked_as_this_one() {
+    fn an_older_format_is_read_and_marked_when_the_caller_says() {
         for marker in [None, Some("meridian data format 1\n")] {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(dir.path().join("node-id"), "1\n").unwrap();
             if let Some(marker) = marker {
                 std::fs::write(dir.path().join("FORMAT"), marker).unwrap();
             }
-            drop(DataDir::claim(dir.path(), NodeId(1)).unwrap());
+            let mut claimed = DataDir::claim(dir.path(), NodeId(1)).unwrap();
+            assert_eq!(claimed.format(), 1);
+            assert_eq!(std::fs::read_to_string(dir.path().join("FORMAT")).ok().as_deref(), marker);
+            claimed.mark_current().unwrap();
             let written = std::fs::read_to_string(dir.path().join("FORMAT")).unwrap();
-            assert_eq!(written, format!("meridian data format {FORMAT}\n"));
+            assert_eq!((claimed.format(), written), (FORMAT, format!("meridian data format {FORMAT}\n")));
         }
     }
 
