@@ -94,6 +94,16 @@ fn a_head_whose_store_forgets_keys_is_caught_by_set_nx() {
     assert!(report.contains("cas"), "the violation is a SET NX that applied: {report}");
 }
 
+/// An update of several keys that members after the head log only in part: the workload's MSETNX of a key and
+/// its buddy applies, and a read of the buddy at the tail finds it absent.
+#[test]
+fn a_member_that_logs_part_of_an_update_of_several_keys_is_caught() {
+    let results = sweep(PlantedBug::LogsFirstKeyOnly, 40);
+    let caught = caught_at_least(&results, 3, "a member that logs half an MSETNX");
+    let report = caught[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable"), "{report}");
+}
+
 /// Liveness has teeth too: without resends, a chain that lost an update stays stuck after the heal.
 #[test]
 fn a_chain_that_never_resends_is_reported_stuck() {

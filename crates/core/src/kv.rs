@@ -176,6 +176,16 @@ pub enum WriteOp {
     /// absent key counts as empty; nothing to write leaves it absent); the key keeps its expiry. Answered with
     /// [`Reply::Integer`], the new length.
     SetRange(u64, Bytes),
+    /// RENAME (`replace`), RENAMENX: the key's value and expiry move to `to`, replacing what it holds (RENAMENX:
+    /// only if `to` is absent), in one update of both keys; an absent key is refused (`ERR no such key`).
+    /// Answered with whether it applied. The two keys must share a chain ([`Write::keys`]).
+    Rename { to: Bytes, replace: bool },
+    /// COPY: the key's value and expiry are copied to `to`, if the key is present and `to` absent (or
+    /// `replace`). Answered with whether it applied.
+    Copy { to: Bytes, replace: bool },
+    /// MSETNX: every pair's key takes its value, without expiry, if none of them is present; otherwise none.
+    /// The write's own key is the first pair's; the keys are distinct. Answered with whether it applied.
+    SetAllAbsent(Vec<(Bytes, Bytes)>),
 }
 
 /// What a put does to its key's expiry.
@@ -269,8 +279,31 @@ impl Write {
             | WriteOp::IncrByFloat(_)
             | WriteOp::HashIncrBy(..)
             | WriteOp::HashIncrByFloat(..)
-            | WriteOp::HashSetNx(..) => None,
+            | WriteOp::HashSetNx(..)
+            | WriteOp::Rename { .. }
+            | WriteOp::Copy { .. }
+            | WriteOp::SetAllAbsent(_) => None,
         }
+    }
+
+    /// Every key the write changes, its own first: more than one for RENAME, COPY and MSETNX, which a protocol
+    /// changes in one step, and so only where all of them are in one place (the same chain).
+    pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
+        let others: &[(Bytes, Bytes)] = match &self.op {
+            WriteOp::SetAllAbsent(pairs) => pairs.get(1..).unwrap_or_default(),
+            _ => &[],
+        };
+        let to = match &self.op {
+            WriteOp::Rename { to, .. } | WriteOp::Copy { to, .. } => Some(to),
+            _ => None,
+        };
+        std::iter::once(&self.key).chain(to).chain(others.iter().map(|(k, _)| k))
+    }
+
+    /// Whether the write changes keys besides its own ([`Write::keys`]).
+    pub fn is_multi_key(&self) -> bool {
+        matches!(self.op, WriteOp::Rename { .. } | WriteOp::Copy { .. })
+            || matches!(&self.op, WriteOp::SetAllAbsent(pairs) if pairs.len() > 1)
     }
 
     /// The same write with every relative deadline fixed on a wall clock reading `now_ms`.
@@ -393,6 +426,8 @@ pub enum ErrorKind {
     /// The command does not apply to the kind of value the key holds (a hash command on a string, or the
     /// reverse): certainly not applied.
     WrongType,
+    /// A command that changes several keys in one step names keys of different chains: certainly not applied.
+    CrossSlot,
 }
 
 impl ErrorKind {
@@ -410,6 +445,7 @@ impl ErrorKind {
             ErrorKind::Storage => "IOERR",
             ErrorKind::Unavailable => "TRYAGAIN",
             ErrorKind::WrongType => "WRONGTYPE",
+            ErrorKind::CrossSlot => "CROSSSLOT",
         }
     }
 }
@@ -445,15 +481,16 @@ impl Limits {
             }
         }
         let Some(key) = req.key() else { return Ok(()) };
-        if key.is_empty() {
-            return Err("empty keys are not allowed".into());
-        }
-        if key.len() > self.max_key_bytes {
-            return Err(format!("key is {} bytes; the limit is {}", key.len(), self.max_key_bytes));
+        match req {
+            Request::Write(w) => w.keys().try_for_each(|k| self.check_key(k))?,
+            _ => self.check_key(key)?,
         }
         let value_len = match req {
             Request::Write(Write { op: WriteOp::HashSet(fields), .. }) => {
                 fields.iter().map(|(f, v)| f.len() + v.len()).sum()
+            }
+            Request::Write(Write { op: WriteOp::SetAllAbsent(pairs), .. }) => {
+                pairs.iter().map(|(_, v)| v.len()).max().unwrap_or(0)
             }
             Request::Write(Write { op: WriteOp::HashSetNx(field, value), .. }) => field.len() + value.len(),
             Request::Write(w) => w.value().map_or(0, Bytes::len),
@@ -461,6 +498,16 @@ impl Limits {
         };
         if value_len > self.max_value_bytes {
             return Err(format!("value is {value_len} bytes; the limit is {}", self.max_value_bytes));
+        }
+        Ok(())
+    }
+
+    fn check_key(&self, key: &[u8]) -> Result<(), String> {
+        if key.is_empty() {
+            return Err("empty keys are not allowed".into());
+        }
+        if key.len() > self.max_key_bytes {
+            return Err(format!("key is {} bytes; the limit is {}", key.len(), self.max_key_bytes));
         }
         Ok(())
     }

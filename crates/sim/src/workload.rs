@@ -44,6 +44,7 @@ use meridian_core::{
     Admin, Condition, Deadline, DurabilityMode, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply,
     Request, Ttl, Write, WriteOp,
 };
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +167,10 @@ pub struct Workload {
     page_counts: (u64, u64, u64),
     /// SET NX answered: applied, and refused (the key was there).
     nx_counts: (u64, u64),
+    /// MSETNX of a key and its buddy (`buddy`): the buddy's history operation, by the key's; and how many of
+    /// them applied.
+    pairs: BTreeMap<usize, usize>,
+    pairs_applied: u64,
     nodes: Vec<NodeId>,
     /// On a topology, how many regions it has: client `c` lives in region `c mod regions` and talks to that
     /// region's nodes. 0 on a drawn network, where clients talk to any node.
@@ -200,6 +205,8 @@ impl Workload {
             pages: Vec::new(),
             page_counts: (0, 0, 0),
             nx_counts: (0, 0),
+            pairs: BTreeMap::new(),
+            pairs_applied: 0,
             nodes,
             regions: 0,
             after_heal,
@@ -276,6 +283,11 @@ impl Workload {
         };
         let op = self.recorder.invoke(client as u64, kind, key.clone(), value.clone(), None, now);
         self.ops.push((kind, k, now));
+        let buddy = if kind == OpKind::Cas { self.buddy(k).filter(|_| self.rng.chance(0.5)) } else { None };
+        let req = match (buddy, req) {
+            (Some(b), Request::Write(w)) => Request::Write(self.with_buddy(client, op, w, b, now)),
+            (_, req) => req,
+        };
         if let (Some(v), true) = (&value, self.evicts(k)) {
             self.record_delete(EVICTION_PROCESS + op as u64, k, key.clone(), v.clone(), now);
         }
@@ -285,6 +297,22 @@ impl Workload {
             self.record_delete(EXPIRY_PROCESS + op as u64, k, key, v, from);
         }
         self.send(client, op, req, world);
+    }
+
+    /// SET NX `w` of history key `k` (operation `op`) made an MSETNX of it and its buddy `b`: all or nothing.
+    fn with_buddy(&mut self, client: usize, op: usize, w: Write, b: usize, now: u64) -> Write {
+        self.clients[client].writes += 1;
+        let value = format!("c{client}-{}", self.clients[client].writes);
+        let buddy_op =
+            self.recorder.invoke(client as u64, OpKind::Cas, format!("k{b}"), Some(value.clone()), None, now);
+        self.ops.push((OpKind::Cas, b, now));
+        self.pairs.insert(op, buddy_op);
+        if self.evicts(b) {
+            self.record_delete(EVICTION_PROCESS + buddy_op as u64, b, format!("k{b}"), value.clone(), now);
+        }
+        let WriteOp::Put { value: first, .. } = w.op else { unreachable!("a SET NX is a put") };
+        let pairs = vec![(w.key.clone(), first), (self.placed(b).1, Bytes::from(value))];
+        Write::new(w.keyspace, w.key, WriteOp::SetAllAbsent(pairs))
     }
 
     /// Sends a page of a random keyspace's keys.
@@ -337,10 +365,21 @@ impl Workload {
         }
     }
 
-    /// The keyspace and key bytes of history key `k{k}`.
+    /// The keyspace and key bytes of history key `k{k}`. With SET NX in the workload, every other key of a
+    /// keyspace is the buddy of the one before it: its name holds that one's as a hash tag, which places it in
+    /// the same chain, so the two can be set in one MSETNX.
     fn placed(&self, k: usize) -> (KeyspaceId, Bytes) {
         let n = 1 + self.params.keyspaces.len();
-        (KeyspaceId((k % n) as u32), Bytes::from(format!("k{}", k / n)))
+        let j = k / n;
+        let name = if self.params.nx_ratio > 0.0 && j % 2 == 1 { format!("{{k{}}}+", j - 1) } else { format!("k{j}") };
+        (KeyspaceId((k % n) as u32), Bytes::from(name))
+    }
+
+    /// History key `k`'s buddy (see [`Self::placed`]), if it has one.
+    fn buddy(&self, k: usize) -> Option<usize> {
+        let n = 1 + self.params.keyspaces.len();
+        let b = k + n;
+        (self.params.nx_ratio > 0.0 && (k / n).is_multiple_of(2) && b < self.params.keys).then_some(b)
     }
 
     /// The history keys (by index) that live in `keyspace`, with their key bytes there.
@@ -447,10 +486,17 @@ impl Workload {
             (OpKind::Cas, Reply::Written { applied, .. }) => {
                 *if applied { &mut self.nx_counts.0 } else { &mut self.nx_counts.1 } += 1;
                 self.recorder.complete(op, Some(applied), None, now);
+                if let Some(buddy) = self.pairs.get(&op) {
+                    self.recorder.complete(*buddy, Some(applied), None, now);
+                    self.pairs_applied += u64::from(applied);
+                }
             }
             (_, Reply::Error(kind, _)) => {
                 if kind.certainly_not_applied() {
                     self.recorder.complete(op, Some(false), None, now);
+                    if let Some(buddy) = self.pairs.get(&op) {
+                        self.recorder.complete(*buddy, Some(false), None, now);
+                    }
                 }
             }
             (kind, other) => {
@@ -532,7 +578,7 @@ impl Workload {
     }
 
     /// What the run did with keyspaces, for the run's counters.
-    pub fn keyspace_counters(&self) -> [(&'static str, u64); 8] {
+    pub fn keyspace_counters(&self) -> [(&'static str, u64); 10] {
         [
             ("keyspaces created", self.setup.created as u64),
             ("operations outside default", self.elsewhere),
@@ -542,6 +588,8 @@ impl Workload {
             ("keys scans found present", self.page_counts.2),
             ("SET NX applied", self.nx_counts.0),
             ("SET NX refused", self.nx_counts.1),
+            ("MSETNX of two keys sent", self.pairs.len() as u64),
+            ("MSETNX of two keys applied", self.pairs_applied),
         ]
     }
 

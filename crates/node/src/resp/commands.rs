@@ -3,6 +3,7 @@
 //! errors are worded as Redis words them so clients and their users recognise them.
 
 use super::admin;
+use super::atomic;
 use super::expiry;
 use super::flush;
 use super::frame::{Frame, Protocol};
@@ -181,6 +182,10 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("time", 1, &["loading", "stale", "fast"], info::time),
     command("flushdb", -1, &["write"], flush::flushdb),
     command("flushall", -1, &["write"], flush::flushall),
+    keyed("rename", 3, &["write"], (1, 2, 1), atomic::rename),
+    keyed("renamenx", 3, &["write", "fast"], (1, 2, 1), atomic::renamenx),
+    keyed("copy", -3, &["write", "denyoom"], (1, 2, 1), atomic::copy),
+    keyed("msetnx", -3, &["write", "denyoom"], (1, -1, 2), atomic::msetnx),
 ];
 
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {

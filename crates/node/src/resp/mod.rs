@@ -15,6 +15,7 @@
 //! - `frontend`: what all connections share (CONFIG GET's patterns are `meridian_core::glob`).
 
 mod admin;
+mod atomic;
 mod commands;
 mod connection;
 mod databases;

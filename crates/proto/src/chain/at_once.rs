@@ -83,6 +83,10 @@ impl ChainStep<'_> {
 
     /// The chain `write` falls in, if this node may log and answer it within the step ([`Self::write_at_once`]).
     fn writes_at_once(&self, now: Time, write: &Write) -> Option<ChainId> {
+        // One of several keys goes the long way, which checks that they share the chain (`on_write`).
+        if write.is_multi_key() {
+            return None;
+        }
         let map = self.s.map.as_ref()?;
         let view = map.chain_of(write.keyspace, key_token(&write.key))?;
         let (chain, r) = (view.id, self.s.replicas.get(&view.id)?);

@@ -323,9 +323,9 @@ fn state_bytes(s: &KeyState) -> usize {
 }
 
 fn update_bytes(u: &Update) -> usize {
-    let value = match &u.change {
-        super::msg::Change::Put(v) => v.len(),
-        _ => 0,
+    let bytes = |key: &bytes::Bytes, change: &super::msg::Change| match change {
+        super::msg::Change::Put(v) => key.len() + v.len(),
+        _ => key.len(),
     };
-    u.key.len() + value
+    bytes(&u.key, &u.change) + u.also.iter().map(|(k, c)| bytes(k, c)).sum::<usize>()
 }

@@ -124,6 +124,7 @@ impl ChainStep<'_> {
     pub(super) fn head_delete(&mut self, now: Time, chain: ChainId, key: Bytes, out: &mut Fx) {
         let seq = self.s.replicas[&chain].lu + 1;
         let outcome = Outcome { applied: true, existed: true, ..Outcome::default() };
-        self.log_and_pass(now, Update { chain, seq, key, change: Change::Delete, outcome, origin: None }, out);
+        let update = Update { chain, seq, key, change: Change::Delete, outcome, origin: None, also: Vec::new() };
+        self.log_and_pass(now, update, out);
     }
 }

@@ -17,34 +17,47 @@ use super::{ChainStep, Fx};
 use bytes::Bytes;
 use meridian_core::{ChainId, NodeId, Read, Reply, Time};
 
+/// A write the head owes an answer for once the chain holds the invalidation of its keys (`Replica::awaiting`).
+#[derive(Debug)]
+pub struct Awaited {
+    pub keys: Vec<Bytes>,
+    /// None for a delete the head ordered itself.
+    pub origin: Option<Origin>,
+    pub reply: Reply,
+}
+
+/// An invalidation as it arrives: the write's sequence number and its keys.
+pub(super) struct Invalidation {
+    pub seq: u64,
+    pub key: Bytes,
+    pub also: Vec<Bytes>,
+}
+
 impl ChainStep<'_> {
     /// The head owes `origin` (if a client asked for `u`) the answer `reply` once the chain holds the
     /// invalidation of `u`'s key, which leaves for `succ` once `u` is durable here; until then it holds reads of
     /// the key back (`defer_at_head`).
     pub(super) fn invalidate(&mut self, u: &Update, succ: NodeId, origin: Option<Origin>, reply: Reply, out: &mut Fx) {
         let r = self.s.replicas.get_mut(&u.chain).expect("the head holds the chain");
-        r.awaiting.insert(u.seq, (u.key.clone(), origin, reply));
+        let keys: Vec<Bytes> = u.keys().cloned().collect();
+        r.awaiting.insert(u.seq, Awaited { keys: keys.clone(), origin, reply });
         let view = r.view().expect("members have a view");
-        out.send_after_sync(succ, ChainMsg::Invalidate { chain: u.chain, view, seq: u.seq, key: u.key.clone() });
+        let (key, also) = (keys[0].clone(), keys[1..].to_vec());
+        out.send_after_sync(succ, ChainMsg::Invalidate { chain: u.chain, view, seq: u.seq, key, also });
     }
 
-    pub(super) fn on_invalidate(
-        &mut self,
-        from: NodeId,
-        chain: ChainId,
-        view: u64,
-        seq: u64,
-        key: Bytes,
-        out: &mut Fx,
-    ) {
+    pub(super) fn on_invalidate(&mut self, from: NodeId, chain: ChainId, view: u64, keys: Invalidation, out: &mut Fx) {
         let Some(r) = self.s.replicas.get_mut(&chain) else { return };
         if r.view() != Some(view) || r.pred() != Some(from) {
             return;
         }
-        let at = r.invalid.entry(key.clone()).or_default();
-        *at = (*at).max(seq);
+        let Invalidation { seq, key, also } = keys;
+        for key in std::iter::once(&key).chain(&also) {
+            let at = r.invalid.entry(key.clone()).or_default();
+            *at = (*at).max(seq);
+        }
         match r.succ() {
-            Some(succ) => out.send(succ, ChainMsg::Invalidate { chain, view, seq, key }),
+            Some(succ) => out.send(succ, ChainMsg::Invalidate { chain, view, seq, key, also }),
             None => {
                 let head = self.s.map.as_ref().and_then(|m| m.chains.get(&chain)?.members.first().copied());
                 if let Some(head) = head {
@@ -80,7 +93,7 @@ impl ChainStep<'_> {
             due.insert(seq, entry);
         }
         let reads = std::mem::take(&mut r.deferred);
-        for (_, origin, reply) in due.into_values() {
+        for Awaited { origin, reply, .. } in due.into_values() {
             if let Some(origin) = origin {
                 self.answer(origin, reply, false, out);
             }
@@ -98,7 +111,7 @@ impl ChainStep<'_> {
     pub(super) fn defer_at_head(&mut self, chain: ChainId, origin: Origin, key: &[u8], read: Read) -> bool {
         let Some(r) = self.s.replicas.get_mut(&chain) else { return false };
         let shows = planted_in(&self.s.cfg, PlantedBug::ShowsUninvalidated);
-        let waiting = !shows && r.awaiting.values().any(|(k, _, _)| k.as_ref() == key);
+        let waiting = !shows && r.awaiting.values().any(|a| a.keys.iter().any(|k| k.as_ref() == key));
         if waiting {
             r.deferred.push((origin, Bytes::copy_from_slice(key), read));
         }

@@ -4,7 +4,7 @@
 use super::copy::{answer_history, answer_states, Copier, Progress};
 use super::msg::{ChainMsg, CopyData, CopyKind, CopyPart, CopyReq, KeyState};
 use super::replica::{Replica, Role};
-use super::serve::{ack_mark, record_of};
+use super::serve::{ack_mark, log_update};
 use super::{evict, ChainStep, ChainTimer, Fx};
 use super::{planted_in, PlantedBug};
 use crate::map::placement::partition_range;
@@ -380,7 +380,7 @@ impl ChainStep<'_> {
         let store = self.store_mut(chain);
         store.append(&ack_mark(chain, la))?;
         for u in &history {
-            store.append(&record_of(u))?;
+            log_update(store, u)?;
         }
         let history: Vec<_> = history.into_iter().chain(own).collect();
         debug_assert!(

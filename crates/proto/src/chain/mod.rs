@@ -243,6 +243,12 @@ impl ChainNode {
         self.map.as_ref().and_then(|m| Some(&m.keyspaces.get(&chain.keyspace())?.config))
     }
 
+    /// Whether every key `write` changes falls in `chain`, so its head may decide them in one update.
+    fn holds_all(&self, chain: ChainId, write: &meridian_core::Write) -> bool {
+        let map = self.map.as_ref();
+        write.keys().all(|key| map.and_then(|m| m.chain_of_key(write.keyspace, key)).is_some_and(|c| c.id == chain))
+    }
+
     /// When writes to `chain` are acknowledged, as its keyspace says (`su` without one).
     fn update_mode(&self, chain: ChainId) -> UpdateMode {
         self.keyspace_config(chain).map_or(UpdateMode::Su, |k| k.update)
@@ -545,7 +551,9 @@ impl ChainStep<'_> {
                     out.reply(id, timed_out(write, "bounced, and no copy of it was kept to send again"));
                 }
             }
-            ChainMsg::Invalidate { chain, view, seq, key } => self.on_invalidate(from, chain, view, seq, key, out),
+            ChainMsg::Invalidate { chain, view, seq, key, also } => {
+                self.on_invalidate(from, chain, view, invalidate::Invalidation { seq, key, also }, out)
+            }
             ChainMsg::Invalidated { chain, view, seq } => self.on_invalidated(now, chain, view, seq, out),
             ChainMsg::CopyReq(req) => self.on_copy_req(from, req, out),
             ChainMsg::CopyData(data) => self.on_copy_data(now, from, *data, out),

@@ -23,6 +23,17 @@ pub struct Update {
     pub outcome: Outcome,
     /// None for updates rebuilt from the log after a restart: their client has long given up.
     pub origin: Option<Origin>,
+    /// The other keys the update changes in the same step (RENAME's source and destination, MSETNX's pairs:
+    /// `ops::decide::decide_keys`), none of them `key`; empty for most. A member logs them with `key` as one
+    /// group of records.
+    pub also: Vec<(Bytes, Change)>,
+}
+
+impl Update {
+    /// Every key the update changes, `key` first.
+    pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
+        std::iter::once(&self.key).chain(self.also.iter().map(|(k, _)| k))
+    }
 }
 
 /// A key's latest record as a copy carries it: its value (None for a tombstone) and the sequence number of
@@ -141,13 +152,14 @@ pub enum ChainMsg {
         chain: ChainId,
         view: u64,
     },
-    /// Under `ausi`, predecessor → successor, ahead of update `seq`: "key `key` has a write you do not have
-    /// yet"; held in memory, passed on at once.
+    /// Under `ausi`, predecessor → successor, ahead of update `seq`: "key `key` (and the keys `also`, when
+    /// the update changes several) has a write you do not have yet"; held in memory, passed on at once.
     Invalidate {
         chain: ChainId,
         view: u64,
         seq: u64,
         key: Bytes,
+        also: Vec<Bytes>,
     },
     /// Under `ausi`, tail → head: every member holds the invalidations up to `seq`.
     Invalidated {

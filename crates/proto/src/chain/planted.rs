@@ -61,6 +61,9 @@ pub enum PlantedBug {
     /// lost the key would (a compaction that took unsynced records for durable once did, after a power loss).
     /// Reads go to the tail, so only the outcome of a SET NX shows it.
     HeadStoreForgets,
+    /// A member after the head logs only the first key of an update of several keys (RENAME, MSETNX), as a log
+    /// that kept only a group's first record would.
+    LogsFirstKeyOnly,
 }
 
 /// Whether `bug` is planted in a core of configuration `cfg`: never, without the `planted-bugs` feature.

@@ -77,7 +77,12 @@ fn recover(store: &dyn Datastore) -> Result<BTreeMap<ChainId, Replica>, StoreErr
         let top = highest.entry(chain).or_default();
         *top = (*top).max(rec.seq);
         if rec.seq == r.lu + 1 {
-            r.record(&Update { chain, seq: rec.seq, key: rec.key, change, outcome: Outcome::default(), origin: None });
+            let outcome = Outcome::default();
+            r.record(&Update { chain, seq: rec.seq, key: rec.key, change, outcome, origin: None, also: Vec::new() });
+        } else if rec.seq == r.lu && r.lu > 0 {
+            // Every record of seq `lu` was written by update `lu`: a later key of its group, or a copy of one of
+            // its keys' states.
+            r.record_also(rec.key, change);
         }
     })?;
     for (chain, r) in replicas.iter_mut() {

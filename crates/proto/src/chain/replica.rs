@@ -11,7 +11,8 @@
 //! the log holds states above `lu` that are not part of a consecutive history; such a replica is not valid
 //! until a flush from its successor completes it.
 
-use super::msg::{Origin, Update};
+use super::invalidate::Awaited;
+use super::msg::{Change, Origin, Update};
 use bytes::Bytes;
 use meridian_core::{NodeId, Read, ReplicaKind, Reply, Time};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -81,7 +82,7 @@ pub struct Replica {
     pub invalid: HashMap<Bytes, u64>,
     /// Under `ausi`, at the head: writes whose invalidations the chain does not hold yet, by seq, with their keys
     /// and the answers owed once it does (to nobody for a delete the head ordered itself).
-    pub awaiting: BTreeMap<u64, (Bytes, Option<Origin>, Reply)>,
+    pub awaiting: BTreeMap<u64, Awaited>,
     /// Under `ausi`, at the head: reads of keys with a write in `awaiting`, answered once it is answered.
     pub deferred: Vec<(Origin, Bytes, Read)>,
     /// The node restarted as a member of the chain with a replica of a kind that does not survive a restart
@@ -185,6 +186,15 @@ impl Replica {
         }
     }
 
+    /// Adds a key the last update logged also changed, as the log gives an update of several keys back one
+    /// record at a time; a key the update already names is left as it is.
+    pub fn record_also(&mut self, key: Bytes, change: Change) {
+        let Some(last) = self.unacked.back_mut().filter(|u| u.seq == self.lu) else { return };
+        if !last.keys().any(|k| *k == key) {
+            last.also.push((key, change));
+        }
+    }
+
     /// Applies a cumulative acknowledgement; returns true when it moved `la` forward.
     pub fn ack(&mut self, seq: u64) -> bool {
         let seq = seq.min(self.lu);
@@ -284,6 +294,7 @@ mod tests {
             change: Change::Skip,
             outcome: Outcome::default(),
             origin: None,
+            also: Vec::new(),
         }
     }
 

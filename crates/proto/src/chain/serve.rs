@@ -5,12 +5,11 @@ use super::lease::{hold, Held};
 use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::{Answered, Replica};
 use super::{ChainNode, ChainStep, Fx};
-use crate::ops::decide::{blind, decide, needs_value, Current, Decision};
+use crate::ops::decide::{blind, decide, decide_keys, names_keys, needs_value, Current, Decision, KeysDecision};
 use crate::ops::read::{decoded, reply_for, Span};
 use bytes::Bytes;
 use meridian_core::{ChainId, ErrorKind, NodeId, Read, Reply, Request, Stored, Time, UpdateMode, Write};
-use meridian_store::{Body, Record, StoreError};
-use meridian_store::{Durability, Entry};
+use meridian_store::{Body, Datastore, Durability, Entry, Record, StoreError};
 
 use super::{planted_in, PlantedBug};
 
@@ -28,6 +27,21 @@ pub(super) fn ack_mark(chain: ChainId, seq: u64) -> Record {
 
 pub(super) fn record_of(u: &Update) -> Record {
     Record { chain: u.chain.0, seq: u.seq, key: u.key.clone(), body: body_of(u.change.clone()) }
+}
+
+/// Logs `u` in `store`: one record, or, for an update of several keys, one group of them, which a crash keeps
+/// whole or drops.
+pub(super) fn log_update(store: &mut dyn Datastore, u: &Update) -> Result<(), StoreError> {
+    if u.also.is_empty() {
+        return store.append(&record_of(u));
+    }
+    let also = u.also.iter().map(|(key, change)| Record {
+        chain: u.chain.0,
+        seq: u.seq,
+        key: key.clone(),
+        body: body_of(change.clone()),
+    });
+    store.append_group(&std::iter::once(record_of(u)).chain(also).collect::<Vec<_>>())
 }
 
 fn body_of(change: Change) -> Body {
@@ -127,8 +141,10 @@ impl ChainStep<'_> {
         let r = &self.s.replicas[&chain];
         let members = &self.s.map.as_ref()?.chains.get(&chain)?.members;
         let tentative = planted_in(&self.s.cfg, PlantedBug::ReadsTentative);
-        let dirty =
-            !tentative && !r.is_tail() && update == UpdateMode::Su && r.unacked.iter().any(|u| span.holds(&u.key));
+        let dirty = !tentative
+            && !r.is_tail()
+            && update == UpdateMode::Su
+            && r.unacked.iter().any(|u| u.keys().any(|k| span.holds(k)));
         let invalidated = |(key, &seq): (&Bytes, &u64)| seq > r.lu && span.holds(key);
         let invalid = update == UpdateMode::Ausi
             && !r.is_head()
@@ -208,9 +224,15 @@ impl ChainStep<'_> {
             let msg = format!("chain {chain} has {unacked} unacknowledged writes; retry later");
             return self.answer(origin, Reply::Error(ErrorKind::Busy, msg), false, out);
         }
+        if write.is_multi_key() && !self.s.holds_all(chain, &write) {
+            let msg = "Keys in request don't hash to the same slot".to_string();
+            return self.answer(origin, Reply::Error(ErrorKind::CrossSlot, msg), false, out);
+        }
         // A key past its deadline is deleted first, in order, so the write meets it absent, as every member
         // will once the delete reaches it.
-        self.reap_if_due(now, chain, &write.key, out);
+        for key in write.keys() {
+            self.reap_if_due(now, chain, key, out);
+        }
         match self.order(chain, Some(origin), write) {
             Ok((update, existed)) => self.log_and_pass_as(now, update, existed, out),
             Err(e) => return self.answer(origin, Reply::Error(ErrorKind::Storage, e.to_string()), false, out),
@@ -226,6 +248,15 @@ impl ChainStep<'_> {
         origin: Option<Origin>,
         mut write: Write,
     ) -> Result<(Update, Existed), StoreError> {
+        let seq = self.s.replicas[&chain].lu + 1;
+        if names_keys(&write.op) {
+            let current = write.keys().map(|k| self.stored(chain, k)).collect::<Result<_, _>>()?;
+            let KeysDecision { changes, outcome } = decide_keys(write, current, self.host.wall_ms);
+            let mut changes = changes.into_iter();
+            let (key, change) = changes.next().expect("a decision changes at least one key");
+            let update = Update { chain, seq, key, change, outcome, origin, also: changes.collect() };
+            return Ok((update, Existed::Decided));
+        }
         let current = match (needs_value(&write), self.store(chain)) {
             (true, _) => Current::from(self.stored(chain, &write.key)?),
             (false, _) if blind(&write) => Current::Unknown,
@@ -241,8 +272,7 @@ impl ChainStep<'_> {
         let key = std::mem::take(&mut write.key);
         let Decision { change, outcome } =
             decide(write, current, self.host.wall_ms, self.host.cfg.limits.max_value_bytes);
-        let seq = self.s.replicas[&chain].lu + 1;
-        Ok((Update { chain, seq, key, change, outcome, origin }, existed))
+        Ok((Update { chain, seq, key, change, outcome, origin, also: Vec::new() }, existed))
     }
 
     pub(super) fn on_update(&mut self, now: Time, from: NodeId, view: u64, u: Update, out: &mut Fx) {
@@ -278,7 +308,7 @@ impl ChainStep<'_> {
     }
 
     fn log_and_pass_as(&mut self, now: Time, mut u: Update, existed: Existed, out: &mut Fx) {
-        let awaited = !self.s.overdue.is_empty() && self.awaited(u.chain, &u.key);
+        let awaited = !self.s.overdue.is_empty() && u.keys().any(|key| self.awaited(u.chain, key));
         if let Err(e) = self.append(&mut u, existed) {
             // Not logged, not acknowledged: the predecessor still holds it and will resend.
             tracing::error!(chain = %u.chain, seq = u.seq, "cannot log update: {e}");
@@ -316,6 +346,13 @@ impl ChainStep<'_> {
     /// Appends `u` to its replica's store, learning at the append whether its key existed if the head did not
     /// decide that (`Existed`).
     pub(super) fn append(&mut self, u: &mut Update, existed: Existed) -> Result<(), StoreError> {
+        if !u.also.is_empty() {
+            debug_assert!(matches!(existed, Existed::Decided), "{u:?}: an update of several keys is decided");
+            if self.s.planted(PlantedBug::LogsFirstKeyOnly) && !self.s.replicas[&u.chain].is_head() {
+                return self.store_mut(u.chain).append(&record_of(u));
+            }
+            return log_update(self.store_mut(u.chain), u);
+        }
         let record = if self.s.replicas[&u.chain].is_tail() { record_taken(u) } else { record_of(u) };
         let store = self.store_mut(u.chain);
         u.outcome.existed = match existed {

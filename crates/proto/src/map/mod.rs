@@ -337,6 +337,11 @@ impl ClusterMap {
         self.chains.get(&chain_for_token(keyspace, token, self.partitions))
     }
 
+    /// The chain of `keyspace` that holds `key`.
+    pub fn chain_of_key(&self, keyspace: KeyspaceId, key: &[u8]) -> Option<&ChainView> {
+        self.chain_of(keyspace, meridian_core::ring::key_token(key))
+    }
+
     /// The member of `c` that answers reads, as its keyspace's `read_from` says.
     pub fn query_node(&self, c: &ChainView) -> Option<NodeId> {
         let read_from = self.keyspaces.get(&c.id.keyspace())?.config.read_from;

@@ -27,7 +27,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand` and
 /// `QuorumMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 4]) = ((4, 0x855d_773a), (3, 0x4ff3_527c), [14, 8, 13, 7]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 4]) = ((5, 0xff83_df20), (3, 0x4ff3_527c), [14, 8, 13, 7]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -35,7 +35,16 @@ fn origin() -> Origin {
 
 fn update(change: Change, answer: Answer) -> Update {
     let outcome = Outcome { applied: true, existed: false, answer };
-    Update { chain: ChainId(4097), seq: 12, key: Bytes::from_static(b"k"), change, outcome, origin: Some(origin()) }
+    let also = vec![(Bytes::from_static(b"k2"), Change::Delete)];
+    Update {
+        chain: ChainId(4097),
+        seq: 12,
+        key: Bytes::from_static(b"k"),
+        change,
+        outcome,
+        origin: Some(origin()),
+        also,
+    }
 }
 
 /// One of each `ChainMsg` variant, numbered by an exhaustive match: a new variant does not compile until it has
@@ -57,7 +66,7 @@ fn chain_messages() -> Vec<ChainMsg> {
         ChainMsg::Reply { origin: origin(), reply: Reply::Error(ErrorKind::Timeout, "t".into()), confirm: None },
         ChainMsg::Confirm { chain, seq: 8 },
         ChainMsg::Bounce { origin: origin(), chain, view },
-        ChainMsg::Invalidate { chain, view, seq: 9, key: key.clone() },
+        ChainMsg::Invalidate { chain, view, seq: 9, key: key.clone(), also: vec![Bytes::from_static(b"k2")] },
         ChainMsg::Invalidated { chain, view, seq: 9 },
         ChainMsg::CopyReq(CopyReq { chain, view, kind: CopyKind::PreCopy { step: 2 }, part }),
         ChainMsg::CopyData(Box::new(CopyData {
@@ -88,9 +97,33 @@ fn chain_messages() -> Vec<ChainMsg> {
             origin: origin(),
             view,
             chain,
-            write: Write::new(KeyspaceId(0), key.clone(), WriteOp::SetRange(3, key)),
+            write: Write::new(KeyspaceId(0), key.clone(), WriteOp::SetRange(3, key.clone())),
         },
         ChainMsg::Update { view, update: update(Change::Skip, Answer::Bulk(Bytes::from_static(b"1.5"))) },
+        ChainMsg::Write {
+            origin: origin(),
+            view,
+            chain,
+            write: Write::new(KeyspaceId(0), key.clone(), WriteOp::Rename { to: key.clone(), replace: false }),
+        },
+        ChainMsg::Write {
+            origin: origin(),
+            view,
+            chain,
+            write: Write::new(KeyspaceId(0), key.clone(), WriteOp::Copy { to: key.clone(), replace: true }),
+        },
+        ChainMsg::Write {
+            origin: origin(),
+            view,
+            chain,
+            write: Write::new(KeyspaceId(0), key.clone(), WriteOp::SetAllAbsent(vec![(key.clone(), key)])),
+        },
+        ChainMsg::Update { view, update: update(Change::Skip, Answer::Refused(Refusal::NoSuchKey)) },
+        ChainMsg::Reply {
+            origin: origin(),
+            reply: Reply::Error(ErrorKind::CrossSlot, "c".into()),
+            confirm: Some((ChainId(1), 2)),
+        },
     ];
     let numbered = |m: &ChainMsg| match m {
         ChainMsg::Get { .. } => 0,

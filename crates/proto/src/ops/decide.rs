@@ -3,7 +3,10 @@
 //! GETDEL) are atomic per key and replicate as plain puts and deletes: the chain never re-evaluates them. Nothing
 //! here depends on the chain: any protocol that orders a key's writes in one place can decide them this way.
 
+mod keys;
 mod more;
+
+pub(crate) use keys::{decide_keys, names_keys, KeysDecision};
 
 use super::outcome::{Answer, Change, Outcome, Refusal};
 use meridian_core::{hash, Condition, Kind, Stored, Ttl, Write, WriteOp};

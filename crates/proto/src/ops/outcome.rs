@@ -64,6 +64,8 @@ pub enum Refusal {
     FieldNotAFloat,
     /// INCRBYFLOAT or HINCRBYFLOAT would make the value infinite or not a number.
     NanOrInfinity,
+    /// RENAME or RENAMENX of an absent key.
+    NoSuchKey,
 }
 
 impl Refusal {
@@ -77,7 +79,8 @@ impl Refusal {
             | Refusal::NotAFloat
             | Refusal::FieldNotAnInteger
             | Refusal::FieldNotAFloat
-            | Refusal::NanOrInfinity => ErrorKind::Invalid,
+            | Refusal::NanOrInfinity
+            | Refusal::NoSuchKey => ErrorKind::Invalid,
         }
     }
 }
@@ -108,6 +111,7 @@ impl std::fmt::Display for Refusal {
             Refusal::FieldNotAnInteger => f.write_str("hash value is not an integer"),
             Refusal::FieldNotAFloat => f.write_str("hash value is not a float"),
             Refusal::NanOrInfinity => f.write_str("increment would produce NaN or Infinity"),
+            Refusal::NoSuchKey => f.write_str("no such key"),
         }
     }
 }

@@ -33,8 +33,9 @@ struct KeyMeta {
 struct ChainLedger {
     /// Keys that expire, by deadline.
     expiring: BTreeSet<(u64, Bytes)>,
-    /// Cache keyspaces: every key by the sequence number of its latest write.
-    by_seq: BTreeMap<u64, Bytes>,
+    /// Cache keyspaces: every key by the sequence number of its latest write (several keys share one when one
+    /// update wrote them all: RENAME, MSETNX).
+    by_seq: BTreeSet<(u64, Bytes)>,
     /// Cache keyspaces: key and value bytes of every key, plus [`KEY_OVERHEAD`] each.
     bytes: u64,
 }
@@ -84,7 +85,7 @@ impl Ledger {
             chain.expiring.insert((at, key.clone()));
         }
         if self.track_all {
-            chain.by_seq.insert(meta.seq, key.clone());
+            chain.by_seq.insert((meta.seq, key.clone()));
             chain.bytes += meta.bytes;
         }
         self.keys.insert(key, meta);
@@ -102,7 +103,7 @@ impl Ledger {
             chain.expiring.remove(&(at, key.clone()));
         }
         if self.track_all {
-            chain.by_seq.remove(&meta.seq);
+            chain.by_seq.remove(&(meta.seq, key.clone()));
             chain.bytes -= meta.bytes;
         }
         if chain.is_empty() {
@@ -113,7 +114,7 @@ impl Ledger {
 
     fn forget_chain(&mut self, chain: u32) {
         let Some(gone) = self.chains.remove(&chain) else { return };
-        for key in gone.by_seq.into_values().chain(gone.expiring.into_iter().map(|(_, k)| k)) {
+        for (_, key) in gone.by_seq.into_iter().chain(gone.expiring) {
             self.keys.remove(&key);
         }
     }
@@ -142,7 +143,7 @@ impl Ledger {
 
     /// Cache keyspaces: up to `max` keys of `chain`, least recently written first.
     pub fn oldest(&self, chain: u32, max: usize) -> Vec<Bytes> {
-        self.chains.get(&chain).map_or(Vec::new(), |c| c.by_seq.values().take(max).cloned().collect())
+        self.chains.get(&chain).map_or(Vec::new(), |c| c.by_seq.iter().take(max).map(|(_, k)| k.clone()).collect())
     }
 
     /// Cache keyspaces: the memory `chain` holds here, as the cap counts it.
@@ -296,6 +297,18 @@ mod tests {
         l.apply(&Record { chain: 1, seq: 2, key: command.slice(4..7), body });
         assert_eq!(l.oldest(1, 1)[0].as_ptr(), kept.as_ptr(), "the rewrite keeps the ledger's copy");
         assert_eq!(l.due(1, 100, 1)[0].as_ptr(), kept.as_ptr());
+    }
+
+    /// One update of several keys (RENAME, MSETNX) writes them all with one sequence number.
+    #[test]
+    fn a_cache_ledger_keeps_every_key_an_update_of_several_wrote() {
+        let mut l = Ledger::new(true);
+        l.apply(&put(1, 1, "a", &[0; 10], None));
+        l.apply(&put(1, 1, "b", &[0; 10], None));
+        assert_eq!(l.oldest(1, 10), vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        l.apply(&keyed(1, 2, "a", Body::Tombstone));
+        l.apply(&keyed(1, 3, "b", Body::Tombstone));
+        assert_eq!((l.oldest(1, 10), l.chain_bytes(1)), (vec![], 0));
     }
 
     #[test]

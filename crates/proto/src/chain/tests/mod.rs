@@ -16,6 +16,7 @@ use std::time::Duration;
 mod at_once;
 mod cache;
 mod expiry;
+mod multi_key;
 mod scan;
 
 const LEASE: Duration = Duration::from_secs(3600);
@@ -522,6 +523,7 @@ fn a_removed_head_cannot_feed_the_chain() {
         change: Change::Put(Bytes::from_static(b"stale")),
         outcome: Outcome::default(),
         origin: None,
+        also: Vec::new(),
     };
     let next = h.chain().members[0];
     h.wire.push_back((old_head, next, ChainMsg::Update { view: 1, update: stale }));
@@ -844,6 +846,7 @@ fn a_restored_replica_with_copied_states_above_its_history_serves() {
         change: Change::Put(Stored::wrap(b"2", None)),
         outcome: Outcome::default(),
         origin: None,
+        also: Vec::new(),
     });
     let store =
         h.nodes.get_mut(&only).unwrap().host.stores.get_mut((KeyspaceId::DEFAULT, ReplicaKind::Buffered)).unwrap();

@@ -41,7 +41,7 @@ pub(super) fn apply(op: WriteOp, current: Option<&Stored>, now_ms: u64, max_valu
             }
         }
         WriteOp::SetRange(offset, bytes) => set_range(string_of(current)?, offset, &bytes, expires, now_ms, max_value)?,
-        other => unreachable!("{other:?} is decided by decide::apply"),
+        other => unreachable!("{other:?} is decided by decide::apply or decide_keys"),
     })
 }
 
