@@ -481,9 +481,16 @@ impl Limits {
             }
         }
         let Some(key) = req.key() else { return Ok(()) };
+        self.check_key(key)?;
+        // The other keys of a write of several, by its operation: most requests are one match arm away.
         match req {
-            Request::Write(w) => w.keys().try_for_each(|k| self.check_key(k))?,
-            _ => self.check_key(key)?,
+            Request::Write(Write { op: WriteOp::Rename { to, .. } | WriteOp::Copy { to, .. }, .. }) => {
+                self.check_key(to)?
+            }
+            Request::Write(Write { op: WriteOp::SetAllAbsent(pairs), .. }) => {
+                pairs.iter().try_for_each(|(k, _)| self.check_key(k))?
+            }
+            _ => {}
         }
         let value_len = match req {
             Request::Write(Write { op: WriteOp::HashSet(fields), .. }) => {

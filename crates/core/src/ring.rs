@@ -20,6 +20,12 @@ pub fn key_token(key: &[u8]) -> u64 {
     }
 }
 
+/// A hash of the whole key, tag or not: for telling keys apart where their place does not matter (a
+/// connection's order of commands), without the search for a tag that [`key_token`] makes.
+pub fn key_hash(key: &[u8]) -> u64 {
+    xxh3_64(key)
+}
+
 /// How many of a tagged key's token bits its tag decides: more than the 12 that pick one of at most 4,096
 /// partitions.
 pub const TAG_BITS: u32 = 16;
@@ -28,9 +34,12 @@ pub const TAG_BITS: u32 = 16;
 /// first `}` after that, if there are any. None for a key without one (`{}` is none, nor is a `{` with no `}`
 /// after it).
 pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&b| b == b'{')?;
+    // Every request's key is searched here on its way: memchr's vector search costs less than a byte loop on
+    // keys of a few dozen bytes (bench/instructions: 40% of the loop's cost per SET; its word-at-a-time search
+    // cost more than the vector one).
+    let open = memchr::memchr(b'{', key)?;
     let rest = &key[open + 1..];
-    rest.iter().position(|&b| b == b'}').filter(|&len| len > 0).map(|len| &rest[..len])
+    memchr::memchr(b'}', rest).filter(|&len| len > 0).map(|len| &rest[..len])
 }
 
 /// The ring position of virtual id `i` of `node` (seed 003 §2.2: VIDs are deterministic from the node id).

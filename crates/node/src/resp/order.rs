@@ -15,14 +15,14 @@
 
 use super::commands::Command;
 use bytes::Bytes;
-use meridian_core::ring::key_token;
+use meridian_core::ring::key_hash;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Which unanswered reply, by its position in the connection's queue, last touched each key.
 ///
-/// Keys are tracked by their 64-bit ring token rather than their bytes: two keys that share a token only make one
-/// command wait for the other, which costs time, never order. Only commands still unanswered are kept, so the
+/// Keys are tracked by a 64-bit hash of their bytes (`key_hash`) rather than the bytes: two keys that share a hash
+/// only make one command wait for the other, which costs time, never order. Only commands still unanswered are kept, so the
 /// list stays as short as the pipeline is deep. A short list is searched from its end, which costs less than
 /// keeping a hash table in step with it; once it outgrows [`SEARCH_MAX`] (deep pipelines, commands of many
 /// keys) a table indexes it until it empties again.
@@ -42,7 +42,7 @@ pub(crate) struct KeyOrder {
 /// The longest list of unanswered keys searched entry by entry; a longer one is indexed.
 const SEARCH_MAX: usize = 64;
 
-/// Ring tokens are already xxh3 hashes, so the table uses them as they are.
+/// Key hashes are already xxh3 hashes, so the table uses them as they are.
 #[derive(Default)]
 struct TokenHasher(u64);
 
@@ -74,7 +74,7 @@ impl KeyOrder {
         let mut keyed = false;
         for key in keys_of(command, args) {
             keyed = true;
-            wait_for = wait_for.max(self.touch(key_token(key), position));
+            wait_for = wait_for.max(self.touch(key_hash(key), position));
         }
         if keyed && self.whole > 0 {
             wait_for = wait_for.max(Some(self.whole));
