@@ -300,10 +300,10 @@ impl Write {
         std::iter::once(&self.key).chain(to).chain(others.iter().map(|(k, _)| k))
     }
 
-    /// Whether the write changes keys besides its own ([`Write::keys`]).
+    /// Whether the write is one of those that name several keys ([`Write::keys`]): RENAME, COPY or MSETNX, even
+    /// when it names only one (a key renamed onto itself, MSETNX of one pair).
     pub fn is_multi_key(&self) -> bool {
-        matches!(self.op, WriteOp::Rename { .. } | WriteOp::Copy { .. })
-            || matches!(&self.op, WriteOp::SetAllAbsent(pairs) if pairs.len() > 1)
+        matches!(self.op, WriteOp::Rename { .. } | WriteOp::Copy { .. } | WriteOp::SetAllAbsent(_))
     }
 
     /// The same write with every relative deadline fixed on a wall clock reading `now_ms`.

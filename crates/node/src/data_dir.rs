@@ -85,7 +85,7 @@ impl DataDir {
     /// do once it has found nothing there that this build would misread (see the module docs).
     pub fn mark_current(&mut self) -> Result<(), DataDirError> {
         if self.format < FORMAT {
-            write_marker(&self.path, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n"))?;
+            write_format(&self.path)?;
             self.format = FORMAT;
         }
         Ok(())
@@ -120,13 +120,18 @@ fn check_format(dir: &Path) -> Result<u32, DataDirError> {
         if read_marker(dir, "node-id")?.is_some() {
             return Ok(1);
         }
-        return write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n")).map(|()| FORMAT);
+        return write_format(dir).map(|()| FORMAT);
     };
     match text.trim().strip_prefix(FORMAT_PREFIX).and_then(|n| n.parse::<u32>().ok()) {
         Some(format @ 1..=FORMAT) => Ok(format),
         Some(format) => Err(DataDirError::Format { dir: dir.into(), format }),
         None => Err(DataDirError::Corrupt { path: dir.join("FORMAT"), text }),
     }
+}
+
+/// Marks `dir` as of this build's format.
+fn write_format(dir: &Path) -> Result<(), DataDirError> {
+    write_marker(dir, "FORMAT", &format!("{FORMAT_PREFIX}{FORMAT}\n"))
 }
 
 /// The id is written on first use and checked on every start after.

@@ -265,10 +265,7 @@ impl Workload {
         let nx = self.params.nx_ratio > 0.0 && now < self.phases.must_progress;
         let kind = if kind == OpKind::Put && nx && self.rng.chance(self.params.nx_ratio) { OpKind::Cas } else { kind };
         let key = format!("k{k}");
-        let value = matches!(kind, OpKind::Put | OpKind::Cas).then(|| {
-            self.clients[client].writes += 1;
-            format!("c{client}-{}", self.clients[client].writes)
-        });
+        let value = matches!(kind, OpKind::Put | OpKind::Cas).then(|| self.next_value(client));
         let (keyspace, key_bytes) = self.placed(k);
         let ttl_ms = (kind == OpKind::Put && self.rng.unit() < self.params.ttl_ratio).then(|| self.ttl());
         let op = match (&value, ttl_ms) {
@@ -299,10 +296,15 @@ impl Workload {
         self.send(client, op, req, world);
     }
 
+    /// A value `client` has not written before.
+    fn next_value(&mut self, client: usize) -> String {
+        self.clients[client].writes += 1;
+        format!("c{client}-{}", self.clients[client].writes)
+    }
+
     /// SET NX `w` of history key `k` (operation `op`) made an MSETNX of it and its buddy `b`: all or nothing.
     fn with_buddy(&mut self, client: usize, op: usize, w: Write, b: usize, now: u64) -> Write {
-        self.clients[client].writes += 1;
-        let value = format!("c{client}-{}", self.clients[client].writes);
+        let value = self.next_value(client);
         let buddy_op =
             self.recorder.invoke(client as u64, OpKind::Cas, format!("k{b}"), Some(value.clone()), None, now);
         self.ops.push((OpKind::Cas, b, now));

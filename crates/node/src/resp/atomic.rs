@@ -72,14 +72,7 @@ pub(super) fn msetnx(args: &mut [Bytes], session: &mut Session, frontend: &Front
 mod tests {
     use super::super::testing::Scripted;
     use super::*;
-    use meridian_core::{ErrorKind, Request, Write};
-
-    fn written(core: &Scripted) -> Write {
-        match core.asked().as_slice() {
-            [Request::Write(w)] => w.clone(),
-            other => panic!("one write expected, got {other:?}"),
-        }
-    }
+    use meridian_core::ErrorKind;
 
     fn b(s: &'static str) -> Bytes {
         Bytes::from_static(s.as_bytes())
@@ -89,11 +82,11 @@ mod tests {
     async fn rename_and_renamenx_are_one_write_of_both_keys() {
         let core = Scripted::new(|_| Reply::Written { applied: true, existed: true });
         assert_eq!(core.run(&mut Session::new(1), &["RENAME", "a", "b"]).await, Frame::ok());
-        let w = written(&core);
+        let w = core.written();
         assert_eq!((w.key, w.op), (b("a"), WriteOp::Rename { to: b("b"), replace: true }));
         let core = Scripted::new(|_| Reply::Written { applied: false, existed: true });
         assert_eq!(core.run(&mut Session::new(1), &["renamenx", "a", "b"]).await, Frame::Integer(0));
-        assert_eq!(written(&core).op, WriteOp::Rename { to: b("b"), replace: false });
+        assert_eq!(core.written().op, WriteOp::Rename { to: b("b"), replace: false });
     }
 
     #[tokio::test]
@@ -111,7 +104,7 @@ mod tests {
         let core = Scripted::new(|_| Reply::Written { applied: true, existed: false });
         let mut session = Session::new(1);
         assert_eq!(core.run(&mut session, &["COPY", "a", "b", "replace"]).await, Frame::Integer(1));
-        assert_eq!(written(&core).op, WriteOp::Copy { to: b("b"), replace: true });
+        assert_eq!(core.written().op, WriteOp::Copy { to: b("b"), replace: true });
         let core = Scripted::new(|_| Reply::Written { applied: true, existed: false });
         for (words, error) in [
             (&["COPY", "a", "a"][..], "ERR source and destination objects are the same"),
@@ -132,7 +125,7 @@ mod tests {
         let core = Scripted::new(|_| Reply::Written { applied: true, existed: false });
         let got = core.run(&mut Session::new(1), &["MSETNX", "a", "1", "b", "2", "a", "3"]).await;
         assert_eq!(got, Frame::Integer(1));
-        let w = written(&core);
+        let w = core.written();
         assert_eq!((w.key, w.op), (b("a"), WriteOp::SetAllAbsent(vec![(b("a"), b("3")), (b("b"), b("2"))])));
         let got = core.run(&mut Session::new(1), &["MSETNX", "a", "1", "b"]).await;
         assert_eq!(got, Frame::error("ERR wrong number of arguments for 'msetnx' command"));

@@ -53,15 +53,7 @@ mod tests {
     use super::super::frame::Frame;
     use super::super::testing::Scripted;
     use super::*;
-    use meridian_core::{Deadline, Reply, Request, Write};
-
-    /// The one write a command made.
-    fn written(core: &Scripted) -> Write {
-        match core.asked().as_slice() {
-            [Request::Write(w)] => w.clone(),
-            other => panic!("one write expected, got {other:?}"),
-        }
-    }
+    use meridian_core::{Deadline, Reply};
 
     fn put_of(value: &str, ttl: Ttl) -> WriteOp {
         WriteOp::Put { value: Bytes::copy_from_slice(value.as_bytes()), ttl }
@@ -72,7 +64,7 @@ mod tests {
         for (applied, answer) in [(true, 1), (false, 0)] {
             let core = Scripted::new(move |_| Reply::Written { applied, existed: !applied });
             assert_eq!(core.run(&mut Session::new(1), &["SETNX", "k", "v"]).await, Frame::Integer(answer));
-            let w = written(&core);
+            let w = core.written();
             assert_eq!((w.cond, w.op, w.get_old), (Condition::IfAbsent, put_of("v", Ttl::Clear), false));
         }
     }
@@ -81,11 +73,11 @@ mod tests {
     async fn setex_and_psetex_are_puts_with_a_deadline() {
         let core = Scripted::new(|_| Reply::Written { applied: true, existed: false });
         assert_eq!(core.run(&mut Session::new(1), &["SETEX", "k", "10", "v"]).await, Frame::ok());
-        assert_eq!(written(&core).op, put_of("v", Ttl::Expire(Deadline::In(10_000))));
+        assert_eq!(core.written().op, put_of("v", Ttl::Expire(Deadline::In(10_000))));
         let core = Scripted::new(|_| Reply::Written { applied: true, existed: false });
         assert_eq!(core.run(&mut Session::new(1), &["psetex", "k", "5", "v"]).await, Frame::ok());
         assert_eq!(
-            (written(&core).op, written(&core).cond),
+            (core.written().op, core.written().cond),
             (put_of("v", Ttl::Expire(Deadline::In(5))), Condition::Always)
         );
     }
@@ -110,7 +102,7 @@ mod tests {
     async fn getset_is_a_put_answered_with_the_old_value() {
         let core = Scripted::new(|_| Reply::Value(Some(Bytes::from_static(b"old"))));
         assert_eq!(core.run(&mut Session::new(1), &["GETSET", "k", "new"]).await, Frame::bulk("old"));
-        let w = written(&core);
+        let w = core.written();
         assert_eq!((w.cond, w.op, w.get_old), (Condition::Always, put_of("new", Ttl::Clear), true));
     }
 }

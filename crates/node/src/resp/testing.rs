@@ -10,7 +10,7 @@ use crate::durability::{Persistence, SyncPolicy};
 use crate::inbox::{Answer, ClientRequest, CoreInbox};
 use crate::metrics::NodeMetrics;
 use bytes::Bytes;
-use meridian_core::{Limits, NodeId, Reply, Request};
+use meridian_core::{Limits, NodeId, Reply, Request, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
@@ -45,6 +45,14 @@ impl Scripted {
     /// The requests given so far.
     pub(crate) fn asked(&self) -> Vec<Request> {
         self.asked.lock().unwrap().clone()
+    }
+
+    /// The one write given so far; panics if there was anything else.
+    pub(crate) fn written(&self) -> Write {
+        match self.asked().as_slice() {
+            [Request::Write(w)] => w.clone(),
+            other => panic!("one write expected, got {other:?}"),
+        }
     }
 
     /// Runs `words` as a connection in `session` would, with this core behind it, and waits for the reply.

@@ -327,5 +327,5 @@ fn update_bytes(u: &Update) -> usize {
         super::msg::Change::Put(v) => key.len() + v.len(),
         _ => key.len(),
     };
-    bytes(&u.key, &u.change) + u.also.iter().map(|(k, c)| bytes(k, c)).sum::<usize>()
+    u.changes().map(|(k, c)| bytes(k, c)).sum()
 }

@@ -20,10 +20,18 @@ use meridian_core::{ChainId, NodeId, Read, Reply, Time};
 /// A write the head owes an answer for once the chain holds the invalidation of its keys (`Replica::awaiting`).
 #[derive(Debug)]
 pub struct Awaited {
-    pub keys: Vec<Bytes>,
+    pub key: Bytes,
+    /// The other keys of an update of several (`Update::also`).
+    pub also: Vec<Bytes>,
     /// None for a delete the head ordered itself.
     pub origin: Option<Origin>,
     pub reply: Reply,
+}
+
+impl Awaited {
+    pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
+        std::iter::once(&self.key).chain(&self.also)
+    }
 }
 
 /// An invalidation as it arrives: the write's sequence number and its keys.
@@ -39,11 +47,11 @@ impl ChainStep<'_> {
     /// the key back (`defer_at_head`).
     pub(super) fn invalidate(&mut self, u: &Update, succ: NodeId, origin: Option<Origin>, reply: Reply, out: &mut Fx) {
         let r = self.s.replicas.get_mut(&u.chain).expect("the head holds the chain");
-        let keys: Vec<Bytes> = u.keys().cloned().collect();
-        r.awaiting.insert(u.seq, Awaited { keys: keys.clone(), origin, reply });
+        let also: Vec<Bytes> = u.also.iter().map(|(k, _)| k.clone()).collect();
+        let awaited = Awaited { key: u.key.clone(), also: also.clone(), origin, reply };
+        r.awaiting.insert(u.seq, awaited);
         let view = r.view().expect("members have a view");
-        let (key, also) = (keys[0].clone(), keys[1..].to_vec());
-        out.send_after_sync(succ, ChainMsg::Invalidate { chain: u.chain, view, seq: u.seq, key, also });
+        out.send_after_sync(succ, ChainMsg::Invalidate { chain: u.chain, view, seq: u.seq, key: u.key.clone(), also });
     }
 
     pub(super) fn on_invalidate(&mut self, from: NodeId, chain: ChainId, view: u64, keys: Invalidation, out: &mut Fx) {
@@ -111,7 +119,7 @@ impl ChainStep<'_> {
     pub(super) fn defer_at_head(&mut self, chain: ChainId, origin: Origin, key: &[u8], read: Read) -> bool {
         let Some(r) = self.s.replicas.get_mut(&chain) else { return false };
         let shows = planted_in(&self.s.cfg, PlantedBug::ShowsUninvalidated);
-        let waiting = !shows && r.awaiting.values().any(|a| a.keys.iter().any(|k| k.as_ref() == key));
+        let waiting = !shows && r.awaiting.values().any(|a| a.keys().any(|k| k.as_ref() == key));
         if waiting {
             r.deferred.push((origin, Bytes::copy_from_slice(key), read));
         }

@@ -30,9 +30,14 @@ pub struct Update {
 }
 
 impl Update {
+    /// Every key the update changes with its change, `key` first.
+    pub fn changes(&self) -> impl Iterator<Item = (&Bytes, &Change)> {
+        std::iter::once((&self.key, &self.change)).chain(self.also.iter().map(|(k, c)| (k, c)))
+    }
+
     /// Every key the update changes, `key` first.
     pub fn keys(&self) -> impl Iterator<Item = &Bytes> {
-        std::iter::once(&self.key).chain(self.also.iter().map(|(k, _)| k))
+        self.changes().map(|(k, _)| k)
     }
 }
 

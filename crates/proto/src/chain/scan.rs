@@ -102,7 +102,7 @@ impl ChainStep<'_> {
         }
         let (r, update, span) = (&self.s.replicas[&chain], self.s.update_mode(chain), Span::Tokens(range));
         if update == UpdateMode::Ausi && r.is_head() {
-            return r.awaiting.values().any(|a| a.keys.iter().any(|k| span.holds(k))).then_some(Elsewhere::Later);
+            return r.awaiting.values().any(|a| a.keys().any(|k| span.holds(k))).then_some(Elsewhere::Later);
         }
         self.read_elsewhere(chain, &span, update).map(Elsewhere::Member)
     }

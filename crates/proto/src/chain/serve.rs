@@ -5,7 +5,7 @@ use super::lease::{hold, Held};
 use super::msg::{ChainMsg, Change, Origin, Update};
 use super::replica::{Answered, Replica};
 use super::{ChainNode, ChainStep, Fx};
-use crate::ops::decide::{blind, decide, decide_keys, names_keys, needs_value, Current, Decision, KeysDecision};
+use crate::ops::decide::{blind, decide, decide_keys, needs_value, Current, Decision, KeysDecision};
 use crate::ops::read::{decoded, reply_for, Span};
 use bytes::Bytes;
 use meridian_core::{ChainId, ErrorKind, NodeId, Read, Reply, Request, Stored, Time, UpdateMode, Write};
@@ -35,13 +35,13 @@ pub(super) fn log_update(store: &mut dyn Datastore, u: &Update) -> Result<(), St
     if u.also.is_empty() {
         return store.append(&record_of(u));
     }
-    let also = u.also.iter().map(|(key, change)| Record {
+    let record = |(key, change): (&Bytes, &Change)| Record {
         chain: u.chain.0,
         seq: u.seq,
         key: key.clone(),
         body: body_of(change.clone()),
-    });
-    store.append_group(&std::iter::once(record_of(u)).chain(also).collect::<Vec<_>>())
+    };
+    store.append_group(&u.changes().map(record).collect::<Vec<_>>())
 }
 
 fn body_of(change: Change) -> Body {
@@ -249,7 +249,7 @@ impl ChainStep<'_> {
         mut write: Write,
     ) -> Result<(Update, Existed), StoreError> {
         let seq = self.s.replicas[&chain].lu + 1;
-        if names_keys(&write.op) {
+        if write.is_multi_key() {
             let current = write.keys().map(|k| self.stored(chain, k)).collect::<Result<_, _>>()?;
             let KeysDecision { changes, outcome } = decide_keys(write, current, self.host.wall_ms);
             let mut changes = changes.into_iter();

@@ -6,7 +6,7 @@
 mod keys;
 mod more;
 
-pub(crate) use keys::{decide_keys, names_keys, KeysDecision};
+pub(crate) use keys::{decide_keys, KeysDecision};
 
 use super::outcome::{Answer, Change, Outcome, Refusal};
 use meridian_core::{hash, Condition, Kind, Stored, Ttl, Write, WriteOp};

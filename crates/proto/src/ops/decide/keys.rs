@@ -7,12 +7,6 @@ use crate::ops::outcome::{Answer, Change, Outcome, Refusal};
 use bytes::Bytes;
 use meridian_core::{Stored, Write, WriteOp};
 
-/// Whether `op` is decided by [`decide_keys`] rather than `decide`: it names several keys (or could: RENAME of a
-/// key to itself, MSETNX of one pair decide the same way).
-pub(crate) fn names_keys(op: &WriteOp) -> bool {
-    matches!(op, WriteOp::Rename { .. } | WriteOp::Copy { .. } | WriteOp::SetAllAbsent(_))
-}
-
 /// A decision on a write of several keys: what each key it changes becomes, the first key's change first, at
 /// least one entry (a skip of the write's key when it changes nothing), no key twice.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,7 +26,7 @@ impl KeysDecision {
     }
 }
 
-/// Decides `write` (one of [`names_keys`]) against `current`, the state of each of [`Write::keys`] in that
+/// Decides `write` (one that [`Write::is_multi_key`]) against `current`, the state of each of [`Write::keys`] in that
 /// order, at wall-clock time `now_ms`: a key past its deadline counts as absent, as every read treats it.
 pub(crate) fn decide_keys(write: Write, current: Vec<Option<Stored>>, now_ms: u64) -> KeysDecision {
     debug_assert_eq!(current.len(), write.keys().count(), "{write:?} was decided without every key's state");
