@@ -60,12 +60,13 @@ fn memory_and_disk_chain_seeds() {
     passes(&seed(1_015_072, EVERY_FAULT, KeyspaceConfig::durable(3)));
 }
 
-/// Seeds 940134 (the chain property), 940149 and 940447 (the checker gave up) and 1402885 (a second flush that
-/// dropped an update from memory), on a cache keyspace.
+/// Seeds 940134 (the chain property), 940149 and 940447 (the checker gave up), 1402885 (a second flush that
+/// dropped an update from memory) and 9402621 (a lost replica's drop not durable when the node forgot it was
+/// lost: `node: a lost replica is forgotten only once its drop is durable`), on a cache keyspace.
 #[test]
 fn cache_seeds() {
     let cache = || KeyspaceConfig { maxmemory: Some(4096), update: UpdateMode::Su, ..KeyspaceConfig::durable(3) };
-    for s in [940_134, 940_149, 940_447, 1_402_885] {
+    for s in [940_134, 940_149, 940_447, 1_402_885, 9_402_621] {
         passes(&seed(s, EVERY_FAULT, cache()));
     }
 }

@@ -85,8 +85,10 @@ impl ChainStep<'_> {
 
     /// Readies this node's replica of `chain`, which the map involves it in, for its new role: opens its store
     /// and gives it the kind the map says. A replica of another kind is left over from an earlier membership:
-    /// its data goes, and a member that finds nothing else counts as lost. A lost replica added again starts
-    /// afresh (it may hold writes the chain never committed); one the map restored from is whole again.
+    /// its data goes, and a member that finds nothing else counts as lost. A replica added again starts afresh
+    /// if it is lost or holds history its chain never acknowledged to it (above its LA): the chain may have
+    /// gone on without those writes and given their sequence numbers to others. One the map restored from is
+    /// whole again.
     fn prepare(&mut self, chain: &ChainView, map: &ClusterMap) {
         let kind = chain.kind_of(self.s.me).expect("the map involves this node");
         let key = (chain.id.keyspace(), kind);
@@ -101,7 +103,7 @@ impl ChainStep<'_> {
             self.s.replicas.insert(chain.id, Replica::empty(kind));
             return;
         };
-        if r.kind != kind || (r.lost && !member) {
+        if r.kind != kind || (!member && (r.lost || r.lu > r.la)) {
             let old = r.kind;
             self.drop_data(chain.id, old, map);
             let r = Replica { lost: member && old != kind, ..Replica::empty(kind) };
@@ -167,10 +169,9 @@ impl ChainStep<'_> {
     fn become_joiner(&mut self, chain: ChainId, role: Role, map: &ClusterMap) {
         let Role::Joiner { step, view, tail } = role else { unreachable!("called for joiners") };
         let r = self.s.replicas.get_mut(&chain).expect("prepared");
-        // A member that was taken out and is added again keeps its data: it reflects every update up to its
-        // LU, which is all a pre-copy base needs.
-        r.unacked.clear();
-        r.la = r.lu;
+        // A member that was taken out and is added again keeps its data only if its chain acknowledged all of it
+        // (`prepare`): it reflects the chain's history up to its LU, which is all a pre-copy base needs.
+        assert!(r.unacked.is_empty() && r.la == r.lu, "{chain}: a joiner's base is acknowledged history");
         r.role = role;
         let range = partition_range(chain, map.partitions);
         self.s.copies.insert(chain, Copier::new(chain, CopyKind::PreCopy { step }, tail, view, range, r.lu));

@@ -294,6 +294,11 @@ impl ClusterNode {
     fn store_lost(&mut self) {
         let lost = self.protocols.lost_chains();
         if lost != self.lost_stored {
+            if !self.lost_stored.is_subset(&lost) {
+                // A replica leaves the lost state when the node drops its data; were the file to forget it
+                // before that drop is durable, a crash in between would bring the data back trusted.
+                self.host.sync_now().expect("the node's datastores must be writable (fail-stop)");
+            }
             let stored = lost_replicas::store(&*self.vfs, &self.dir, &lost);
             stored.expect("the node's lost-replica file must be writable (fail-stop)");
             self.lost_stored = lost;
@@ -416,7 +421,10 @@ impl Process for ClusterNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_core::NodeSpec;
+    use crate::map::ChainChange;
+    use bytes::Bytes;
+    use meridian_core::{NodeSpec, ReplicaKind, Write};
+    use meridian_store::SimVfs;
 
     fn cluster(locations: &[&str]) -> ClusterConfig {
         let spec = |(i, l): (usize, &&str)| NodeSpec {
@@ -424,6 +432,70 @@ mod tests {
             ..NodeSpec::new(NodeId(i as u32 + 1), format!("h:{i}"))
         };
         ClusterConfig::new(locations.iter().enumerate().map(spec).collect(), 3, 4).unwrap()
+    }
+
+    /// Opens node `me` of `initial` on `disk`, its `run`th start.
+    fn open(me: NodeId, initial: &ClusterConfig, disk: &SimVfs, run: u64) -> ClusterNode {
+        let vfs = Arc::new(disk.clone());
+        let setup =
+            NodeSetup { me, vfs, dir: "/n".into(), initial: initial.clone(), join: None, incarnation: run, jitter: 0 };
+        ClusterNode::open(setup, NodeConfig::default(), LogOptions::default()).unwrap()
+    }
+
+    fn deliver(node: &mut ClusterNode, map: &ClusterMap) {
+        node.on_message(Time::ZERO, NodeId(1), NodeMsg::Mgr(MgrMsg::Map(Box::new(map.clone()))), &mut NodeFx::new());
+    }
+
+    fn step(map: &mut ClusterMap, change: impl FnOnce(u64) -> ChainChange) {
+        let (chain, expected_view) = (ChainId(0), map.chains[&ChainId(0)].view);
+        let change = change(map.next_step);
+        map.apply(&MapCommand::StepStarted { chain, expected_view, change }).unwrap();
+    }
+
+    fn remove(map: &mut ClusterMap, node: NodeId) {
+        step(map, |step| ChainChange::Remove { node, step });
+        map.apply(&MapCommand::StepDone { chain: ChainId(0), step: map.next_step - 1 }).unwrap();
+    }
+
+    fn add_head(map: &mut ClusterMap, node: NodeId) {
+        step(map, |step| ChainChange::Add { node, position: 0, step, inserted: false, kind: ReplicaKind::Log });
+    }
+
+    /// Sim seed 9402621: a head that counted its replica lost after a power loss was taken out of its chain and
+    /// added back in one map. Adopting it, the node dropped its data and its lost-replica file forgot the
+    /// chain; a power loss took the drop (never synced) but not the file, and the node came back trusting a
+    /// log holding an update the chain never had, as the base of its pre-copy.
+    #[test]
+    fn a_lost_replica_is_forgotten_only_once_its_drop_is_durable() {
+        let initial = cluster(&["default"; 4]);
+        let mut map = ClusterMap::default();
+        map.apply(&bootstrap(&initial, 1)).unwrap();
+        let me = NodeId(4);
+        if map.chains[&ChainId(0)].contains(me) {
+            remove(&mut map, me);
+        }
+        add_head(&mut map, me);
+        let step = map.next_step - 1;
+        map.apply(&MapCommand::AddInserted { chain: ChainId(0), step }).unwrap();
+        map.apply(&MapCommand::StepDone { chain: ChainId(0), step }).unwrap();
+        let disk = SimVfs::default();
+        let mut node = open(me, &initial, &disk, 1);
+        deliver(&mut node, &map);
+        let write = Write::put(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), Bytes::from_static(b"v"));
+        node.on_request(Time::ZERO, RequestId(1), Request::Write(write), &mut NodeFx::new());
+        node.sync().unwrap();
+        disk.crash(1);
+        let mut node = open(me, &initial, &disk, 2);
+        assert_eq!(node.protocols().lost_chains(), [ChainId(0)].into(), "an su head that forwards early");
+        remove(&mut map, me);
+        add_head(&mut map, me);
+        deliver(&mut node, &map);
+        assert!(node.protocols().lost_chains().is_empty(), "the data is dropped: nothing is lost any more");
+        disk.crash(3);
+        let node = open(me, &initial, &disk, 3);
+        let lu =
+            node.protocols().status(&node.host.stores, Time::ZERO).iter().find(|r| r.chain == 0).map_or(0, |r| r.lu);
+        assert_eq!(lu, 0, "the update the chain never had came back after a power loss");
     }
 
     #[test]

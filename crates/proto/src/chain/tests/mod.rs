@@ -644,6 +644,30 @@ fn restarted_tail_catches_up_and_never_serves_stale() {
     assert_eq!(h.request(tail.0, get("a")), Some(value("2")));
 }
 
+/// A head taken out of its chain while it alone held an update, and added back in the first map it hears of
+/// either change, must not trust that update: the chain went on without it and gave its sequence number to
+/// another write. A pre-copy based on the head's LU would skip that write; it copies afresh instead.
+#[test]
+fn a_member_added_back_unheard_copies_afresh_past_what_its_chain_never_acknowledged() {
+    let mut h = Harness::new(3, 3);
+    h.written(1, "a", "1");
+    let (head, mid, _) = h.members();
+    h.drop_to = vec![mid];
+    assert_eq!(h.request(head.0, put("x", "1")), None, "only the head holds it");
+    h.drop_to.clear();
+    let away = h.nodes.remove(&head).unwrap();
+    h.remove(head.0);
+    h.written(mid.0, "b", "2");
+    h.nodes.insert(head, away);
+    assert_eq!((h.lu(head.0), h.lu(mid.0)), (2, 2), "one sequence number, two writes");
+    h.add(head.0, 0);
+    let stored = |h: &Harness, key: &[u8]| {
+        let store = h.nodes[&head].host.stores.get((KeyspaceId::DEFAULT, ReplicaKind::Log)).unwrap();
+        store.get(key).unwrap().and_then(|e| e.value)
+    };
+    assert_eq!(stored(&h, b"b"), Some(Stored::wrap(b"2", None)), "the acknowledged write was copied");
+}
+
 #[test]
 fn recovery_rebuilds_positions_and_unacked_history() {
     let mut h = Harness::new(3, 3);
