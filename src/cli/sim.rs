@@ -8,6 +8,7 @@ use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{DurabilityMode, KeyspaceConfig, Protocol, ProtocolConfig, ReplicaKind};
 use meridian_proto::node::NodeConfig;
+use meridian_sim::experiments::geo::GeoExperiment;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
@@ -98,11 +99,13 @@ pub struct SimArgs {
     /// seed.
     #[arg(long)]
     topology: Option<String>,
-    /// Run a seed's experiment instead of correctness seeds: `join` (seed 003 §4.2, throughput of every node
-    /// while a node joins; uses --seed and --nodes).
-    #[arg(long, value_parser = ["join"])]
+    /// Run an experiment instead of correctness seeds: `join` (seed 003 §4.2, throughput of every node while a
+    /// node joins; uses --seed and --nodes) or `geo` (read and write latency per client region of a chain
+    /// keyspace and of quorum keyspaces at ONE, QUORUM and ALL; needs --topology, uses --seed, and --nodes
+    /// for the nodes per region when it is at least the topology's regions).
+    #[arg(long, value_parser = ["join", "geo"])]
     experiment: Option<String>,
-    /// With --experiment: where to write the throughput plot (SVG).
+    /// With --experiment: where to write the plot (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
     /// Also print the messages the nodes sent, by kind: how many, their bytes, and bytes per second of
@@ -112,8 +115,10 @@ pub struct SimArgs {
 }
 
 pub fn run(args: SimArgs) -> Result<ExitCode, String> {
-    if args.experiment.is_some() {
-        return join_experiment(&args);
+    match args.experiment.as_deref() {
+        Some("join") => return join_experiment(&args),
+        Some(_) => return geo_experiment(&args),
+        None => {}
     }
     let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication, ReplicaKind::Log)?;
     let default = KeyspaceConfig {
@@ -325,8 +330,23 @@ fn join_experiment(args: &SimArgs) -> Result<ExitCode, String> {
     let x = JoinExperiment { seed: args.seed, nodes: args.nodes.max(4), ..JoinExperiment::default() };
     let report = meridian_sim::experiments::join::run(&x).map_err(|e| e.to_string())?;
     print!("{}", report.table(&x));
+    write_svg(args, &report.svg())
+}
+
+fn geo_experiment(args: &SimArgs) -> Result<ExitCode, String> {
+    let name = args.topology.as_deref().ok_or("--experiment geo needs --topology PRESET|FILE (e.g. globlease-4)")?;
+    let topology = Arc::new(Topology::load(name).map_err(|e| e.to_string())?);
+    let regions = topology.regions().len();
+    let x =
+        GeoExperiment { nodes_per_region: (args.nodes / regions).max(1), ..GeoExperiment::new(args.seed, topology) };
+    let report = meridian_sim::experiments::geo::run(&x).map_err(|e| e.to_string())?;
+    print!("{}", report.table(&x));
+    write_svg(args, &report.svg())
+}
+
+fn write_svg(args: &SimArgs, svg: &str) -> Result<ExitCode, String> {
     if let Some(path) = &args.svg {
-        std::fs::write(path, report.svg()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         println!("plot: {}", path.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -162,19 +162,25 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     opts.capabilities = Protocols::capabilities(&s.default);
     opts.trace = s.trace;
     opts.topology = s.topology.clone();
-    // As an operator would: timings follow the round trip between the farthest nodes. A write crosses the
-    // network about R + 1 times; front-ends and clients wait several such trips before giving up.
+    // As an operator would: timings follow the round trip between the farthest nodes; clients wait several
+    // such trips before giving up.
     let (net, placements) = topology(&opts);
     let locations = protocols::locations(opts.topology.as_deref(), &placements);
     let rtt = net.round_trip(&placements);
-    let tick = rtt.clamp(DEFAULT_TICK, MANAGER_TICK_MAX);
-    node.manager = ManagerConfig { limits: node.manager.limits, ..ManagerConfig::with_tick(tick) };
-    node.requests.request_timeout = node.requests.request_timeout.max(rtt * 8);
+    fit_timings(&mut node, rtt);
     // Long enough for the manager to declare the node failed (its heartbeats stop at once), wait out its leases
     // (a term at most) and leave the new tails one more term of serving while it is still cut off.
     opts.isolation = node.manager.failure_timeout + node.manager.lease * 2;
     opts.client_timeout = opts.client_timeout.max(rtt * 12);
     run(&opts, protocols::chain(cluster, node, log, locations))
+}
+
+/// Sets `node`'s manager tick and request timeout as an operator would for a network whose farthest nodes are
+/// `rtt` apart: a write crosses the network about R + 1 times, and a front-end waits several such trips.
+pub fn fit_timings(node: &mut NodeConfig, rtt: Duration) {
+    let tick = rtt.clamp(DEFAULT_TICK, MANAGER_TICK_MAX);
+    node.manager = ManagerConfig { limits: node.manager.limits, ..ManagerConfig::with_tick(tick) };
+    node.requests.request_timeout = node.requests.request_timeout.max(rtt * 8);
 }
 
 /// Runs every seed; `keep` sees each failing run's report (e.g. to save its history).

@@ -1,4 +1,5 @@
 //! Experiments that reproduce a seed's headline result in the simulator (DESIGN.md §6), each with its own
 //! load and measurement rather than the correctness runs' nemesis and checker.
 
+pub mod geo;
 pub mod join;
