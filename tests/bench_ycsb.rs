@@ -106,6 +106,27 @@ fn bench_ycsb_drives_a_meridian_server() {
     workloads_against(server.resp, dir.path(), "resp");
 }
 
+/// `--db N` selects database N on every connection first: in Meridian the keyspace `dbN`, which holds the
+/// records afterwards while the default keyspace holds none.
+#[test]
+fn bench_ycsb_selects_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::single(dir.path(), &[]);
+    let load = ["--db", "3", "--phase", "load", "--records", "50", "--clients", "2"];
+    let (_, inserts) = phase(&ycsb(server.resp, &load, dir.path()), "load");
+    assert_eq!(inserts, [("INSERT".to_string(), 50)]);
+    let mut conn = support::resp::Conn::connect(server.resp, Duration::from_secs(5)).unwrap();
+    assert_eq!(conn.cmd(&["DBSIZE"]).unwrap(), support::resp::Resp::Int(0), "nothing in the default keyspace");
+    assert_eq!(conn.cmd(&["SELECT", "3"]).unwrap(), support::resp::Resp::Simple("OK".into()));
+    assert_eq!(conn.cmd(&["DBSIZE"]).unwrap(), support::resp::Resp::Int(50));
+    let refused = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["bench", "ycsb", "--protocol", "memcache", "--db", "1", "--phase", "load"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("memcached's text protocol has none"));
+}
+
 /// A server process, killed when dropped.
 struct Daemon(Child);
 

@@ -53,6 +53,10 @@ pub struct YcsbArgs {
     /// one field only, set and get).
     #[arg(long, default_value = "resp", value_parser = ["resp", "memcache"])]
     protocol: String,
+    /// The Redis database every connection selects first (`SELECT n`): in Meridian the keyspace `db<n>`, made
+    /// with the default settings if it does not exist yet (docs/keyspaces.md). RESP only.
+    #[arg(long)]
+    db: Option<u32>,
     /// YCSB's core workload: a (50% read, 50% update, zipfian), b (95% read, 5% update), c (reads only), d (95%
     /// read, 5% insert, latest records first), e (scans: refused, see docs/load-testing.md), f (50% read, 50%
     /// read-modify-write).
@@ -297,6 +301,7 @@ fn run_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
     let bench = YcsbBench {
         addrs: args.addr.iter().map(|a| resolve(a)).collect::<Result<_, _>>()?,
         protocol: Protocol::parse_name(&args.protocol).map_err(|e| e.to_string())?,
+        db: args.db,
         workload: ycsb_workload(&args)?,
         load: args.phase != "run",
         run: args.phase != "load",

@@ -54,6 +54,8 @@ pub(super) struct Plan<'a> {
     /// Connection `i` goes to `addrs[i % addrs.len()]`.
     pub addrs: &'a [SocketAddr],
     pub protocol: Protocol,
+    /// The database each connection selects before its first operation.
+    pub db: Option<u32>,
     pub clients: usize,
     pub depth: usize,
     pub pacing: Pacing,
@@ -141,7 +143,7 @@ pub(super) fn run(
     runtime.block_on(async {
         let mut streams = Vec::with_capacity(plan.clients);
         for addr in plan.addrs.iter().cycle().take(plan.clients) {
-            streams.push(connect(*addr).await?);
+            streams.push(connect(*addr, plan.db).await?);
         }
         let shared = Arc::new(Shared {
             schedule: Schedule::new(plan.pacing, plan.operations, plan.duration),
@@ -174,14 +176,37 @@ pub(super) fn run(
     })
 }
 
-async fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+async fn connect(addr: SocketAddr, db: Option<u32>) -> Result<TcpStream, String> {
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| format!("cannot connect to {addr}: no answer within {CONNECT_TIMEOUT:?}"))?
         .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
     // Each command goes out when it is due, not when Nagle's algorithm would let it.
     stream.set_nodelay(true).map_err(|e| format!("{addr}: {e}"))?;
+    if let Some(db) = db {
+        select(&mut stream, db).await.map_err(|e| format!("{addr}: SELECT {db}: {e}"))?;
+    }
     Ok(stream)
+}
+
+/// Selects database `db` on a fresh connection and waits for the server's `+OK`.
+async fn select(stream: &mut TcpStream, db: u32) -> Result<(), String> {
+    let n = db.to_string();
+    let command = format!("*2\r\n$6\r\nSELECT\r\n${}\r\n{n}\r\n", n.len());
+    stream.write_all(command.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut reply = Vec::new();
+    while !reply.ends_with(b"\r\n") {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(REPLY_TIMEOUT, stream.read(&mut byte)).await;
+        match read.map_err(|_| format!("no answer within {REPLY_TIMEOUT:?}"))?.map_err(|e| e.to_string())? {
+            0 => return Err("the server closed the connection".into()),
+            _ => reply.push(byte[0]),
+        }
+    }
+    match reply.as_slice() {
+        b"+OK\r\n" => Ok(()),
+        other => Err(String::from_utf8_lossy(other).trim_end().to_string()),
+    }
 }
 
 /// A command sent and not answered yet: one per operation in flight (a read-modify-write's update replaces
@@ -366,7 +391,7 @@ mod tests {
     /// Against no server yet: `against_fake` gives it its fake's address.
     fn plan(pacing: Pacing, clients: usize, depth: usize, operations: u64) -> Plan<'static> {
         let (addrs, protocol, duration) = (&[][..], Protocol::Resp, Duration::from_secs(20));
-        Plan { phase: "run", addrs, protocol, clients, depth, pacing, operations, duration, seed: 7 }
+        Plan { phase: "run", addrs, protocol, db: None, clients, depth, pacing, operations, duration, seed: 7 }
     }
 
     const STALL: Duration = Duration::from_millis(300);

@@ -148,7 +148,16 @@ mod tests {
     }
 
     fn bench(addrs: Vec<SocketAddr>, workload: Workload) -> YcsbBench {
-        YcsbBench { addrs, protocol: Protocol::Memcache, workload, load: true, run: true, pipeline: 4, threads: 1 }
+        YcsbBench {
+            addrs,
+            protocol: Protocol::Memcache,
+            db: None,
+            workload,
+            load: true,
+            run: true,
+            pipeline: 4,
+            threads: 1,
+        }
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub struct YcsbBench {
     pub addrs: Vec<SocketAddr>,
     /// What the servers speak.
     pub protocol: Protocol,
+    /// The Redis database every connection selects first (`SELECT n`; in Meridian, keyspace `db<n>`).
+    pub db: Option<u32>,
     /// The workload with every property and flag applied.
     pub workload: Workload,
     /// Which phases run.
@@ -79,6 +81,8 @@ pub enum InvalidBench {
          --field-count 1), not {0}"
     )]
     MemcacheFields(usize),
+    #[error("--db selects a Redis database; memcached's text protocol has none")]
+    MemcacheDb,
     #[error("the run phase needs a bound: --operations (operationcount), --duration (maxexecutiontime) or both")]
     Unbounded,
     #[error("--operations must be at least 1")]
@@ -125,6 +129,9 @@ impl YcsbBench {
         if self.protocol == Protocol::Memcache && w.field_count != 1 {
             return Err(InvalidBench::MemcacheFields(w.field_count));
         }
+        if self.protocol == Protocol::Memcache && self.db.is_some() {
+            return Err(InvalidBench::MemcacheDb);
+        }
         if self.run && w.operation_count.is_none() && w.max_execution_time.is_none() {
             return Err(InvalidBench::Unbounded);
         }
@@ -155,6 +162,7 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
         phase,
         addrs: &bench.addrs,
         protocol: bench.protocol,
+        db: bench.db,
         clients: w.thread_count,
         depth: bench.pipeline,
         pacing,
@@ -191,6 +199,7 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
     Ok(YcsbReport {
         addrs: bench.addrs.iter().map(SocketAddr::to_string).collect(),
         protocol: bench.protocol,
+        db: bench.db,
         workload: bench.workload.clone(),
         pipeline: bench.pipeline,
         threads: bench.threads,

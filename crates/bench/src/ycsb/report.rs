@@ -63,6 +63,8 @@ pub struct YcsbReport {
     /// The servers measured, connections spread evenly over them.
     pub addrs: Vec<String>,
     pub protocol: Protocol,
+    /// The database every connection selected, if one was.
+    pub db: Option<u32>,
     pub workload: Workload,
     /// Commands each connection keeps in flight at most.
     pub pipeline: usize,
@@ -203,7 +205,7 @@ impl fmt::Display for YcsbReport {
         let p = &w.proportions;
         writeln!(
             f,
-            "meridian bench ycsb: {addrs} ({protocol}), workload {preset} (read {:.2} update {:.2} insert {:.2} \
+            "meridian bench ycsb: {addrs} ({protocol}{db}), workload {preset} (read {:.2} update {:.2} insert {:.2} \
              read-modify-write {:.2}, {dist}), {records} records of {fields} × {len} B ({kind}), pipeline {pipe}, \
              {threads} runtime thread(s)",
             p.read,
@@ -212,6 +214,7 @@ impl fmt::Display for YcsbReport {
             p.read_modify_write,
             addrs = self.addrs.join(", "),
             protocol = self.protocol.name(),
+            db = self.db.map_or(String::new(), |n| format!(", database {n}")),
             preset = w.preset,
             dist = w.distribution.name(),
             records = w.record_count,
@@ -282,6 +285,7 @@ mod tests {
         let report = YcsbReport {
             addrs: vec!["127.0.0.1:6379".into()],
             protocol: Protocol::Resp,
+            db: None,
             workload: Workload::preset('a').unwrap(),
             pipeline: 1,
             threads: 1,
