@@ -6,6 +6,7 @@
 
 use super::http;
 use super::node::LocationArgs;
+use super::quorum_args::QuorumArgs;
 use clap::{Args, Subcommand};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
@@ -75,16 +76,8 @@ struct CreateArgs {
     /// How the replicas agree on writes: `chain` or `quorum` (docs/keyspaces.md, docs/protocols/).
     #[arg(long, default_value = "chain", value_parser = ["chain", "quorum"])]
     protocol: String,
-    /// A quorum keyspace's replicas a read waits for: `one`, `quorum` (a majority, the default), `all` or a count.
-    #[arg(long)]
-    read_quorum: Option<String>,
-    /// A quorum keyspace's replicas a write waits for, as --read-quorum.
-    #[arg(long)]
-    write_quorum: Option<String>,
-    /// How a quorum keyspace stamps its writes: `quorum` (ABD, linearizable with R + W > N; the default) or
-    /// `clock` (the coordinator's wall clock, one round trip fewer).
-    #[arg(long)]
-    timestamps: Option<String>,
+    #[command(flatten)]
+    quorum: QuorumArgs,
     /// One replica in each of these regions, in this order: the first is the keyspace's home, where the
     /// chains' heads run (docs/regions.md). Without --replicas, every replica is a `log`.
     #[arg(long, conflicts_with = "placement")]
@@ -172,9 +165,7 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
         durability,
         maxmemory,
         protocol,
-        read_quorum,
-        write_quorum,
-        timestamps,
+        quorum: QuorumArgs { read_quorum, write_quorum, timestamps },
         regions,
         placement,
         ban_region,

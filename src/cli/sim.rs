@@ -1,6 +1,7 @@
 //! `meridian sim`: many seeds of a protocol under a nemesis, each history checked. Prints one summary
 //! line and exits non-zero, naming the seed, on any violation.
 
+use super::quorum_args::QuorumArgs;
 use clap::Args;
 use meridian_check::Staleness;
 use meridian_core::keyspace::UnknownName;
@@ -24,16 +25,8 @@ pub struct SimArgs {
     /// The `default` keyspace's replication protocol: `chain` or `quorum` (docs/protocols/).
     #[arg(long, default_value = "chain")]
     protocol: String,
-    /// With `--protocol quorum`: the replicas a read waits for, `one`, `quorum` (a majority), `all` or a count.
-    #[arg(long)]
-    read_quorum: Option<String>,
-    /// With `--protocol quorum`: the replicas a write waits for, as `--read-quorum`.
-    #[arg(long)]
-    write_quorum: Option<String>,
-    /// With `--protocol quorum`: how writes are stamped, `quorum` (ABD: linearizable with R + W > N) or `clock`
-    /// (the coordinator's wall clock).
-    #[arg(long)]
-    timestamps: Option<String>,
+    #[command(flatten)]
+    quorum: QuorumArgs,
     /// Number of seeds to run.
     #[arg(long, default_value_t = 100)]
     seeds: u64,
@@ -169,8 +162,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
 /// The `default` keyspace's protocol and its knobs, as the options give them.
 fn protocol_config(args: &SimArgs) -> Result<ProtocolConfig, String> {
     let protocol: Protocol = args.protocol.parse().map_err(|e: UnknownName| e.to_string())?;
-    let (read, write) = (args.read_quorum.as_deref(), args.write_quorum.as_deref());
-    ProtocolConfig::from_options(protocol, read, write, args.timestamps.as_deref()).map_err(|e| e.to_string())
+    args.quorum.config(protocol)
 }
 
 fn print_seed(r: &SeedResult) {
