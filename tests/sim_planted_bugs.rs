@@ -304,3 +304,25 @@ fn quorums_that_need_not_meet_are_caught() {
     let sound = sweep_config(None, 20, nemesis, CheckModel::Linearizable, quorum(Level::Quorum, Level::Quorum));
     assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
 }
+
+/// The sequential-consistency check (`meridian_check::check_sequential`) on whole runs: a quorum keyspace at
+/// ONE reads from any replica, so a client can miss its own write or read back in time, which the check
+/// catches; linearizable configurations (ABD at QUORUM, a chain) pass the same seeds, as they must.
+#[test]
+fn reads_at_one_are_caught_going_back_in_time() {
+    use meridian_core::{Level, ProtocolConfig, QuorumOptions, Stamps};
+    let quorum = |level| {
+        let options = QuorumOptions { read: level, write: level, timestamps: Stamps::Clock };
+        KeyspaceConfig { protocol: ProtocolConfig::Quorum(options), ..KeyspaceConfig::durable(3) }
+    };
+    let nemesis = "crash,partition,pause";
+    let planted = sweep_config(None, 20, nemesis, CheckModel::Sequential, quorum(Level::One));
+    let report = caught_at_least(&planted, 5, "reads at ONE")[0].failure.as_deref().unwrap();
+    assert!(report.contains("not sequentially consistent"), "{report}");
+    let abd = QuorumOptions { read: Level::Quorum, write: Level::Quorum, timestamps: Stamps::Quorum };
+    let abd = KeyspaceConfig { protocol: ProtocolConfig::Quorum(abd), ..KeyspaceConfig::durable(3) };
+    for sound in [abd, KeyspaceConfig::durable(3)] {
+        let results = sweep_config(None, 20, nemesis, CheckModel::Sequential, sound);
+        assert!(caught(&results).is_empty(), "{:?}", caught(&results).first().map(|r| &r.failure));
+    }
+}

@@ -39,8 +39,10 @@ pub struct SimArgs {
     /// until the manager has moved its chains on; makes the fault phase longer) (empty for none).
     #[arg(long, default_value = "crash,partition,pause,clock")]
     nemesis: String,
-    /// History check: linearizable, staleness (the fraction of stale reads and the largest staleness), auto
-    /// (what docs/keyspaces.md claims for the default keyspace's configuration) or none.
+    /// History check: linearizable, sequential (per key, one order of the writes every client's reads and
+    /// writes respect in its own order; stale reads measured besides), staleness (the fraction of stale reads
+    /// and the largest staleness), auto (what docs/keyspaces.md claims for the default keyspace's
+    /// configuration) or none.
     #[arg(long, default_value = "linearizable")]
     check: String,
     /// Nodes of the initial cluster; three of them, spread over the topology's regions, run the manager.

@@ -6,7 +6,8 @@
 //! JSON lines. [`check`] decides whether some order of the operations, consistent with real time, explains every
 //! result under a per-key register model, and otherwise returns a small [`Counterexample`]. Present reads (a key
 //! found holding some value) are left out of that search; [`present_violations`] judges them. [`staleness`]
-//! measures how stale reads were, for configurations that promise less.
+//! measures how stale reads were, for configurations that promise less; [`check_sequential`] checks
+//! per-key sequential consistency, for those that promise that.
 //!
 //! Start with `history.rs` (the format, and what `ok: null` means), then `linearizable.rs`, the entry point, and
 //! `search.rs`.
@@ -22,6 +23,8 @@
 //! - `recorder`: `Recorder`, building a history while operations run.
 //! - `register`: the sequential specification, a register that starts absent, with values interned.
 //! - `search`: the Wing–Gong search with Lowe's improvements, as in Porcupine, for one key.
+//! - `sequential`: `check_sequential`, per-key sequential consistency (read-your-writes, monotonic reads) as a
+//!   cycle search over the order of each key's writes.
 //! - `shrink`: shrinking a violation to a 1-minimal set of operations.
 //! - `sources`: the writes each observing operation could have read from.
 //! - `staleness`: how stale reads were, and the present reads no linearization explains.
@@ -37,6 +40,7 @@ mod prepare;
 mod recorder;
 mod register;
 mod search;
+mod sequential;
 mod shrink;
 mod sources;
 mod staleness;
@@ -47,4 +51,5 @@ pub use history::{History, Op, OpError, OpKind};
 pub use jsonl::HistoryError;
 pub use linearizable::{check, Budget, Verdict};
 pub use recorder::Recorder;
+pub use sequential::{check_sequential, SequentialVerdict, SequentialViolation};
 pub use staleness::{present_violations, staleness, Staleness};

@@ -6,7 +6,9 @@ use crate::protocols;
 use crate::rng::SimRng;
 use crate::run::{run, topology, RunOptions, RunReport};
 use crate::world::Traffic;
-use meridian_check::{check, present_violations, staleness, Budget, OpKind, Staleness, Verdict};
+use meridian_check::{
+    check, check_sequential, present_violations, staleness, Budget, OpKind, SequentialVerdict, Staleness, Verdict,
+};
 use meridian_core::topology::Topology;
 use meridian_core::KeyspaceConfig;
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
@@ -28,6 +30,8 @@ pub enum CheckModel {
     Linearizable,
     /// Measures stale reads (`meridian_check::staleness`); fails only on a value no write wrote.
     Staleness,
+    /// Per-key sequential consistency (`meridian_check::check_sequential`), stale reads measured besides.
+    Sequential,
     /// Only invariants and liveness; the history is not checked.
     None,
 }
@@ -48,6 +52,7 @@ impl fmt::Display for CheckModel {
         f.write_str(match self {
             CheckModel::Linearizable => "linearizable",
             CheckModel::Staleness => "staleness",
+            CheckModel::Sequential => "sequential",
             CheckModel::None => "none",
         })
     }
@@ -60,8 +65,9 @@ impl FromStr for CheckModel {
         match s {
             "linearizable" => Ok(CheckModel::Linearizable),
             "staleness" => Ok(CheckModel::Staleness),
+            "sequential" => Ok(CheckModel::Sequential),
             "none" => Ok(CheckModel::None),
-            other => Err(format!("unknown check {other:?}; expected linearizable, staleness or none")),
+            other => Err(format!("unknown check {other:?}; expected linearizable, sequential, staleness or none")),
         }
     }
 }
@@ -101,7 +107,7 @@ pub struct SeedResult {
     pub nemesis: NemesisStats,
     /// The protocol's counters summed over every node life (compactions, pre-copies, flushes, …).
     pub counters: BTreeMap<&'static str, u64>,
-    /// With `CheckModel::Staleness`: how stale the reads were.
+    /// With `CheckModel::Staleness` or `Sequential`: how stale the reads were.
     pub staleness: Option<Staleness>,
     /// Messages sent, by kind, and the virtual time they were sent over.
     pub traffic: BTreeMap<&'static str, Traffic>,
@@ -125,7 +131,14 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
             failure = present.map(|wrong| format!("not linearizable: a SCAN page's {wrong}"));
         }
     }
-    let stale = (model == CheckModel::Staleness).then(|| staleness(&report.history));
+    if failure.is_none() && model == CheckModel::Sequential {
+        failure = match check_sequential(&report.history) {
+            SequentialVerdict::Consistent { .. } => None,
+            other => Some(other.to_string()),
+        };
+    }
+    let measured = matches!(model, CheckModel::Staleness | CheckModel::Sequential);
+    let stale = measured.then(|| staleness(&report.history));
     if let Some(invented) = stale.as_ref().and_then(|s| s.invented.first()).filter(|_| failure.is_none()) {
         failure = Some(format!("a read returned a value no write wrote: {invented}"));
     }
