@@ -129,16 +129,25 @@ pub struct Nemesis {
 }
 
 impl Nemesis {
-    pub fn new(requested: &[FaultKind], mut rng: SimRng, leave_budget: usize, isolation: Duration) -> Nemesis {
+    /// Draws which of the `requested` kinds this run injects and how often, each mean gap `pace` times the
+    /// LAN's (`RunOptions::fault_pace`).
+    pub fn new(
+        requested: &[FaultKind],
+        mut rng: SimRng,
+        leave_budget: usize,
+        isolation: Duration,
+        pace: u32,
+    ) -> Nemesis {
         let mut rates = BTreeMap::new();
+        let gap = |rng: &mut SimRng| rng.duration(Duration::from_millis(150), Duration::from_secs(3)) * pace;
         for &kind in requested {
             if rng.chance(0.8) {
-                rates.insert(kind, rng.duration(Duration::from_millis(150), Duration::from_secs(3)));
+                rates.insert(kind, gap(&mut rng));
             }
         }
         if rates.is_empty() && !requested.is_empty() {
             let kind = requested[rng.index(requested.len())];
-            rates.insert(kind, rng.duration(Duration::from_millis(150), Duration::from_secs(3)));
+            rates.insert(kind, gap(&mut rng));
         }
         Nemesis { rates, rng, active: true, leave_budget, isolation, isolated_until: 0, stats: NemesisStats::default() }
     }
@@ -373,7 +382,7 @@ mod tests {
     #[test]
     fn swarm_enables_at_least_one_requested_kind() {
         for seed in 0..50 {
-            let n = Nemesis::new(&[FaultKind::Crash, FaultKind::Clock], SimRng::new(seed), 0, Duration::ZERO);
+            let n = Nemesis::new(&[FaultKind::Crash, FaultKind::Clock], SimRng::new(seed), 0, Duration::ZERO, 1);
             let enabled = n.enabled();
             assert!(!enabled.is_empty());
             assert!(enabled.iter().all(|k| matches!(k, FaultKind::Crash | FaultKind::Clock)));

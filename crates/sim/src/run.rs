@@ -43,6 +43,10 @@ pub struct RunOptions {
     pub trace: bool,
     /// Regions and links to place the nodes in, in turn, instead of a network drawn from the seed.
     pub topology: Option<Arc<Topology>>,
+    /// How many times apart faults come, and how much longer the fault phase lasts, than on a LAN: a cluster
+    /// over a WAN runs a slower manager (`sweep::fit_timings`), which takes as much longer to recover from each
+    /// fault, so at the LAN's pace it would spend the run in recovery and serve almost nothing.
+    pub fault_pace: u32,
 }
 
 impl RunOptions {
@@ -62,6 +66,7 @@ impl RunOptions {
             capabilities: Capabilities { conditional: true, expiry: true, scan: true },
             trace: false,
             topology: None,
+            fault_pace: 1,
         }
     }
 }
@@ -128,7 +133,8 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     world.tracing = opts.trace;
     let ms = |d: Duration| d.as_nanos() as u64;
     let isolates = opts.nemesis.iter().any(|k| matches!(k, FaultKind::Isolate | FaultKind::Region));
-    let faults = if isolates { opts.faults.max(opts.isolation * 2) } else { opts.faults };
+    let paced = opts.faults * opts.fault_pace;
+    let faults = if isolates { paced.max(opts.isolation * 2) } else { paced };
     let phases = Phases {
         faults_end: ms(faults),
         must_progress: ms(faults + opts.grace),
@@ -152,7 +158,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     if let Some(t) = &opts.topology {
         workload.in_regions(t.regions().len() as u32);
     }
-    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation);
+    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation, opts.fault_pace);
     ids[..opts.nodes].iter().for_each(|&id| world.boot(id));
     workload.start(&mut world);
     nemesis.start(&mut world, phases.faults_end);

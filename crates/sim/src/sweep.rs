@@ -184,6 +184,9 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     // Long enough for the manager to declare the node failed (its heartbeats stop at once), wait out its leases
     // (a term at most) and leave the new tails one more term of serving while it is still cut off.
     opts.isolation = node.manager.failure_timeout + node.manager.lease * 2;
+    if opts.topology.is_some() {
+        opts.fault_pace = (node.manager.tick.as_millis() / DEFAULT_TICK.as_millis()).max(1) as u32;
+    }
     opts.client_timeout = opts.client_timeout.max(rtt * 12);
     run(&opts, protocols::chain(cluster, node, log, locations))
 }
