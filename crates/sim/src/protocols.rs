@@ -91,7 +91,7 @@ pub fn chain(
             incarnation,
             jitter: incarnation.rotate_left(17),
         };
-        ClusterNode::open(setup, cfg.clone(), log)
+        ClusterNode::open(setup, cfg.clone(), log).map_err(|e| e.to_string())
     });
     let invariants = Box::new(|live: &BTreeMap<NodeId, (&ClusterNode, Time)>| {
         for (n, _) in live.values() {

@@ -22,6 +22,7 @@ use crate::manager::agent::{Agent, JoinRequest, Learned};
 use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
 use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
+use crate::manager::raft::RaftError;
 use crate::map::placement::{self, DEFAULT_PARTITIONS};
 use crate::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
 use crate::protocol::PreviousRun;
@@ -93,6 +94,24 @@ pub fn bootstrap(initial: &ClusterConfig, partitions: u32) -> MapCommand {
     MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters: voters(initial) }
 }
 
+/// Why a node could not open its data directory: which of its parts failed, and how.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cluster map: {0}")]
+    Map(#[source] std::io::Error),
+    #[error("datastores: {0}")]
+    Stores(#[source] StoreError),
+    #[error("clean-stop marker: {0}")]
+    CleanStop(#[source] std::io::Error),
+    #[error("lost replicas: {0}")]
+    LostReplicas(#[source] std::io::Error),
+    /// A protocol could not rebuild its replicas from the datastores' logs.
+    #[error("replicas: {0}")]
+    Replicas(#[source] StoreError),
+    #[error("manager log: {0}")]
+    ManagerLog(#[source] RaftError),
+}
+
 pub struct ClusterNode {
     me: NodeId,
     cfg: NodeConfig,
@@ -120,11 +139,11 @@ pub struct ClusterNode {
 impl ClusterNode {
     /// Opens the node in `setup.dir`: its map in `map/`, the marker of a clean stop, the manager's log in `raft/`
     /// (voters), each keyspace's datastore in `keyspaces/ks-<id>/`, log stores with options `log`.
-    pub fn open(setup: NodeSetup, cfg: NodeConfig, log: LogOptions) -> Result<ClusterNode, String> {
+    pub fn open(setup: NodeSetup, cfg: NodeConfig, log: LogOptions) -> Result<ClusterNode, OpenError> {
         let me = setup.me;
-        let file = MapFile::new(setup.vfs.clone(), &setup.dir.join("map")).map_err(|e| e.to_string())?;
+        let file = MapFile::new(setup.vfs.clone(), &setup.dir.join("map")).map_err(OpenError::Map)?;
         let voters = voters(&setup.initial);
-        let agent = Agent::open(me, file, voters.clone(), setup.join).map_err(|e| format!("cluster map: {e}"))?;
+        let agent = Agent::open(me, file, voters.clone(), setup.join).map_err(OpenError::Map)?;
         let (keyspaces, dropped) = match agent.map() {
             Some(m) => {
                 let dropped = (0..m.next_keyspace).map(KeyspaceId).filter(|k| !m.keyspaces.contains_key(k));
@@ -134,23 +153,23 @@ impl ClusterNode {
             None => (vec![(KeyspaceId::DEFAULT, false)], Vec::new()),
         };
         let spec = StoreSpec { vfs: setup.vfs.clone(), dir: setup.dir.join("keyspaces"), log };
-        let stores = Stores::open(spec, keyspaces, dropped).map_err(|e| format!("datastores: {e}"))?;
+        let stores = Stores::open(spec, keyspaces, dropped).map_err(OpenError::Stores)?;
         let mut host = Host::new(me, setup.incarnation, cfg.requests.clone(), stores);
-        let clean_stop = clean_stop::take(&*setup.vfs, &setup.dir).map_err(|e| format!("clean-stop marker: {e}"))?;
-        let lost = lost_replicas::load(&*setup.vfs, &setup.dir).map_err(|e| format!("lost replicas: {e}"))?;
+        let clean_stop = clean_stop::take(&*setup.vfs, &setup.dir).map_err(OpenError::CleanStop)?;
+        let lost = lost_replicas::load(&*setup.vfs, &setup.dir).map_err(OpenError::LostReplicas)?;
         let previous = PreviousRun { map: agent.map().map(|m| m.as_ref()), clean_stop, lost: &lost };
         let protocols = Protocols::open(me, cfg.protocols.clone(), &mut host.stores, setup.incarnation, previous)
-            .map_err(|e: StoreError| e.to_string())?;
+            .map_err(OpenError::Replicas)?;
         let lost_stored = protocols.lost_chains();
         if lost_stored != lost {
-            lost_replicas::store(&*setup.vfs, &setup.dir, &lost_stored).map_err(|e| format!("lost replicas: {e}"))?;
+            lost_replicas::store(&*setup.vfs, &setup.dir, &lost_stored).map_err(OpenError::LostReplicas)?;
         }
         let (manager, opened) = if voters.contains(&me) {
             let boot = bootstrap(&setup.initial, cfg.partitions);
             let dir = setup.dir.join("raft");
             let (core, out) =
                 ManagerCore::open(me, setup.vfs.clone(), &dir, &voters, boot, cfg.manager.clone(), setup.jitter)
-                    .map_err(|e| format!("manager log: {e}"))?;
+                    .map_err(OpenError::ManagerLog)?;
             (Some(core), out)
         } else {
             (None, MgrOut::default())
