@@ -49,12 +49,13 @@ fn seeds_500018_and_901013_a_lost_replica_forgotten() {
 }
 
 /// Seeds 930242, 930315, 930383, 930384 (a restore refused for a lost log member), 930394, 930555, 930746 (early
-/// forwarding and draining that left no durable copy), 931742 (a restored replica left inactive) and 1015072 (a
-/// departed node's only log copy given up), on `mem,log` and the default keyspace.
+/// forwarding and draining that left no durable copy), 931742 (a restored replica left inactive), 9741457 (the
+/// last whole log replica removed after the other was lost: `map: the last whole durable replica is never
+/// removed`) and 1015072 (a departed node's only log copy given up), on `mem,log` and the default keyspace.
 #[test]
 fn memory_and_disk_chain_seeds() {
     let md = || KeyspaceConfig::with_replicas(vec![ReplicaKind::Mem, ReplicaKind::Log]);
-    for s in [930_242, 930_315, 930_383, 930_384, 930_394, 930_555, 930_746, 931_742] {
+    for s in [930_242, 930_315, 930_383, 930_384, 930_394, 930_555, 930_746, 931_742, 9_741_457] {
         passes(&seed(s, EVERY_FAULT, md()));
     }
     passes(&seed(1_015_072, EVERY_FAULT, KeyspaceConfig::durable(3)));

@@ -150,7 +150,9 @@ pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u
 fn last_durable(map: &ClusterMap, c: &ChainView, node: NodeId) -> bool {
     let durable = |m: NodeId| c.kind_of(m).is_some_and(ReplicaKind::survives_restart);
     let failed = !map.is_live(node);
-    failed && durable(node) && !c.members.iter().any(|&m| m != node && map.is_live(m) && durable(m))
+    // Another member of a durable kind counts only if its replica is whole: a lost `log` replica may miss
+    // acknowledged writes, and a failed one may never come back.
+    failed && durable(node) && !c.members.iter().any(|&m| m != node && map.holds_whole(c, m) && durable(m))
 }
 
 /// Rules 1–4 of the module docs for one chain; the change gets id `step`.
@@ -169,8 +171,9 @@ fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) ->
     let remove = |i: usize| Some(ChainChange::Remove { node: c.members[i], step });
     // A configuration with a kind that survives a restart never runs without one (`kinds.rs`).
     let durable = |k: &ReplicaKind| k.survives_restart();
+    let whole_durable = |j: usize| durable(&c.kinds[j]) && map.holds_whole(c, c.members[j]);
     let keeps_durable =
-        |i: usize| !config.iter().any(durable) || c.kinds.iter().enumerate().any(|(j, k)| j != i && durable(k));
+        |i: usize| !config.iter().any(durable) || (0..c.members.len()).any(|j| j != i && whole_durable(j));
     let retype = || {
         let extra = |&i: &usize| too_many.contains(&c.kinds[i]) && keeps_durable(i);
         (0..c.members.len()).rev().find(extra).and_then(remove)

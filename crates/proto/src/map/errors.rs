@@ -98,6 +98,12 @@ pub enum MapError {
         chain: ChainId,
         node: NodeId,
     },
+    /// The keyspace keeps a kind that survives a restart, and no other live member with a whole replica of
+    /// such a kind would remain.
+    LastDurable {
+        chain: ChainId,
+        node: NodeId,
+    },
     /// `ReplicaRestored` of a member whose replica is not recorded as lost (by that incarnation).
     NotLost {
         chain: ChainId,
@@ -173,6 +179,9 @@ impl fmt::Display for MapError {
             MapError::StepReused { step, next } => write!(f, "step id {step} is used (next is {next})"),
             MapError::LastReplica { chain, node } => {
                 write!(f, "removing {node} would leave chain {chain} without a live replica")
+            }
+            MapError::LastDurable { chain, node } => {
+                write!(f, "removing {node} would leave chain {chain} without a whole replica that survives a restart")
             }
             MapError::NotLost { chain, node } => write!(f, "{node}'s replica of chain {chain} is not lost"),
             MapError::WholeReplica { chain, node } => write!(f, "{node} still holds a whole replica of chain {chain}"),

@@ -776,6 +776,17 @@ impl ClusterMap {
         if !c.members.iter().any(|&m| m != node && self.holds_whole(c, m)) {
             return Err(MapError::LastReplica { chain: c.id, node });
         }
+        // The planner never plans this (`plan.rs`, rules 1 and 3), but it plans against a map that a loss
+        // recorded since may have changed: sim seed 9741457 removed a whole `log` tail after its only other `log`
+        // member, the head, was recorded lost, and kept a memory replica alone.
+        let durable = |m: NodeId| c.kind_of(m).is_some_and(ReplicaKind::survives_restart) && self.holds_whole(c, m);
+        let wanted = self
+            .keyspaces
+            .get(&c.id.keyspace())
+            .is_some_and(|k| k.config.replicas.iter().any(|k| k.survives_restart()));
+        if wanted && durable(node) && !c.members.iter().any(|&m| m != node && durable(m)) {
+            return Err(MapError::LastDurable { chain: c.id, node });
+        }
         Ok(())
     }
 

@@ -257,6 +257,33 @@ fn the_last_live_replica_is_never_removed_and_a_failed_member_blocks_adds() {
     map.check().unwrap();
 }
 
+/// A keyspace that keeps a `log` replica never loses its last whole one to a Remove, even one planned before a
+/// loss the map recorded since (sim seed 9741457: the tail went after the head's `log` replica was lost, and a
+/// memory replica was left alone).
+#[test]
+fn the_last_whole_durable_replica_is_never_removed() {
+    use ReplicaKind::{Log, Mem};
+    let MapCommand::Bootstrap { nodes, partitions, vnodes, voters, .. } = bootstrap_cmd(3, 3, 1, 8) else {
+        unreachable!("a bootstrap")
+    };
+    let default = KeyspaceConfig::with_replicas(vec![Log, Mem, Log]);
+    let mut map = ClusterMap::default();
+    map.apply(&MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters }).unwrap();
+    let c = map.chains[&ChainId(0)].clone();
+    assert_eq!(c.kinds, vec![Log, Mem, Log]);
+    let (head, tail) = (c.members[0], c.members[2]);
+    map.apply(&MapCommand::ReplicaLost { chain: c.id, node: head, incarnation: 1 }).unwrap();
+    let remove_tail = ChainChange::Remove { node: tail, step: 1 };
+    let cmd = start_cmd(&map, remove_tail);
+    refused(&mut map, cmd, MapError::LastDurable { chain: c.id, node: tail });
+    assert_eq!(start(&mut map, 0, ChainChange::Remove { node: head, step: 1 }), Ok(Applied::Changed));
+    map.check().unwrap();
+}
+
+fn start_cmd(map: &ClusterMap, change: ChainChange) -> MapCommand {
+    MapCommand::StepStarted { chain: ChainId(0), expected_view: map.chains[&ChainId(0)].view, change }
+}
+
 /// The view names one member list: starting, finishing an Add and aborting a step that changed no
 /// member leave it alone; inserting and removing a member move it by one.
 #[test]
