@@ -63,8 +63,8 @@ impl fmt::Display for Verdict {
 /// Every key is checked even after one turns out inconclusive, because a violation elsewhere is the more useful
 /// answer; the first violation ends the check.
 pub fn check(history: &History, budget: Budget) -> Verdict {
-    if let Some(malformed) = malformed(history) {
-        return malformed;
+    if let Some((key, reason)) = malformed(history) {
+        return Verdict::Inconclusive { key, reason };
     }
     let keys = by_key(history);
     let mut inconclusive = None;
@@ -84,17 +84,16 @@ pub fn check(history: &History, budget: Budget) -> Verdict {
     inconclusive.unwrap_or(Verdict::Linearizable { keys: keys.len(), ops: checked })
 }
 
-/// An operation that breaks the format makes its key undecidable rather than being checked under a guess.
-fn malformed(history: &History) -> Option<Verdict> {
+/// The key of the first operation that breaks the format, and why: that key is undecidable rather than checked
+/// under a guess.
+pub(crate) fn malformed(history: &History) -> Option<(String, String)> {
     history.ops.iter().enumerate().find_map(|(index, op)| {
-        op.validate().err().map(|err| Verdict::Inconclusive {
-            key: op.key.clone(),
-            reason: format!("operation {index} is malformed: {err}"),
-        })
+        op.validate().err().map(|err| (op.key.clone(), format!("operation {index} is malformed: {err}")))
     })
 }
 
-fn by_key(history: &History) -> BTreeMap<&str, Vec<&Op>> {
+/// Each key's operations, keys in sorted order.
+pub(crate) fn by_key(history: &History) -> BTreeMap<&str, Vec<&Op>> {
     let mut keys: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
     for op in &history.ops {
         keys.entry(op.key.as_str()).or_default().push(op);

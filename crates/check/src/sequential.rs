@@ -25,7 +25,8 @@
 
 use crate::dataflow::{observed, written};
 use crate::history::{History, Op, OpKind};
-use std::collections::{BTreeMap, HashMap};
+use crate::linearizable::{by_key, malformed};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 /// The result of [`check_sequential`].
@@ -35,7 +36,8 @@ pub enum SequentialVerdict {
     Consistent { keys: usize, ops: usize },
     /// The first key in sorted order that has none.
     Violation(SequentialViolation),
-    /// A key whose writes repeat a value: its reads do not say which write they read from.
+    /// A key whose writes repeat a value (its reads do not say which write they read from), or an operation
+    /// that breaks the history format.
     Inconclusive { key: String, reason: String },
 }
 
@@ -95,10 +97,10 @@ fn describe(op: &Op) -> String {
 
 /// Checks every key of `history` for a total order of its writes that each process respects.
 pub fn check_sequential(history: &History) -> SequentialVerdict {
-    let mut keys: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
-    for op in history.ops.iter().filter(|op| op.validate().is_ok()) {
-        keys.entry(op.key.as_str()).or_default().push(op);
+    if let Some((key, reason)) = malformed(history) {
+        return SequentialVerdict::Inconclusive { key, reason };
     }
+    let keys = by_key(history);
     let mut ops = 0;
     for (key, key_ops) in &keys {
         match Graph::build(key_ops) {
@@ -171,11 +173,10 @@ impl Graph {
             None if deletes => None,
             None => Some(START),
         };
-        let observed_values: Vec<&str> =
+        let observed_values: HashSet<&str> =
             ops.iter().filter(|op| op.ok == Some(true)).filter_map(|op| observed(op).flatten()).collect();
-        let seen = |op: &Op| op.value.as_deref().is_some_and(|v| observed_values.contains(&v));
-        let pos = |i: usize| -> Pos {
-            let op = ops[i];
+        let seen = |op: &Op| op.value.as_deref().is_some_and(|v| observed_values.contains(v));
+        let pos = |(i, op): (usize, &&Op)| -> Pos {
             match (op.op, op.ok) {
                 (OpKind::Get, Some(true)) => read_node(op.value.as_deref()).map_or(Pos::Free, Pos::Read),
                 (OpKind::Put | OpKind::Delete | OpKind::Cas, Some(true)) => node_of[i].map_or(Pos::Free, Pos::Write),
@@ -183,6 +184,11 @@ impl Graph {
                 _ => Pos::Free,
             }
         };
+        let positions: Vec<Pos> = ops.iter().enumerate().map(pos).collect();
+        // A cas that applied is first a read of the value it expected.
+        let expected =
+            |op: &&Op| (op.op == OpKind::Cas && op.ok == Some(true)).then(|| read_node(op.expected.as_deref()));
+        let expects: Vec<Option<usize>> = ops.iter().map(|op| expected(op).flatten()).collect();
         let mut graph = Graph { nodes, edges: Vec::new(), constrained: 0 };
         // The start precedes every write.
         (1..nodes).for_each(|n| graph.edges.push((START, n, usize::MAX, usize::MAX, "the start of the key")));
@@ -192,30 +198,22 @@ impl Graph {
         }
         for order in processes.values_mut() {
             order.sort_by_key(|&i| (ops[i].invoke_ns, i));
-            graph.constrain(ops, order, &pos, &read_node);
+            graph.constrain(order, &positions, &expects);
         }
         Ok(graph)
     }
 
-    /// Adds the constraints of one process's operations, in its order.
-    fn constrain(
-        &mut self,
-        ops: &[&Op],
-        order: &[usize],
-        pos: &dyn Fn(usize) -> Pos,
-        read_node: &dyn Fn(Option<&str>) -> Option<usize>,
-    ) {
+    /// Adds the constraints of one process's operations, in its `order`, given where each operation sits
+    /// (`positions`) and, for a cas that applied, the write it expected (`expects`).
+    fn constrain(&mut self, order: &[usize], positions: &[Pos], expects: &[Option<usize>]) {
         // The last operation that bounds what follows: its index, the node it sits at, and whether it wrote.
         let mut last: Option<(usize, usize, bool)> = None;
         for &i in order {
-            // A cas is first a read of the value it expected.
-            if ops[i].op == OpKind::Cas && ops[i].ok == Some(true) {
-                if let Some(n) = read_node(ops[i].expected.as_deref()) {
-                    self.link(last, i, n, false);
-                    last = Some((i, n, false));
-                }
+            if let Some(n) = expects[i] {
+                self.link(last, i, n, false);
+                last = Some((i, n, false));
             }
-            let (n, strict, bounds) = match pos(i) {
+            let (n, strict, bounds) = match positions[i] {
                 Pos::Free => continue,
                 Pos::Late(n) => (n, true, false),
                 Pos::Write(n) => (n, true, true),
