@@ -152,7 +152,7 @@ fn last_durable(map: &ClusterMap, c: &ChainView, node: NodeId) -> bool {
     let failed = !map.is_live(node);
     // Another member of a durable kind counts only if its replica is whole: a lost `log` replica may miss
     // acknowledged writes, and a failed one may never come back.
-    failed && durable(node) && !c.members.iter().any(|&m| m != node && map.holds_whole(c, m) && durable(m))
+    failed && durable(node) && !c.members.iter().any(|&m| m != node && map.holds_whole_durable(c, m))
 }
 
 /// Rules 1–4 of the module docs for one chain; the change gets id `step`.
@@ -171,9 +171,10 @@ fn next_change(map: &ClusterMap, c: &ChainView, target: &[NodeId], step: u64) ->
     let remove = |i: usize| Some(ChainChange::Remove { node: c.members[i], step });
     // A configuration with a kind that survives a restart never runs without one (`kinds.rs`).
     let durable = |k: &ReplicaKind| k.survives_restart();
-    let whole_durable = |j: usize| durable(&c.kinds[j]) && map.holds_whole(c, c.members[j]);
-    let keeps_durable =
-        |i: usize| !config.iter().any(durable) || (0..c.members.len()).any(|j| j != i && whole_durable(j));
+    let keeps_durable = |i: usize| {
+        let other = |(j, &m): (usize, &NodeId)| j != i && map.holds_whole_durable(c, m);
+        !config.iter().any(durable) || c.members.iter().enumerate().any(other)
+    };
     let retype = || {
         let extra = |&i: &usize| too_many.contains(&c.kinds[i]) && keeps_durable(i);
         (0..c.members.len()).rev().find(extra).and_then(remove)

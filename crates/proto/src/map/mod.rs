@@ -595,6 +595,12 @@ impl ClusterMap {
         c.contains(node) && self.is_live(node) && !c.lost.contains_key(&node)
     }
 
+    /// [`ClusterMap::holds_whole`], in a kind that survives a restart: what a keyspace that keeps such a kind
+    /// never runs without.
+    pub fn holds_whole_durable(&self, c: &ChainView, node: NodeId) -> bool {
+        c.kind_of(node).is_some_and(ReplicaKind::survives_restart) && self.holds_whole(c, node)
+    }
+
     /// Whether `ReplicaRestored` would be accepted: `node`'s replica is lost as `incarnation`, every other
     /// member is lost or Failed, no Failed one that is not lost keeps a replica that survives a restart (a
     /// Failed `log` member comes back whole: the chain waits for it), and `node` is live unless no member is. A
@@ -779,7 +785,7 @@ impl ClusterMap {
         // The planner never plans this (`plan.rs`, rules 1 and 3), but it plans against a map that a loss
         // recorded since may have changed: sim seed 9741457 removed a whole `log` tail after its only other `log`
         // member, the head, was recorded lost, and kept a memory replica alone.
-        let durable = |m: NodeId| c.kind_of(m).is_some_and(ReplicaKind::survives_restart) && self.holds_whole(c, m);
+        let durable = |m: NodeId| self.holds_whole_durable(c, m);
         let wanted = self
             .keyspaces
             .get(&c.id.keyspace())
