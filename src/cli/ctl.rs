@@ -6,7 +6,7 @@
 
 use super::http;
 use super::node::LocationArgs;
-use super::quorum_args::QuorumArgs;
+use super::protocol_args::ProtocolArgs;
 use clap::{Args, Subcommand};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
@@ -73,11 +73,15 @@ struct CreateArgs {
     /// A cache keyspace's cap per node (e.g. 256mb): its keys' and values' bytes plus a fixed overhead per key.
     #[arg(long, requires = "cache", value_parser = parse_size)]
     maxmemory: Option<u64>,
-    /// How the replicas agree on writes: `chain` or `quorum` (docs/keyspaces.md, docs/protocols/).
-    #[arg(long, default_value = "chain", value_parser = ["chain", "quorum"])]
+    /// How the replicas agree on writes: `chain`, `quorum` or `lease` (docs/keyspaces.md, docs/protocols/).
+    #[arg(long, default_value = "chain", value_parser = ["chain", "quorum", "lease"])]
     protocol: String,
     #[command(flatten)]
-    quorum: QuorumArgs,
+    knobs: ProtocolArgs,
+    /// With `--protocol lease`: the region whose replica is each partition's master (default: the first of
+    /// --regions or --placement, which it then becomes).
+    #[arg(long)]
+    master_region: Option<String>,
     /// One replica in each of these regions, in this order: the first is the keyspace's home, where the
     /// chains' heads run (docs/regions.md). Without --replicas, every replica is a `log`.
     #[arg(long, conflicts_with = "placement")]
@@ -165,7 +169,8 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
         durability,
         maxmemory,
         protocol,
-        quorum: QuorumArgs { read_quorum, write_quorum, timestamps },
+        knobs: ProtocolArgs { read_quorum, write_quorum, timestamps, lease_ms, write_mode },
+        master_region,
         regions,
         placement,
         ban_region,
@@ -178,6 +183,11 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
     }
     .map_err(|e| e.to_string())?
     .banning(ban_region.as_deref().unwrap_or_default());
+    let placed = match master_region {
+        Some(_) if protocol != "lease" => return Err("--master-region is an option of protocol lease".into()),
+        Some(region) => placed.homed_in(region).map_err(|e| e.to_string())?,
+        None => placed,
+    };
     let replicas = match (replicas, placed.placed()) {
         (Some(list), _) => KeyspaceConfig::parse_replicas(list).map_err(|e| e.to_string())?,
         (None, Some(n)) => vec![ReplicaKind::Log; n as usize],
@@ -187,7 +197,8 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
     Ok(json!({
         "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
         "maxmemory": maxmemory, "protocol": protocol, "read_quorum": read_quorum, "write_quorum": write_quorum,
-        "timestamps": timestamps, "placement": placed.regions, "ban_regions": placed.banned,
+        "timestamps": timestamps, "lease_ms": lease_ms, "write_mode": write_mode, "placement": placed.regions,
+        "ban_regions": placed.banned,
     }))
 }
 
@@ -291,15 +302,15 @@ fn keyspaces(list: &Value) -> String {
         let placement =
             serde_json::from_value::<Placement>(json!({"regions": k["placement"], "banned": k["ban_regions"]}));
         let placement = placement.map_or("?".into(), |p| p.to_string());
-        let quorum = &k["quorum"];
-        let protocol = match quorum.is_object() {
-            true => format!(
+        let protocol = match k["protocol"].as_str() {
+            Some("quorum") => format!(
                 "quorum R={} W={} {}",
-                text(&quorum["read"]),
-                text(&quorum["write"]),
-                text(&quorum["timestamps"])
+                text(&k["read_quorum"]),
+                text(&k["write_quorum"]),
+                text(&k["timestamps"])
             ),
-            false => text(&k["protocol"]),
+            Some("lease") => format!("lease {} ms {}", text(&k["lease_ms"]), text(&k["write_mode"])),
+            _ => text(&k["protocol"]),
         };
         out += &format!(
             "{id:<7} {name:<20} {:<20} {update:<7} {read_from:<10} {durability:<11} {protocol:<9} {placement:<16} {cache}\n",

@@ -6,7 +6,7 @@ pub mod ctl;
 pub mod demo;
 pub mod http;
 pub mod node;
-pub mod quorum_args;
+pub mod protocol_args;
 pub mod server;
 pub mod sim;
 pub mod topology;

@@ -1,13 +1,13 @@
 //! `meridian sim`: many seeds of a protocol under a nemesis, each history checked. Prints one summary
 //! line and exits non-zero, naming the seed, on any violation.
 
-use super::quorum_args::QuorumArgs;
+use super::protocol_args::ProtocolArgs;
 use clap::Args;
 use meridian_check::Staleness;
 use meridian_core::keyspace::UnknownName;
 use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
-use meridian_core::{DurabilityMode, KeyspaceConfig, Protocol, ProtocolConfig, ReplicaKind};
+use meridian_core::{DurabilityMode, KeyspaceConfig, Placement, Protocol, ProtocolConfig, ReplicaKind};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::geo::GeoExperiment;
 use meridian_sim::experiments::join::JoinExperiment;
@@ -22,11 +22,13 @@ use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// The `default` keyspace's replication protocol: `chain` or `quorum` (docs/protocols/).
+    /// The `default` keyspace's replication protocol: `chain`, `quorum` or `lease` (docs/protocols/). A lease
+    /// keyspace has a replica in each of the topology's regions (in region `default` without --topology), its
+    /// master in the first.
     #[arg(long, default_value = "chain")]
     protocol: String,
     #[command(flatten)]
-    quorum: QuorumArgs,
+    knobs: ProtocolArgs,
     /// Number of seeds to run.
     #[arg(long, default_value_t = 100)]
     seeds: u64,
@@ -115,13 +117,23 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some(_) => return geo_experiment(&args),
         None => {}
     }
-    let replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication, ReplicaKind::Log)?;
+    let topology = args.topology.as_deref().map(Topology::load).transpose().map_err(|e| e.to_string())?.map(Arc::new);
+    let protocol = protocol_config(&args)?;
+    let mut replicas = super::node::default_replicas(args.replicas.as_deref(), args.replication, ReplicaKind::Log)?;
+    let placement = match protocol.protocol() {
+        Protocol::Lease => lease_placement(topology.as_deref(), replicas.len()),
+        _ => Placement::default(),
+    };
+    if let Some(n) = placement.placed() {
+        replicas = vec![ReplicaKind::Log; n as usize];
+    }
     let default = KeyspaceConfig {
         update: args.update.parse().map_err(|e: UnknownName| e.to_string())?,
         read_from: args.read_from.parse().map_err(|e: UnknownName| e.to_string())?,
         maxmemory: args.maxmemory,
         durability: args.durability,
-        protocol: protocol_config(&args)?,
+        protocol,
+        placement,
         ..KeyspaceConfig::with_replicas(replicas)
     };
     default.validate().map_err(|e| e.to_string())?;
@@ -149,7 +161,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         node: NodeConfig::default(),
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         trace: args.trace,
-        topology: args.topology.as_deref().map(Topology::load).transpose().map_err(|e| e.to_string())?.map(Arc::new),
+        topology,
     };
     meridian_sim::protocols::cluster(args.nodes, &sweep.default, args.vnodes).map_err(|e| e.to_string())?;
     let saved = std::sync::Mutex::new(None);
@@ -161,10 +173,20 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     Ok(summarize(&args, &sweep, &results))
 }
 
+/// A lease keyspace's placement in the simulator: a replica in each of the topology's regions, in its order (the
+/// first the master region), or all `replicas` in region `default` without a topology.
+fn lease_placement(topology: Option<&Topology>, replicas: usize) -> Placement {
+    let regions = match topology {
+        Some(t) => t.regions().iter().map(|r| (r.name.clone(), 1)).collect(),
+        None => vec![(meridian_core::location::DEFAULT_REGION.to_string(), replicas as u32)],
+    };
+    Placement { regions, banned: Vec::new() }
+}
+
 /// The `default` keyspace's protocol and its knobs, as the options give them.
 fn protocol_config(args: &SimArgs) -> Result<ProtocolConfig, String> {
     let protocol: Protocol = args.protocol.parse().map_err(|e: UnknownName| e.to_string())?;
-    args.quorum.config(protocol)
+    args.knobs.config(protocol)
 }
 
 fn print_seed(r: &SeedResult) {

@@ -39,8 +39,14 @@ pub enum KeyspaceError {
     Placement(#[from] PlacementError),
     #[error("{knob} is not an option of protocol {protocol}")]
     NotForProtocol { knob: &'static str, protocol: Protocol },
-    #[error("a quorum keyspace keeps log replicas (a replica that forgets its writes on restart would leave a quorum without them), not {0}")]
-    QuorumReplica(ReplicaKind),
+    #[error("a {protocol} keyspace keeps log replicas (a replica that forgets its writes on restart would leave a majority without them), not {kind}")]
+    MajorityReplica { protocol: Protocol, kind: ReplicaKind },
+    #[error(
+        "a lease keyspace needs --regions (or --placement): each region it names holds a replica, the first its master"
+    )]
+    LeaseWithoutRegions,
+    #[error("a lease of {0} ms is shorter than the least a lease keyspace grants, {LEASE_MIN_MS} ms")]
+    LeaseTooShort(u32),
     #[error("consistency level {level} is more than the keyspace's {replicas} replicas")]
     LevelAbove { level: Level, replicas: usize },
     #[error(transparent)]
@@ -154,6 +160,29 @@ named! {
         Chain = "chain",
         /// `quorum`: leaderless quorums (Cassandra's consistency levels; ABD with quorum timestamps).
         Quorum = "quorum",
+        /// `lease`: GlobLease (seed 001 §4.1): a master per key, leases that let every region read locally.
+        Lease = "lease",
+    }
+}
+
+impl Protocol {
+    /// Whether the planner brings a replacement in before it lets a failed member go: a protocol that counts
+    /// majorities (dropping a replica could leave a written value on fewer than it needs), unlike a chain,
+    /// which repairs around a failed member first.
+    pub fn replaces_before_removing(self) -> bool {
+        matches!(self, Protocol::Quorum | Protocol::Lease)
+    }
+}
+
+named! {
+    /// How a lease keyspace's master updates the other replicas on a write (seed 001 §4.1.3).
+    WriteMode("write mode") {
+        /// `active`: the value and a lease go to every replica; the write succeeds once a majority that includes
+        /// every replica still holding a lease has it.
+        Active = "active",
+        /// `passive`: while no replica holds a lease of the key, the master writes locally and answers at once,
+        /// updating the others in the background (a master that fails before they have it loses the write).
+        Passive = "passive",
     }
 }
 
@@ -245,6 +274,34 @@ impl QuorumOptions {
     }
 }
 
+/// Shortest lease a lease keyspace may grant, in milliseconds: a renewal costs a round trip to the master, so
+/// a lease much shorter than a WAN round trip would be spent before it is used.
+pub const LEASE_MIN_MS: u32 = 100;
+
+/// A lease keyspace's knobs. Its master region is its placement's home region (the first of `--regions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseOptions {
+    /// How long a lease lets a replica answer reads of a key without asking the master.
+    pub lease_ms: u32,
+    pub write_mode: WriteMode,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions { lease_ms: 60_000, write_mode: WriteMode::Active }
+    }
+}
+
+/// The protocol knobs `keyspace create` and `sim` take by name, each None when not given.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProtocolKnobs<'a> {
+    pub read: Option<&'a str>,
+    pub write: Option<&'a str>,
+    pub timestamps: Option<&'a str>,
+    pub lease_ms: Option<u32>,
+    pub write_mode: Option<&'a str>,
+}
+
 /// A keyspace's protocol with its own knobs. Chain replication keeps its knobs (`update`, `read_from`) in the
 /// keyspace config beside it, where they have always been; the encoding of `Chain` is that of the protocol name
 /// alone, so maps written before quorum keyspaces existed read as they are.
@@ -254,6 +311,7 @@ pub enum ProtocolConfig {
     #[default]
     Chain,
     Quorum(QuorumOptions),
+    Lease(LeaseOptions),
 }
 
 impl ProtocolConfig {
@@ -261,6 +319,7 @@ impl ProtocolConfig {
         match self {
             ProtocolConfig::Chain => Protocol::Chain,
             ProtocolConfig::Quorum(_) => Protocol::Quorum,
+            ProtocolConfig::Lease(_) => Protocol::Lease,
         }
     }
 
@@ -269,31 +328,35 @@ impl ProtocolConfig {
         match protocol {
             Protocol::Chain => ProtocolConfig::Chain,
             Protocol::Quorum => ProtocolConfig::Quorum(QuorumOptions::default()),
+            Protocol::Lease => ProtocolConfig::Lease(LeaseOptions::default()),
         }
     }
 
     /// `protocol` with the knobs given by name (the defaults for those not given), as `keyspace create` and
-    /// `sim` take them: `read`/`write` consistency levels and `timestamps` for a quorum keyspace. A knob of
-    /// another protocol is refused.
-    pub fn from_options(
-        protocol: Protocol,
-        read: Option<&str>,
-        write: Option<&str>,
-        timestamps: Option<&str>,
-    ) -> Result<ProtocolConfig, KeyspaceError> {
+    /// `sim` take them: `read`/`write` consistency levels and `timestamps` for a quorum keyspace, `lease_ms` and
+    /// `write_mode` for a lease keyspace. A knob of another protocol is refused.
+    pub fn from_options(protocol: Protocol, k: &ProtocolKnobs) -> Result<ProtocolConfig, KeyspaceError> {
+        let given = [
+            ("--read-quorum", k.read.is_some(), Protocol::Quorum),
+            ("--write-quorum", k.write.is_some(), Protocol::Quorum),
+            ("--timestamps", k.timestamps.is_some(), Protocol::Quorum),
+            ("--lease-ms", k.lease_ms.is_some(), Protocol::Lease),
+            ("--write-mode", k.write_mode.is_some(), Protocol::Lease),
+        ];
+        if let Some((knob, ..)) = given.into_iter().find(|&(_, set, owner)| set && owner != protocol) {
+            return Err(KeyspaceError::NotForProtocol { knob, protocol });
+        }
         match ProtocolConfig::default_for(protocol) {
             ProtocolConfig::Quorum(q) => Ok(ProtocolConfig::Quorum(QuorumOptions {
-                read: read.map_or(Ok(q.read), str::parse)?,
-                write: write.map_or(Ok(q.write), str::parse)?,
-                timestamps: timestamps.map_or(Ok(q.timestamps), str::parse)?,
+                read: k.read.map_or(Ok(q.read), str::parse)?,
+                write: k.write.map_or(Ok(q.write), str::parse)?,
+                timestamps: k.timestamps.map_or(Ok(q.timestamps), str::parse)?,
             })),
-            chain => {
-                let given = [("--read-quorum", read), ("--write-quorum", write), ("--timestamps", timestamps)];
-                match given.into_iter().find(|(_, v)| v.is_some()) {
-                    Some((knob, _)) => Err(KeyspaceError::NotForProtocol { knob, protocol }),
-                    None => Ok(chain),
-                }
-            }
+            ProtocolConfig::Lease(l) => Ok(ProtocolConfig::Lease(LeaseOptions {
+                lease_ms: k.lease_ms.unwrap_or(l.lease_ms),
+                write_mode: k.write_mode.map_or(Ok(l.write_mode), str::parse)?,
+            })),
+            chain => Ok(chain),
         }
     }
 
@@ -301,7 +364,15 @@ impl ProtocolConfig {
     pub fn quorum(&self) -> Option<&QuorumOptions> {
         match self {
             ProtocolConfig::Quorum(q) => Some(q),
-            ProtocolConfig::Chain => None,
+            ProtocolConfig::Chain | ProtocolConfig::Lease(_) => None,
+        }
+    }
+
+    /// The lease knobs, for a lease keyspace.
+    pub fn lease(&self) -> Option<&LeaseOptions> {
+        match self {
+            ProtocolConfig::Lease(l) => Some(l),
+            ProtocolConfig::Chain | ProtocolConfig::Quorum(_) => None,
         }
     }
 }
@@ -380,14 +451,28 @@ impl KeyspaceConfig {
         if self.maxmemory == Some(0) {
             return Err(KeyspaceError::NoMemory);
         }
-        if let ProtocolConfig::Quorum(q) = &self.protocol {
-            self.validate_quorum(q)?;
+        match &self.protocol {
+            ProtocolConfig::Quorum(q) => self.validate_quorum(q)?,
+            ProtocolConfig::Lease(l) => self.validate_lease(l)?,
+            ProtocolConfig::Chain => {}
         }
         Ok(self.placement.validate(self.replicas.len())?)
     }
 
     fn validate_quorum(&self, q: &QuorumOptions) -> Result<(), KeyspaceError> {
-        let protocol = Protocol::Quorum;
+        self.validate_majorities(Protocol::Quorum)?;
+        let replicas = self.replicas.len();
+        for level in [q.read, q.write] {
+            if matches!(level, Level::Count(k) if usize::from(k) > replicas) {
+                return Err(KeyspaceError::LevelAbove { level, replicas });
+            }
+        }
+        Ok(())
+    }
+
+    /// What a protocol that counts majorities asks of a keyspace: none of the chain's knobs, and only `log`
+    /// replicas (a replica that forgets its writes on restart would leave a majority without them).
+    fn validate_majorities(&self, protocol: Protocol) -> Result<(), KeyspaceError> {
         let chain_only = [
             ("--update", self.update != UpdateMode::Su),
             ("--read-from", self.read_from != QueryNode::Tail),
@@ -396,14 +481,20 @@ impl KeyspaceConfig {
         if let Some(&(knob, _)) = chain_only.iter().find(|(_, set)| *set) {
             return Err(KeyspaceError::NotForProtocol { knob, protocol });
         }
-        if let Some(&kind) = self.replicas.iter().find(|&&k| k != ReplicaKind::Log) {
-            return Err(KeyspaceError::QuorumReplica(kind));
+        match self.replicas.iter().find(|&&k| k != ReplicaKind::Log) {
+            Some(&kind) => Err(KeyspaceError::MajorityReplica { protocol, kind }),
+            None => Ok(()),
         }
-        let replicas = self.replicas.len();
-        for level in [q.read, q.write] {
-            if matches!(level, Level::Count(k) if usize::from(k) > replicas) {
-                return Err(KeyspaceError::LevelAbove { level, replicas });
-            }
+    }
+
+    /// A lease keyspace has a replica in each region it names, the first its master region.
+    fn validate_lease(&self, l: &LeaseOptions) -> Result<(), KeyspaceError> {
+        self.validate_majorities(Protocol::Lease)?;
+        if self.placement.regions.is_empty() {
+            return Err(KeyspaceError::LeaseWithoutRegions);
+        }
+        if l.lease_ms < LEASE_MIN_MS {
+            return Err(KeyspaceError::LeaseTooShort(l.lease_ms));
         }
         Ok(())
     }
@@ -440,11 +531,14 @@ mod tests {
 
     #[test]
     fn protocol_options_belong_to_their_protocol() {
-        let quorum = ProtocolConfig::from_options(Protocol::Quorum, Some("one"), None, Some("clock")).unwrap();
+        let knobs = ProtocolKnobs { read: Some("one"), timestamps: Some("clock"), ..ProtocolKnobs::default() };
+        let quorum = ProtocolConfig::from_options(Protocol::Quorum, &knobs).unwrap();
         let expected = QuorumOptions { read: Level::One, write: Level::Quorum, timestamps: Stamps::Clock };
         assert_eq!(quorum, ProtocolConfig::Quorum(expected));
-        assert_eq!(ProtocolConfig::from_options(Protocol::Chain, None, None, None).unwrap(), ProtocolConfig::Chain);
-        let err = ProtocolConfig::from_options(Protocol::Chain, None, Some("all"), None).unwrap_err();
+        let none = ProtocolKnobs::default();
+        assert_eq!(ProtocolConfig::from_options(Protocol::Chain, &none).unwrap(), ProtocolConfig::Chain);
+        let write_all = ProtocolKnobs { write: Some("all"), ..none };
+        let err = ProtocolConfig::from_options(Protocol::Chain, &write_all).unwrap_err();
         assert_eq!(err.to_string(), "--write-quorum is not an option of protocol chain");
         let config = KeyspaceConfig { protocol: quorum, ..KeyspaceConfig::with_replicas(vec![ReplicaKind::Log; 2]) };
         assert!(config.validate().is_ok());
@@ -455,6 +549,26 @@ mod tests {
         let four = ProtocolConfig::Quorum(QuorumOptions { read: Level::Count(4), ..expected });
         let above = KeyspaceConfig { protocol: four, ..config };
         assert!(above.validate().unwrap_err().to_string().contains("more than the keyspace's 2 replicas"));
+    }
+
+    #[test]
+    fn a_lease_keyspace_names_its_regions_and_a_lease_long_enough() {
+        let knobs = ProtocolKnobs { lease_ms: Some(5_000), write_mode: Some("passive"), ..ProtocolKnobs::default() };
+        let lease = ProtocolConfig::from_options(Protocol::Lease, &knobs).unwrap();
+        assert_eq!(lease.lease(), Some(&LeaseOptions { lease_ms: 5_000, write_mode: WriteMode::Passive }));
+        let quorum_knob = ProtocolKnobs { read: Some("one"), ..knobs };
+        let err = ProtocolConfig::from_options(Protocol::Lease, &quorum_knob).unwrap_err();
+        assert_eq!(err.to_string(), "--read-quorum is not an option of protocol lease");
+        let err = ProtocolConfig::from_options(Protocol::Quorum, &knobs).unwrap_err();
+        assert_eq!(err.to_string(), "--lease-ms is not an option of protocol quorum");
+        let unplaced = KeyspaceConfig { protocol: lease, ..KeyspaceConfig::durable(3) };
+        assert_eq!(unplaced.validate(), Err(KeyspaceError::LeaseWithoutRegions));
+        let placement = Placement::one_in_each("va,or,ir").unwrap();
+        let placed = KeyspaceConfig { placement, ..unplaced };
+        assert_eq!(placed.validate(), Ok(()));
+        let short = ProtocolConfig::Lease(LeaseOptions { lease_ms: LEASE_MIN_MS - 1, ..LeaseOptions::default() });
+        let short = KeyspaceConfig { protocol: short, ..placed };
+        assert_eq!(short.validate(), Err(KeyspaceError::LeaseTooShort(LEASE_MIN_MS - 1)));
     }
 
     #[test]

@@ -48,8 +48,9 @@ pub enum Admin {
     /// What the protocol core measures (its chains, replicas, copies, stores and requests by keyspace), in
     /// the Prometheus text format ([`crate::exposition`]).
     Metrics,
-    /// A new keyspace with its own chains; answered once this node's map has it.
-    CreateKeyspace { name: String, config: KeyspaceConfig },
+    /// A new keyspace with its own chains; answered once this node's map has it. Boxed: a config is the largest
+    /// thing a request carries, and the rarest.
+    CreateKeyspace { name: String, config: Box<KeyspaceConfig> },
     /// Removes a keyspace and all its data; answered once this node's map no longer has it.
     DropKeyspace { name: String },
     /// Every keyspace with its id and configuration, as JSON text.

@@ -29,6 +29,8 @@ pub enum PlacementError {
     Zero(String),
     #[error("region '{0}' is both placed and banned")]
     PlacedAndBanned(String),
+    #[error("region '{0}' is not one the placement names (give it in --regions or --placement)")]
+    HomeNotPlaced(String),
     #[error("the placement puts {placed} replicas, and the keyspace has {replicas}")]
     Count { placed: u32, replicas: usize },
 }
@@ -49,6 +51,15 @@ impl Placement {
         };
         let regions = names(list).map(entry).collect::<Result<_, PlacementError>>()?;
         Ok(Placement { regions, banned: Vec::new() })
+    }
+
+    /// `--master-region`: makes `region`, which the placement must name, its home (its first region).
+    pub fn homed_in(mut self, region: &str) -> Result<Placement, PlacementError> {
+        let at = self.regions.iter().position(|(r, _)| r == region);
+        let at = at.ok_or_else(|| PlacementError::HomeNotPlaced(region.into()))?;
+        let home = self.regions.remove(at);
+        self.regions.insert(0, home);
+        Ok(self)
     }
 
     /// Adds `--ban-region` names (comma-separated).
@@ -123,6 +134,10 @@ mod tests {
         assert_eq!((counted.to_string(), counted.placed()), ("eu=2,us=1 not asia".into(), Some(3)));
         assert_eq!(Placement::default().to_string(), "spread");
         assert!(counted.validate(3).is_ok() && Placement::default().banning("eu").validate(5).is_ok());
+        let homed = Placement::one_in_each("va,or,tk").unwrap().homed_in("tk").unwrap();
+        assert_eq!(homed.to_string(), "tk=1,va=1,or=1", "the master region becomes the home, the rest keep order");
+        let absent = Placement::one_in_each("va,or").unwrap().homed_in("ir");
+        assert_eq!(absent.unwrap_err(), PlacementError::HomeNotPlaced("ir".into()));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use meridian_core::location::DEFAULT_REGION;
 use meridian_core::size::parse_size;
 use meridian_core::{
     Admin, ClusterConfig, ErrorKind, KeyspaceConfig, Location, NodeId, NodeToAdd, Placement, ProtocolConfig,
-    ReplicaKind, Reply, Request,
+    ProtocolKnobs, ReplicaKind, Reply, Request,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -221,13 +221,17 @@ pub(crate) struct NewKeyspace {
     durability: Option<String>,
     /// A cache keyspace's cap per node: bytes, as a number or a size such as `"256mb"`.
     maxmemory: Option<Value>,
-    /// `chain` (the default) or `quorum`.
+    /// `chain` (the default), `quorum` or `lease`.
     protocol: Option<String>,
     /// A quorum keyspace's read and write consistency levels: `one`, `quorum` (the default), `all` or a count.
     read_quorum: Option<String>,
     write_quorum: Option<String>,
     /// A quorum keyspace's version stamps: `quorum` (ABD, the default) or `clock`.
     timestamps: Option<String>,
+    /// A lease keyspace's lease length in milliseconds (default 60000).
+    lease_ms: Option<u32>,
+    /// A lease keyspace's write mode: `active` (the default) or `passive`.
+    write_mode: Option<String>,
     /// Replicas per region, the home region first: `[["eu", 2], ["us", 1]]`; absent or empty: spread.
     #[serde(default)]
     placement: Vec<(String, u32)>,
@@ -257,10 +261,15 @@ impl NewKeyspace {
             Some(other) => return Err(format!("maxmemory must be bytes or a size such as \"256mb\", not {other}")),
         };
         let protocol = self.protocol.as_deref().map(str::parse).transpose().map_err(text)?;
-        let (read, write) = (self.read_quorum.as_deref(), self.write_quorum.as_deref());
+        let knobs = ProtocolKnobs {
+            read: self.read_quorum.as_deref(),
+            write: self.write_quorum.as_deref(),
+            timestamps: self.timestamps.as_deref(),
+            lease_ms: self.lease_ms,
+            write_mode: self.write_mode.as_deref(),
+        };
         config.protocol =
-            ProtocolConfig::from_options(protocol.unwrap_or_default(), read, write, self.timestamps.as_deref())
-                .map_err(|e| e.to_string())?;
+            ProtocolConfig::from_options(protocol.unwrap_or_default(), &knobs).map_err(|e| e.to_string())?;
         config.placement = Placement { regions: self.placement.clone(), banned: self.ban_regions.clone() };
         config.validate().map_err(|e| e.to_string())?;
         Ok(config)
@@ -272,7 +281,7 @@ async fn create_keyspace(State(view): State<Arc<View>>, Json(k): Json<NewKeyspac
         Ok(config) => config,
         Err(why) => return (StatusCode::BAD_REQUEST, Json(json!({ "error": why }))),
     };
-    match view.core.submit(Request::Admin(Admin::CreateKeyspace { name: k.name, config })).await {
+    match view.core.submit(Request::Admin(Admin::CreateKeyspace { name: k.name, config: Box::new(config) })).await {
         Ok(Reply::Text(text)) => (StatusCode::CREATED, Json(json!({ "created": text }))),
         other => failed(other),
     }

@@ -46,6 +46,7 @@
 
 pub mod chain;
 pub mod host;
+pub mod lease;
 pub mod manager;
 pub mod map;
 pub mod node;
@@ -55,3 +56,4 @@ pub mod quorum;
 pub mod reports;
 pub mod requests;
 pub mod stores;
+pub mod versioned;

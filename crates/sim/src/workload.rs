@@ -405,7 +405,7 @@ impl Workload {
             SETUP_CLIENT,
             self.setup.attempt,
             node,
-            Request::Admin(Admin::CreateKeyspace { name, config }),
+            Request::Admin(Admin::CreateKeyspace { name, config: Box::new(config) }),
         );
         let deadline = world.now() + 2 * self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client: SETUP_CLIENT, op: self.setup.attempt }));

@@ -62,7 +62,7 @@ async fn selected(core: &dyn CoreInbox, n: u32) -> Reply {
         Err(why) => return Reply::Error(ErrorKind::Invalid, why),
     };
     let name = format!("db{n}");
-    let created = admin(core, Admin::CreateKeyspace { name: name.clone(), config }).await;
+    let created = admin(core, Admin::CreateKeyspace { name: name.clone(), config: Box::new(config) }).await;
     // By name, whether this create made it or a concurrent SELECT (here or on another node) did first.
     match admin(core, Admin::Resolve(KeyspaceRef::Name(name))).await {
         Reply::Keyspace(id) => Reply::Keyspace(id),

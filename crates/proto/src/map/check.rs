@@ -78,10 +78,11 @@ impl ClusterMap {
         ensure(position < before, || format!("chain {id}: adding {node} at or after the tail"))?;
         ensure(!inserted || c.members[position] == node, || format!("chain {id}: {node} is not at {position}"))?;
         ensure(before <= self.replication(id), || format!("chain {id}: add would exceed R+1"))?;
-        // A quorum partition brings a replacement in before it lets a failed member go (`quorum/rules.rs`).
-        let quorum = self.protocol_of(id.keyspace()) == Some(Protocol::Quorum);
+        // A quorum or lease partition brings a replacement in before it lets a failed member go
+        // (`quorum/rules.rs`).
+        let replaces = self.protocol_of(id.keyspace()).is_some_and(Protocol::replaces_before_removing);
         let live = c.members.iter().all(|&m| self.is_live(m));
-        ensure(quorum || live, || format!("chain {id}: add with a failed member"))?;
+        ensure(replaces || live, || format!("chain {id}: add with a failed member"))?;
         ensure(c.lost.is_empty(), || format!("chain {id}: add with a lost replica"))
     }
 

@@ -760,10 +760,10 @@ impl ClusterMap {
         if c.contains(node) {
             return Err(MapError::AlreadyMember { chain: c.id, node });
         }
-        // A chain repairs around a failed member before it grows; a quorum partition replaces it first
-        // (`quorum/rules.rs`), since dropping a replica could leave a written value on fewer than W.
-        let chain = self.protocol_of(c.id.keyspace()) != Some(Protocol::Quorum);
-        if chain && (c.members.iter().any(|&m| !self.is_live(m)) || !c.lost.is_empty()) {
+        // A chain repairs around a failed member before it grows; a quorum or lease partition replaces it first
+        // (`quorum/rules.rs`), since dropping a replica could leave a written value on fewer than a majority.
+        let replaces = self.protocol_of(c.id.keyspace()).is_some_and(Protocol::replaces_before_removing);
+        if !replaces && (c.members.iter().any(|&m| !self.is_live(m)) || !c.lost.is_empty()) {
             return Err(MapError::NeedsRepair(c.id));
         }
         if c.members.len() > self.replication(c.id) {

@@ -54,7 +54,7 @@ impl ClusterNode {
                 self.forward_to_leader(now, id, MgrMsg::Join { id: node, addrs, vnodes, location }, done, out);
             }
             Admin::CreateKeyspace { name, config } => {
-                self.keyspace_command(now, id, MapCommand::CreateKeyspace { name, config }, out)
+                self.keyspace_command(now, id, MapCommand::CreateKeyspace { name, config: *config }, out)
             }
             Admin::DropKeyspace { name } => self.keyspace_command(now, id, MapCommand::DropKeyspace { name }, out),
             Admin::Keyspaces => match self.agent.map() {

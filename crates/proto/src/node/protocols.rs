@@ -181,6 +181,7 @@ macro_rules! protocols {
 protocols! {
     Chain => chain: crate::chain::ChainNode,
     Quorum => quorum: crate::quorum::QuorumNode,
+    Lease => lease: crate::lease::LeaseNode,
 }
 
 /// A protocol's core, with the collector its effects go into before the node wraps them into its own (kept, so

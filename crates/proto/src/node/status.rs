@@ -70,9 +70,11 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "durability": k.config.durability.map(|d| d.name()), "maxmemory": k.config.maxmemory,
                 "protocol": k.config.protocol.protocol().name(), "placement": k.config.placement.regions,
                 "ban_regions": k.config.placement.banned, "unmet": unmet(map, &k.config.placement),
-                "quorum": k.config.protocol.quorum().map(|q| serde_json::json!({
-                    "read": q.read.to_string(), "write": q.write.to_string(), "timestamps": q.timestamps.name(),
-                })),
+                "read_quorum": k.config.protocol.quorum().map(|q| q.read.to_string()),
+                "write_quorum": k.config.protocol.quorum().map(|q| q.write.to_string()),
+                "timestamps": k.config.protocol.quorum().map(|q| q.timestamps.name()),
+                "lease_ms": k.config.protocol.lease().map(|l| l.lease_ms),
+                "write_mode": k.config.protocol.lease().map(|l| l.write_mode.name()),
             })
         })
         .collect();

@@ -6,17 +6,10 @@
 use super::msg::{OpId, Versioned};
 use super::Config;
 use crate::requests::Origin;
+use crate::versioned::Asked;
 use bytes::Bytes;
-use meridian_core::{NodeId, Read, Reply, Request};
+use meridian_core::{NodeId, Reply, Request};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// What the client asked.
-#[derive(Clone, Debug)]
-pub(super) enum Asked {
-    Read(Read),
-    /// A put of this stored value, or a delete (None).
-    Write(Option<Bytes>),
-}
 
 #[derive(Debug)]
 pub(super) enum Phase {

@@ -27,23 +27,24 @@
 mod coordinator;
 mod copy;
 pub mod msg;
-mod replica;
 pub mod rules;
-mod version;
 
 use crate::chain::ReplicaStatus;
 use crate::host::{Host, Syncs};
 use crate::map::{ChainChange, ChainView, ClusterMap};
-use crate::ops::read::{decoded, reply_for};
 use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
 use crate::reports::{ReplicaReports, StepReport};
 use crate::requests::Origin;
 use crate::stores::Stores;
+use crate::versioned::cells as replica;
+use crate::versioned::copy::{still_wanted, JoinCopy};
+use crate::versioned::stamp as version;
+use crate::versioned::{read_reply, Asked};
 use bytes::Bytes;
-use coordinator::{newest, op_id, Asked, Op, Phase};
+use coordinator::{newest, op_id, Op, Phase};
 use meridian_core::{
-    ChainId, Condition, Effects, ErrorKind, KeyspaceConfig, NodeId, Protocol, QuorumOptions, ReplicaKind, Reply,
-    Request, RequestId, Stamps, Stored, Time, Ttl, WriteOp,
+    ChainId, Effects, ErrorKind, KeyspaceConfig, NodeId, Protocol, QuorumOptions, ReplicaKind, Reply, Request,
+    RequestId, Stamps, Time,
 };
 use meridian_store::{Datastore, StoreError};
 pub use msg::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
@@ -144,7 +145,7 @@ pub struct QuorumNode {
     /// Partitions whose store has had its reclaim-all watermark this run (`replica::reclaim_all`).
     marked: BTreeSet<ChainId>,
     /// Copies this node makes as a joiner, by partition.
-    copies: BTreeMap<ChainId, copy::Copy>,
+    copies: BTreeMap<ChainId, JoinCopy>,
     /// Finished steps, each with the number of syncs begun before it: reported once a later sync completed.
     finished: BTreeMap<ChainId, (StepReport, u64)>,
     stats: QuorumStats,
@@ -385,29 +386,6 @@ impl QuorumNode {
     }
 }
 
-/// What a quorum keyspace does with a request, or why it refuses it.
-fn asked(req: &Request) -> Result<Asked, &'static str> {
-    const REFUSED: &str = "not supported by protocol quorum: it takes GET and its kin, SET without conditions, \
-                           expiry or GET, and DEL";
-    match req {
-        Request::Get { read, .. } => Ok(Asked::Read(*read)),
-        Request::Write(w) if w.cond == Condition::Always && !w.get_old => match &w.op {
-            WriteOp::Put { value, ttl: Ttl::Clear | Ttl::Keep } => Ok(Asked::Write(Some(Stored::wrap(value, None)))),
-            WriteOp::Delete => Ok(Asked::Write(None)),
-            _ => Err(REFUSED),
-        },
-        _ => Err(REFUSED),
-    }
-}
-
-/// The answer to a read whose newest version is `v`.
-fn read_reply(read: meridian_core::Read, v: &Versioned, now_ms: u64) -> Reply {
-    match v.value.clone().map(decoded).transpose() {
-        Ok(stored) => reply_for(read, stored, now_ms),
-        Err(e) => Reply::Error(ErrorKind::Storage, e.to_string()),
-    }
-}
-
 impl KeyspaceProtocol for QuorumNode {
     const PROTOCOL: Protocol = Protocol::Quorum;
     type Msg = QuorumMsg;
@@ -441,9 +419,9 @@ impl KeyspaceProtocol for QuorumNode {
         let configs: Vec<(ChainId, Config, Option<ChainChange>)> =
             map.chains.values().filter_map(|c| Some((c.id, Config::of(map, c)?, c.change.clone()))).collect();
         self.finished.retain(|chain, (report, _)| {
-            configs.iter().any(|(c, _, change)| c == chain && copy::still_wanted(report, change.as_ref()))
+            configs.iter().any(|(c, _, change)| c == chain && still_wanted(report, change.as_ref()))
         });
-        self.copies.retain(|chain, copy| configs.iter().any(|(c, cfg, _)| c == chain && cfg.fence == copy.fence));
+        self.copies.retain(|chain, j| configs.iter().any(|(c, cfg, _)| c == chain && cfg.fence == j.copy.fence));
         for (chain, cfg, change) in configs {
             let Some(ChainChange::Add { step, inserted, .. }) = change.filter(|c| c.node() == self.me) else {
                 continue;
@@ -455,7 +433,7 @@ impl KeyspaceProtocol for QuorumNode {
                 // It has taken every write since its step began, so its part is done.
                 self.step_finished(host, StepReport::Flushed { chain, step }, out);
             } else {
-                self.copies.insert(chain, copy::Copy::start(chain, step, &cfg, out));
+                self.copies.insert(chain, copy::start(chain, step, &cfg, out));
             }
         }
     }
@@ -469,9 +447,9 @@ impl KeyspaceProtocol for QuorumNode {
             }
             return;
         };
-        let asked = match asked(&req) {
+        let asked = match Asked::of(&req, Protocol::Quorum) {
             Ok(asked) => asked,
-            Err(why) => return self.answer(host, &origin, Reply::Error(ErrorKind::Invalid, why.to_string()), out),
+            Err(why) => return self.answer(host, &origin, Reply::Error(ErrorKind::Invalid, why), out),
         };
         let cfg = Config::of(&map, c).expect("a quorum keyspace's partition");
         self.start(host, origin, req, asked, cfg, out);
@@ -497,7 +475,7 @@ impl KeyspaceProtocol for QuorumNode {
 
     fn on_tick(&mut self, host: &mut Host, _now: Time, out: &mut Fx) {
         self.expire(host);
-        self.copies.values_mut().for_each(|c| c.prod(out));
+        self.copies.values_mut().for_each(|c| copy::prod(c, out));
     }
 
     fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
@@ -552,7 +530,7 @@ impl KeyspaceProtocol for QuorumNode {
         }
     }
 
-    /// Plain reads, puts and deletes only (`asked`).
+    /// Plain reads, puts and deletes only (`Asked::of`).
     fn capabilities(_config: &KeyspaceConfig) -> Capabilities {
         Capabilities { conditional: false, expiry: false, scan: false }
     }
@@ -572,7 +550,7 @@ mod tests {
     use crate::map::tests::{addrs, bootstrap_cmd, inserted, joining, start};
     use crate::map::MapCommand;
     use crate::stores::StoreSpec;
-    use meridian_core::{KeyspaceConfig, KeyspaceId, Location, ProtocolConfig};
+    use meridian_core::{KeyspaceConfig, KeyspaceId, Location, ProtocolConfig, Stored};
     use meridian_store::{LogOptions, SimVfs};
 
     /// Three nodes replicating one quorum partition, and node 4 added to the cluster.

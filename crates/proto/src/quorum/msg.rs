@@ -3,30 +3,17 @@
 //! replica answers only what was sent in the configuration it is in itself, so no operation counts replies
 //! from two configurations.
 
+pub use crate::versioned::copy::{CopyData, CopyReq};
+pub use crate::versioned::{Fence, Versioned};
 use bytes::Bytes;
 use meridian_core::ChainId;
 use serde::{Deserialize, Serialize};
-
-/// A partition's configuration as the map gives it: its view (bumped whenever its members change) and the
-/// membership step in flight (0: none). Every change of either is a new configuration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Fence {
-    pub view: u64,
-    pub step: u64,
-}
 
 /// An operation of one coordinator: its run (replies meant for an earlier run are dropped) and its number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct OpId {
     pub incarnation: u64,
     pub seq: u64,
-}
-
-/// A key's state at a replica: its version (0: never written) and its value (None: absent or deleted).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Versioned {
-    pub version: u64,
-    pub value: Option<Bytes>,
 }
 
 /// Coordinator → replica: what do you hold of `key`? (A read's first phase, an ABD write's version query.)
@@ -47,23 +34,6 @@ pub struct WriteReq {
     pub fence: Fence,
     pub key: Bytes,
     pub versioned: Versioned,
-}
-
-/// Joiner → replica: the partition's keys after `after` (None: from the start), in this configuration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CopyReq {
-    pub chain: ChainId,
-    pub fence: Fence,
-    pub after: Option<Bytes>,
-}
-
-/// Replica → joiner: keys in order with their versions; `more` says whether keys follow the last one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CopyData {
-    pub chain: ChainId,
-    pub fence: Fence,
-    pub entries: Vec<(Bytes, Versioned)>,
-    pub more: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,7 +15,8 @@ use crate::world::{DiskParams, Event, World};
 use bytes::Bytes;
 use meridian_core::topology::Topology;
 use meridian_core::{
-    ConfigError, KeyspaceConfig, KeyspaceId, NodeId, Protocol, ProtocolConfig, Read, Reply, Request, Write,
+    ConfigError, KeyspaceConfig, KeyspaceId, NodeId, Protocol, ProtocolConfig, ProtocolKnobs, Read, Reply, Request,
+    Write,
 };
 use meridian_proto::node::{ClusterNode, NodeConfig};
 use meridian_store::LogOptions;
@@ -70,8 +71,10 @@ impl GeoExperiment {
 /// QUORUM stamped by a quorum (ABD, linearizable).
 pub fn baseline_settings() -> Vec<GeoSetting> {
     let quorum = |level: &str, stamps: &str| {
-        let protocol = ProtocolConfig::from_options(Protocol::Quorum, Some(level), Some(level), Some(stamps))
-            .expect("the levels and stamps are valid names");
+        let knobs =
+            ProtocolKnobs { read: Some(level), write: Some(level), timestamps: Some(stamps), ..Default::default() };
+        let protocol =
+            ProtocolConfig::from_options(Protocol::Quorum, &knobs).expect("the levels and stamps are valid names");
         let stamps_name = if stamps == "quorum" { "ABD" } else { stamps };
         let name = format!("quorum {} {stamps_name}", level.to_uppercase());
         GeoSetting { name, keyspace: KeyspaceConfig { protocol, ..KeyspaceConfig::durable(3) } }

@@ -1,16 +1,17 @@
-//! A quorum replica's keys in its datastore. A key's record carries its version as the record's sequence number,
-//! and a delete is kept as an empty value rather than a tombstone: compaction may let a covered tombstone go,
-//! and a replica that forgot a delete's version would let an older value it missed win over it again. Every
-//! stored value of a live key has a header byte (`meridian_core::Stored`), so empty never means anything else.
+//! A replica's cells (each key's newest version) in its datastore. A key's record carries its version as the
+//! record's sequence number, and a delete is kept as an empty value rather than a tombstone: compaction may let a
+//! covered tombstone go, and a replica that forgot a delete's version would let an older value it missed win over
+//! it again. Every stored value of a live key has a header byte (`meridian_core::Stored`), so empty never means
+//! anything else.
 
-use super::msg::Versioned;
+use super::Versioned;
 use crate::map::placement::partition_range;
 use bytes::Bytes;
 use meridian_core::ChainId;
 use meridian_store::{Body, Datastore, Entry, Record, StoreError};
 
 /// What the store holds of `key`.
-pub(super) fn cell(store: &dyn Datastore, key: &[u8]) -> Result<Versioned, StoreError> {
+pub fn cell(store: &dyn Datastore, key: &[u8]) -> Result<Versioned, StoreError> {
     Ok(store.get(key)?.map_or_else(Versioned::default, versioned))
 }
 
@@ -20,25 +21,30 @@ fn versioned(e: Entry) -> Versioned {
 }
 
 /// Takes `v` for `key` if it is newer than what the store holds; says whether the key had a value before.
-pub(super) fn apply(store: &mut dyn Datastore, chain: ChainId, key: &Bytes, v: &Versioned) -> Result<bool, StoreError> {
+pub fn apply(store: &mut dyn Datastore, chain: ChainId, key: &Bytes, v: &Versioned) -> Result<bool, StoreError> {
     let held = cell(store, key)?;
     if v.version > held.version {
-        let body = Body::Value(v.value.clone().unwrap_or_default());
-        store.append(&Record { chain: chain.0, seq: v.version, key: key.clone(), body })?;
+        put(store, chain, key, v)?;
     }
     Ok(held.value.is_some())
 }
 
-/// The watermark that lets compaction drop every superseded record of `chain`: a quorum replica keeps no
+/// Stores `v` for `key` whatever the store holds: the last record of a key is its cell.
+pub fn put(store: &mut dyn Datastore, chain: ChainId, key: &Bytes, v: &Versioned) -> Result<(), StoreError> {
+    let body = Body::Value(v.value.clone().unwrap_or_default());
+    store.append(&Record { chain: chain.0, seq: v.version, key: key.clone(), body })
+}
+
+/// The watermark that lets compaction drop every superseded record of `chain`: a replica of cells keeps no
 /// history, only each key's newest version.
-pub(super) fn reclaim_all(chain: ChainId) -> Record {
+pub fn reclaim_all(chain: ChainId) -> Record {
     Record { chain: chain.0, seq: u64::MAX, key: Bytes::new(), body: Body::AckMark }
 }
 
 /// Up to `max` keys of `chain`'s partition (of `partitions`) after `after`, in key order, with what the store
 /// holds of each; and whether more follow. Each page scans the partition's range anew: a joiner's copy is rare
 /// and paced by its requests, and holds nothing open between them.
-pub(super) fn page(
+pub fn page(
     store: &dyn Datastore,
     chain: ChainId,
     partitions: u32,

@@ -11,21 +11,21 @@ const EPOCH_MS: u64 = 1_735_689_600_000;
 const NODE_BITS: u32 = 16;
 const WITHIN_MS_BITS: u32 = 8;
 
-pub(super) fn of(counter: u64, node: NodeId) -> u64 {
+pub fn of(counter: u64, node: NodeId) -> u64 {
     counter << NODE_BITS | u64::from(node.0 & 0xffff)
 }
 
-pub(super) fn counter(version: u64) -> u64 {
+pub fn counter(version: u64) -> u64 {
     version >> NODE_BITS
 }
 
 /// The first clock counter of wall-clock millisecond `wall_ms`.
-pub(super) fn clock_counter(wall_ms: u64) -> u64 {
+pub fn clock_counter(wall_ms: u64) -> u64 {
     wall_ms.saturating_sub(EPOCH_MS) << WITHIN_MS_BITS
 }
 
 /// The wall-clock millisecond a clock-stamped version names.
-pub(super) fn clock_ms(version: u64) -> u64 {
+pub fn clock_ms(version: u64) -> u64 {
     (counter(version) >> WITHIN_MS_BITS) + EPOCH_MS
 }
 

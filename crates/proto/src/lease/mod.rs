@@ -1,0 +1,448 @@
+//! GlobLease (seed 001 §4.1): a lease keyspace keeps a replica of every partition in each region it names, one
+//! of them the partition's master (the replica in the keyspace's master region, its home). Writes go to the
+//! master only; a replica holding a valid lease on a key answers reads of it locally, without a round trip; one
+//! without asks the master, which answers with the value and a lease (Algorithm 1). The full argument, the
+//! clock model and what breaks beyond it are in docs/protocols/lease.md.
+//!
+//! - `reads.rs`: Algorithm 1: the master and leased replicas answer at once; the others renew.
+//! - `writes.rs`: Algorithm 2: active writes push the value and a lease to every replica and succeed once a
+//!   majority that includes every replica still able to answer under a lease has it; passive writes, while no
+//!   lease is valid, are the master's alone and reach the others in the background.
+//! - `mastery.rs`: the master's own lease: members promise it, a heartbeat at a time, to help no other master
+//!   for a while, and a master answers (and confirms its replicas' leases) only within those promises. This is
+//!   what makes failover safe: a new master starts once a majority's promises to the old one ran out, when no
+//!   replica can still answer under the old master's leases.
+//! - `takeover.rs`: a new master's first step: it copies every key's newest version from a majority of the
+//!   partition and writes back what is not yet on a majority.
+//! - `join.rs`: a replica added to the partition copies it (as a quorum joiner does).
+//! - `timing.rs`: the clock arithmetic: who starts counting first, and who counts short.
+//!
+//! Masters change only with the map: the manager's Raft log decides who is in a partition and so who its master
+//! is (the seed's Paxos election, replaced by the consensus the cluster already runs; `lease.md` says why they
+//! are equivalent). Conditional and read-modify-write commands, expiry, SCAN and cache mode are the chain's: a
+//! lease keyspace refuses them.
+
+mod join;
+mod mastery;
+pub mod msg;
+mod reads;
+mod takeover;
+pub mod timing;
+mod writes;
+
+use crate::chain::ReplicaStatus;
+use crate::host::{Host, Syncs};
+use crate::map::{ChainChange, ChainView, ClusterMap};
+use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
+use crate::reports::{ReplicaReports, StepReport};
+use crate::requests::Origin;
+use crate::stores::Stores;
+use crate::versioned::{cells, Asked};
+use bytes::Bytes;
+use mastery::{Mastery, Member};
+use meridian_core::{
+    ChainId, Effects, KeyspaceConfig, LeaseOptions, NodeId, Protocol, ReplicaKind, Reply, Request, Time, WriteMode,
+};
+use meridian_store::{Datastore, StoreError};
+pub use msg::{Fence, LeaseMsg, OpId, Versioned};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use writes::WriteOp;
+
+pub type Fx = Effects<LeaseMsg, LeaseTimer>;
+
+/// A lease keyspace sets no timers: its upkeep rides the node's tick.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LeaseTimer {}
+
+#[derive(Clone, Debug, Default)]
+pub struct LeaseConfig {}
+
+/// What this node's lease core did, for the simulator's counters and the node's metrics.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LeaseStats {
+    /// Reads answered here without asking another node: as master, or under a lease.
+    pub local_reads: u64,
+    /// Reads this replica asked the master for (a renewal each).
+    pub renewals: u64,
+    /// Leases this node granted as master (renewals and writes' pushes).
+    pub granted: u64,
+    pub writes: u64,
+    pub passive_writes: u64,
+    /// Keys a new master wrote back because fewer than a majority held their newest version.
+    pub repairs: u64,
+    pub takeovers: u64,
+    /// Requests handed back because this node could not serve them (not the master, not ready).
+    pub bounced: u64,
+    pub copies: u64,
+}
+
+/// A partition's configuration in a map: who holds it, who joins, and who is master.
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    pub chain: ChainId,
+    pub fence: Fence,
+    /// Members with a whole replica: the replication group.
+    pub holders: Vec<NodeId>,
+    /// The node an Add in flight brings in: it takes writes, and counts once the step is done.
+    pub joiner: Option<NodeId>,
+    /// The first holder in the keyspace's master region, or the first holder if none is there.
+    pub master: NodeId,
+    pub opts: LeaseOptions,
+}
+
+impl Group {
+    fn of(map: &ClusterMap, c: &ChainView) -> Option<Group> {
+        let keyspace = map.keyspaces.get(&c.id.keyspace())?;
+        let opts = *keyspace.config.protocol.lease()?;
+        let joiner = match c.change {
+            Some(ChainChange::Add { node, .. }) => Some(node),
+            _ => None,
+        };
+        let holders: Vec<NodeId> = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
+        let home = keyspace.config.placement.regions.first().map(|(r, _)| r.as_str());
+        let in_home = |n: &&NodeId| map.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
+        let master = *holders.iter().find(in_home).or(holders.first())?;
+        let step = c.change.as_ref().map_or(0, ChainChange::step);
+        Some(Group { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, master, opts })
+    }
+
+    pub fn majority(&self) -> usize {
+        self.holders.len() / 2 + 1
+    }
+
+    /// Whom a write goes to.
+    pub fn writers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.holders.iter().copied().chain(self.joiner)
+    }
+
+    pub fn takes_part(&self, node: NodeId) -> bool {
+        self.holders.contains(&node) || self.joiner == Some(node)
+    }
+
+    fn lease_ns(&self) -> u64 {
+        u64::from(self.opts.lease_ms) * 1_000_000
+    }
+}
+
+pub struct LeaseNode {
+    me: NodeId,
+    incarnation: u64,
+    map: Option<Arc<ClusterMap>>,
+    /// Every lease partition of the map, by partition.
+    groups: BTreeMap<ChainId, Group>,
+    /// This node as a member: promises, confirmations, leases and keys awaiting a commit.
+    member: Member,
+    /// The partitions this node is master of, with its state as master of each.
+    masteries: BTreeMap<ChainId, Mastery>,
+    /// Heartbeat rounds this node sent as master (`mastery.rs`).
+    rounds: mastery::Rounds,
+    /// Writes this node drives as master, by number.
+    ops: BTreeMap<u64, WriteOp>,
+    next_op: u64,
+    /// The counter of the last version this node stamped: its versions only grow within a run, and a new master
+    /// stamps past every version it copied.
+    last_counter: u64,
+    /// Versions of writes handed back after they went out, by request, with the tick they were handed back at:
+    /// sent again, they keep that version.
+    stamped: BTreeMap<meridian_core::RequestId, (u64, u64)>,
+    /// Partitions whose store has had its reclaim-all watermark this run.
+    marked: BTreeSet<ChainId>,
+    /// Copies this node makes as a joiner, by partition.
+    joins: BTreeMap<ChainId, crate::versioned::copy::JoinCopy>,
+    /// Finished steps, each with the number of syncs begun before it: reported once a later sync completed.
+    finished: BTreeMap<ChainId, (StepReport, u64)>,
+    stats: LeaseStats,
+}
+
+impl LeaseNode {
+    pub fn stats(&self) -> LeaseStats {
+        self.stats
+    }
+
+    /// The store `chain`'s replica lives in, opened if need be, with the watermark that lets compaction reclaim
+    /// superseded versions.
+    fn store<'h>(&mut self, host: &'h mut Host, chain: ChainId) -> Result<&'h mut dyn Datastore, StoreError> {
+        let store = host.stores.get_or_open((chain.keyspace(), ReplicaKind::Log), false)?;
+        if self.marked.insert(chain) {
+            store.append(&cells::reclaim_all(chain))?;
+        }
+        Ok(store)
+    }
+
+    /// What this node's store holds of `key`.
+    fn cell(&mut self, host: &mut Host, chain: ChainId, key: &[u8]) -> Result<Versioned, StoreError> {
+        self.store(host, chain).and_then(|s| cells::cell(s, key))
+    }
+
+    /// Records a write to `chain`'s store: the runner owes a sync in its keyspace's durability mode.
+    fn mark_written(&self, chain: ChainId, out: &mut Fx) {
+        let durability = self.map.as_ref().and_then(|m| m.keyspaces.get(&chain.keyspace())?.config.durability);
+        out.mark_dirty_as(durability);
+    }
+
+    /// Answers `origin`: here if the request is this node's, otherwise to the node it came from.
+    fn answer(&self, host: &mut Host, origin: &Origin, reply: Reply, out: &mut Fx) {
+        self.answer_as(host, origin, reply, false, out);
+    }
+
+    /// [`Self::answer`], held until a sync if `after_sync`.
+    fn answer_as(&self, host: &mut Host, origin: &Origin, reply: Reply, after_sync: bool, out: &mut Fx) {
+        if origin.node != self.me {
+            let msg = LeaseMsg::Answer { origin: *origin, reply };
+            return if after_sync { out.send_after_sync(origin.node, msg) } else { out.send(origin.node, msg) };
+        }
+        if let Some(id) = host.requests.complete(origin) {
+            if after_sync {
+                out.reply_after_sync(id, reply);
+            } else {
+                out.reply(id, reply);
+            }
+        }
+    }
+
+    /// Hands a request back to its origin, which sends it again at its next tick; a write keeps its version.
+    fn bounce(&mut self, host: &mut Host, origin: Origin, req: Request, stamped: Option<u64>, out: &mut Fx) {
+        self.stats.bounced += 1;
+        if origin.node != self.me {
+            return out.send(origin.node, LeaseMsg::Bounce { origin, stamped });
+        }
+        if let Some(version) = stamped {
+            self.stamped.insert(origin.id, (version, host.tick));
+        }
+        host.requests.bounce_here(&origin, req);
+    }
+
+    fn on_bounce(&mut self, host: &mut Host, origin: Origin, stamped: Option<u64>, out: &mut Fx) {
+        if let Some(version) = stamped.filter(|_| origin.node == self.me) {
+            self.stamped.insert(origin.id, (version, host.tick));
+        }
+        if let Some((id, write)) = host.requests.bounced(&origin) {
+            out.reply(id, crate::host::timed_out(write, "the lease master bounced it with no copy to send again"));
+        }
+    }
+
+    /// A request, from a client of this node or forwarded here, for the partition `group`.
+    fn serve(&mut self, host: &mut Host, now: Time, fwd: msg::Forwarded, group: Group, out: &mut Fx) {
+        match Asked::of(&fwd.req, Protocol::Lease) {
+            Err(why) => self.answer(host, &fwd.origin, Reply::Error(meridian_core::ErrorKind::Invalid, why), out),
+            Ok(Asked::Read(read)) => self.read(host, now, fwd, read, group, out),
+            Ok(Asked::Write(value)) => self.write(host, now, fwd, value, group, out),
+        }
+    }
+
+    /// Sends a request on towards `to`; a request of this node's own is kept, for when it bounces.
+    fn forward(&mut self, host: &mut Host, to: NodeId, mut fwd: msg::Forwarded, out: &mut Fx) {
+        const HOPS_MAX: u8 = 3;
+        if fwd.hops >= HOPS_MAX {
+            let (origin, req, stamped) = (fwd.origin, fwd.req, fwd.stamped);
+            return self.bounce(host, origin, req, stamped, out);
+        }
+        if fwd.origin.node == self.me {
+            host.requests.keep(&fwd.origin, fwd.req.clone());
+        }
+        fwd.hops += 1;
+        out.send(to, LeaseMsg::Request(fwd));
+    }
+
+    /// Notes this node's part of a step as done; it is reported once a sync begun after it completes, which
+    /// this owes the runner even when nothing was written.
+    fn step_finished(&mut self, host: &Host, report: StepReport, out: &mut Fx) {
+        out.mark_dirty();
+        self.finished.insert(report.chain(), (report, host.syncs.begun));
+    }
+
+    /// Drops the writes whose request timed out at the front-end, and stale stamped versions.
+    fn expire(&mut self, host: &Host) {
+        let timeout = host.cfg.timeout_ticks();
+        self.ops.retain(|_, o| o.started.is_none_or(|t| host.tick.saturating_sub(t) <= timeout));
+        self.stamped.retain(|_, &mut (_, at)| host.tick.saturating_sub(at) <= timeout);
+    }
+}
+
+impl KeyspaceProtocol for LeaseNode {
+    const PROTOCOL: Protocol = Protocol::Lease;
+    type Msg = LeaseMsg;
+    type Timer = LeaseTimer;
+    type Config = LeaseConfig;
+
+    fn open(
+        me: NodeId,
+        _cfg: LeaseConfig,
+        _stores: &mut Stores,
+        incarnation: u64,
+        previous: PreviousRun,
+    ) -> Result<LeaseNode, StoreError> {
+        Ok(LeaseNode {
+            me,
+            incarnation,
+            map: None,
+            groups: BTreeMap::new(),
+            member: Member::new(previous.map.is_some()),
+            masteries: BTreeMap::new(),
+            rounds: mastery::Rounds::default(),
+            ops: BTreeMap::new(),
+            next_op: 0,
+            last_counter: 0,
+            stamped: BTreeMap::new(),
+            marked: BTreeSet::new(),
+            joins: BTreeMap::new(),
+            finished: BTreeMap::new(),
+            stats: LeaseStats::default(),
+        })
+    }
+
+    fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, now: Time, out: &mut Fx) {
+        self.map = Some(map.clone());
+        let groups: BTreeMap<ChainId, Group> =
+            map.chains.values().filter_map(|c| Some((c.id, Group::of(map, c)?))).collect();
+        let changes: BTreeMap<ChainId, Option<ChainChange>> =
+            map.chains.values().map(|c| (c.id, c.change.clone())).collect();
+        self.groups = groups;
+        self.member.adopt(self.me, &self.groups);
+        self.adopt_masteries(host, now, out);
+        self.adopt_joins(host, &changes, out);
+    }
+
+    fn on_request(&mut self, host: &mut Host, now: Time, origin: Origin, req: Request, out: &mut Fx) {
+        let stamped = self.stamped.remove(&origin.id).map(|(version, _)| version);
+        let fwd = msg::Forwarded { origin, req, hops: 0, stamped };
+        self.on_forwarded(host, now, fwd, out);
+    }
+
+    fn on_message(&mut self, host: &mut Host, now: Time, from: NodeId, msg: LeaseMsg, out: &mut Fx) {
+        match msg {
+            LeaseMsg::Request(fwd) => self.on_forwarded(host, now, fwd, out),
+            LeaseMsg::Answer { origin, reply } => self.answer(host, &origin, reply, out),
+            LeaseMsg::Bounce { origin, stamped } => self.on_bounce(host, origin, stamped, out),
+            LeaseMsg::Renew(r) => self.on_renew(host, now, from, r, out),
+            LeaseMsg::Granted(g) => self.on_granted(host, from, g, out),
+            LeaseMsg::Push(p) => self.on_push(host, now, from, p, out),
+            LeaseMsg::Stored { op } => self.on_ack(host, now, from, op, true, out),
+            LeaseMsg::Released { op } => self.on_ack(host, now, from, op, false, out),
+            LeaseMsg::Commit { chain, key, version, leased } => {
+                self.member.committed(chain, &key, version, leased.contains(&self.me))
+            }
+            LeaseMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
+            LeaseMsg::Promised { incarnation, round, chains } => {
+                self.on_promised(host, now, from, incarnation, round, chains, out)
+            }
+            LeaseMsg::CopyReq(req) => self.on_copy_req(host, from, req, out),
+            LeaseMsg::CopyData(data) => self.on_copy_data(host, now, from, data, out),
+        }
+    }
+
+    fn on_timer(&mut self, _host: &mut Host, _now: Time, timer: LeaseTimer, _out: &mut Fx) {
+        match timer {}
+    }
+
+    fn on_tick(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
+        self.member.start(now);
+        self.expire(host);
+        if host.tick.is_multiple_of(timing::HEARTBEAT_TICKS) {
+            self.heartbeat(now, out);
+        }
+        self.drive_writes(host, now, out);
+        self.prod_joins(out);
+        self.prod_takeovers(out);
+    }
+
+    fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
+        into.steps.extend(self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r));
+    }
+
+    fn lost_chains(&self) -> BTreeSet<ChainId> {
+        BTreeSet::new()
+    }
+
+    fn status(&self, _stores: &Stores, now: Time) -> Vec<ReplicaStatus> {
+        let mine = self.groups.values().filter(|g| g.takes_part(self.me));
+        mine.map(|g| ReplicaStatus {
+            chain: g.chain.0,
+            role: match (g.master == self.me, g.holders.contains(&self.me)) {
+                (true, _) => "master",
+                (false, true) => "replica",
+                (false, false) => "joiner",
+            },
+            view: Some(g.fence.view),
+            lu: 0,
+            la: 0,
+            active: g.holders.contains(&self.me),
+            lost: false,
+            lease: self.member.confirmed(g, now) || self.masteries.get(&g.chain).is_some_and(|m| m.serves(now)),
+            memory: None,
+            held: 0,
+            copy: None,
+        })
+        .collect()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let s = self.stats;
+        vec![
+            ("lease local reads", s.local_reads),
+            ("lease renewals", s.renewals),
+            ("leases granted", s.granted),
+            ("lease writes", s.writes),
+            ("lease passive writes", s.passive_writes),
+            ("lease repairs", s.repairs),
+            ("lease takeovers", s.takeovers),
+            ("lease requests bounced", s.bounced),
+            ("lease copies", s.copies),
+        ]
+    }
+
+    fn label(msg: &LeaseMsg) -> &'static str {
+        msg.label()
+    }
+
+    /// Linearizable with active writes; passive writes are the master's alone until they spread, so a master
+    /// that fails loses them, and reads may then be stale.
+    fn claim(config: &KeyspaceConfig) -> Claim {
+        match config.protocol.lease().map(|l| l.write_mode) {
+            Some(WriteMode::Passive) => Claim::Staleness,
+            _ => Claim::Linearizable,
+        }
+    }
+
+    /// Plain reads, puts and deletes only (`Asked::of`).
+    fn capabilities(_config: &KeyspaceConfig) -> Capabilities {
+        Capabilities { conditional: false, expiry: false, scan: false }
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        for (chain, m) in &self.masteries {
+            let Some(g) = self.groups.get(chain) else {
+                return Err(format!("{} is master of {chain}, which its map lacks", self.me));
+            };
+            if g.master != self.me {
+                return Err(format!("{} acts as master of {chain}, whose master is {}", self.me, g.master));
+            }
+            if m.fence != g.fence {
+                return Err(format!("{} is master of {chain} in {:?}, its map is at {:?}", self.me, m.fence, g.fence));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LeaseNode {
+    /// A request taken here or forwarded: served if this node can, otherwise sent on towards who can.
+    fn on_forwarded(&mut self, host: &mut Host, now: Time, fwd: msg::Forwarded, out: &mut Fx) {
+        let (Some(keyspace), Some(token)) = (fwd.req.keyspace(), fwd.req.token()) else { return };
+        let Some(map) = self.map.clone() else {
+            let (origin, req, stamped) = (fwd.origin, fwd.req, fwd.stamped);
+            return self.bounce(host, origin, req, stamped, out);
+        };
+        let Some(group) = map.chain_of(keyspace, token).and_then(|c| self.groups.get(&c.id)).cloned() else {
+            if let Some((id, refusal)) = host.unknown_keyspace(&fwd.origin, keyspace) {
+                out.reply(id, refusal);
+            }
+            return;
+        };
+        self.serve(host, now, fwd, group, out);
+    }
+}
+
+/// A key of a partition: what a replica's leases and pending commits are kept by.
+pub(crate) type Key = (ChainId, Bytes);

@@ -1,0 +1,104 @@
+//! Reads (seed 001 §4.1.3, Algorithm 1). The master answers from its store, which holds acknowledged versions
+//! only, while its own lease lasts. A replica answers from its store while it holds a lease on the key, the master
+//! confirms it (`mastery.rs`) and no pushed version of the key awaits its commit; otherwise it asks the master,
+//! which records a lease for it and answers with its value, and the replica answers its client with that value.
+//! A node that holds no replica of the partition sends the read to the replica in its own region, or else to the
+//! master.
+
+use super::mastery::Lease;
+use super::msg::{Forwarded, Granted, Renew};
+use super::timing::shrunk_from;
+use super::{Fx, Group, LeaseMsg, LeaseNode};
+use crate::host::Host;
+use crate::versioned::{cells, read_reply};
+use meridian_core::{NodeId, Read, Reply, Time};
+
+impl LeaseNode {
+    pub(super) fn read(&mut self, host: &mut Host, now: Time, fwd: Forwarded, read: Read, g: Group, out: &mut Fx) {
+        let Some(key) = fwd.req.key().cloned() else { return };
+        let local = match g.master == self.me {
+            true => self.masteries.get(&g.chain).is_some_and(|m| m.serves(now)),
+            false => g.holders.contains(&self.me) && self.member.serves(&g, &key, now),
+        };
+        if local {
+            self.stats.local_reads += 1;
+            let reply = match self.cell(host, g.chain, &key) {
+                Ok(v) => read_reply(read, &v, host.wall_ms),
+                Err(e) => Reply::Error(meridian_core::ErrorKind::Storage, e.to_string()),
+            };
+            return self.answer(host, &fwd.origin, reply, out);
+        }
+        if g.master == self.me {
+            return self.bounce(host, fwd.origin, fwd.req, None, out);
+        }
+        if !g.holders.contains(&self.me) {
+            let to = self.nearest_holder(&g);
+            return self.forward(host, to, fwd, out);
+        }
+        self.stats.renewals += 1;
+        if fwd.origin.node == self.me {
+            host.requests.keep(&fwd.origin, fwd.req.clone());
+        }
+        let (origin, chain, fence, incarnation, run) =
+            (fwd.origin, g.chain, g.fence, self.incarnation, self.member.run(&g, now));
+        out.send(g.master, LeaseMsg::Renew(Renew { origin, chain, fence, key, read, sent: now, incarnation, run }));
+    }
+
+    /// The holder of `g` in this node's region, or else its master.
+    fn nearest_holder(&self, g: &Group) -> NodeId {
+        let map = self.map.as_ref().expect("a request is served only with a map");
+        let region = |n: &NodeId| map.nodes.get(n).map(|i| i.location.region.as_str());
+        let mine = region(&self.me);
+        g.holders.iter().copied().find(|n| region(n) == mine).unwrap_or(g.master)
+    }
+
+    /// A replica's renewal: a lease recorded for it and the value sent back, if this node is the master that
+    /// serves the partition in that configuration; otherwise the read goes back to its origin.
+    pub(super) fn on_renew(&mut self, host: &mut Host, now: Time, from: NodeId, r: Renew, out: &mut Fx) {
+        let g = self.groups.get(&r.chain).filter(|g| g.fence == r.fence && g.holders.contains(&from)).cloned();
+        let serves = self.masteries.get(&r.chain).is_some_and(|m| m.serves(now) && m.fence == r.fence);
+        let Some(g) = g.filter(|_| serves) else {
+            self.stats.bounced += 1;
+            return out.send(r.origin.node, LeaseMsg::Bounce { origin: r.origin, stamped: None });
+        };
+        let versioned = match self.cell(host, r.chain, &r.key) {
+            Ok(v) => v,
+            Err(e) => {
+                let reply = Reply::Error(meridian_core::ErrorKind::Storage, e.to_string());
+                return self.answer(host, &r.origin, reply, out);
+            }
+        };
+        let lease_ns = g.lease_ns();
+        let m = self.masteries.get_mut(&r.chain).expect("serves");
+        m.record(&r.key, from, now.plus(std::time::Duration::from_nanos(lease_ns)));
+        self.stats.granted += 1;
+        out.send(from, LeaseMsg::Granted(Granted { renew: r, versioned, lease_ns }));
+    }
+
+    /// The master's answer to this replica's renewal: the lease counts from when it asked; the client gets the
+    /// master's value, which was acknowledged when the master sent it.
+    pub(super) fn on_granted(&mut self, host: &mut Host, from: NodeId, g: Granted, out: &mut Fx) {
+        let Granted { renew: r, versioned, lease_ns } = g;
+        if r.incarnation != self.incarnation {
+            return;
+        }
+        let current = self.groups.get(&r.chain).is_some_and(|g| g.fence == r.fence && g.master == from);
+        if current {
+            // A newer version pushed since is pending (dirty) until its commit; otherwise the master's value is
+            // the key's, whatever this store held from before.
+            let key = (r.chain, r.key.clone());
+            if self.member.take(&key, versioned.version) {
+                let stored = self.store(host, r.chain).and_then(|s| cells::put(s, r.chain, &r.key, &versioned));
+                if let Err(e) = stored {
+                    tracing::warn!(chain = %r.chain, "lease replica cannot store a granted value: {e}");
+                }
+                self.mark_written(r.chain, out);
+            }
+            if let Some(run) = r.run {
+                self.member.lease(key, Lease { master: from, run, until: shrunk_from(r.sent, lease_ns) });
+            }
+        }
+        let reply = read_reply(r.read, &versioned, host.wall_ms);
+        self.answer(host, &r.origin, reply, out);
+    }
+}

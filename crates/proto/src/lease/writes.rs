@@ -1,0 +1,267 @@
+//! Writes (seed 001 §4.1.3, Algorithm 2), at the master only. An active write stamps a version, pushes it with
+//! a lease to every replica, and succeeds once a majority of the holders has it durably and every replica that
+//! may be answering reads of the key under a lease has it or has dropped its lease; non-answering replicas are
+//! asked again every heartbeat until their leases or confirmations run out. The master applies the value
+//! itself only then, so the master answers reads with acknowledged versions only, and tells the replicas
+//! (`Commit`), which answer a pushed version under their lease only once it is committed.
+//!
+//! A passive write, taken when no replica holds a valid lease on a key the master already has, is applied at
+//! the master and answered once durable there; the replicas get it in the background. The first write of a key
+//! is always active, so every replica learns the key exists.
+
+use super::mastery::{Lease, Phase};
+use super::msg::{Forwarded, OpId, Push};
+use super::{Fx, Group, LeaseMsg, LeaseNode, Versioned};
+use crate::host::Host;
+use crate::requests::Origin;
+use crate::versioned::{cells, stamp};
+use bytes::Bytes;
+use meridian_core::{ChainId, NodeId, Reply, Request, Time, WriteMode};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A write this node drives as master.
+#[derive(Debug)]
+pub(super) struct WriteOp {
+    /// Who waits for the answer; None for a new master's write-back.
+    origin: Option<Origin>,
+    /// The client's request, to hand back if the partition's configuration changes under the write.
+    req: Option<Request>,
+    chain: ChainId,
+    fence: super::Fence,
+    key: Bytes,
+    versioned: Versioned,
+    lease_ns: u64,
+    /// Replicas that hold the version durably, with when their acknowledgement arrived.
+    stored: BTreeMap<NodeId, Time>,
+    /// Replicas that have the version or dropped their lease of the key.
+    acked: BTreeSet<NodeId>,
+    /// Whom the version went to.
+    pushed: BTreeSet<NodeId>,
+    /// The tick it started at (None: a write-back, which lasts as long as the configuration).
+    pub started: Option<u64>,
+}
+
+impl WriteOp {
+    pub fn new(
+        origin: Option<Origin>,
+        req: Option<Request>,
+        g: &Group,
+        key: Bytes,
+        versioned: Versioned,
+        started: Option<u64>,
+    ) -> WriteOp {
+        let (chain, fence, lease_ns) = (g.chain, g.fence, g.lease_ns());
+        let (stored, acked, pushed) = (BTreeMap::new(), BTreeSet::new(), BTreeSet::new());
+        WriteOp { origin, req, chain, fence, key, versioned, lease_ns, stored, acked, pushed, started }
+    }
+}
+
+impl LeaseNode {
+    /// A client's write: at the master, applied (passive) or pushed (active); elsewhere, sent to the master.
+    pub(super) fn write(
+        &mut self,
+        host: &mut Host,
+        now: Time,
+        fwd: Forwarded,
+        value: Option<Bytes>,
+        g: Group,
+        out: &mut Fx,
+    ) {
+        if g.master != self.me {
+            return self.forward(host, g.master, fwd, out);
+        }
+        let Some(key) = fwd.req.key().cloned() else { return };
+        if !self.masteries.get(&g.chain).is_some_and(|m| m.serves(now)) {
+            return self.bounce(host, fwd.origin, fwd.req, fwd.stamped, out);
+        }
+        let held = match self.cell(host, g.chain, &key) {
+            Ok(held) => held,
+            Err(e) => {
+                let reply = Reply::Error(meridian_core::ErrorKind::Storage, e.to_string());
+                return self.answer(host, &fwd.origin, reply, out);
+            }
+        };
+        let holders = self.masteries[&g.chain].holders_of(&key, now);
+        let version = match fwd.stamped {
+            Some(v) => {
+                self.last_counter = self.last_counter.max(stamp::counter(v));
+                v
+            }
+            None => self.stamp(),
+        };
+        let versioned = Versioned { version, value };
+        let passive = g.opts.write_mode == WriteMode::Passive && held.version > 0 && holders.is_empty();
+        if passive && fwd.stamped.is_none() {
+            return self.write_passive(host, fwd.origin, &g, key, versioned, held.value.is_some(), out);
+        }
+        let op = WriteOp::new(Some(fwd.origin), Some(fwd.req), &g, key, versioned, Some(host.tick));
+        let seq = self.start_write(op, &g, &holders, out);
+        self.try_commit(host, now, seq, out);
+    }
+
+    fn stamp(&mut self) -> u64 {
+        self.last_counter += 1;
+        stamp::of(self.last_counter, self.me)
+    }
+
+    /// A passive write: the master's own, answered once durable here; the replicas get it in the background.
+    #[allow(clippy::too_many_arguments)]
+    fn write_passive(
+        &mut self,
+        host: &mut Host,
+        origin: Origin,
+        g: &Group,
+        key: Bytes,
+        versioned: Versioned,
+        existed: bool,
+        out: &mut Fx,
+    ) {
+        if let Err(e) = self.store(host, g.chain).and_then(|s| cells::apply(s, g.chain, &key, &versioned)) {
+            let reply = Reply::Error(meridian_core::ErrorKind::Storage, e.to_string());
+            return self.answer(host, &origin, reply, out);
+        }
+        self.mark_written(g.chain, out);
+        self.stats.passive_writes += 1;
+        for to in g.writers().filter(|&n| n != self.me) {
+            let (chain, fence, key, versioned) = (g.chain, g.fence, key.clone(), versioned.clone());
+            out.send(to, LeaseMsg::Push(Push { op: None, chain, fence, key, versioned, lease_ns: 0 }));
+        }
+        self.answer_as(host, &origin, Reply::Written { applied: true, existed }, true, out);
+    }
+
+    /// Pushes `op`'s version to every writer of `g` and to the lease holders given; returns its number.
+    pub(super) fn start_write(&mut self, mut op: WriteOp, g: &Group, holders: &[NodeId], out: &mut Fx) -> u64 {
+        let seq = self.next_op;
+        self.next_op += 1;
+        let id = OpId { incarnation: self.incarnation, seq };
+        let to: BTreeSet<NodeId> = g.writers().chain(holders.iter().copied()).filter(|&n| n != self.me).collect();
+        for &n in &to {
+            out.send(n, push(id, &op));
+        }
+        op.pushed = to;
+        self.ops.insert(seq, op);
+        seq
+    }
+
+    /// A replica's answer to a push: durably stored, or released (it takes no part in the configuration).
+    pub(super) fn on_ack(&mut self, host: &mut Host, now: Time, from: NodeId, op: OpId, stored: bool, out: &mut Fx) {
+        let Some(o) = self.ops.get_mut(&op.seq).filter(|_| op.incarnation == self.incarnation) else { return };
+        if stored {
+            o.stored.insert(from, now);
+        }
+        o.acked.insert(from);
+        self.try_commit(host, now, op.seq, out);
+    }
+
+    /// Commits write `seq` if a majority holds it and every replica that may answer under a lease has it.
+    fn try_commit(&mut self, host: &mut Host, now: Time, seq: u64, out: &mut Fx) {
+        let Some(o) = self.ops.get(&seq) else { return };
+        let (Some(g), Some(m)) = (self.groups.get(&o.chain), self.masteries.get(&o.chain)) else { return };
+        if g.fence != o.fence || m.fence != o.fence {
+            return;
+        }
+        let stored = o.stored.keys().filter(|&&n| n != self.me && g.takes_part(n)).count();
+        let need = g.majority() - 1 + usize::from(g.joiner.is_some());
+        let holders = m.holders_of(&o.key, now);
+        if stored < need || !holders.iter().all(|n| *n == self.me || o.acked.contains(n)) {
+            return;
+        }
+        let o = self.ops.remove(&seq).expect("the write under way");
+        self.commit(host, o, seq, out);
+    }
+
+    /// Applies a write that succeeded, records the leases it issued, and answers it.
+    fn commit(&mut self, host: &mut Host, o: WriteOp, seq: u64, out: &mut Fx) {
+        let existed = match self.store(host, o.chain).and_then(|s| cells::apply(s, o.chain, &o.key, &o.versioned)) {
+            Ok(existed) => existed,
+            Err(e) => return tracing::warn!(chain = %o.chain, "lease master cannot apply a write: {e}"),
+        };
+        self.mark_written(o.chain, out);
+        let holders: Vec<NodeId> = self.groups.get(&o.chain).map_or(Vec::new(), |g| g.holders.clone());
+        let m = self.masteries.get_mut(&o.chain).expect("checked by try_commit");
+        let mut leased = Vec::new();
+        for (&n, &at) in o.stored.iter().filter(|(n, _)| holders.contains(n) && o.lease_ns > 0) {
+            // The record counts from the acknowledgement's arrival: after the lease began at the replica.
+            m.record(&o.key, n, at.plus(std::time::Duration::from_nanos(o.lease_ns)));
+            leased.push(n);
+            self.stats.granted += 1;
+        }
+        if let Phase::Repair(waiting) = &mut m.phase {
+            waiting.remove(&seq);
+            if waiting.is_empty() {
+                m.phase = Phase::Ready;
+            }
+        }
+        for &n in &o.pushed {
+            let (chain, key, version, leased) = (o.chain, o.key.clone(), o.versioned.version, leased.clone());
+            out.send(n, LeaseMsg::Commit { chain, key, version, leased });
+        }
+        if let Some(origin) = o.origin {
+            self.stats.writes += 1;
+            self.answer_as(host, &origin, Reply::Written { applied: true, existed }, true, out);
+        }
+    }
+
+    /// On a tick and when a lease begins: pushes again to replicas that have not answered (every heartbeat), and
+    /// commits writes whose waits ran out.
+    pub(super) fn drive_writes(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
+        let resend = host.tick.is_multiple_of(super::timing::HEARTBEAT_TICKS);
+        let seqs: Vec<u64> = self.ops.keys().copied().collect();
+        for seq in seqs {
+            if resend {
+                let o = &self.ops[&seq];
+                let id = OpId { incarnation: self.incarnation, seq };
+                for &n in o.pushed.iter().filter(|n| !o.acked.contains(n)) {
+                    out.send(n, push(id, o));
+                }
+            }
+            self.try_commit(host, now, seq, out);
+        }
+    }
+
+    /// Hands back the writes of configurations this node is no longer master in, each keeping its version.
+    pub(super) fn bounce_stale_writes(&mut self, host: &mut Host, _now: Time, out: &mut Fx) {
+        let current = |o: &WriteOp| self.masteries.get(&o.chain).is_some_and(|m| m.fence == o.fence);
+        let stale: Vec<u64> = self.ops.iter().filter(|(_, o)| !current(o)).map(|(&s, _)| s).collect();
+        for seq in stale {
+            let o = self.ops.remove(&seq).expect("listed");
+            if let (Some(origin), Some(req)) = (o.origin, o.req) {
+                self.bounce(host, origin, req, Some(o.versioned.version), out);
+            }
+        }
+    }
+
+    /// A master's push: stored (and acknowledged once durable) by a writer of the same configuration; any other
+    /// node drops its lease on the key and says so.
+    pub(super) fn on_push(&mut self, host: &mut Host, now: Time, from: NodeId, p: Push, out: &mut Fx) {
+        let key = (p.chain, p.key.clone());
+        let g = self.groups.get(&p.chain).filter(|g| g.fence == p.fence && g.master == from && g.takes_part(self.me));
+        let Some(holder) = g.map(|g| g.holders.contains(&self.me)) else {
+            self.member.drop_lease(&key);
+            if let Some(op) = p.op {
+                out.send(from, LeaseMsg::Released { op });
+            }
+            return;
+        };
+        if self.member.take(&key, p.versioned.version) {
+            let stored = self.store(host, p.chain).and_then(|s| cells::put(s, p.chain, &p.key, &p.versioned));
+            if let Err(e) = stored {
+                return tracing::warn!(chain = %p.chain, "lease replica cannot store a write: {e}");
+            }
+            self.mark_written(p.chain, out);
+        }
+        if let Some(op) = p.op {
+            let run = self.groups.get(&p.chain).and_then(|g| self.member.run(g, now)).filter(|_| holder);
+            let until = super::timing::shrunk_from(now, p.lease_ns);
+            let offer = run.filter(|_| p.lease_ns > 0).map(|run| Lease { master: from, run, until });
+            self.member.pushed(key, p.versioned.version, offer);
+            out.send_after_sync(from, LeaseMsg::Stored { op });
+        }
+    }
+}
+
+/// The push of write `id`.
+fn push(id: OpId, o: &WriteOp) -> LeaseMsg {
+    let (chain, fence, key, versioned) = (o.chain, o.fence, o.key.clone(), o.versioned.clone());
+    LeaseMsg::Push(Push { op: Some(id), chain, fence, key, versioned, lease_ns: o.lease_ns })
+}

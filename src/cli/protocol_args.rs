@@ -1,0 +1,45 @@
+//! The protocols' own options, as `ctl keyspace create` and `sim` both take them.
+
+use clap::Args;
+use meridian_core::{Protocol, ProtocolConfig, ProtocolKnobs};
+
+#[derive(Args, Debug)]
+pub struct ProtocolArgs {
+    /// With `--protocol quorum`: the replicas a read waits for, `one`, `quorum` (a majority, the default), `all`
+    /// or a count.
+    #[arg(long)]
+    pub read_quorum: Option<String>,
+    /// With `--protocol quorum`: the replicas a write waits for, as --read-quorum.
+    #[arg(long)]
+    pub write_quorum: Option<String>,
+    /// With `--protocol quorum`: how writes are stamped, `quorum` (ABD, linearizable with R + W > N; the
+    /// default) or `clock` (the coordinator's wall clock, one round trip fewer).
+    #[arg(long)]
+    pub timestamps: Option<String>,
+    /// With `--protocol lease`: how long a lease lets a replica answer reads of a key locally, in milliseconds
+    /// (default 60000).
+    #[arg(long)]
+    pub lease_ms: Option<u32>,
+    /// With `--protocol lease`: `active` (the default: a write reaches a majority and every replica holding a
+    /// lease before it succeeds) or `passive` (while no lease is valid, the master's own write succeeds at once
+    /// and spreads in the background; lost if the master fails first).
+    #[arg(long)]
+    pub write_mode: Option<String>,
+}
+
+impl ProtocolArgs {
+    pub fn knobs(&self) -> ProtocolKnobs<'_> {
+        ProtocolKnobs {
+            read: self.read_quorum.as_deref(),
+            write: self.write_quorum.as_deref(),
+            timestamps: self.timestamps.as_deref(),
+            lease_ms: self.lease_ms,
+            write_mode: self.write_mode.as_deref(),
+        }
+    }
+
+    /// `protocol`'s config with these options, which a protocol they do not belong to refuses by name.
+    pub fn config(&self, protocol: Protocol) -> Result<ProtocolConfig, String> {
+        ProtocolConfig::from_options(protocol, &self.knobs()).map_err(|e| e.to_string())
+    }
+}
