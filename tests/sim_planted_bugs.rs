@@ -326,3 +326,64 @@ fn reads_at_one_are_caught_going_back_in_time() {
         assert!(caught(&results).is_empty(), "{:?}", caught(&results).first().map(|r| &r.failure));
     }
 }
+
+/// A lease keyspace (docs/protocols/lease.md) with a planted bug, swept like the chain's above.
+fn sweep_lease(
+    bug: Option<meridian_proto::lease::LeasePlantedBug>,
+    seeds: u64,
+    nemesis: &str,
+    check: CheckModel,
+) -> Vec<SeedResult> {
+    use meridian_core::{Placement, Protocol, ProtocolConfig};
+    let lease = meridian_proto::lease::LeaseConfig { planted_bug: bug };
+    let placement = Placement::per_region("default=3").unwrap();
+    let protocol = ProtocolConfig::default_for(Protocol::Lease);
+    let default = KeyspaceConfig { protocol, placement, ..KeyspaceConfig::durable(3) };
+    let s = ChainSweep {
+        seeds: 0..seeds,
+        nemesis: parse_kinds(nemesis).unwrap(),
+        check,
+        nodes: 3,
+        spares: 2,
+        default,
+        vnodes: 4,
+        node: NodeConfig {
+            protocols: ProtocolConfigs { lease, ..ProtocolConfigs::default() },
+            ..NodeConfig::default()
+        },
+        threads: 2,
+        trace: false,
+        topology: None,
+    };
+    sweep_chain(&s, &|_| {})
+}
+
+/// A lease master that commits writes at a majority without the replicas answering reads under a lease leaves
+/// them answering the old value: caught as stale reads by the linearizability check and, when a client reads
+/// back in time, by the sequential-consistency check; the sound core passes the same seeds under both.
+#[test]
+fn a_lease_write_that_skips_lease_holders_is_caught() {
+    use meridian_proto::lease::LeasePlantedBug;
+    let nemesis = "crash,partition,pause,clock";
+    for (check, min, says) in
+        [(CheckModel::Linearizable, 2, "not linearizable"), (CheckModel::Sequential, 1, "not sequentially consistent")]
+    {
+        let planted = sweep_lease(Some(LeasePlantedBug::IgnoresLeases), 40, nemesis, check);
+        let report = caught_at_least(&planted, min, "writes skipping lease holders")[0].failure.as_deref().unwrap();
+        assert!(report.contains(says), "{report}");
+        let sound = sweep_lease(None, 20, nemesis, check);
+        assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+    }
+}
+
+/// The lease protocol assumes clocks within the drift bound (docs/protocols/lease.md, "Clocks"). A replica whose
+/// clock runs far slower counts the master's confirmations too long and answers under its leases after the
+/// master wrote past it: beyond the bound the guarantee breaks, and the check says so.
+#[test]
+fn a_lease_replica_clock_beyond_the_drift_bound_is_caught() {
+    use meridian_proto::lease::LeasePlantedBug;
+    let nemesis = "crash,partition,pause,clock,isolate";
+    let planted = sweep_lease(Some(LeasePlantedBug::ClockBeyondBound), 40, nemesis, CheckModel::Linearizable);
+    let report = caught_at_least(&planted, 1, "a clock beyond the bound")[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable"), "{report}");
+}

@@ -20,7 +20,7 @@
 
 use super::msg::{Beat, Heartbeat};
 use super::timing::{shrunk, shrunk_from, PROMISE};
-use super::{Fence, Fx, Group, Key, LeaseMsg, LeaseNode};
+use super::{Fence, Fx, Group, Key, LeaseMsg, LeaseNode, LeasePlantedBug};
 use crate::host::Host;
 use bytes::Bytes;
 use meridian_core::{ChainId, NodeId, Time};
@@ -393,7 +393,8 @@ impl LeaseNode {
                 continue;
             }
             if let Some(at) = anchor.filter(|_| beat.confirm_ns > 0 && g.holders.contains(&self.me)) {
-                self.member.confirm(beat.chain, from, shrunk_from(at, beat.confirm_ns), now);
+                let slow = if self.planted(LeasePlantedBug::ClockBeyondBound) { 20 } else { 1 };
+                self.member.confirm(beat.chain, from, shrunk_from(at, beat.confirm_ns * slow), now);
             }
             if self.member.promise(beat.chain, from, now) {
                 chains.push(beat.chain);
@@ -401,5 +402,74 @@ impl LeaseNode {
         }
         self.member.sent.entry((from, hb.incarnation)).or_default().insert(hb.round, now);
         out.send(from, LeaseMsg::Promised { incarnation: hb.incarnation, round: hb.round, chains });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::LeaseOptions;
+
+    fn group() -> Group {
+        let (chain, fence) = (ChainId(0), Fence { view: 1, step: 0 });
+        let holders = vec![NodeId(1), NodeId(2), NodeId(3)];
+        Group { chain, fence, holders, joiner: None, master: NodeId(1), opts: LeaseOptions::default() }
+    }
+
+    fn at(ms: u64) -> Time {
+        Time::from_nanos(ms * 1_000_000)
+    }
+
+    /// A lease counts only within the run of confirmations it began in: once they lapse, a confirmation that
+    /// comes later starts a new run, and the master may have written past this replica in between.
+    #[test]
+    fn a_lease_is_void_once_the_confirmations_it_began_under_lapse() {
+        let (g, key) = (group(), Bytes::from_static(b"k"));
+        let mut m = Member::new(false);
+        m.confirm(g.chain, g.master, at(1_000), at(0));
+        let run = m.run(&g, at(10)).expect("confirmed");
+        m.lease((g.chain, key.clone()), Lease { master: g.master, run, until: at(60_000) });
+        assert!(m.serves(&g, &key, at(500)));
+        m.confirm(g.chain, g.master, at(1_500), at(900));
+        assert!(m.serves(&g, &key, at(1_200)), "the same run, extended");
+        assert!(!m.serves(&g, &key, at(1_600)), "unconfirmed");
+        m.confirm(g.chain, g.master, at(4_000), at(2_000));
+        assert!(m.confirmed(&g, at(2_100)) && !m.serves(&g, &key, at(2_100)), "a new run: the lease is void");
+    }
+
+    /// A lease pushed with a write is held only if the commit names this replica, and a pushed version is not
+    /// answered until committed.
+    #[test]
+    fn a_pushed_lease_counts_only_once_its_commit_names_the_replica() {
+        let (g, key) = (group(), Bytes::from_static(b"k"));
+        let mut m = Member::new(false);
+        m.confirm(g.chain, g.master, at(10_000), at(0));
+        let lease = Lease { master: g.master, run: m.run(&g, at(1)).unwrap(), until: at(60_000) };
+        m.pushed((g.chain, key.clone()), 7, Some(lease));
+        assert!(!m.serves(&g, &key, at(2)), "offered, not held");
+        m.committed(g.chain, &key, 7, false);
+        assert!(!m.serves(&g, &key, at(3)), "the master recorded no lease for it");
+        m.pushed((g.chain, key.clone()), 9, Some(lease));
+        m.pushed((g.chain, key.clone()), 11, None);
+        m.committed(g.chain, &key, 9, true);
+        assert!(!m.serves(&g, &key, at(4)), "held, but version 11 awaits its commit");
+        m.committed(g.chain, &key, 11, false);
+        assert!(m.serves(&g, &key, at(5)));
+    }
+
+    /// A member promises one master at a time per partition, and one that ran before promises nothing until a
+    /// promise's length after its start.
+    #[test]
+    fn a_member_promises_one_master_at_a_time_and_keeps_quiet_after_a_restart() {
+        let chain = ChainId(0);
+        let mut m = Member::new(false);
+        assert!(m.promise(chain, NodeId(1), at(0)));
+        assert!(!m.promise(chain, NodeId(2), at(1_999)), "promised to n1");
+        assert!(m.promise(chain, NodeId(1), at(1_000)), "n1 again");
+        assert!(m.promise(chain, NodeId(2), at(3_001)), "n1's promise ran out");
+        let mut restarted = Member::new(true);
+        restarted.start(at(100));
+        assert!(!restarted.promise(chain, NodeId(1), at(2_099)));
+        assert!(restarted.promise(chain, NodeId(1), at(2_100)));
     }
 }

@@ -25,6 +25,7 @@
 mod join;
 mod mastery;
 pub mod msg;
+mod planted;
 mod reads;
 mod takeover;
 pub mod timing;
@@ -45,6 +46,7 @@ use meridian_core::{
 };
 use meridian_store::{Datastore, StoreError};
 pub use msg::{Fence, LeaseMsg, OpId, Versioned};
+pub use planted::LeasePlantedBug;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use writes::WriteOp;
@@ -56,7 +58,10 @@ pub type Fx = Effects<LeaseMsg, LeaseTimer>;
 pub enum LeaseTimer {}
 
 #[derive(Clone, Debug, Default)]
-pub struct LeaseConfig {}
+pub struct LeaseConfig {
+    #[cfg(feature = "planted-bugs")]
+    pub planted_bug: Option<LeasePlantedBug>,
+}
 
 /// What this node's lease core did, for the simulator's counters and the node's metrics.
 #[derive(Clone, Copy, Debug, Default)]
@@ -127,6 +132,7 @@ impl Group {
 
 pub struct LeaseNode {
     me: NodeId,
+    cfg: LeaseConfig,
     incarnation: u64,
     map: Option<Arc<ClusterMap>>,
     /// Every lease partition of the map, by partition.
@@ -268,13 +274,14 @@ impl KeyspaceProtocol for LeaseNode {
 
     fn open(
         me: NodeId,
-        _cfg: LeaseConfig,
+        cfg: LeaseConfig,
         _stores: &mut Stores,
         incarnation: u64,
         previous: PreviousRun,
     ) -> Result<LeaseNode, StoreError> {
         Ok(LeaseNode {
             me,
+            cfg,
             incarnation,
             map: None,
             groups: BTreeMap::new(),
