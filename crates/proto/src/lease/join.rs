@@ -43,10 +43,15 @@ impl LeaseNode {
         }
     }
 
-    /// A page of this holder's keys for a copier in the configuration it asked in; nothing if it is in another.
+    /// A page of this holder's keys for the partition's master (a takeover) or joiner, in the configuration it
+    /// asked in; nothing otherwise. A holder that has sent a new master a page takes no more writes from the old
+    /// one (`on_push` takes them from the master of its map only), so every write the old master can still get a
+    /// majority for is in some page of the new master's copy.
     pub(super) fn on_copy_req(&mut self, host: &mut Host, from: NodeId, req: CopyReq, out: &mut Fx) {
         let chain = req.chain;
-        let holds = self.groups.get(&chain).is_some_and(|g| g.fence == req.fence && g.holders.contains(&self.me));
+        let copier = |g: &super::Group| g.master == from || g.joiner == Some(from);
+        let holds =
+            self.groups.get(&chain).is_some_and(|g| g.fence == req.fence && g.holders.contains(&self.me) && copier(g));
         let Some(partitions) = self.map.as_ref().map(|m| m.partitions).filter(|_| holds) else { return };
         match self.store(host, chain).and_then(|s| copy::page(s, partitions, req)) {
             Ok(data) => out.send(from, LeaseMsg::CopyData(data)),

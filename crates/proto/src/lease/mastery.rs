@@ -57,10 +57,12 @@ pub(super) struct Member {
     masters: BTreeMap<ChainId, (NodeId, Fence)>,
 }
 
-/// An unbroken run of a master's confirmations: which master, its number, and until when it lasts.
+/// An unbroken run of a master's confirmations: which master (and which run of its process: one that restarted
+/// holds none of the lease records it kept), this run's number, and until when it lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Confirmation {
     master: NodeId,
+    incarnation: u64,
     run: u64,
     until: Time,
 }
@@ -155,14 +157,17 @@ impl Member {
         }
     }
 
-    /// `master` confirms this replica on `chain` until `until`: the same run if the last confirmation still held,
-    /// otherwise a new one (and the leases of the old one are void).
-    fn confirm(&mut self, chain: ChainId, master: NodeId, until: Time, now: Time) {
+    /// `master`, in its run `incarnation`, confirms this replica on `chain` until `until`: the same run if the
+    /// last confirmation came from the same process and still held, otherwise a new one (and the leases of the
+    /// old one are void).
+    fn confirm(&mut self, chain: ChainId, (master, incarnation): (NodeId, u64), until: Time, now: Time) {
         match self.confirmations.get_mut(&chain) {
-            Some(c) if c.master == master && c.until > now => c.until = c.until.max(until),
+            Some(c) if (c.master, c.incarnation) == (master, incarnation) && c.until > now => {
+                c.until = c.until.max(until)
+            }
             _ => {
                 self.runs += 1;
-                self.confirmations.insert(chain, Confirmation { master, run: self.runs, until });
+                self.confirmations.insert(chain, Confirmation { master, incarnation, run: self.runs, until });
             }
         }
     }
@@ -229,15 +234,22 @@ pub(super) struct Mastery {
     /// The end of the master's lease, if it has one.
     until: Option<Time>,
     pub phase: Phase,
+}
+
+/// What this process granted on a partition as its master: kept across its masteries of the partition for as
+/// long as the process runs, since a member counts a lease within its run of this process's confirmations
+/// whichever mastery issued it.
+#[derive(Debug, Default)]
+pub(super) struct Grants {
     /// Lease records: who holds a lease on each key, until when on this clock.
-    pub records: BTreeMap<Bytes, BTreeMap<NodeId, Time>>,
+    records: BTreeMap<Bytes, BTreeMap<NodeId, Time>>,
     /// Until when each member may answer under its leases, by the confirmations sent to it.
     windows: BTreeMap<NodeId, Time>,
 }
 
 impl Mastery {
     pub fn new(fence: Fence, phase: Phase) -> Mastery {
-        Mastery { fence, until: None, phase, records: BTreeMap::new(), windows: BTreeMap::new() }
+        Mastery { fence, until: None, phase }
     }
 
     /// Whether the master may answer reads and start writes now.
@@ -248,7 +260,9 @@ impl Mastery {
     pub fn takes_over(&self, fence: Fence) -> bool {
         self.fence == fence && matches!(self.phase, Phase::Takeover(_))
     }
+}
 
+impl Grants {
     /// The replicas that may be answering reads of `key` under a lease now: a write must reach each of them.
     pub fn holders_of(&self, key: &Bytes, now: Time) -> Vec<NodeId> {
         let window = |n: &NodeId| self.windows.get(n).is_some_and(|&w| w > now);
@@ -262,37 +276,53 @@ impl Mastery {
         *held = (*held).max(until);
     }
 
-    /// Drops records that ran out.
-    fn prune(&mut self, now: Time) {
+    /// Drops records and windows that ran out; says whether anything is left.
+    fn prune(&mut self, now: Time) -> bool {
         self.records.retain(|_, holders| {
             holders.retain(|_, until| *until > now);
             !holders.is_empty()
         });
+        self.windows.retain(|_, until| *until > now);
+        !self.records.is_empty() || !self.windows.is_empty()
     }
 }
 
 impl LeaseNode {
+    /// The replicas that may be answering reads of `key` of `chain` under a lease now.
+    pub(super) fn holders_of(&self, chain: ChainId, key: &Bytes, now: Time) -> Vec<NodeId> {
+        self.grants.get(&chain).map_or(Vec::new(), |g| g.holders_of(key, now))
+    }
+
+    /// Records a lease on `key` of `chain` held by `node` until `until`.
+    pub(super) fn record(&mut self, chain: ChainId, key: &Bytes, node: NodeId, until: Time) {
+        self.grants.entry(chain).or_default().record(key, node, until);
+    }
+
     /// Builds the masteries the map gives this node: kept when only the step changed (its lease starts again
-    /// with the next round), a takeover when the members changed or it was not master before.
+    /// with the next round), a takeover when the members changed, it was not master before, or it may have
+    /// missed a map in which another node was.
     pub(super) fn adopt_masteries(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
-        let me = self.me;
+        let (me, continuous) = (self.me, self.continuous);
         let groups = &self.groups;
-        self.masteries.retain(|chain, _| groups.get(chain).is_some_and(|g| g.master == me));
-        let mine: Vec<super::Group> = self.groups.values().filter(|g| g.master == me).cloned().collect();
-        for g in mine {
+        self.masteries.retain(|chain, _| continuous && groups.get(chain).is_some_and(|g| g.master == me));
+        let mut takeovers = Vec::new();
+        for g in self.groups.values().filter(|g| g.master == me) {
             match self.masteries.get_mut(&g.chain) {
                 Some(m) if m.fence == g.fence => {}
                 Some(m) if m.fence.view == g.fence.view && matches!(m.phase, Phase::Ready) => {
                     m.fence = g.fence;
                     m.until = None;
                 }
-                _ => {
-                    let m = self.start_takeover(host, &g, out);
-                    self.masteries.insert(g.chain, m);
-                }
+                _ => takeovers.push(g.clone()),
             }
         }
+        // Writes of a mastery that ends go back to their clients first: the takeover's own write-backs stay.
+        self.masteries.retain(|chain, _| !takeovers.iter().any(|g| g.chain == *chain));
         self.bounce_stale_writes(host, now, out);
+        for g in takeovers {
+            let m = self.start_takeover(host, &g, out);
+            self.masteries.insert(g.chain, m);
+        }
     }
 
     /// Sends a heartbeat round to every member of the partitions this node is master of.
@@ -301,8 +331,8 @@ impl LeaseNode {
         self.rounds.next += 1;
         let mut promised = BTreeMap::new();
         let mut beats: BTreeMap<NodeId, Vec<Beat>> = BTreeMap::new();
+        self.grants.retain(|_, grants| grants.prune(now));
         for (chain, m) in self.masteries.iter_mut() {
-            m.prune(now);
             let Some(g) = self.groups.get(chain) else { continue };
             let mut by = BTreeSet::new();
             if self.member.promise(*chain, self.me, now) {
@@ -316,7 +346,7 @@ impl LeaseNode {
                     _ => std::time::Duration::ZERO,
                 };
                 if !confirm.is_zero() {
-                    let w = m.windows.entry(to).or_insert(now);
+                    let w = self.grants.entry(*chain).or_default().windows.entry(to).or_insert(now);
                     *w = (*w).max(now.plus(confirm));
                 }
                 let confirm_ns = confirm.as_nanos() as u64;
@@ -394,7 +424,8 @@ impl LeaseNode {
             }
             if let Some(at) = anchor.filter(|_| beat.confirm_ns > 0 && g.holders.contains(&self.me)) {
                 let slow = if self.planted(LeasePlantedBug::ClockBeyondBound) { 20 } else { 1 };
-                self.member.confirm(beat.chain, from, shrunk_from(at, beat.confirm_ns * slow), now);
+                let until = shrunk_from(at, beat.confirm_ns * slow);
+                self.member.confirm(beat.chain, (from, hb.incarnation), until, now);
             }
             if self.member.promise(beat.chain, from, now) {
                 chains.push(beat.chain);
@@ -426,15 +457,20 @@ mod tests {
     fn a_lease_is_void_once_the_confirmations_it_began_under_lapse() {
         let (g, key) = (group(), Bytes::from_static(b"k"));
         let mut m = Member::new(false);
-        m.confirm(g.chain, g.master, at(1_000), at(0));
+        let master = (g.master, 7);
+        m.confirm(g.chain, master, at(1_000), at(0));
         let run = m.run(&g, at(10)).expect("confirmed");
         m.lease((g.chain, key.clone()), Lease { master: g.master, run, until: at(60_000) });
         assert!(m.serves(&g, &key, at(500)));
-        m.confirm(g.chain, g.master, at(1_500), at(900));
+        m.confirm(g.chain, master, at(1_500), at(900));
         assert!(m.serves(&g, &key, at(1_200)), "the same run, extended");
         assert!(!m.serves(&g, &key, at(1_600)), "unconfirmed");
-        m.confirm(g.chain, g.master, at(4_000), at(2_000));
+        m.confirm(g.chain, master, at(4_000), at(2_000));
         assert!(m.confirmed(&g, at(2_100)) && !m.serves(&g, &key, at(2_100)), "a new run: the lease is void");
+        let run = m.run(&g, at(2_200)).unwrap();
+        m.lease((g.chain, key.clone()), Lease { master: g.master, run, until: at(60_000) });
+        m.confirm(g.chain, (g.master, 8), at(5_000), at(2_300));
+        assert!(!m.serves(&g, &key, at(2_400)), "the master restarted without its records: a new run");
     }
 
     /// A lease pushed with a write is held only if the commit names this replica, and a pushed version is not
@@ -443,7 +479,7 @@ mod tests {
     fn a_pushed_lease_counts_only_once_its_commit_names_the_replica() {
         let (g, key) = (group(), Bytes::from_static(b"k"));
         let mut m = Member::new(false);
-        m.confirm(g.chain, g.master, at(10_000), at(0));
+        m.confirm(g.chain, (g.master, 7), at(10_000), at(0));
         let lease = Lease { master: g.master, run: m.run(&g, at(1)).unwrap(), until: at(60_000) };
         m.pushed((g.chain, key.clone()), 7, Some(lease));
         assert!(!m.serves(&g, &key, at(2)), "offered, not held");

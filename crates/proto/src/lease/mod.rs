@@ -91,7 +91,9 @@ pub(crate) struct Group {
     pub holders: Vec<NodeId>,
     /// The node an Add in flight brings in: it takes writes, and counts once the step is done.
     pub joiner: Option<NodeId>,
-    /// The first holder in the keyspace's master region, or the first holder if none is there.
+    /// The first live holder in the keyspace's master region, or the first live holder if none is there (the
+    /// first holder if none is live): the manager's failure detector moves mastership when it marks a master
+    /// failed, and promises (`mastery.rs`) keep a master it wrongly marked from serving beside the new one.
     pub master: NodeId,
     pub opts: LeaseOptions,
 }
@@ -107,7 +109,9 @@ impl Group {
         let holders: Vec<NodeId> = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
         let home = keyspace.config.placement.regions.first().map(|(r, _)| r.as_str());
         let in_home = |n: &&NodeId| map.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
-        let master = *holders.iter().find(in_home).or(holders.first())?;
+        let live = |n: &&NodeId| map.is_live(**n);
+        let master = holders.iter().filter(live).find(in_home).or(holders.iter().find(live)).or(holders.first());
+        let master = *master?;
         let step = c.change.as_ref().map_or(0, ChainChange::step);
         Some(Group { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, master, opts })
     }
@@ -135,12 +139,17 @@ pub struct LeaseNode {
     cfg: LeaseConfig,
     incarnation: u64,
     map: Option<Arc<ClusterMap>>,
+    /// Whether this node adopted every map epoch up to its current map's: if it missed one, a partition's master
+    /// may have changed and changed back unseen, and no mastery it kept can be trusted.
+    continuous: bool,
     /// Every lease partition of the map, by partition.
     groups: BTreeMap<ChainId, Group>,
     /// This node as a member: promises, confirmations, leases and keys awaiting a commit.
     member: Member,
     /// The partitions this node is master of, with its state as master of each.
     masteries: BTreeMap<ChainId, Mastery>,
+    /// The leases and confirmations this process granted as master, by partition.
+    grants: BTreeMap<ChainId, mastery::Grants>,
     /// Heartbeat rounds this node sent as master (`mastery.rs`).
     rounds: mastery::Rounds,
     /// Writes this node drives as master, by number.
@@ -284,9 +293,11 @@ impl KeyspaceProtocol for LeaseNode {
             cfg,
             incarnation,
             map: None,
+            continuous: false,
             groups: BTreeMap::new(),
             member: Member::new(previous.map.is_some()),
             masteries: BTreeMap::new(),
+            grants: BTreeMap::new(),
             rounds: mastery::Rounds::default(),
             ops: BTreeMap::new(),
             next_op: 0,
@@ -300,6 +311,7 @@ impl KeyspaceProtocol for LeaseNode {
     }
 
     fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, now: Time, out: &mut Fx) {
+        self.continuous = self.map.as_ref().is_some_and(|m| map.epoch <= m.epoch + 1);
         self.map = Some(map.clone());
         let groups: BTreeMap<ChainId, Group> =
             map.chains.values().filter_map(|c| Some((c.id, Group::of(map, c)?))).collect();

@@ -69,8 +69,7 @@ impl LeaseNode {
             }
         };
         let lease_ns = g.lease_ns();
-        let m = self.masteries.get_mut(&r.chain).expect("serves");
-        m.record(&r.key, from, now.plus(std::time::Duration::from_nanos(lease_ns)));
+        self.record(r.chain, &r.key, from, now.plus(std::time::Duration::from_nanos(lease_ns)));
         self.stats.granted += 1;
         out.send(from, LeaseMsg::Granted(Granted { renew: r, versioned, lease_ns }));
     }

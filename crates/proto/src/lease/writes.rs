@@ -81,7 +81,7 @@ impl LeaseNode {
                 return self.answer(host, &fwd.origin, reply, out);
             }
         };
-        let holders = self.masteries[&g.chain].holders_of(&key, now);
+        let holders = self.holders_of(g.chain, &key, now);
         let version = match fwd.stamped {
             Some(v) => {
                 self.last_counter = self.last_counter.max(stamp::counter(v));
@@ -162,7 +162,7 @@ impl LeaseNode {
         }
         let stored = o.stored.keys().filter(|&&n| n != self.me && g.takes_part(n)).count();
         let need = g.majority() - 1 + usize::from(g.joiner.is_some());
-        let holders = m.holders_of(&o.key, now);
+        let holders = self.holders_of(o.chain, &o.key, now);
         let ignores = self.planted(LeasePlantedBug::IgnoresLeases);
         if stored < need || !(ignores || holders.iter().all(|n| *n == self.me || o.acked.contains(n))) {
             return;
@@ -179,14 +179,14 @@ impl LeaseNode {
         };
         self.mark_written(o.chain, out);
         let holders: Vec<NodeId> = self.groups.get(&o.chain).map_or(Vec::new(), |g| g.holders.clone());
-        let m = self.masteries.get_mut(&o.chain).expect("checked by try_commit");
         let mut leased = Vec::new();
         for (&n, &at) in o.stored.iter().filter(|(n, _)| holders.contains(n) && o.lease_ns > 0) {
             // The record counts from the acknowledgement's arrival: after the lease began at the replica.
-            m.record(&o.key, n, at.plus(std::time::Duration::from_nanos(o.lease_ns)));
+            self.record(o.chain, &o.key, n, at.plus(std::time::Duration::from_nanos(o.lease_ns)));
             leased.push(n);
             self.stats.granted += 1;
         }
+        let m = self.masteries.get_mut(&o.chain).expect("checked by try_commit");
         if let Phase::Repair(waiting) = &mut m.phase {
             waiting.remove(&seq);
             if waiting.is_empty() {
