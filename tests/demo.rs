@@ -173,3 +173,35 @@ fn a_demo_over_a_wan_pays_round_trips_for_remote_writes_and_none_for_local_reads
         "a read at its tail's node took {read:?}: it crossed the WAN (the nearest region is 80 ms away)"
     );
 }
+
+/// A lease keyspace over `demo --topology globlease-4` (docs/protocols/lease.md), mastered in `va`: after one
+/// read through `tk` has fetched a lease, the next reads through `tk` answer locally, with no round trip to `va`
+/// (the nearest region to `tk` is 100 ms away).
+#[test]
+fn a_lease_keyspace_reads_locally_in_tk_once_a_read_fetched_a_lease() {
+    let base = free_base(4);
+    let mut guard = Demo::start(&["--topology", "globlease-4", "--port", &base.to_string()]);
+    let mut stdout = BufReader::new(guard.0.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let _printed: Vec<String> = stdout.by_ref().take_while(|l| !l.starts_with("Try:")).collect();
+    let _drain = std::thread::spawn(move || stdout.count());
+    let ctl = Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["ctl", "--addr", &format!("127.0.0.1:{}", base + 2000), "keyspace", "create", "pages"])
+        .args(["--protocol", "lease", "--regions", "va,or,ir,tk"])
+        .output()
+        .unwrap();
+    assert!(ctl.status.success(), "{ctl:?}");
+    let tk = base + 3;
+    let start = Instant::now();
+    while redis_cli(base, &["-n", "1", "SET", "page", "v"]) != "OK" {
+        assert!(start.elapsed() < Duration::from_secs(20), "the lease keyspace never took a write");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(redis_cli(tk, &["-n", "1", "GET", "page"]), "v", "the first read, which renews at va");
+    let timed = || {
+        let start = Instant::now();
+        assert_eq!(redis_cli(tk, &["-n", "1", "GET", "page"]), "v");
+        start.elapsed()
+    };
+    let read = (0..5).map(|_| timed()).min().unwrap();
+    assert!(read < Duration::from_millis(40), "a read through tk under its lease took {read:?}: it crossed the WAN");
+}

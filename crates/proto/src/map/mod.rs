@@ -294,12 +294,13 @@ pub enum Applied {
 /// The version of the encoding of the map and its commands as nodes store them (the map file, the Raft log's
 /// entries): it changes whenever that encoding does, which the schema lock (`node/schema_lock.rs`) enforces. A
 /// node refuses files of another version, naming both. Format 3 added quorum keyspaces (a protocol variant
-/// with its knobs) to format 2, whose encoding it keeps: a format-2 file decodes as it is
-/// ([`ENCODED_AS_CURRENT`]), while a format-2 build refuses a format-3 file rather than misread it.
-pub const MAP_FORMAT: u8 = 3;
+/// with its knobs) to format 2, and format 4 lease keyspaces to format 3, each keeping the encoding before it: a
+/// format-2 or format-3 file decodes as it is ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer
+/// file rather than misread it.
+pub const MAP_FORMAT: u8 = 4;
 
 /// The formats before [`MAP_FORMAT`] whose encoding the current types decode unchanged.
-pub const ENCODED_AS_CURRENT: &[u8] = &[2];
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3];
 
 /// The member the Remove in flight on `c` takes out, if one is under way.
 fn removed_by(c: &ChainView) -> Option<NodeId> {

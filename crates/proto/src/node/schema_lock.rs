@@ -10,6 +10,8 @@
 use super::NodeMsg;
 use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState, Outcome, Refusal};
 use crate::chain::{ChainMsg, Change, Origin, Update};
+use crate::lease::msg::{Beat, Forwarded, Granted, Heartbeat as LeaseHeartbeat, Push, Renew};
+use crate::lease::{LeaseMsg, OpId as LeaseOpId};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
 use crate::quorum::msg::{CopyData as QuorumCopyData, CopyReq as QuorumCopyReq};
@@ -18,16 +20,16 @@ use crate::reports::{ReplicaReports, StepReport};
 use bytes::Bytes;
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
-    ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, Level, Location, NodeId,
-    Placement, ProtocolConfig, QuorumOptions, Read, ReplicaKind, Reply, RequestId, Scan, ScanWant, Stamps, Write,
-    WriteOp,
+    ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, LeaseOptions, Level, Location,
+    NodeId, Placement, ProtocolConfig, QuorumOptions, Read, ReplicaKind, Reply, RequestId, Scan, ScanWant, Stamps,
+    Write, WriteMode, WriteOp,
 };
 use std::time::Duration;
 
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
-/// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand` and
-/// `QuorumMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 4]) = ((5, 0xff83_df20), (3, 0x4ff3_527c), [14, 8, 13, 7]);
+/// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
+/// `QuorumMsg` and `LeaseMsg`.
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((6, 0xf170_baae), (4, 0xa6e9_ddd0), [14, 8, 13, 7, 13]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -177,6 +179,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::StepAborted { chain, step: 4 },
         MapCommand::CreateKeyspace { name: "md".into(), config },
         MapCommand::CreateKeyspace { name: "q".into(), config: quorum_keyspace() },
+        MapCommand::CreateKeyspace { name: "l".into(), config: lease_keyspace() },
         MapCommand::DropKeyspace { name: "md".into() },
         MapCommand::ReplicaLost { chain, node, incarnation: 5 },
         MapCommand::ReplicaRestored { chain, node, incarnation: 5 },
@@ -204,6 +207,65 @@ fn commands() -> Vec<MapCommand> {
 fn quorum_keyspace() -> KeyspaceConfig {
     let q = QuorumOptions { read: Level::One, write: Level::Count(3), timestamps: Stamps::Clock };
     KeyspaceConfig { protocol: ProtocolConfig::Quorum(q), ..KeyspaceConfig::durable(3) }
+}
+
+/// A lease keyspace with every knob away from its default.
+fn lease_keyspace() -> KeyspaceConfig {
+    let l = LeaseOptions { lease_ms: 5_000, write_mode: WriteMode::Passive };
+    let placement = Placement::one_in_each("us,eu").unwrap();
+    KeyspaceConfig { protocol: ProtocolConfig::Lease(l), placement, ..KeyspaceConfig::durable(2) }
+}
+
+/// One of each `LeaseMsg` variant, as for [`chain_messages`].
+fn lease_messages() -> Vec<LeaseMsg> {
+    let (op, chain, fence, key) =
+        (LeaseOpId { incarnation: 3, seq: 8 }, ChainId(5), Fence { view: 2, step: 7 }, Bytes::from_static(b"k"));
+    let versioned = Versioned { version: 1 << 20 | 3, value: Some(Bytes::from_static(b"\x00v")) };
+    let get = meridian_core::Request::Get { keyspace: KeyspaceId(1), key: key.clone(), read: Read::Value };
+    let renew = Renew {
+        origin: origin(),
+        chain,
+        fence,
+        key: key.clone(),
+        read: Read::Value,
+        sent: meridian_core::Time::from_nanos(11),
+        incarnation: 4,
+        run: Some(2),
+    };
+    let push = Push { op: Some(op), chain, fence, key: key.clone(), versioned: versioned.clone(), lease_ns: 9 };
+    let beat = Beat { chain, fence, confirm_ns: 1_000 };
+    let samples = vec![
+        LeaseMsg::Request(Forwarded { origin: origin(), req: get, hops: 1, stamped: Some(3) }),
+        LeaseMsg::Answer { origin: origin(), reply: Reply::Written { applied: true, existed: false } },
+        LeaseMsg::Bounce { origin: origin(), stamped: None },
+        LeaseMsg::Renew(renew.clone()),
+        LeaseMsg::Granted(Granted { renew, versioned: versioned.clone(), lease_ns: 60 }),
+        LeaseMsg::Push(push),
+        LeaseMsg::Stored { op },
+        LeaseMsg::Released { op },
+        LeaseMsg::Commit { chain, key: key.clone(), version: 7, leased: vec![NodeId(2)] },
+        LeaseMsg::Heartbeat(LeaseHeartbeat { incarnation: 4, round: 6, acked: Some(5), beats: vec![beat] }),
+        LeaseMsg::Promised { incarnation: 4, round: 6, chains: vec![chain] },
+        LeaseMsg::CopyReq(QuorumCopyReq { chain, fence, after: None }),
+        LeaseMsg::CopyData(QuorumCopyData { chain, fence, entries: vec![(key, versioned)], more: true }),
+    ];
+    let numbered = |m: &LeaseMsg| match m {
+        LeaseMsg::Request(_) => 0,
+        LeaseMsg::Answer { .. } => 1,
+        LeaseMsg::Bounce { .. } => 2,
+        LeaseMsg::Renew(_) => 3,
+        LeaseMsg::Granted(_) => 4,
+        LeaseMsg::Push(_) => 5,
+        LeaseMsg::Stored { .. } => 6,
+        LeaseMsg::Released { .. } => 7,
+        LeaseMsg::Commit { .. } => 8,
+        LeaseMsg::Heartbeat(_) => 9,
+        LeaseMsg::Promised { .. } => 10,
+        LeaseMsg::CopyReq(_) => 11,
+        LeaseMsg::CopyData(_) => 12,
+    };
+    assert_covers(samples.iter().map(numbered), RECORDED.2[4] - 1, "LeaseMsg");
+    samples
 }
 
 /// One of each `QuorumMsg` variant, as for [`chain_messages`].
@@ -306,7 +368,8 @@ fn checksum<T: serde::Serialize>(values: impl IntoIterator<Item = T>) -> u32 {
 fn the_wire_version_names_the_encoding_of_every_peer_message() {
     let chain = chain_messages().into_iter().map(NodeMsg::Chain);
     let quorum = quorum_messages().into_iter().map(NodeMsg::Quorum);
-    let messages = chain.chain(manager_messages().into_iter().map(NodeMsg::Mgr)).chain(quorum);
+    let lease = lease_messages().into_iter().map(NodeMsg::Lease);
+    let messages = chain.chain(manager_messages().into_iter().map(NodeMsg::Mgr)).chain(quorum).chain(lease);
     assert_eq!(
         (WIRE_VERSION, checksum(messages)),
         RECORDED.0,
