@@ -67,6 +67,10 @@ fn lease_keyspaces_serve_plain_commands_and_keep_acknowledged_writes_when_the_ma
     let mut other = conn(&cluster.servers[2], "pages");
     assert_eq!(other.cmd(&["GET", "k"]).unwrap(), bulk("v1"), "read through another node");
     assert_eq!(other.cmd(&["GET", "k"]).unwrap(), bulk("v1"), "again, under the lease the first read fetched");
+    let metrics = cluster.servers[2].http_get("/metrics");
+    let local = metrics.lines().find(|l| l.starts_with("meridian_protocol_events_total{event=\"lease_local_reads\"}"));
+    let local: u64 = local.and_then(|l| l.rsplit(' ').next()?.parse().ok()).expect("the lease counters on /metrics");
+    assert!(local >= 1, "the second read was answered locally: {local}");
     assert_eq!(other.cmd(&["DEL", "k"]).unwrap(), Resp::Int(1));
     assert_eq!(c.cmd(&["GET", "k"]).unwrap(), Resp::Bulk(None));
     for refused in

@@ -70,6 +70,7 @@ impl ClusterNode {
         self.request_families(&mut e, &name);
         replica_families(&mut e, &self.protocols.status(&self.host.stores, now), &name);
         self.served_families(&mut e);
+        self.protocol_families(&mut e);
         self.store_families(&mut e, &name);
         e.into_text()
     }
@@ -108,6 +109,19 @@ impl ClusterNode {
         let help = "Replicas this node found lost when it started, to be copied again: kept in memory, or of chains \
                     it headed passing updates on before its fsync, after a stop that was not clean.";
         e.single("meridian_replicas_lost_at_start", MetricKind::Gauge, help, s.lost);
+    }
+
+    /// Every protocol core's own counters (what the simulator sums per run), one series per event.
+    fn protocol_families(&self, e: &mut Exposition) {
+        let metric = "meridian_protocol_events_total";
+        e.family(
+            metric,
+            MetricKind::Counter,
+            "What this node's keyspace protocol cores did since it started, by event.",
+        );
+        for (event, value) in self.protocols.counters() {
+            e.sample(metric, &[("event", &event.replace(' ', "_"))], value);
+        }
     }
 
     fn store_families(&self, e: &mut Exposition, name: &dyn Fn(KeyspaceId) -> String) {
