@@ -51,8 +51,6 @@ pub(super) struct Member {
     /// Leases pushed with a write, each held only once the write's commit says the master recorded it, with the
     /// version that offered it.
     offers: BTreeMap<Key, (u64, Lease)>,
-    /// The newest version of each key this node took from its partition's master in the configuration it is in.
-    taken: BTreeMap<Key, u64>,
     /// The master and configuration of each partition this node takes part in, as its map says.
     masters: BTreeMap<ChainId, (NodeId, Fence)>,
 }
@@ -98,21 +96,7 @@ impl Member {
         let kept = |chain: &ChainId, master: NodeId| holds(chain) && masters.get(chain).map(|m| m.0) == Some(master);
         self.confirmations.retain(|chain, c| kept(chain, c.master));
         self.leases.retain(|(chain, _), l| kept(chain, l.master));
-        let previous = std::mem::take(&mut self.masters);
-        self.taken.retain(|(chain, _), _| previous.get(chain).is_some_and(|p| masters.get(chain) == Some(p)));
         self.masters = masters;
-    }
-
-    /// Whether `version` of `key`, from the partition's master in this node's configuration, is newer than any
-    /// it took from that master there; if so it is taken. A version from an older master or configuration is
-    /// no reason to refuse: the current master's versions are the partition's, and one held here from before
-    /// may be a write that never succeeded, numbered past what the current master has seen.
-    pub fn take(&mut self, key: &Key, version: u64) -> bool {
-        if self.taken.get(key).is_some_and(|&t| t >= version) {
-            return false;
-        }
-        self.taken.insert(key.clone(), version);
-        true
     }
 
     /// Promises `chain` to `to` from `now`, unless it promised another master that still counts on it.
@@ -178,11 +162,19 @@ impl Member {
 
     /// A pushed version not yet committed, and the lease pushed with it (if any), offered until its commit.
     pub fn pushed(&mut self, key: Key, version: u64, offer: Option<Lease>) {
-        let v = self.dirty.entry(key.clone()).or_insert(version);
-        *v = (*v).max(version);
+        self.uncommitted(key.clone(), version);
         if let Some(lease) = offer {
             self.offers.insert(key, (version, lease));
         }
+    }
+
+    /// This store holds `version` of `key`, which no commit has yet said is the partition's: the key is not
+    /// answered under a lease until one does. A version may also be one no commit will ever name: a write of an
+    /// earlier master that never succeeded, numbered past what the current master stamps. Reads of that key
+    /// then go to the master, which is slower but never wrong.
+    pub fn uncommitted(&mut self, key: Key, version: u64) {
+        let v = self.dirty.entry(key).or_insert(version);
+        *v = (*v).max(version);
     }
 
     /// The master committed `version` of `key`: the key is clean unless a newer push is still pending, and the

@@ -83,15 +83,18 @@ impl LeaseNode {
         }
         let current = self.groups.get(&r.chain).is_some_and(|g| g.fence == r.fence && g.master == from);
         if current {
-            // A newer version pushed since is pending (dirty) until its commit; otherwise the master's value is
-            // the key's, whatever this store held from before.
+            // The master's value is acknowledged; a newer one held here is not (yet), and keeps the key from being
+            // answered under the lease until a commit names it.
             let key = (r.chain, r.key.clone());
-            if self.member.take(&key, versioned.version) {
-                let stored = self.store(host, r.chain).and_then(|s| cells::put(s, r.chain, &r.key, &versioned));
-                if let Err(e) = stored {
-                    tracing::warn!(chain = %r.chain, "lease replica cannot store a granted value: {e}");
-                }
-                self.mark_written(r.chain, out);
+            let applied = self.store(host, r.chain).and_then(|s| {
+                let held = cells::cell(s, &r.key)?;
+                cells::apply(s, r.chain, &r.key, &versioned)?;
+                Ok(held.version)
+            });
+            match applied {
+                Ok(held) if held > versioned.version => self.member.uncommitted(key.clone(), held),
+                Ok(_) => self.mark_written(r.chain, out),
+                Err(e) => tracing::warn!(chain = %r.chain, "lease replica cannot store a granted value: {e}"),
             }
             if let Some(run) = r.run {
                 self.member.lease(key, Lease { master: from, run, until: shrunk_from(r.sent, lease_ns) });

@@ -244,12 +244,20 @@ impl LeaseNode {
             }
             return;
         };
-        if self.member.take(&key, p.versioned.version) {
-            let stored = self.store(host, p.chain).and_then(|s| cells::put(s, p.chain, &p.key, &p.versioned));
-            if let Err(e) = stored {
-                return tracing::warn!(chain = %p.chain, "lease replica cannot store a write: {e}");
-            }
-            self.mark_written(p.chain, out);
+        // Only a newer version is taken: one this store acknowledged may not be taken back. The store may hold a
+        // version newer than the push, which then stays unanswered under a lease until a commit names it.
+        let applied = self.store(host, p.chain).and_then(|s| {
+            let held = cells::cell(s, &p.key)?;
+            cells::apply(s, p.chain, &p.key, &p.versioned)?;
+            Ok(held.version)
+        });
+        let held = match applied {
+            Ok(held) => held,
+            Err(e) => return tracing::warn!(chain = %p.chain, "lease replica cannot store a write: {e}"),
+        };
+        self.mark_written(p.chain, out);
+        if held > p.versioned.version {
+            self.member.uncommitted(key.clone(), held);
         }
         if let Some(op) = p.op {
             let run = self.groups.get(&p.chain).and_then(|g| self.member.run(g, now)).filter(|_| holder);
