@@ -71,3 +71,32 @@ fn cache_seeds() {
         passes(&seed(s, EVERY_FAULT, cache()));
     }
 }
+
+/// The lease keyspace's seeds (docs/protocols/lease.md): 8 (a stale version of a failed write answered after the
+/// master committed an older one), 43 (a late acknowledgement's lease never recorded), 93 (a restarted master's
+/// confirmations continuing an old run), 10204287 (a mastery restarted without its records), 10404355 (a
+/// replica taking back a version it had acknowledged); and 10100921, 10104301 on `globlease-4`.
+#[test]
+fn lease_seeds() {
+    use meridian_core::{Placement, Protocol, ProtocolConfig};
+    let lease = |placement: Placement| KeyspaceConfig {
+        protocol: ProtocolConfig::default_for(Protocol::Lease),
+        replicas: vec![ReplicaKind::Log; placement.placed().unwrap() as usize],
+        placement,
+        ..KeyspaceConfig::durable(3)
+    };
+    let short = "crash,partition,pause,clock";
+    let seeds = [(8, short), (43, short), (93, "crash,partition,pause,clock,isolate")];
+    for (s, nemesis) in seeds.into_iter().chain([(10_204_287, EVERY_FAULT), (10_404_355, EVERY_FAULT)]) {
+        passes(&seed(s, nemesis, lease(Placement::per_region("default=3").unwrap())));
+    }
+    // As `sim --protocol lease --topology globlease-4` places it: a replica in each region, in the topology's order.
+    let topology = std::sync::Arc::new(meridian_core::topology::Topology::load("globlease-4").unwrap());
+    let regions: Vec<&str> = topology.regions().iter().map(|r| r.name.as_str()).collect();
+    let placement = Placement::one_in_each(&regions.join(",")).unwrap();
+    let nemesis = format!("{EVERY_FAULT},region");
+    for s in [10_100_921, 10_104_301] {
+        let sweep = seed(s, &nemesis, lease(placement.clone()));
+        passes(&ChainSweep { nodes: 4, topology: Some(topology.clone()), ..sweep });
+    }
+}
