@@ -15,8 +15,8 @@ use crate::world::{DiskParams, Event, World};
 use bytes::Bytes;
 use meridian_core::topology::Topology;
 use meridian_core::{
-    ConfigError, KeyspaceConfig, KeyspaceId, NodeId, Protocol, ProtocolConfig, ProtocolKnobs, Read, Reply, Request,
-    Write,
+    ConfigError, KeyspaceConfig, KeyspaceId, NodeId, Placement, Protocol, ProtocolConfig, ProtocolKnobs, Read, Reply,
+    Request, Write,
 };
 use meridian_proto::node::{ClusterNode, NodeConfig};
 use meridian_store::LogOptions;
@@ -49,8 +49,10 @@ pub struct GeoExperiment {
 }
 
 impl GeoExperiment {
-    /// The experiment on `topology` with every setting of [`baseline_settings`].
+    /// The experiment on `topology` with every setting of [`baseline_settings`] and a lease keyspace.
     pub fn new(seed: u64, topology: Arc<Topology>) -> GeoExperiment {
+        let mut settings = baseline_settings();
+        settings.push(lease_setting(&topology));
         GeoExperiment {
             seed,
             topology,
@@ -61,7 +63,7 @@ impl GeoExperiment {
             read_ratio: 0.5,
             warmup: Duration::from_secs(15),
             measure: Duration::from_secs(30),
-            settings: baseline_settings(),
+            settings,
         }
     }
 }
@@ -86,6 +88,19 @@ pub fn baseline_settings() -> Vec<GeoSetting> {
         quorum("all", "clock"),
         quorum("quorum", "quorum"),
     ]
+}
+
+/// A lease keyspace (docs/protocols/lease.md) with a replica in each of `topology`'s regions, mastered in the
+/// first: GlobLease, against the baseline.
+pub fn lease_setting(topology: &Topology) -> GeoSetting {
+    let regions: Vec<&str> = topology.regions().iter().map(|r| r.name.as_str()).collect();
+    let placement = Placement::one_in_each(&regions.join(",")).expect("a topology's regions are valid names");
+    let keyspace = KeyspaceConfig {
+        protocol: ProtocolConfig::default_for(Protocol::Lease),
+        placement,
+        ..KeyspaceConfig::durable(regions.len())
+    };
+    GeoSetting { name: "lease".into(), keyspace }
 }
 
 /// Latencies of one kind of operation from one region.
@@ -379,7 +394,9 @@ mod tests {
     use super::*;
 
     /// On `globlease-4`, a chain's writes from every region cross the WAN to the head and on to the tail, so
-    /// none is faster than the nearest round trip; a quorum keyspace answers at ONE no later than at ALL.
+    /// none is faster than the nearest round trip; a quorum keyspace answers at ONE no later than at ALL; a lease
+    /// keyspace's master region reads locally, and its other regions pay at most the round trip to the master
+    /// (a renewal: with uniform keys few reads find a lease from an earlier one).
     #[test]
     fn latencies_follow_the_topology() {
         let topology = Arc::new(Topology::load("globlease-4").unwrap());
@@ -398,6 +415,12 @@ mod tests {
         for r in &by("chain").regions {
             assert!(r.writes.count > 0 && r.reads.count > 0, "{table}");
             assert!(ms(r.writes.p50) >= nearest, "a chain write crosses the WAN: {table}");
+        }
+        let lease = &by("lease").regions;
+        assert!(ms(lease[0].reads.p50) < nearest, "the master region reads locally: {table}");
+        for (i, r) in lease.iter().enumerate().skip(1) {
+            let to_master = topology.link(i, 0).rtt_ms;
+            assert!(r.reads.count > 0 && ms(r.reads.p50) <= to_master + 5.0, "one round trip at most: {table}");
         }
         let (one, all) = (by("quorum ONE clock"), by("quorum ALL clock"));
         for (o, a) in one.regions.iter().zip(&all.regions) {
