@@ -75,7 +75,8 @@ fn cache_seeds() {
 /// The lease keyspace's seeds (docs/protocols/lease.md): 8 (a stale version of a failed write answered after the
 /// master committed an older one), 43 (a late acknowledgement's lease never recorded), 93 (a restarted master's
 /// confirmations continuing an old run), 10204287 (a mastery restarted without its records), 10404355 (a
-/// replica taking back a version it had acknowledged); and 10100921, 10104301 on `globlease-4`.
+/// replica taking back a version it had acknowledged), 10601952 and 10604917 (two runs of one master numbering
+/// two writes alike); and 10100921, 10104301 on `globlease-4`.
 #[test]
 fn lease_seeds() {
     use meridian_core::{Placement, Protocol, ProtocolConfig};
@@ -87,7 +88,8 @@ fn lease_seeds() {
     };
     let short = "crash,partition,pause,clock";
     let seeds = [(8, short), (43, short), (93, "crash,partition,pause,clock,isolate")];
-    for (s, nemesis) in seeds.into_iter().chain([(10_204_287, EVERY_FAULT), (10_404_355, EVERY_FAULT)]) {
+    let every = [10_204_287, 10_404_355, 10_601_952, 10_604_917].map(|s| (s, EVERY_FAULT));
+    for (s, nemesis) in seeds.into_iter().chain(every) {
         passes(&seed(s, nemesis, lease(Placement::per_region("default=3").unwrap())));
     }
     // As `sim --protocol lease --topology globlease-4` places it: a replica in each region, in the topology's order.

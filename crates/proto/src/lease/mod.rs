@@ -190,6 +190,20 @@ impl LeaseNode {
         self.store(host, chain).and_then(|s| cells::cell(s, key))
     }
 
+    /// Takes `v` of `key`, a version the partition's master sent, and returns the version the store held before.
+    /// Only a newer version is taken: one this store acknowledged may not be taken back. The exception is a
+    /// version equal to the store's with another value: two runs of one master numbered two writes alike (a
+    /// master that restarts numbers from what a majority holds), and the one held here, which no majority had,
+    /// never succeeded; the master's is the partition's.
+    fn take(&mut self, host: &mut Host, chain: ChainId, key: &Bytes, v: &Versioned) -> Result<u64, StoreError> {
+        let store = self.store(host, chain)?;
+        let held = cells::cell(store, key)?;
+        if v.version > held.version || (v.version == held.version && v.value != held.value) {
+            cells::put(store, chain, key, v)?;
+        }
+        Ok(held.version)
+    }
+
     /// Records a write to `chain`'s store: the runner owes a sync in its keyspace's durability mode.
     fn mark_written(&self, chain: ChainId, out: &mut Fx) {
         let durability = self.map.as_ref().and_then(|m| m.keyspaces.get(&chain.keyspace())?.config.durability);

@@ -10,7 +10,7 @@ use super::msg::{Forwarded, Granted, Renew};
 use super::timing::shrunk_from;
 use super::{Fx, Group, LeaseMsg, LeaseNode};
 use crate::host::Host;
-use crate::versioned::{cells, read_reply};
+use crate::versioned::read_reply;
 use meridian_core::{NodeId, Read, Reply, Time};
 
 impl LeaseNode {
@@ -86,12 +86,7 @@ impl LeaseNode {
             // The master's value is acknowledged; a newer one held here is not (yet), and keeps the key from being
             // answered under the lease until a commit names it.
             let key = (r.chain, r.key.clone());
-            let applied = self.store(host, r.chain).and_then(|s| {
-                let held = cells::cell(s, &r.key)?;
-                cells::apply(s, r.chain, &r.key, &versioned)?;
-                Ok(held.version)
-            });
-            match applied {
+            match self.take(host, r.chain, &r.key, &versioned) {
                 Ok(held) if held > versioned.version => self.member.uncommitted(key.clone(), held),
                 Ok(_) => self.mark_written(r.chain, out),
                 Err(e) => tracing::warn!(chain = %r.chain, "lease replica cannot store a granted value: {e}"),

@@ -244,14 +244,9 @@ impl LeaseNode {
             }
             return;
         };
-        // Only a newer version is taken: one this store acknowledged may not be taken back. The store may hold a
-        // version newer than the push, which then stays unanswered under a lease until a commit names it.
-        let applied = self.store(host, p.chain).and_then(|s| {
-            let held = cells::cell(s, &p.key)?;
-            cells::apply(s, p.chain, &p.key, &p.versioned)?;
-            Ok(held.version)
-        });
-        let held = match applied {
+        // The store may hold a version newer than the push, which then stays unanswered under a lease until a
+        // commit names it.
+        let held = match self.take(host, p.chain, &p.key, &p.versioned) {
             Ok(held) => held,
             Err(e) => return tracing::warn!(chain = %p.chain, "lease replica cannot store a write: {e}"),
         };
