@@ -96,6 +96,7 @@ impl Member {
         let kept = |chain: &ChainId, master: NodeId| holds(chain) && masters.get(chain).map(|m| m.0) == Some(master);
         self.confirmations.retain(|chain, c| kept(chain, c.master));
         self.leases.retain(|(chain, _), l| kept(chain, l.master));
+        self.offers.retain(|(chain, _), (_, l)| kept(chain, l.master));
         self.masters = masters;
     }
 
@@ -156,8 +157,12 @@ impl Member {
         }
     }
 
+    /// Drops the lease on `key`, and the one an earlier write offered with it: the master counts this replica
+    /// out of the write it answers, so no commit may hand it a lease again (sim seed 10800306: a late commit of
+    /// an earlier write did, and the replica answered that write's value after the next one succeeded).
     pub fn drop_lease(&mut self, key: &Key) {
         self.leases.remove(key);
+        self.offers.remove(key);
     }
 
     /// A pushed version not yet committed, and the lease pushed with it (if any), offered until its commit.
