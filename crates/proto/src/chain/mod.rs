@@ -132,6 +132,15 @@ pub struct ReplicaStatus {
     pub copy: Option<CopyStatus>,
 }
 
+impl ReplicaStatus {
+    /// The status of a replica that keeps each key's newest version (quorum and lease partitions): no
+    /// acknowledged-update counters, no loss to restarts, no cache, no held answers, no chain copy.
+    pub fn of_cells(chain: ChainId, role: &'static str, view: u64, active: bool, lease: bool) -> ReplicaStatus {
+        let (lu, la, lost, memory, held, copy) = (0, 0, false, None, 0, None);
+        ReplicaStatus { chain: chain.0, role, view: Some(view), lu, la, active, lost, lease, memory, held, copy }
+    }
+}
+
 /// A pre-copy or flush in progress.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct CopyStatus {

@@ -51,8 +51,6 @@ pub(super) struct Member {
     /// Leases pushed with a write, each held only once the write's commit says the master recorded it, with the
     /// version that offered it.
     offers: BTreeMap<Key, (u64, Lease)>,
-    /// The master and configuration of each partition this node takes part in, as its map says.
-    masters: BTreeMap<ChainId, (NodeId, Fence)>,
 }
 
 /// An unbroken run of a master's confirmations: which master (and which run of its process: one that restarted
@@ -87,17 +85,15 @@ impl Member {
         }
     }
 
-    /// Forgets leases and confirmations of partitions whose master changed or that this node no longer holds,
-    /// and what it took from a master in a configuration it left.
+    /// Forgets confirmations, leases and offers of partitions whose master changed or that this node no longer
+    /// holds.
     pub fn adopt(&mut self, me: NodeId, groups: &BTreeMap<ChainId, super::Group>) {
-        let masters: BTreeMap<ChainId, (NodeId, Fence)> =
-            groups.values().filter(|g| g.takes_part(me)).map(|g| (g.chain, (g.master, g.fence))).collect();
-        let holds = |chain: &ChainId| groups.get(chain).is_some_and(|g| g.holders.contains(&me));
-        let kept = |chain: &ChainId, master: NodeId| holds(chain) && masters.get(chain).map(|m| m.0) == Some(master);
+        let kept = |chain: &ChainId, master: NodeId| {
+            groups.get(chain).is_some_and(|g| g.master == master && g.holders.contains(&me))
+        };
         self.confirmations.retain(|chain, c| kept(chain, c.master));
         self.leases.retain(|(chain, _), l| kept(chain, l.master));
         self.offers.retain(|(chain, _), (_, l)| kept(chain, l.master));
-        self.masters = masters;
     }
 
     /// Promises `chain` to `to` from `now`, unless it promised another master that still counts on it.
@@ -298,7 +294,7 @@ impl LeaseNode {
     /// Builds the masteries the map gives this node: kept when only the step changed (its lease starts again
     /// with the next round), a takeover when the members changed, it was not master before, or it may have
     /// missed a map in which another node was.
-    pub(super) fn adopt_masteries(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
+    pub(super) fn adopt_masteries(&mut self, host: &mut Host, out: &mut Fx) {
         let (me, continuous) = (self.me, self.continuous);
         let groups = &self.groups;
         self.masteries.retain(|chain, _| continuous && groups.get(chain).is_some_and(|g| g.master == me));
@@ -315,7 +311,7 @@ impl LeaseNode {
         }
         // Writes of a mastery that ends go back to their clients first: the takeover's own write-backs stay.
         self.masteries.retain(|chain, _| !takeovers.iter().any(|g| g.chain == *chain));
-        self.bounce_stale_writes(host, now, out);
+        self.bounce_stale_writes(host, out);
         for g in takeovers {
             let m = self.start_takeover(host, &g, out);
             self.masteries.insert(g.chain, m);

@@ -324,7 +324,7 @@ impl KeyspaceProtocol for LeaseNode {
         })
     }
 
-    fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, now: Time, out: &mut Fx) {
+    fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, _now: Time, out: &mut Fx) {
         self.continuous = self.map.as_ref().is_some_and(|m| map.epoch <= m.epoch + 1);
         self.map = Some(map.clone());
         let groups: BTreeMap<ChainId, Group> =
@@ -333,7 +333,7 @@ impl KeyspaceProtocol for LeaseNode {
             map.chains.values().map(|c| (c.id, c.change.clone())).collect();
         self.groups = groups;
         self.member.adopt(self.me, &self.groups);
-        self.adopt_masteries(host, now, out);
+        self.adopt_masteries(host, out);
         self.adopt_joins(host, &changes, out);
     }
 
@@ -361,7 +361,7 @@ impl KeyspaceProtocol for LeaseNode {
                 self.on_promised(host, now, from, incarnation, round, chains, out)
             }
             LeaseMsg::CopyReq(req) => self.on_copy_req(host, from, req, out),
-            LeaseMsg::CopyData(data) => self.on_copy_data(host, now, from, data, out),
+            LeaseMsg::CopyData(data) => self.on_copy_data(host, from, data, out),
         }
     }
 
@@ -390,22 +390,14 @@ impl KeyspaceProtocol for LeaseNode {
 
     fn status(&self, _stores: &Stores, now: Time) -> Vec<ReplicaStatus> {
         let mine = self.groups.values().filter(|g| g.takes_part(self.me));
-        mine.map(|g| ReplicaStatus {
-            chain: g.chain.0,
-            role: match (g.master == self.me, g.holders.contains(&self.me)) {
+        mine.map(|g| {
+            let role = match (g.master == self.me, g.holders.contains(&self.me)) {
                 (true, _) => "master",
                 (false, true) => "replica",
                 (false, false) => "joiner",
-            },
-            view: Some(g.fence.view),
-            lu: 0,
-            la: 0,
-            active: g.holders.contains(&self.me),
-            lost: false,
-            lease: self.member.confirmed(g, now) || self.masteries.get(&g.chain).is_some_and(|m| m.serves(now)),
-            memory: None,
-            held: 0,
-            copy: None,
+            };
+            let lease = self.member.confirmed(g, now) || self.masteries.get(&g.chain).is_some_and(|m| m.serves(now));
+            ReplicaStatus::of_cells(g.chain, role, g.fence.view, g.holders.contains(&self.me), lease)
         })
         .collect()
     }

@@ -17,7 +17,7 @@ use crate::versioned::cells;
 use crate::versioned::copy::{Copy, CopyData};
 use crate::versioned::stamp;
 use bytes::Bytes;
-use meridian_core::{NodeId, Time};
+use meridian_core::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A takeover's copy, and for each key its newest version so far with how many holders had it.
@@ -49,7 +49,7 @@ impl LeaseNode {
         m
     }
 
-    pub(super) fn on_takeover_page(&mut self, host: &mut Host, _now: Time, from: NodeId, data: CopyData, out: &mut Fx) {
+    pub(super) fn on_takeover_page(&mut self, host: &mut Host, from: NodeId, data: CopyData, out: &mut Fx) {
         let chain = data.chain;
         let Some(Phase::Takeover(t)) = self.masteries.get_mut(&chain).map(|m| &mut m.phase) else { return };
         let Some(next) = t.copy.on_page(from, &data) else { return };

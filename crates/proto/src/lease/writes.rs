@@ -221,7 +221,7 @@ impl LeaseNode {
     }
 
     /// Hands back the writes of configurations this node is no longer master in, each keeping its version.
-    pub(super) fn bounce_stale_writes(&mut self, host: &mut Host, _now: Time, out: &mut Fx) {
+    pub(super) fn bounce_stale_writes(&mut self, host: &mut Host, out: &mut Fx) {
         let current = |o: &WriteOp| self.masteries.get(&o.chain).is_some_and(|m| m.fence == o.fence);
         let stale: Vec<u64> = self.ops.iter().filter(|(_, o)| !current(o)).map(|(&s, _)| s).collect();
         for seq in stale {

@@ -490,18 +490,9 @@ impl KeyspaceProtocol for QuorumNode {
         let Some(map) = self.map.as_ref() else { return Vec::new() };
         let mine = map.chains.values().filter_map(|c| Some((c, Config::of(map, c)?)));
         mine.filter(|(_, cfg)| cfg.takes_part(self.me))
-            .map(|(c, cfg)| ReplicaStatus {
-                chain: c.id.0,
-                role: if cfg.holders.contains(&self.me) { "replica" } else { "joiner" },
-                view: Some(c.view),
-                lu: 0,
-                la: 0,
-                active: cfg.holders.contains(&self.me),
-                lost: false,
-                lease: false,
-                memory: None,
-                held: 0,
-                copy: None,
+            .map(|(c, cfg)| {
+                let holds = cfg.holders.contains(&self.me);
+                ReplicaStatus::of_cells(c.id, if holds { "replica" } else { "joiner" }, c.view, holds, false)
             })
             .collect()
     }
