@@ -28,10 +28,6 @@ fn ok() -> Resp {
     Resp::Simple("OK".into())
 }
 
-fn bulk(v: &str) -> Resp {
-    Resp::Bulk(Some(v.as_bytes().to_vec()))
-}
-
 /// Polls `key` through `c` until it is gone; returns how long that took.
 fn gone_within(c: &mut Conn, key: &str, limit: Duration) -> Duration {
     let start = Instant::now();
@@ -51,7 +47,7 @@ fn keys_expire_on_every_node_at_their_deadline() {
     assert_eq!(cmd(&mut a, &["SET", "short", "v", "PX", "300"]), ok());
     let pttl = int(&mut b, &["PTTL", "short"]);
     assert!((1..=300).contains(&pttl), "PTTL {pttl}");
-    assert_eq!(cmd(&mut b, &["GET", "short"]), bulk("v"));
+    assert_eq!(cmd(&mut b, &["GET", "short"]), Resp::bulk("v"));
     let waited = gone_within(&mut b, "short", Duration::from_secs(3));
     assert!(waited + Duration::from_millis(pttl as u64) >= Duration::from_millis(250), "gone too early");
     assert_eq!(int(&mut a, &["TTL", "short"]), -2);
@@ -130,7 +126,7 @@ fn expire_options_and_limits_answer_as_redis_does() {
     assert_eq!(cmd(&mut a, &["PEXPIRE", "k", "5", "soon"]), refused("ERR Unsupported option soon"));
     let invalid = refused("ERR invalid expire time in 'expire' command");
     assert_eq!(cmd(&mut a, &["EXPIRE", "k", "-9223372036854776"]), invalid);
-    assert_eq!(cmd(&mut b, &["GET", "k"]), bulk("v"), "a refused EXPIRE keeps the key");
+    assert_eq!(cmd(&mut b, &["GET", "k"]), Resp::bulk("v"), "a refused EXPIRE keeps the key");
     assert_eq!(int(&mut a, &["PEXPIREAT", "k", "9223372036854770000"]), 1);
     assert!(int(&mut b, &["TTL", "k"]) > 1 << 52, "the far end of time");
 }
@@ -166,7 +162,7 @@ fn a_cache_keyspace_keeps_every_node_within_its_cap() {
     let evicted: u64 =
         cluster.servers.iter().map(|s| s.cluster_status()["status"]["served"]["evicted"].as_u64().unwrap()).sum();
     assert!(evicted >= 1_000, "only {evicted} of 2,000 keys of 1 KB evicted to fit 256 KiB a node");
-    assert_eq!(cmd(&mut c, &["GET", "session:1999"]), bulk(&value), "the newest key is kept");
+    assert_eq!(cmd(&mut c, &["GET", "session:1999"]), Resp::bulk(&value), "the newest key is kept");
     assert_eq!(cmd(&mut c, &["GET", "session:0"]), Resp::Bulk(None), "the oldest is gone");
     let mut other = conn(&cluster.servers[2]);
     assert_eq!(cmd(&mut other, &["SELECT", "1"]), ok());

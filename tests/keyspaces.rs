@@ -18,10 +18,6 @@ fn cmd(c: &mut Conn, args: &[&str]) -> Resp {
     c.cmd(args).unwrap()
 }
 
-fn bulk(v: &str) -> Resp {
-    Resp::Bulk(Some(v.as_bytes().to_vec()))
-}
-
 fn ok() -> Resp {
     Resp::Simple("OK".into())
 }
@@ -82,14 +78,14 @@ fn keyspaces_are_created_selected_dropped_and_durable() {
     assert_eq!(cmd(&mut c, &["GET", "k"]), Resp::Bulk(None));
     assert_eq!(cmd(&mut c, &["SET", "k", "in-cache"]), ok());
     assert_eq!(cmd(&mut c, &["SELECT", "0"]), ok());
-    assert_eq!(cmd(&mut c, &["GET", "k"]), bulk("in-default"));
+    assert_eq!(cmd(&mut c, &["GET", "k"]), Resp::bulk("in-default"));
     assert!(error_starting(&cmd(&mut c, &["KEYSPACE", "nope"]), "ERR unknown keyspace \"nope\""));
     assert!(error_starting(&cmd(&mut c, &["SELECT", "16"]), "ERR DB index is out of range"));
     let mut other = conn(&cluster.servers[2]);
     // Pipelined: the GET must already run in the keyspace the KEYSPACE before it chose.
     other.send(&["KEYSPACE", "cache"]).unwrap();
     other.send(&["GET", "k"]).unwrap();
-    assert_eq!((other.read().unwrap(), other.read().unwrap()), (ok(), bulk("in-cache")));
+    assert_eq!((other.read().unwrap(), other.read().unwrap()), (ok(), Resp::bulk("in-cache")));
 
     // A dropped keyspace is gone for its clients and from every node's disk.
     assert_eq!(first.ctl(&["keyspace", "drop", "cache"]).trim(), "dropped keyspace cache");
@@ -127,10 +123,10 @@ fn keyspaces_are_created_selected_dropped_and_durable() {
     let mut after = conn(victim);
     assert_eq!(cmd(&mut after, &["SELECT", "2"]), ok());
     wait_until("every key read back after the restart", Duration::from_secs(30), || {
-        (0..50).all(|i| cmd(&mut after, &["GET", &format!("key{i}")]) == bulk(&format!("value{i}")))
+        (0..50).all(|i| cmd(&mut after, &["GET", &format!("key{i}")]) == Resp::bulk(&format!("value{i}")))
     });
     assert_eq!(cmd(&mut after, &["SELECT", "0"]), ok());
-    assert_eq!(cmd(&mut after, &["GET", "k"]), bulk("in-default"));
+    assert_eq!(cmd(&mut after, &["GET", "k"]), Resp::bulk("in-default"));
 }
 
 /// Seed 003 §5.3 on real processes: a `mem,log` keyspace keeps its head replicas in memory. A SIGKILLed node
@@ -152,7 +148,7 @@ fn memory_replicas_lost_to_a_restart_are_copied_back_from_the_log() {
     let mut f = conn(&cluster.servers[2]);
     assert_eq!(cmd(&mut f, &["KEYSPACE", "fast"]), ok());
     assert_eq!(cmd(&mut f, &["SET", "x", "1"]), ok());
-    assert_eq!(cmd(&mut f, &["GET", "x"]), bulk("1"), "read back from the head that acknowledged it");
+    assert_eq!(cmd(&mut f, &["GET", "x"]), Resp::bulk("1"), "read back from the head that acknowledged it");
     let mut c = conn(first);
     assert_eq!(cmd(&mut c, &["KEYSPACE", "md"]), ok());
     for i in 0..200 {
@@ -197,7 +193,7 @@ fn memory_replicas_lost_to_a_restart_are_copied_back_from_the_log() {
     let mut after = conn(&cluster.servers[1]);
     assert_eq!(cmd(&mut after, &["KEYSPACE", "md"]), ok());
     for i in 0..200 {
-        assert_eq!(cmd(&mut after, &["GET", &format!("key{i}")]), bulk(&format!("value{i}")), "key{i}");
+        assert_eq!(cmd(&mut after, &["GET", &format!("key{i}")]), Resp::bulk(&format!("value{i}")), "key{i}");
     }
     let lost = cluster.servers[1].cluster_status()["status"]["chains"].clone();
     assert!(lost.as_array().unwrap().iter().all(|c| c["restored_from"].is_null()), "nothing was restored: {lost}");
@@ -213,6 +209,6 @@ fn store_flag_gives_the_default_keyspace_its_replica_type() {
     assert!(list.contains("0       default              mem "), "{list}");
     let mut c = conn(&server);
     assert_eq!(cmd(&mut c, &["SET", "k", "v"]), ok());
-    assert_eq!(cmd(&mut c, &["GET", "k"]), bulk("v"));
+    assert_eq!(cmd(&mut c, &["GET", "k"]), Resp::bulk("v"));
     assert_eq!(files_of(dir.path(), 1, 0), 0, "a mem keyspace writes no store files");
 }

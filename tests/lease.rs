@@ -6,18 +6,8 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::resp::{Conn, Resp};
+use support::resp::Resp;
 use support::{Cluster, Server};
-
-fn conn(server: &Server, keyspace: &str) -> Conn {
-    let mut c = Conn::connect(server.resp, Duration::from_secs(5)).unwrap();
-    assert_eq!(c.cmd(&["KEYSPACE", keyspace]).unwrap(), Resp::Simple("OK".into()));
-    c
-}
-
-fn bulk(v: &str) -> Resp {
-    Resp::Bulk(Some(v.as_bytes().to_vec()))
-}
 
 /// `args` through `server` until it answers `want`, or panics after `limit` with the last answer: a failover
 /// answers errors (or times out) until the new master serves.
@@ -25,7 +15,7 @@ fn eventually(server: &Server, args: &[&str], want: &Resp, limit: Duration) {
     let start = Instant::now();
     let mut last = None;
     while start.elapsed() < limit {
-        let mut c = conn(server, "pages");
+        let mut c = server.keyspace_conn("pages");
         match c.cmd(args) {
             Ok(answer) if &answer == want => return,
             other => last = Some(other),
@@ -62,11 +52,11 @@ fn lease_keyspaces_serve_plain_commands_and_keep_acknowledged_writes_when_the_ma
     let list = first.ctl(&["keyspace", "list"]);
     assert!(list.contains("lease 30000 ms active"), "{list}");
 
-    let mut c = conn(first, "pages");
+    let mut c = first.keyspace_conn("pages");
     eventually(first, &["SET", "k", "v1"], &Resp::Simple("OK".into()), Duration::from_secs(20));
-    let mut other = conn(&cluster.servers[2], "pages");
-    assert_eq!(other.cmd(&["GET", "k"]).unwrap(), bulk("v1"), "read through another node");
-    assert_eq!(other.cmd(&["GET", "k"]).unwrap(), bulk("v1"), "again, under the lease the first read fetched");
+    let mut other = cluster.servers[2].keyspace_conn("pages");
+    assert_eq!(other.cmd(&["GET", "k"]).unwrap(), Resp::bulk("v1"), "read through another node");
+    assert_eq!(other.cmd(&["GET", "k"]).unwrap(), Resp::bulk("v1"), "again, under the lease the first read fetched");
     let metrics = cluster.servers[2].http_get("/metrics");
     let local = metrics.lines().find(|l| l.starts_with("meridian_protocol_events_total{event=\"lease_local_reads\"}"));
     let local: u64 = local.and_then(|l| l.rsplit(' ').next()?.parse().ok()).expect("the lease counters on /metrics");
@@ -92,8 +82,8 @@ fn lease_keyspaces_serve_plain_commands_and_keep_acknowledged_writes_when_the_ma
     cluster.servers[0].kill();
     let survivor = &cluster.servers[1];
     for i in 0..30 {
-        eventually(survivor, &["GET", &format!("key{i}")], &bulk(&format!("value{i}")), Duration::from_secs(30));
+        eventually(survivor, &["GET", &format!("key{i}")], &Resp::bulk(&format!("value{i}")), Duration::from_secs(30));
     }
     eventually(&cluster.servers[2], &["SET", "after", "kill"], &Resp::Simple("OK".into()), Duration::from_secs(30));
-    assert_eq!(conn(survivor, "pages").cmd(&["GET", "after"]).unwrap(), bulk("kill"));
+    assert_eq!(survivor.keyspace_conn("pages").cmd(&["GET", "after"]).unwrap(), Resp::bulk("kill"));
 }

@@ -5,19 +5,8 @@
 
 mod support;
 
-use std::time::Duration;
-use support::resp::{Conn, Resp};
-use support::{Cluster, Server};
-
-fn conn(server: &Server, keyspace: &str) -> Conn {
-    let mut c = Conn::connect(server.resp, Duration::from_secs(5)).unwrap();
-    assert_eq!(c.cmd(&["KEYSPACE", keyspace]).unwrap(), Resp::Simple("OK".into()));
-    c
-}
-
-fn bulk(v: &str) -> Resp {
-    Resp::Bulk(Some(v.as_bytes().to_vec()))
-}
+use support::resp::Resp;
+use support::Cluster;
 
 #[test]
 fn quorum_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
@@ -49,10 +38,10 @@ fn quorum_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
     assert!(list.contains("quorum R=quorum W=quorum clock"), "{list}");
 
     for keyspace in ["q", "qc"] {
-        let mut c = conn(first, keyspace);
+        let mut c = first.keyspace_conn(keyspace);
         assert_eq!(c.cmd(&["SET", "k", "v1"]).unwrap(), Resp::Simple("OK".into()));
-        let mut other = conn(&cluster.servers[2], keyspace);
-        assert_eq!(other.cmd(&["GET", "k"]).unwrap(), bulk("v1"), "{keyspace}: read through another node");
+        let mut other = cluster.servers[2].keyspace_conn(keyspace);
+        assert_eq!(other.cmd(&["GET", "k"]).unwrap(), Resp::bulk("v1"), "{keyspace}: read through another node");
         assert_eq!(other.cmd(&["DEL", "k"]).unwrap(), Resp::Int(1));
         assert_eq!(c.cmd(&["GET", "k"]).unwrap(), Resp::Bulk(None));
         for refused in
@@ -74,12 +63,16 @@ fn quorum_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
     // writes wait for the node, but its reads (a majority) go on.
     cluster.servers[1].kill();
     for keyspace in ["q", "qc"] {
-        let mut c = conn(&cluster.servers[0], keyspace);
+        let mut c = cluster.servers[0].keyspace_conn(keyspace);
         for i in 0..30 {
-            assert_eq!(c.cmd(&["GET", &format!("key{i}")]).unwrap(), bulk(&format!("value{i}")), "{keyspace} key{i}");
+            assert_eq!(
+                c.cmd(&["GET", &format!("key{i}")]).unwrap(),
+                Resp::bulk(&format!("value{i}")),
+                "{keyspace} key{i}"
+            );
         }
     }
-    let mut c = conn(&cluster.servers[2], "qc");
+    let mut c = cluster.servers[2].keyspace_conn("qc");
     assert_eq!(c.cmd(&["SET", "after", "kill"]).unwrap(), Resp::Simple("OK".into()));
-    assert_eq!(conn(&cluster.servers[0], "qc").cmd(&["GET", "after"]).unwrap(), bulk("kill"));
+    assert_eq!(cluster.servers[0].keyspace_conn("qc").cmd(&["GET", "after"]).unwrap(), Resp::bulk("kill"));
 }

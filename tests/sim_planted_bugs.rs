@@ -29,6 +29,17 @@ fn sweep_config(
     default: KeyspaceConfig,
 ) -> Vec<SeedResult> {
     let chain = ChainConfig { planted_bug: bug, ..ChainConfig::default() };
+    sweep_nodes(seeds, nemesis, check, default, ProtocolConfigs { chain, ..ProtocolConfigs::default() })
+}
+
+/// Seeds `0..seeds` of three nodes (and two spares) whose protocol cores run `protocols`.
+fn sweep_nodes(
+    seeds: u64,
+    nemesis: &str,
+    check: CheckModel,
+    default: KeyspaceConfig,
+    protocols: ProtocolConfigs,
+) -> Vec<SeedResult> {
     let s = ChainSweep {
         seeds: 0..seeds,
         nemesis: parse_kinds(nemesis).unwrap(),
@@ -37,10 +48,7 @@ fn sweep_config(
         spares: 2,
         default,
         vnodes: 4,
-        node: NodeConfig {
-            protocols: ProtocolConfigs { chain, ..ProtocolConfigs::default() },
-            ..NodeConfig::default()
-        },
+        node: NodeConfig { protocols, ..NodeConfig::default() },
         threads: 2,
         trace: false,
         topology: None,
@@ -339,23 +347,7 @@ fn sweep_lease(
     let placement = Placement::per_region("default=3").unwrap();
     let protocol = ProtocolConfig::default_for(Protocol::Lease);
     let default = KeyspaceConfig { protocol, placement, ..KeyspaceConfig::durable(3) };
-    let s = ChainSweep {
-        seeds: 0..seeds,
-        nemesis: parse_kinds(nemesis).unwrap(),
-        check,
-        nodes: 3,
-        spares: 2,
-        default,
-        vnodes: 4,
-        node: NodeConfig {
-            protocols: ProtocolConfigs { lease, ..ProtocolConfigs::default() },
-            ..NodeConfig::default()
-        },
-        threads: 2,
-        trace: false,
-        topology: None,
-    };
-    sweep_chain(&s, &|_| {})
+    sweep_nodes(seeds, nemesis, check, default, ProtocolConfigs { lease, ..ProtocolConfigs::default() })
 }
 
 /// A lease master that commits writes at a majority without the replicas answering reads under a lease leaves

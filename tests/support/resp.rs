@@ -18,6 +18,13 @@ pub struct Conn {
     writer: TcpStream,
 }
 
+impl Resp {
+    /// A bulk string of `v`'s bytes.
+    pub fn bulk(v: &str) -> Resp {
+        Resp::Bulk(Some(v.as_bytes().to_vec()))
+    }
+}
+
 impl Conn {
     pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Conn> {
         let s = TcpStream::connect_timeout(&addr, timeout)?;
