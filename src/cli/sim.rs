@@ -10,6 +10,7 @@ use meridian_core::topology::Topology;
 use meridian_core::{DurabilityMode, KeyspaceConfig, Placement, Protocol, ProtocolConfig, ReplicaKind};
 use meridian_proto::node::NodeConfig;
 use meridian_sim::experiments::geo::GeoExperiment;
+use meridian_sim::experiments::globlease::GlobLeaseExperiment;
 use meridian_sim::experiments::join::JoinExperiment;
 use meridian_sim::nemesis::NemesisStats;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
@@ -99,9 +100,14 @@ pub struct SimArgs {
     /// Run an experiment instead of correctness seeds: `join` (seed 003 §4.2, throughput of every node while a
     /// node joins; uses --seed and --nodes) or `geo` (read and write latency per client region of a chain
     /// keyspace and of quorum keyspaces at ONE, QUORUM and ALL; needs --topology, uses --seed, and --nodes
-    /// for the nodes per region when it is at least the topology's regions).
-    #[arg(long, value_parser = ["join", "geo"])]
+    /// for the nodes per region when it is at least the topology's regions) or `globlease` (seed 001 §4.1.5: a
+    /// lease keyspace against the seed's quorum baselines under open-loop YCSB-style mixes; --topology defaults
+    /// to globlease-4; uses --seed, --lease-ms, --write-mode and --rate).
+    #[arg(long, value_parser = ["join", "geo", "globlease"])]
     experiment: Option<String>,
+    /// With --experiment globlease: requests per second, all clients together (the seed's 100 to 2,500).
+    #[arg(long, default_value_t = 1000.0)]
+    rate: f64,
     /// With --experiment: where to write the plot (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
@@ -114,6 +120,7 @@ pub struct SimArgs {
 pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     match args.experiment.as_deref() {
         Some("join") => return join_experiment(&args),
+        Some("globlease") => return globlease_experiment(&args),
         Some(_) => return geo_experiment(&args),
         None => {}
     }
@@ -358,6 +365,24 @@ fn geo_experiment(args: &SimArgs) -> Result<ExitCode, String> {
     let report = meridian_sim::experiments::geo::run(&x).map_err(|e| e.to_string())?;
     print!("{}", report.table(&x));
     write_svg(args, &report.svg())
+}
+
+fn globlease_experiment(args: &SimArgs) -> Result<ExitCode, String> {
+    let topology =
+        Arc::new(Topology::load(args.topology.as_deref().unwrap_or("globlease-4")).map_err(|e| e.to_string())?);
+    if !(args.rate > 0.0 && args.rate.is_finite()) {
+        return Err(format!("--rate must be a positive number of requests per second, not {}", args.rate));
+    }
+    let mut x = GlobLeaseExperiment { rate: args.rate, ..GlobLeaseExperiment::new(args.seed, topology) };
+    if let Some(ms) = args.knobs.lease_ms {
+        x.lease = std::time::Duration::from_millis(ms.into());
+    }
+    if let Some(mode) = &args.knobs.write_mode {
+        x.write_mode = mode.clone();
+    }
+    let report = meridian_sim::experiments::globlease::run(&x).map_err(|e| e.to_string())?;
+    print!("{}", report.table(&x));
+    write_svg(args, &report.svg(&x))
 }
 
 fn write_svg(args: &SimArgs, svg: &str) -> Result<ExitCode, String> {

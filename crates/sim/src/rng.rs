@@ -50,6 +50,11 @@ impl SimRng {
         Duration::from_nanos(self.range(lo.as_nanos() as u64, hi.as_nanos() as u64))
     }
 
+    /// A draw from `distribution` (e.g. a Zipf law of key popularity).
+    pub fn sample<T>(&mut self, distribution: &impl rand_distr::Distribution<T>) -> T {
+        distribution.sample(&mut self.0)
+    }
+
     /// Exponentially distributed with the given mean: the gaps of a Poisson process.
     pub fn exp(&mut self, mean: Duration) -> Duration {
         let u = self.unit().max(1e-12);

@@ -6,20 +6,14 @@
 //! write latencies per client region (p50, p99) are the figures GlobLease (seed 001 §4), MeteorShower and
 //! Ensemble are measured against.
 
-use crate::net::Network;
-use crate::protocols;
+use super::wan::{ms, Samples, WanCluster, WanError};
 use crate::rng::SimRng;
-use crate::run::{node_ids, topology, RunOptions};
-use crate::sweep::fit_timings;
-use crate::world::{DiskParams, Event, World};
+use crate::world::Event;
 use bytes::Bytes;
 use meridian_core::topology::Topology;
 use meridian_core::{
-    ConfigError, KeyspaceConfig, KeyspaceId, NodeId, Placement, Protocol, ProtocolConfig, ProtocolKnobs, Read, Reply,
-    Request, Write,
+    KeyspaceConfig, KeyspaceId, NodeId, Placement, Protocol, ProtocolConfig, ProtocolKnobs, Read, Reply, Request, Write,
 };
-use meridian_proto::node::{ClusterNode, NodeConfig};
-use meridian_store::LogOptions;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,13 +106,9 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(mut samples: Vec<Duration>) -> Latency {
-        samples.sort_unstable();
-        let at = |q: f64| samples[((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
-        match samples.len() {
-            0 => Latency::default(),
-            count => Latency { count, p50: at(0.5), p99: at(0.99) },
-        }
+    fn of(samples: Vec<Duration>) -> Latency {
+        let samples = Samples::of(samples);
+        Latency { count: samples.len(), p50: samples.quantile(0.5), p99: samples.quantile(0.99) }
     }
 }
 
@@ -142,18 +132,7 @@ pub struct GeoReport {
     pub settings: Vec<SettingReport>,
 }
 
-/// Why a geo experiment ended without a report.
-#[derive(Debug, thiserror::Error)]
-pub enum GeoError {
-    #[error(transparent)]
-    Cluster(#[from] ConfigError),
-    #[error("{setting}: {why}")]
-    World { setting: String, why: String },
-    #[error("{setting}: a node had no cluster map after the {warmup:?} warm-up")]
-    NoMap { setting: String, warmup: Duration },
-}
-
-pub fn run(x: &GeoExperiment) -> Result<GeoReport, GeoError> {
+pub fn run(x: &GeoExperiment) -> Result<GeoReport, WanError> {
     let settings = x.settings.iter().map(|s| run_setting(x, s)).collect::<Result<_, _>>()?;
     Ok(GeoReport { settings })
 }
@@ -168,7 +147,7 @@ struct Client {
 
 struct Run<'a> {
     x: &'a GeoExperiment,
-    world: World<ClusterNode>,
+    cluster: WanCluster,
     rng: SimRng,
     clients: Vec<Client>,
     value: Bytes,
@@ -179,36 +158,20 @@ struct Run<'a> {
     failed: Vec<usize>,
 }
 
-fn run_setting(x: &GeoExperiment, setting: &GeoSetting) -> Result<SettingReport, GeoError> {
-    let regions = x.topology.regions().len();
-    let nodes = regions * x.nodes_per_region.max(1);
-    let mut opts = RunOptions::new(x.seed, Vec::new());
-    opts.nodes = nodes;
-    opts.topology = Some(x.topology.clone());
-    let (params, placements) = topology(&opts);
-    let locations = protocols::locations(Some(&x.topology), &placements);
-    let mut node = NodeConfig::default();
-    fit_timings(&mut node, params.round_trip(&placements));
-    let initial = protocols::cluster(nodes, &setting.keyspace, 4)?;
-    let mut hooks = protocols::chain(initial, node, LogOptions::default(), locations);
-    // Correctness is the sweeps' job; here the per-step checks would only slow the run.
-    hooks.invariants = Box::new(|_| Ok(()));
-    let root = SimRng::new(x.seed);
-    let ids = node_ids(nodes);
+fn run_setting(x: &GeoExperiment, setting: &GeoSetting) -> Result<SettingReport, WanError> {
+    let cluster = WanCluster::boot(x.seed, &x.topology, x.nodes_per_region, &setting.keyspace)?;
+    let regions = cluster.by_region.len();
     let clients = (0..regions * x.clients_per_region)
         .map(|c| {
             let region = c / x.clients_per_region;
-            let local: Vec<NodeId> =
-                ids.iter().copied().filter(|id| placements[id].region as usize == region).collect();
+            let local = &cluster.by_region[region];
             Client { region, node: local[c % local.len()], sent: 0, read: false }
         })
         .collect();
-    let net = Network::new(params, placements, root.derive("net"));
-    let disk = DiskParams { fsync_min: Duration::from_micros(100), fsync_max: Duration::from_micros(500) };
     let mut run = Run {
         x,
-        world: World::new(&ids, net, disk, root.derive("world"), hooks),
-        rng: root.derive("clients"),
+        rng: SimRng::new(x.seed).derive("clients"),
+        cluster,
         clients,
         value: Bytes::from(vec![b'v'; x.value_bytes]),
         next_op: 0,
@@ -216,7 +179,6 @@ fn run_setting(x: &GeoExperiment, setting: &GeoSetting) -> Result<SettingReport,
         writes: vec![Vec::new(); regions],
         failed: vec![0; regions],
     };
-    ids.iter().for_each(|&id| run.world.boot(id));
     run.load(setting)?;
     let regions = x.topology.regions().iter().enumerate().map(|(r, region)| RegionLatency {
         region: region.name.clone(),
@@ -229,12 +191,12 @@ fn run_setting(x: &GeoExperiment, setting: &GeoSetting) -> Result<SettingReport,
 
 impl Run<'_> {
     /// Lets the cluster form, then keeps every client busy until the measured time is over.
-    fn load(&mut self, setting: &GeoSetting) -> Result<(), GeoError> {
+    fn load(&mut self, setting: &GeoSetting) -> Result<(), WanError> {
         let ns = |d: Duration| d.as_nanos() as u64;
-        let fail = |why: String| GeoError::World { setting: setting.name.clone(), why };
+        let fail = |why: String| WanError::World { setting: setting.name.clone(), why };
         self.step(ns(self.x.warmup)).map_err(fail)?;
-        if self.world.procs().any(|(_, p)| p.map().is_none()) {
-            return Err(GeoError::NoMap { setting: setting.name.clone(), warmup: self.x.warmup });
+        if !self.cluster.mapped() {
+            return Err(WanError::NoMap { setting: setting.name.clone(), warmup: self.x.warmup });
         }
         (0..self.clients.len()).for_each(|c| self.send(c));
         let end = ns(self.x.warmup + self.x.measure);
@@ -247,12 +209,8 @@ impl Run<'_> {
 
     /// Runs the world to the next answer a client gets; None once `until` passes.
     fn step(&mut self, until: u64) -> Result<Option<(usize, Reply)>, String> {
-        while let Some(event) = self.world.pop(until) {
-            let escaped = self.world.handle(event);
-            if let Some(failure) = self.world.failure.take() {
-                return Err(failure);
-            }
-            if let Some(Event::Response { client, reply, .. }) = escaped {
+        while let Some(event) = self.cluster.step(until)? {
+            if let Event::Response { client, reply, .. } = event {
                 return Ok(Some((client, reply)));
             }
         }
@@ -268,10 +226,10 @@ impl Run<'_> {
             Request::Write(Write::put(KeyspaceId::DEFAULT, key, self.value.clone()))
         };
         let c = &mut self.clients[client];
-        (c.sent, c.read) = (self.world.now(), read);
+        (c.sent, c.read) = (self.cluster.world.now(), read);
         self.next_op += 1;
         let to = c.node;
-        self.world.client_send(client, self.next_op, to, req);
+        self.cluster.world.client_send(client, self.next_op, to, req);
     }
 
     fn answered(&mut self, client: usize, reply: Reply) {
@@ -280,14 +238,10 @@ impl Run<'_> {
             self.failed[c.region] += 1;
             return;
         }
-        let took = Duration::from_nanos(self.world.now() - c.sent);
+        let took = Duration::from_nanos(self.cluster.world.now() - c.sent);
         let into = if c.read { &mut self.reads } else { &mut self.writes };
         into[c.region].push(took);
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 impl GeoReport {

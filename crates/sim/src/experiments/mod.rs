@@ -2,4 +2,6 @@
 //! load and measurement rather than the correctness runs' nemesis and checker.
 
 pub mod geo;
+pub mod globlease;
 pub mod join;
+pub mod wan;

@@ -1,0 +1,158 @@
+//! What the WAN experiments share: a fault-free cluster on a topology whose default keyspace is the setting
+//! measured, node k in region k mod n as in the correctness runs, run to the next event a client sees; and the
+//! latency samples they summarise.
+
+use crate::net::Network;
+use crate::protocols;
+use crate::rng::SimRng;
+use crate::run::{node_ids, RunOptions};
+use crate::sweep::fit_timings;
+use crate::world::{DiskParams, Event, World};
+use meridian_core::keyspace::KeyspaceError;
+use meridian_core::placement::PlacementError;
+use meridian_core::topology::Topology;
+use meridian_core::{ConfigError, KeyspaceConfig, NodeId};
+use meridian_proto::node::{ClusterNode, NodeConfig, NodeTimer};
+use meridian_store::LogOptions;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a WAN experiment ended without a report; `setting` names the keyspace setting that was running.
+#[derive(Debug, thiserror::Error)]
+pub enum WanError {
+    #[error(transparent)]
+    Cluster(#[from] ConfigError),
+    #[error(transparent)]
+    Keyspace(#[from] KeyspaceError),
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    #[error("{setting}: {why}")]
+    World { setting: String, why: String },
+    #[error("{setting}: a node had no cluster map after the {warmup:?} warm-up")]
+    NoMap { setting: String, warmup: Duration },
+    #[error("{setting}: {left} of {keys} keys were not loaded within {limit:?}")]
+    Load { setting: String, left: usize, keys: usize, limit: Duration },
+}
+
+pub struct WanCluster {
+    pub world: World<ClusterNode>,
+    /// The nodes of each region, by the topology's region index.
+    pub by_region: Vec<Vec<NodeId>>,
+}
+
+impl WanCluster {
+    /// `nodes_per_region` nodes in each of `topology`'s regions, booted, with `keyspace` as the default keyspace
+    /// and the manager's timings fitted to the topology's farthest round trip.
+    pub fn boot(
+        seed: u64,
+        topology: &Arc<Topology>,
+        nodes_per_region: usize,
+        keyspace: &KeyspaceConfig,
+    ) -> Result<WanCluster, ConfigError> {
+        let regions = topology.regions().len();
+        let nodes = regions * nodes_per_region.max(1);
+        let mut opts = RunOptions::new(seed, Vec::new());
+        opts.nodes = nodes;
+        opts.topology = Some(topology.clone());
+        let (params, placements) = crate::run::topology(&opts);
+        let locations = protocols::locations(Some(topology), &placements);
+        let mut node = NodeConfig::default();
+        fit_timings(&mut node, params.round_trip(&placements));
+        let initial = protocols::cluster(nodes, keyspace, 4)?;
+        let mut hooks = protocols::chain(initial, node, LogOptions::default(), locations);
+        // Correctness is the sweeps' job; here the per-step checks would only slow the run.
+        hooks.invariants = Box::new(|_| Ok(()));
+        let root = SimRng::new(seed);
+        let ids = node_ids(nodes);
+        let by_region = (0..regions)
+            .map(|r| ids.iter().copied().filter(|id| placements[id].region as usize == r).collect())
+            .collect();
+        let net = Network::new(params, placements, root.derive("net"));
+        let disk = DiskParams { fsync_min: Duration::from_micros(100), fsync_max: Duration::from_micros(500) };
+        let mut world = World::new(&ids, net, disk, root.derive("world"), hooks);
+        ids.iter().for_each(|&id| world.boot(id));
+        Ok(WanCluster { world, by_region })
+    }
+
+    /// Runs the world to the next event that leaves it (an answer to a client, a client's own event); None
+    /// once `until` passes.
+    pub fn step(&mut self, until: u64) -> Result<Option<Event<NodeTimer>>, String> {
+        while let Some(event) = self.world.pop(until) {
+            let escaped = self.world.handle(event);
+            if let Some(failure) = self.world.failure.take() {
+                return Err(failure);
+            }
+            if escaped.is_some() {
+                return Ok(escaped);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether every node has a cluster map, so that it routes requests.
+    pub fn mapped(&self) -> bool {
+        self.world.procs().all(|(_, p)| p.map().is_some())
+    }
+
+    /// The sum over live nodes of one protocol counter (e.g. "lease renewals").
+    pub fn counter(&self, name: &str) -> u64 {
+        let counters = self.world.procs().flat_map(|(_, p)| p.protocols().counters());
+        counters.filter(|(n, _)| *n == name).map(|(_, v)| v).sum()
+    }
+}
+
+/// Latencies of some operations, sorted.
+#[derive(Clone, Debug, Default)]
+pub struct Samples(Vec<Duration>);
+
+impl Samples {
+    pub fn of(mut samples: Vec<Duration>) -> Samples {
+        samples.sort_unstable();
+        Samples(samples)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The latency `q` of the samples stay within (nearest rank); zero without samples.
+    pub fn quantile(&self, q: f64) -> Duration {
+        let rank = (q * self.0.len() as f64).ceil() as usize;
+        self.0.get(rank.clamp(1, self.0.len().max(1)) - 1).copied().unwrap_or_default()
+    }
+
+    /// The share of samples above `limit`; zero without samples.
+    pub fn share_above(&self, limit: Duration) -> f64 {
+        let above = self.0.len() - self.0.partition_point(|&d| d <= limit);
+        above as f64 / self.0.len().max(1) as f64
+    }
+
+    /// The samples of every set, in one.
+    pub fn merged<'a>(all: impl IntoIterator<Item = &'a Samples>) -> Samples {
+        Samples::of(all.into_iter().flat_map(|s| s.0.iter().copied()).collect())
+    }
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_and_shares_count_by_rank() {
+        let s = Samples::of((1..=100).rev().map(Duration::from_millis).collect());
+        assert_eq!(s.quantile(0.5), Duration::from_millis(50));
+        assert_eq!(s.quantile(0.99), Duration::from_millis(99));
+        assert_eq!(s.quantile(1.0), Duration::from_millis(100));
+        assert_eq!(s.share_above(Duration::from_millis(90)), 0.1);
+        assert_eq!(Samples::default().quantile(0.5), Duration::ZERO);
+        assert_eq!(Samples::default().share_above(Duration::ZERO), 0.0);
+    }
+}
