@@ -278,9 +278,10 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("FAILED seeds: {}", seeds.join(", "));
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
-        "reproduce: meridian sim --protocol {} --seed {} --seeds 1 --nodes {} --spares {} --vnodes {} --replicas {} \
-         --update {} --read-from {}{}{}{} --nemesis {} --check {}",
+        "reproduce: meridian sim --protocol {}{} --seed {} --seeds 1 --nodes {} --spares {} --vnodes {} --replicas {} \
+         --update {} --read-from {}{}{}{}{} --nemesis {} --check {}",
         args.protocol,
+        args.topology.as_ref().map_or(String::new(), |t| format!(" --topology {t}")),
         first.seed,
         args.nodes,
         args.spares,
@@ -294,6 +295,11 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
             " --read-quorum {} --write-quorum {} --timestamps {}",
             q.read, q.write, q.timestamps
         )),
+        sweep
+            .default
+            .protocol
+            .lease()
+            .map_or(String::new(), |l| format!(" --lease-ms {} --write-mode {}", l.lease_ms, l.write_mode)),
         args.nemesis,
         sweep.check
     );

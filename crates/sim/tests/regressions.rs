@@ -77,7 +77,8 @@ fn cache_seeds() {
 /// confirmations continuing an old run), 10204287 (a mastery restarted without its records), 10404355 (a
 /// replica taking back a version it had acknowledged), 10601952 and 10604917 (two runs of one master numbering
 /// two writes alike); and 10100921, 10104301 (an old run's confirmations), 10800306 and 10804280 (a late commit
-/// handing back a lease the replica had released) on `globlease-4`.
+/// handing back a lease the replica had released), 21003606 (a master taking over again answering a copied
+/// version while a replica's lease from its earlier mastery still served the one before) on `globlease-4`.
 #[test]
 fn lease_seeds() {
     use meridian_core::{Placement, Protocol, ProtocolConfig};
@@ -98,7 +99,7 @@ fn lease_seeds() {
     let regions: Vec<&str> = topology.regions().iter().map(|r| r.name.as_str()).collect();
     let placement = Placement::one_in_each(&regions.join(",")).unwrap();
     let nemesis = format!("{EVERY_FAULT},region");
-    for s in [10_100_921, 10_104_301, 10_800_306, 10_804_280] {
+    for s in [10_100_921, 10_104_301, 10_800_306, 10_804_280, 21_003_606] {
         let sweep = seed(s, &nemesis, lease(placement.clone()));
         passes(&ChainSweep { nodes: 4, topology: Some(topology.clone()), ..sweep });
     }

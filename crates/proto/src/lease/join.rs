@@ -8,7 +8,7 @@ use crate::map::ChainChange;
 use crate::reports::StepReport;
 use crate::versioned::cells;
 use crate::versioned::copy::{self, still_wanted, CopyData, CopyReq, JoinCopy};
-use meridian_core::{ChainId, NodeId};
+use meridian_core::{ChainId, NodeId, Time};
 use std::collections::BTreeMap;
 
 impl LeaseNode {
@@ -60,9 +60,9 @@ impl LeaseNode {
     }
 
     /// A page for this node's takeover as master, or for its copy as a joiner.
-    pub(super) fn on_copy_data(&mut self, host: &mut Host, from: NodeId, data: CopyData, out: &mut Fx) {
+    pub(super) fn on_copy_data(&mut self, host: &mut Host, now: Time, from: NodeId, data: CopyData, out: &mut Fx) {
         if self.masteries.get(&data.chain).is_some_and(|m| m.takes_over(data.fence)) {
-            return self.on_takeover_page(host, from, data, out);
+            return self.on_takeover_page(host, now, from, data, out);
         }
         let chain = data.chain;
         let Some(join) = self.joins.get_mut(&chain) else { return };

@@ -294,7 +294,7 @@ impl LeaseNode {
     /// Builds the masteries the map gives this node: kept when only the step changed (its lease starts again
     /// with the next round), a takeover when the members changed, it was not master before, or it may have
     /// missed a map in which another node was.
-    pub(super) fn adopt_masteries(&mut self, host: &mut Host, out: &mut Fx) {
+    pub(super) fn adopt_masteries(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
         let (me, continuous) = (self.me, self.continuous);
         let groups = &self.groups;
         self.masteries.retain(|chain, _| continuous && groups.get(chain).is_some_and(|g| g.master == me));
@@ -313,7 +313,7 @@ impl LeaseNode {
         self.masteries.retain(|chain, _| !takeovers.iter().any(|g| g.chain == *chain));
         self.bounce_stale_writes(host, out);
         for g in takeovers {
-            let m = self.start_takeover(host, &g, out);
+            let m = self.start_takeover(host, now, &g, out);
             self.masteries.insert(g.chain, m);
         }
     }

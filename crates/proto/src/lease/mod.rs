@@ -324,7 +324,7 @@ impl KeyspaceProtocol for LeaseNode {
         })
     }
 
-    fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, _now: Time, out: &mut Fx) {
+    fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, now: Time, out: &mut Fx) {
         self.continuous = self.map.as_ref().is_some_and(|m| map.epoch <= m.epoch + 1);
         self.map = Some(map.clone());
         let groups: BTreeMap<ChainId, Group> =
@@ -333,7 +333,7 @@ impl KeyspaceProtocol for LeaseNode {
             map.chains.values().map(|c| (c.id, c.change.clone())).collect();
         self.groups = groups;
         self.member.adopt(self.me, &self.groups);
-        self.adopt_masteries(host, out);
+        self.adopt_masteries(host, now, out);
         self.adopt_joins(host, &changes, out);
     }
 
@@ -361,7 +361,7 @@ impl KeyspaceProtocol for LeaseNode {
                 self.on_promised(host, now, from, incarnation, round, chains, out)
             }
             LeaseMsg::CopyReq(req) => self.on_copy_req(host, from, req, out),
-            LeaseMsg::CopyData(data) => self.on_copy_data(host, from, data, out),
+            LeaseMsg::CopyData(data) => self.on_copy_data(host, now, from, data, out),
         }
     }
 

@@ -8,6 +8,13 @@
 //! failed before a majority had it. Answering such a version is fine (the write was still under way) only if it
 //! then stays: so a key whose newest version fewer than a majority of the copied holders had is written back
 //! to the partition, with its version, before the master is ready.
+//!
+//! A process that takes over a partition it was master of before keeps its lease records (`Grants`), and its
+//! members keep answering under those leases within the same run of its confirmations. A version newer than the
+//! master's own came from a write that had not committed, so a replica holding a lease on the key may still
+//! answer the older one: such a key is written back too, which reaches every such replica before it commits
+//! (sim seed 21003606 on globlease-4: the master answered the copied version while a cut-off replica answered
+//! the one before).
 
 use super::mastery::{Mastery, Phase};
 use super::writes::WriteOp;
@@ -17,23 +24,33 @@ use crate::versioned::cells;
 use crate::versioned::copy::{Copy, CopyData};
 use crate::versioned::stamp;
 use bytes::Bytes;
-use meridian_core::NodeId;
+use meridian_core::{NodeId, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A takeover's copy, and for each key its newest version so far with how many holders had it.
+/// A takeover's copy, and for each key its newest version so far.
 #[derive(Debug)]
 pub(super) struct Takeover {
     copy: Copy,
-    seen: BTreeMap<Bytes, (u64, usize)>,
+    seen: BTreeMap<Bytes, Seen>,
+}
+
+/// A key's newest version in a takeover: how many holders had it, and whether this node took it from another.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Seen {
+    version: u64,
+    count: usize,
+    copied: bool,
 }
 
 impl LeaseNode {
     /// Begins this node's mastery of `g`: its own keys count once, and the other holders are asked for theirs.
-    pub(super) fn start_takeover(&mut self, host: &mut Host, g: &Group, out: &mut Fx) -> Mastery {
+    pub(super) fn start_takeover(&mut self, host: &mut Host, now: Time, g: &Group, out: &mut Fx) -> Mastery {
         let partitions = self.map.as_ref().map_or(1, |m| m.partitions);
         let own = self.store(host, g.chain).and_then(|s| cells::page(s, g.chain, partitions, None, usize::MAX));
         let seen = match own {
-            Ok((entries, _)) => entries.into_iter().map(|(k, v)| (k, (v.version, 1))).collect(),
+            Ok((entries, _)) => {
+                entries.into_iter().map(|(k, v)| (k, Seen { version: v.version, count: 1, copied: false })).collect()
+            }
             Err(e) => {
                 tracing::warn!(chain = %g.chain, "lease master cannot read its keys: {e}");
                 BTreeMap::new()
@@ -44,12 +61,12 @@ impl LeaseNode {
         asks.into_iter().for_each(|(to, req)| out.send(to, LeaseMsg::CopyReq(req)));
         let mut m = Mastery::new(g.fence, Phase::Takeover(Takeover { copy, seen }));
         if matches!(&m.phase, Phase::Takeover(t) if t.copy.finished()) {
-            m.phase = self.repairs(host, g, m.take_seen(), out);
+            m.phase = self.repairs(host, now, g, m.take_seen(), out);
         }
         m
     }
 
-    pub(super) fn on_takeover_page(&mut self, host: &mut Host, from: NodeId, data: CopyData, out: &mut Fx) {
+    pub(super) fn on_takeover_page(&mut self, host: &mut Host, now: Time, from: NodeId, data: CopyData, out: &mut Fx) {
         let chain = data.chain;
         let Some(Phase::Takeover(t)) = self.masteries.get_mut(&chain).map(|m| &mut m.phase) else { return };
         let Some(next) = t.copy.on_page(from, &data) else { return };
@@ -58,13 +75,13 @@ impl LeaseNode {
         }
         let mut newer = Vec::new();
         for (key, v) in data.entries {
-            let (version, count) = t.seen.entry(key.clone()).or_insert((0, 0));
-            if v.version > *version {
+            let seen = t.seen.entry(key.clone()).or_insert(Seen { version: 0, count: 0, copied: false });
+            if v.version > seen.version {
                 // This node takes it: it and the source hold it.
-                (*version, *count) = (v.version, 2);
+                *seen = Seen { version: v.version, count: 2, copied: true };
                 newer.push((key, v));
-            } else if v.version == *version {
-                *count += 1;
+            } else if v.version == seen.version {
+                seen.count += 1;
             }
         }
         let finished = t.copy.finished();
@@ -78,18 +95,25 @@ impl LeaseNode {
         if finished {
             let Some(g) = self.groups.get(&chain).cloned() else { return };
             let seen = self.masteries.get_mut(&chain).expect("taking over").take_seen();
-            let phase = self.repairs(host, &g, seen, out);
+            let phase = self.repairs(host, now, &g, seen, out);
             self.masteries.get_mut(&chain).expect("taking over").phase = phase;
         }
     }
 
-    /// The copy is whole: writes back every key fewer than a majority held the newest version of.
-    fn repairs(&mut self, host: &mut Host, g: &Group, seen: BTreeMap<Bytes, (u64, usize)>, out: &mut Fx) -> Phase {
+    /// The copy is whole: writes back every key fewer than a majority held the newest version of, and every
+    /// key this node took a newer version of while its own leases on it may still be answered.
+    fn repairs(&mut self, host: &mut Host, now: Time, g: &Group, seen: BTreeMap<Bytes, Seen>, out: &mut Fx) -> Phase {
         self.stats.takeovers += 1;
-        let newest = seen.values().map(|&(v, _)| stamp::counter(v)).max().unwrap_or(0);
+        let newest = seen.values().map(|s| stamp::counter(s.version)).max().unwrap_or(0);
         self.last_counter = self.last_counter.max(newest);
+        let leased = |node: &Self, key: &Bytes| !node.holders_of(g.chain, key, now).is_empty();
+        let lagging: Vec<Bytes> = seen
+            .into_iter()
+            .filter(|(key, s)| s.count < g.majority() || (s.copied && leased(self, key)))
+            .map(|(key, _)| key)
+            .collect();
         let mut writes = BTreeSet::new();
-        for (key, _) in seen.into_iter().filter(|&(_, (_, count))| count < g.majority()) {
+        for key in lagging {
             let versioned = match self.cell(host, g.chain, &key) {
                 Ok(v) => v,
                 Err(e) => {
@@ -119,7 +143,7 @@ impl LeaseNode {
 
 impl Mastery {
     /// The takeover's counts, leaving the phase to be replaced.
-    fn take_seen(&mut self) -> BTreeMap<Bytes, (u64, usize)> {
+    fn take_seen(&mut self) -> BTreeMap<Bytes, Seen> {
         match std::mem::replace(&mut self.phase, Phase::Ready) {
             Phase::Takeover(t) => t.seen,
             other => {
