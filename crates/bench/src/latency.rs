@@ -29,6 +29,15 @@ impl Latency {
         self.0.len()
     }
 
+    /// Every latency recorded, as (microseconds, how many), fastest first: each value stands for the
+    /// histogram's bucket (within 0.1% of the latencies it counts), so any CDF or share can be read from it.
+    pub(crate) fn recorded(&self) -> Vec<(f64, u64)> {
+        let bucket = |v: hdrhistogram::iterators::IterationValue<u64>| {
+            (self.0.highest_equivalent(v.value_iterated_to()) as f64 / 1e3, v.count_at_value())
+        };
+        self.0.iter_recorded().map(bucket).collect()
+    }
+
     /// The latency at `percentile` (0–100) in microseconds; zero when nothing was recorded.
     pub(crate) fn micros(&self, percentile: f64) -> f64 {
         self.0.value_at_percentile(percentile) as f64 / 1e3
@@ -50,5 +59,9 @@ mod tests {
         assert!((a.micros(50.0) - 10.0).abs() < 0.1);
         assert!((a.micros(100.0) - 5000.0).abs() < 5.0);
         assert_eq!(Latency::new().micros(99.0), 0.0);
+        let recorded = a.recorded();
+        assert_eq!(recorded.iter().map(|&(_, n)| n).sum::<u64>(), 100);
+        assert_eq!(recorded[0].1, 99);
+        assert!((recorded[0].0 - 10.0).abs() < 0.1 && (recorded[1].0 - 5000.0).abs() < 5.0, "{recorded:?}");
     }
 }

@@ -113,6 +113,8 @@ pub struct OpFigures {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+    /// The whole latency distribution, as (microseconds, operations), fastest first (JSON only).
+    pub histogram_us: Vec<(f64, u64)>,
 }
 
 /// How a phase was paced and what it took, beside its tally.
@@ -142,6 +144,7 @@ impl PhaseFigures {
                 p99_us: t.latency.micros(99.0),
                 p999_us: t.latency.micros(99.9),
                 max_us: t.latency.micros(100.0),
+                histogram_us: t.latency.recorded(),
             })
             .collect();
         let operations = ops.iter().map(|o| o.count).sum();
