@@ -76,7 +76,8 @@ fn cache_seeds() {
 /// master committed an older one), 43 (a late acknowledgement's lease never recorded), 93 (a restarted master's
 /// confirmations continuing an old run), 10204287 (a mastery restarted without its records), 10404355 (a
 /// replica taking back a version it had acknowledged), 10601952 and 10604917 (two runs of one master numbering
-/// two writes alike); and 10100921, 10104301 (an old run's confirmations), 10800306 and 10804280 (a late commit
+/// two writes alike), 22104513 (a cut-off master serving on its old majority's promises after two configuration
+/// changes gave the partition a new master; fenced by the manager's lease); and 10100921, 10104301 (an old run's confirmations), 10800306 and 10804280 (a late commit
 /// handing back a lease the replica had released), 21003606 (a master taking over again answering a copied
 /// version while a replica's lease from its earlier mastery still served the one before) on `globlease-4`.
 #[test]
@@ -90,7 +91,7 @@ fn lease_seeds() {
     };
     let short = "crash,partition,pause,clock";
     let seeds = [(8, short), (43, short), (93, "crash,partition,pause,clock,isolate")];
-    let every = [10_204_287, 10_404_355, 10_601_952, 10_604_917].map(|s| (s, EVERY_FAULT));
+    let every = [10_204_287, 10_404_355, 10_601_952, 10_604_917, 22_104_513].map(|s| (s, EVERY_FAULT));
     for (s, nemesis) in seeds.into_iter().chain(every) {
         passes(&seed(s, nemesis, lease(Placement::per_region("default=3").unwrap())));
     }

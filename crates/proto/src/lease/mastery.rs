@@ -224,8 +224,10 @@ pub(super) enum Phase {
 #[derive(Debug)]
 pub(super) struct Mastery {
     pub fence: Fence,
-    /// The end of the master's lease, if it has one.
+    /// The end of the master's lease by its members' promises, if it has one.
     until: Option<Time>,
+    /// The end of the manager's lease on the partition's view (`ClusterMap::leased_at`), if it granted one.
+    granted: Option<Time>,
     pub phase: Phase,
 }
 
@@ -242,12 +244,24 @@ pub(super) struct Grants {
 
 impl Mastery {
     pub fn new(fence: Fence, phase: Phase) -> Mastery {
-        Mastery { fence, until: None, phase }
+        Mastery { fence, until: None, granted: None, phase }
     }
 
     /// Whether the master may answer reads and start writes now.
     pub fn serves(&self, now: Time) -> bool {
-        matches!(self.phase, Phase::Ready) && self.until.is_some_and(|u| u > now)
+        matches!(self.phase, Phase::Ready) && self.lease_end().is_some_and(|u| u > now)
+    }
+
+    /// The end of the master's lease: within its members' promises and the manager's lease, both.
+    fn lease_end(&self) -> Option<Time> {
+        Some(self.until?.min(self.granted?))
+    }
+
+    /// The manager's leader granted this node a lease on `view` of the partition until `until`.
+    pub fn granted(&mut self, view: u64, until: Time) {
+        if view == self.fence.view {
+            self.granted = Some(self.granted.map_or(until, |g| g.max(until)));
+        }
     }
 
     pub fn takes_over(&self, fence: Fence) -> bool {
@@ -334,7 +348,7 @@ impl LeaseNode {
             promised.insert(*chain, (m.fence, by));
             for to in g.writers().filter(|&n| n != self.me) {
                 let recent = self.rounds.heard.get(&to).is_some_and(|&r| r + CONFIRM_ROUNDS >= round);
-                let confirm = match m.until {
+                let confirm = match m.lease_end() {
                     Some(until) if until > now && recent && g.holders.contains(&to) => until.since(now),
                     _ => std::time::Duration::ZERO,
                 };

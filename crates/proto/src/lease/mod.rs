@@ -107,11 +107,7 @@ impl Group {
             _ => None,
         };
         let holders: Vec<NodeId> = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
-        let home = keyspace.config.placement.regions.first().map(|(r, _)| r.as_str());
-        let in_home = |n: &&NodeId| map.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
-        let live = |n: &&NodeId| map.is_live(**n);
-        let master = holders.iter().filter(live).find(in_home).or(holders.iter().find(live)).or(holders.first());
-        let master = *master?;
+        let master = map.lease_master(c)?;
         let step = c.change.as_ref().map_or(0, ChainChange::step);
         Some(Group { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, master, opts })
     }
@@ -367,6 +363,22 @@ impl KeyspaceProtocol for LeaseNode {
 
     fn on_timer(&mut self, _host: &mut Host, _now: Time, timer: LeaseTimer, _out: &mut Fx) {
         match timer {}
+    }
+
+    /// The manager's leases on the partitions this node is master of (`mastery.rs`).
+    fn on_leases(&mut self, host: &mut Host, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
+        let mut began = false;
+        for &(chain, view) in chains {
+            if let Some(m) = self.masteries.get_mut(&chain) {
+                let before = m.serves(now);
+                m.granted(view, until);
+                began |= !before && m.serves(now);
+            }
+        }
+        if began {
+            // A lease that just began may let writes waiting for it go.
+            self.drive_writes(host, now, out);
+        }
     }
 
     fn on_tick(&mut self, host: &mut Host, now: Time, out: &mut Fx) {

@@ -361,11 +361,38 @@ impl ClusterMap {
     /// Whether the manager grants `node` a lease on `c`: every member that [`Self::reads_at`] it, and the head
     /// of a keyspace that answers writes at the head (`au`, `ausi`), which answers them only with a lease on
     /// its view, so a head removed without hearing of it stops once its lease runs out.
+    ///
+    /// In a lease keyspace, the partition's master ([`Self::lease_master`]): its own lease and the leases it
+    /// lets its replicas answer under last no longer than the manager's, so a master cut off from the manager
+    /// stops, and a new master gets the manager's lease only once the old one's ran out or it adopted the map
+    /// that ended its mastery. Promises alone do not fence it: after two configuration changes a majority of
+    /// the new configuration need not meet the majority still promising the old master (sim seed 22104513).
     pub fn leased_at(&self, c: &ChainView, node: NodeId) -> bool {
-        let chain = self.protocol_of(c.id.keyspace()) == Some(Protocol::Chain);
-        chain
-            && (self.reads_at(c, node)
-                || c.members.first() == Some(&node) && self.update_mode(c.id.keyspace()) != Some(UpdateMode::Su))
+        match self.protocol_of(c.id.keyspace()) {
+            Some(Protocol::Chain) => {
+                self.reads_at(c, node)
+                    || c.members.first() == Some(&node) && self.update_mode(c.id.keyspace()) != Some(UpdateMode::Su)
+            }
+            Some(Protocol::Lease) => self.lease_master(c) == Some(node),
+            _ => false,
+        }
+    }
+
+    /// Whether at most one node holds the manager's lease on `c` in a view: a lease partition's master. A
+    /// chain's tail shares its view's lease with the members that answer clients beside it.
+    pub fn lease_held_alone(&self, c: &ChainView) -> bool {
+        self.protocol_of(c.id.keyspace()) == Some(Protocol::Lease)
+    }
+
+    /// A lease partition's master: the first live holder in its keyspace's master region (the home of its
+    /// placement), or the first live holder if none is there, or the first holder if none is live.
+    pub fn lease_master(&self, c: &ChainView) -> Option<NodeId> {
+        let keyspace = self.keyspaces.get(&c.id.keyspace())?;
+        let home = keyspace.config.placement.regions.first().map(|(r, _)| r.as_str());
+        let holders: Vec<NodeId> = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
+        let in_home = |n: &&NodeId| self.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
+        let live = |n: &&NodeId| self.is_live(**n);
+        holders.iter().filter(live).find(in_home).or(holders.iter().find(live)).or(holders.first()).copied()
     }
 
     /// The protocol `keyspace` runs, if the map has it.
@@ -419,6 +446,8 @@ impl ClusterMap {
     pub fn fence_epoch(&self, c: &ChainView) -> u64 {
         let config = self.keyspaces.get(&c.id.keyspace()).map(|k| &k.config);
         match config {
+            // A lease partition's master may change with a node's liveness, which no view records.
+            Some(k) if k.protocol.protocol() == Protocol::Lease => self.epoch,
             Some(k) if k.read_from != QueryNode::Tail || k.update != UpdateMode::Su => c.view_epoch,
             _ => c.tail_epoch,
         }
