@@ -363,10 +363,11 @@ impl ClusterMap {
     /// its view, so a head removed without hearing of it stops once its lease runs out.
     ///
     /// In a lease keyspace, the partition's master ([`Self::lease_master`]): its own lease and the leases it
-    /// lets its replicas answer under last no longer than the manager's, so a master cut off from the manager
-    /// stops, and a new master gets the manager's lease only once the old one's ran out or it adopted the map
-    /// that ended its mastery. Promises alone do not fence it: after two configuration changes a majority of
-    /// the new configuration need not meet the majority still promising the old master (sim seed 22104513).
+    /// lets its replicas answer under last no longer than the manager's, so a master of an older view gets no
+    /// lease past the one it holds, and a master of a new view gets one only once every older view's lease ran
+    /// out or its holder adopted the new view. Promises fence masters of one view (their majorities meet) but
+    /// not across views: after two configuration changes a majority of the new group need not meet the
+    /// majority still promising a master cut off with the old map (sim seed 22104513).
     pub fn leased_at(&self, c: &ChainView, node: NodeId) -> bool {
         match self.protocol_of(c.id.keyspace()) {
             Some(Protocol::Chain) => {
@@ -376,12 +377,6 @@ impl ClusterMap {
             Some(Protocol::Lease) => self.lease_master(c) == Some(node),
             _ => false,
         }
-    }
-
-    /// Whether at most one node holds the manager's lease on `c` in a view: a lease partition's master. A
-    /// chain's tail shares its view's lease with the members that answer clients beside it.
-    pub fn lease_held_alone(&self, c: &ChainView) -> bool {
-        self.protocol_of(c.id.keyspace()) == Some(Protocol::Lease)
     }
 
     /// A lease partition's master: the first live holder in its keyspace's master region (the home of its
@@ -446,8 +441,9 @@ impl ClusterMap {
     pub fn fence_epoch(&self, c: &ChainView) -> u64 {
         let config = self.keyspaces.get(&c.id.keyspace()).map(|k| &k.config);
         match config {
-            // A lease partition's master may change with a node's liveness, which no view records.
-            Some(k) if k.protocol.protocol() == Protocol::Lease => self.epoch,
+            // Within a view a lease partition's promises fence its masters (the same majorities); across views
+            // the manager's lease does, so an old master is fenced once it adopted the new view.
+            Some(k) if k.protocol.protocol() == Protocol::Lease => c.view_epoch,
             Some(k) if k.read_from != QueryNode::Tail || k.update != UpdateMode::Su => c.view_epoch,
             _ => c.tail_epoch,
         }
