@@ -106,10 +106,9 @@ impl LeaseNode {
         self.stats.takeovers += 1;
         let newest = seen.values().map(|s| stamp::counter(s.version)).max().unwrap_or(0);
         self.last_counter = self.last_counter.max(newest);
-        let leased = |node: &Self, key: &Bytes| !node.holders_of(g.chain, key, now).is_empty();
         let lagging: Vec<Bytes> = seen
             .into_iter()
-            .filter(|(key, s)| s.count < g.majority() || (s.copied && leased(self, key)))
+            .filter(|(key, s)| s.count < g.majority() || (s.copied && !self.holders_of(g.chain, key, now).is_empty()))
             .map(|(key, _)| key)
             .collect();
         let mut writes = BTreeSet::new();

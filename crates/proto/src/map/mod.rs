@@ -441,10 +441,15 @@ impl ClusterMap {
     pub fn fence_epoch(&self, c: &ChainView) -> u64 {
         let config = self.keyspaces.get(&c.id.keyspace()).map(|k| &k.config);
         match config {
-            // Within a view a lease partition's promises fence its masters (the same majorities); across views
-            // the manager's lease does, so an old master is fenced once it adopted the new view.
-            Some(k) if k.protocol.protocol() == Protocol::Lease => c.view_epoch,
-            Some(k) if k.read_from != QueryNode::Tail || k.update != UpdateMode::Su => c.view_epoch,
+            // A lease partition's master, like a query node or an answering head, holds its view's lease: within
+            // a view its members' promises fence masters (the same majorities), across views the manager's lease.
+            Some(k)
+                if k.protocol.protocol() == Protocol::Lease
+                    || k.read_from != QueryNode::Tail
+                    || k.update != UpdateMode::Su =>
+            {
+                c.view_epoch
+            }
             _ => c.tail_epoch,
         }
     }

@@ -442,11 +442,16 @@ impl MixReport {
     /// The lease keyspace's slow requests and messages against the baseline's, and its renewals per read
     /// against the seed's bound W/R + K/(L·R), taken at the rates this run measured.
     fn verdict(&self, x: &GlobLeaseExperiment) -> String {
-        let [lease, base] = [&self.systems[0], &self.systems[1]].map(|s| (s, s.total()));
-        let slow = |t: &RegionSamples| t.all().share_above(SLOW);
-        let per_request = |(s, t): (&SystemReport, RegionSamples)| s.messages as f64 / t.all().len().max(1) as f64;
-        let fewer = match slow(&base.1) {
-            b if b > 0.0 => format!("{:.0}% fewer", (1.0 - slow(&lease.1) / b) * 100.0),
+        // Each keyspace's totals and all its latencies, merged once.
+        let [lease, base] = [&self.systems[0], &self.systems[1]].map(|s| {
+            let total = s.total();
+            let all = total.all();
+            (s, total, all)
+        });
+        let [(lease_slow, lease_msgs), (base_slow, base_msgs)] =
+            [&lease, &base].map(|(s, _, all)| (all.share_above(SLOW), s.messages as f64 / all.len().max(1) as f64));
+        let fewer = match base_slow {
+            b if b > 0.0 => format!("{:.0}% fewer", (1.0 - lease_slow / b) * 100.0),
             _ => "the baseline had none".into(),
         };
         let reads = lease.1.reads.len().max(1) as f64;
@@ -457,11 +462,11 @@ impl MixReport {
             "above 300 ms: lease {:.1}%, {} {:.1}% ({fewer}); messages per request: lease {:.2}, baseline {:.2}; \
              lease renewals per read {:.3} (seed's bound W/R + K/(L·R) = {bound:.3}); reads answered under a lease \
              or at the master {:.1}%\n",
-            slow(&lease.1) * 100.0,
+            lease_slow * 100.0,
             base.0.name,
-            slow(&base.1) * 100.0,
-            per_request(lease.clone()),
-            per_request(base.clone()),
+            base_slow * 100.0,
+            lease_msgs,
+            base_msgs,
             lease.0.renewals as f64 / reads,
             local * 100.0
         )
