@@ -103,6 +103,11 @@ pub struct YcsbArgs {
     /// Which records reads and updates choose (requestdistribution): uniform, zipfian or latest.
     #[arg(long, value_parser = ["uniform", "zipfian", "latest"])]
     distribution: Option<String>,
+    /// The skew of the zipfian and latest distributions (zipfianconstant; default YCSB's 0.99): record k of
+    /// popularity rank k drawn with probability proportional to 1/k^s. Above 1, a few records take nearly every
+    /// operation (GlobLease's skewed workload uses 4).
+    #[arg(long)]
+    zipfian_constant: Option<f64>,
     /// Threads of the load generator's runtime.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -335,6 +340,7 @@ fn ycsb_workload(args: &YcsbArgs) -> Result<Workload, String> {
         args.field_count.map(|n| format!("fieldcount={n}")),
         args.field_length.map(|n| format!("fieldlength={n}")),
         args.distribution.as_ref().map(|d| format!("requestdistribution={d}")),
+        args.zipfian_constant.map(|s| format!("zipfianconstant={s}")),
     ];
     for property in flags.into_iter().flatten() {
         w.apply(&property).map_err(|e| e.to_string())?;

@@ -1,5 +1,7 @@
 //! Which record an operation touches: YCSB's request distributions (uniform, scrambled zipfian, latest), each
-//! drawn as YCSB's generators draw it, and the operation mix.
+//! drawn as YCSB's generators draw it, and the operation mix. YCSB's zipfian generator (Gray et al.) holds only
+//! for exponents below 1; under any `zipfianconstant` other than YCSB's own 0.99 the same distributions draw from
+//! `rand_distr`'s Zipf law (rejection-inversion, exact for any exponent and item count) instead.
 
 use super::keys::fnvhash64;
 use super::workload::{Distribution, Workload};
@@ -30,6 +32,26 @@ impl Rng {
     /// Uniform in `0..n`, `n` non-zero; the modulo bias is below 2^-30 for any record count allowed.
     pub(super) fn below(&mut self, n: u64) -> u64 {
         self.0.next_u64() % n
+    }
+}
+
+/// So that `rand_distr`'s laws draw from a connection's own stream.
+impl rand::TryRng for Rng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok((self.0.next_u64() >> 32) as u32)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        Ok(self.0.next_u64())
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        for chunk in dst.chunks_mut(8) {
+            chunk.copy_from_slice(&self.0.next_u64().to_le_bytes()[..chunk.len()]);
+        }
+        Ok(())
     }
 }
 
@@ -90,6 +112,52 @@ impl Zipfian {
     }
 }
 
+/// A zipfian over `0..items`, item 0 the most popular: YCSB's generator at its own constant, otherwise the
+/// exact law of the given exponent.
+#[derive(Clone, Debug)]
+pub(super) enum Skewed {
+    Ycsb(Zipfian),
+    Law { items: u64, theta: f64, law: rand_distr::Zipf<f64> },
+}
+
+impl Skewed {
+    fn new(items: u64, theta: f64) -> Skewed {
+        match theta == THETA {
+            true => Skewed::Ycsb(Zipfian::new(items, theta)),
+            false => Skewed::law(items, theta),
+        }
+    }
+
+    /// Over YCSB's ten billion scrambled items.
+    fn scrambled(theta: f64) -> Skewed {
+        match theta == THETA {
+            true => Skewed::Ycsb(Zipfian::with_zetan(SCRAMBLED_ITEMS, THETA, SCRAMBLED_ZETAN)),
+            false => Skewed::law(SCRAMBLED_ITEMS, theta),
+        }
+    }
+
+    fn law(items: u64, theta: f64) -> Skewed {
+        let law = rand_distr::Zipf::new(items as f64, theta).expect("a validated exponent over at least one item");
+        Skewed::Law { items, theta, law }
+    }
+
+    fn grow(&mut self, to: u64) {
+        match self {
+            Skewed::Ycsb(z) => z.grow(to),
+            Skewed::Law { items, theta, .. } if to > *items => *self = Skewed::law(to, *theta),
+            Skewed::Law { .. } => {}
+        }
+    }
+
+    fn next(&self, rng: &mut Rng) -> u64 {
+        match self {
+            Skewed::Ycsb(z) => z.next(rng),
+            // The law draws ranks 1..=items.
+            Skewed::Law { items, law, .. } => (rand_distr::Distribution::sample(law, rng) as u64).clamp(1, *items) - 1,
+        }
+    }
+}
+
 /// How a phase's connection picks the record of a read, update or read-modify-write.
 #[derive(Clone, Debug)]
 pub(super) enum KeyChooser {
@@ -98,9 +166,9 @@ pub(super) enum KeyChooser {
     /// A zipfian over ten billion items, each folded onto a record by its hash: the popular records are
     /// scattered over the key space, not the first ones loaded. Records up to `items`, which leaves room for
     /// inserts; a record not inserted yet is drawn again.
-    Zipfian { zipfian: Zipfian, items: u64 },
+    Zipfian { zipfian: Skewed, items: u64 },
     /// The most recent record the most popular: the last acknowledged record less a zipfian draw over all of them.
-    Latest(Zipfian),
+    Latest(Skewed),
 }
 
 impl KeyChooser {
@@ -111,10 +179,10 @@ impl KeyChooser {
         match workload.distribution {
             Distribution::Uniform => KeyChooser::Uniform { records },
             Distribution::Zipfian => KeyChooser::Zipfian {
-                zipfian: Zipfian::with_zetan(SCRAMBLED_ITEMS, THETA, SCRAMBLED_ZETAN),
+                zipfian: Skewed::scrambled(workload.zipfian_constant),
                 items: records.saturating_add(inserts_expected.saturating_mul(2)),
             },
-            Distribution::Latest => KeyChooser::Latest(Zipfian::new(records, THETA)),
+            Distribution::Latest => KeyChooser::Latest(Skewed::new(records, workload.zipfian_constant)),
         }
     }
 
@@ -267,6 +335,35 @@ mod tests {
         assert!(c.keys().all(|&r| r <= 999));
         let after = counts(|| chooser.next(&mut rng, 1499));
         assert!(after.keys().all(|&r| r <= 1499) && after[&1499] > after.get(&999).copied().unwrap_or(0));
+    }
+
+    #[test]
+    fn other_exponents_follow_their_law() {
+        let mut rng = Rng::new(6);
+        // Exponent 4, GlobLease's skewed workload: the most popular record takes 1/zeta(4) = 90/pi^4 of the
+        // draws, the second 1/16 of that.
+        let skewed = Workload { zipfian_constant: 4.0, ..Workload::preset('b').unwrap() };
+        let mut chooser = KeyChooser::new(&skewed, 0);
+        let c = counts(|| chooser.next(&mut rng, 9999));
+        let mut by_count: Vec<u64> = c.values().copied().collect();
+        by_count.sort_unstable_by(|a, b| b.cmp(a));
+        let top = 90.0 / std::f64::consts::PI.powi(4);
+        assert!((share(by_count[0]) - top).abs() < 0.005, "top share {} against {top}", share(by_count[0]));
+        assert!((share(by_count[1]) - top / 16.0).abs() < 0.003, "second share {}", share(by_count[1]));
+        // Exponent 0.5 over 1000 items, against the theory range by range.
+        let z = Skewed::new(1000, 0.5);
+        let c = counts(|| z.next(&mut rng));
+        let zetan = zeta(0, 1000, 0.5, 0.0);
+        let expected = |i: u64| 1.0 / (((i + 1) as f64).powf(0.5) * zetan);
+        for (from, to) in [(0, 1), (1, 10), (10, 100), (100, 1000)] {
+            let got = share((from..to).map(|i| c.get(&i).copied().unwrap_or(0)).sum());
+            let theory: f64 = (from..to).map(expected).sum();
+            assert!((got - theory).abs() < theory * 0.03, "items {from}..{to}: {got} against {theory}");
+        }
+        // Latest at exponent 4 follows inserts: the newest record is the most popular.
+        let mut latest = KeyChooser::new(&Workload { zipfian_constant: 4.0, ..Workload::preset('d').unwrap() }, 0);
+        let c = counts(|| latest.next(&mut rng, 1499));
+        assert!((share(c[&1499]) - top).abs() < 0.005, "newest record's share {}", share(c[&1499]));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::distribution::OpKind;
 use super::ops::Outcome;
 use super::protocol::Protocol;
-use super::workload::Workload;
+use super::workload::{Distribution, Workload};
 use crate::latency::Latency;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -219,7 +219,10 @@ impl fmt::Display for YcsbReport {
             protocol = self.protocol.name(),
             db = self.db.map_or(String::new(), |n| format!(", database {n}")),
             preset = w.preset,
-            dist = w.distribution.name(),
+            dist = match w.distribution {
+                Distribution::Uniform => w.distribution.name().to_string(),
+                _ => format!("{} {}", w.distribution.name(), w.zipfian_constant),
+            },
             records = w.record_count,
             fields = w.field_count,
             len = w.field_length,

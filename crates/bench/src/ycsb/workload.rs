@@ -24,6 +24,8 @@ pub const DEFAULT_CLIENTS: usize = 16;
 pub const FIELDS_MAX: usize = 1024;
 /// Bytes per field at most.
 pub const FIELD_BYTES_MAX: usize = 1 << 20;
+/// The largest `zipfianconstant`: beyond it the most popular record takes all but a 10^-30 share.
+pub const ZIPFIAN_CONSTANT_MAX: f64 = 100.0;
 
 /// Which records the run phase's reads and updates choose (YCSB's `requestdistribution`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -83,6 +85,8 @@ pub struct Workload {
     pub field_length: usize,
     pub proportions: Proportions,
     pub distribution: Distribution,
+    /// `zipfianconstant`: the exponent of the zipfian and latest distributions.
+    pub zipfian_constant: f64,
     /// A read gets every field of a record (HGETALL), or one (HMGET).
     pub read_all_fields: bool,
     /// An update writes every field of a record, or one.
@@ -163,6 +167,7 @@ impl Workload {
             field_length: 100,
             proportions,
             distribution,
+            zipfian_constant: super::distribution::THETA,
             read_all_fields: true,
             write_all_fields: false,
             ordered_inserts: false,
@@ -214,6 +219,14 @@ impl Workload {
             "requestdistribution" => {
                 self.distribution =
                     Distribution::parse(value).ok_or_else(|| PropertyError::Distribution(value.into()))?
+            }
+            "zipfianconstant" => {
+                self.zipfian_constant = match value.parse::<f64>() {
+                    Ok(s) if s > 0.0 && s <= ZIPFIAN_CONSTANT_MAX => s,
+                    _ => {
+                        return Err(bad(&format_args!("expected an exponent above 0, at most {ZIPFIAN_CONSTANT_MAX}")))
+                    }
+                }
             }
             "readallfields" => self.read_all_fields = flag()?,
             "writeallfields" => self.write_all_fields = flag()?,
@@ -286,6 +299,13 @@ mod tests {
         let refused = |w: &mut Workload, property| w.apply(property).unwrap_err().to_string();
         assert_eq!(refused(&mut w, "readproportion=1.5"), "readproportion=1.5: expected a proportion from 0 to 1");
         assert!(refused(&mut w, "fieldlengthdistribution=zipfian").contains("not supported"));
+        w.apply("zipfianconstant=4").unwrap();
+        assert_eq!(w.zipfian_constant, 4.0);
+        for bad in ["0", "-1", "NaN", "101", "x"] {
+            let why = w.apply(&format!("zipfianconstant={bad}")).unwrap_err().to_string();
+            assert_eq!(why, format!("zipfianconstant={bad}: expected an exponent above 0, at most 100"));
+        }
+        assert_eq!(w.zipfian_constant, 4.0, "a refused value changes nothing");
         assert_eq!(refused(&mut w, "nonsense"), "\"nonsense\" is not name=value");
         assert_eq!(
             refused(&mut w, "requestdistribution=x"),
