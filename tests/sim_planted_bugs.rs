@@ -360,7 +360,7 @@ fn a_lease_write_that_skips_lease_holders_is_caught() {
     for (check, min, says) in
         [(CheckModel::Linearizable, 2, "not linearizable"), (CheckModel::Sequential, 1, "not sequentially consistent")]
     {
-        let planted = sweep_lease(Some(LeasePlantedBug::IgnoresLeases), 40, nemesis, check);
+        let planted = sweep_lease(Some(LeasePlantedBug::IgnoresLeases), 100, nemesis, check);
         let report = caught_at_least(&planted, min, "writes skipping lease holders")[0].failure.as_deref().unwrap();
         assert!(report.contains(says), "{report}");
         let sound = sweep_lease(None, 20, nemesis, check);

@@ -91,7 +91,7 @@ fn lease_seeds() {
     };
     let short = "crash,partition,pause,clock";
     let seeds = [(8, short), (43, short), (93, "crash,partition,pause,clock,isolate")];
-    let every = [10_204_287, 10_404_355, 10_601_952, 10_604_917, 22_104_513].map(|s| (s, EVERY_FAULT));
+    let every = [10_204_287, 10_404_355, 10_601_952, 10_604_917, 22_104_513, 25_103_278].map(|s| (s, EVERY_FAULT));
     for (s, nemesis) in seeds.into_iter().chain(every) {
         passes(&seed(s, nemesis, lease(Placement::per_region("default=3").unwrap())));
     }

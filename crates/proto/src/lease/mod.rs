@@ -91,9 +91,9 @@ pub(crate) struct Group {
     pub holders: Vec<NodeId>,
     /// The node an Add in flight brings in: it takes writes, and counts once the step is done.
     pub joiner: Option<NodeId>,
-    /// The first live holder in the keyspace's master region, or the first live holder if none is there (the
-    /// first holder if none is live): the manager's failure detector moves mastership when it marks a master
-    /// failed, and promises (`mastery.rs`) keep a master it wrongly marked from serving beside the new one.
+    /// [`ClusterMap::lease_master`]: the longest-standing live holder in the keyspace's master region; the
+    /// manager's failure detector moves mastership when it marks a master failed, and promises (`mastery.rs`)
+    /// keep a master it wrongly marked from serving beside the new one.
     pub master: NodeId,
     pub opts: LeaseOptions,
 }

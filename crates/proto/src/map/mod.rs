@@ -379,15 +379,20 @@ impl ClusterMap {
         }
     }
 
-    /// A lease partition's master: the first live holder in its keyspace's master region (the home of its
-    /// placement), or the first live holder if none is there, or the first holder if none is live.
+    /// A lease partition's master: the longest-standing live holder in its keyspace's master region (the home
+    /// of its placement), or the longest-standing live holder if none is there, or the last holder if none is
+    /// live. The planner adds a joiner before every member (`quorum::rules`), so the last holder is the one
+    /// that has held the partition longest: a join leaves the master where it is, where picking the first
+    /// holder moved mastership, and with it a takeover and a pause in writes, to every joiner (sim seed
+    /// 25103278 spent the 27 s of joins after its heal without a write to one partition).
     pub fn lease_master(&self, c: &ChainView) -> Option<NodeId> {
         let keyspace = self.keyspaces.get(&c.id.keyspace())?;
         let home = keyspace.config.placement.regions.first().map(|(r, _)| r.as_str());
         let holders: Vec<NodeId> = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
         let in_home = |n: &&NodeId| self.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
         let live = |n: &&NodeId| self.is_live(**n);
-        holders.iter().filter(live).find(in_home).or(holders.iter().find(live)).or(holders.first()).copied()
+        let live_holders = || holders.iter().rev().filter(live);
+        live_holders().find(in_home).or(live_holders().next()).or(holders.last()).copied()
     }
 
     /// The protocol `keyspace` runs, if the map has it.
