@@ -102,12 +102,16 @@ pub struct SimArgs {
     /// keyspace and of quorum keyspaces at ONE, QUORUM and ALL; needs --topology, uses --seed, and --nodes
     /// for the nodes per region when it is at least the topology's regions) or `globlease` (seed 001 §4.1.5: a
     /// lease keyspace against the seed's quorum baselines under open-loop YCSB-style mixes; --topology defaults
-    /// to globlease-4; uses --seed, --lease-ms, --write-mode and --rate).
+    /// to globlease-4; uses --seed, --lease-ms, --write-mode, --rate and --kill-master-after).
     #[arg(long, value_parser = ["join", "geo", "globlease"])]
     experiment: Option<String>,
     /// With --experiment globlease: requests per second, all clients together (the seed's 100 to 2,500).
     #[arg(long, default_value_t = 1000.0)]
     rate: f64,
+    /// With --experiment globlease: kill the master region's node this many seconds into the measured time, and
+    /// report per region how long until reads and writes succeed again and how long the reads caught took.
+    #[arg(long)]
+    kill_master_after: Option<f64>,
     /// With --experiment: where to write the plot (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
@@ -385,6 +389,12 @@ fn globlease_experiment(args: &SimArgs) -> Result<ExitCode, String> {
     }
     if let Some(mode) = &args.knobs.write_mode {
         x.write_mode = mode.clone();
+    }
+    if let Some(secs) = args.kill_master_after {
+        if !(secs >= 0.0 && secs < x.measure.as_secs_f64()) {
+            return Err(format!("--kill-master-after must be from 0 to {:?}, not {secs}", x.measure));
+        }
+        x.kill_master_after = Some(std::time::Duration::from_secs_f64(secs));
     }
     let report = meridian_sim::experiments::globlease::run(&x).map_err(|e| e.to_string())?;
     print!("{}", report.table(&x));

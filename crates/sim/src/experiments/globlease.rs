@@ -8,8 +8,10 @@
 //! load then runs one lease length unmeasured, so that those leases have ended, and is measured after that.
 //! Reported per mix and keyspace: latency CDFs per client region, the share of requests above 300 ms (the
 //! seed's Fig. 4.5), messages per request, and for the lease keyspace its renewals per read beside the seed's
-//! bound on them, W/R + K/(L·R).
+//! bound on them, W/R + K/(L·R). With `kill_master_after`, the master region's node is killed that far into the
+//! measured time and the report adds what its failure cost each region (`failover.rs`).
 
+use super::failover::{Failover, Outcome};
 use super::wan::{ms, Samples, WanCluster, WanError};
 use crate::rng::SimRng;
 use crate::workload::ClientEvent;
@@ -71,6 +73,8 @@ pub struct GlobLeaseExperiment {
     pub warmup: Duration,
     pub measure: Duration,
     pub mixes: Vec<Mix>,
+    /// Kill the master region's node this far into the measured time, and measure what that costs.
+    pub kill_master_after: Option<Duration>,
 }
 
 impl GlobLeaseExperiment {
@@ -95,6 +99,7 @@ impl GlobLeaseExperiment {
             warmup: Duration::from_secs(15),
             measure: Duration::from_secs(60),
             mixes,
+            kill_master_after: None,
         }
     }
 
@@ -159,6 +164,8 @@ pub struct SystemReport {
     /// Lease renewals (replicas asking the master) and reads answered under a lease, in the measured time.
     pub renewals: u64,
     pub local_reads: u64,
+    /// What killing the master region's node cost, when the experiment killed it.
+    pub failover: Option<Failover>,
 }
 
 impl SystemReport {
@@ -219,6 +226,10 @@ struct Load<'a> {
     reads: Vec<Vec<Duration>>,
     writes: Vec<Vec<Duration>>,
     failed: Vec<usize>,
+    /// Every measured operation's outcome, for the failover's measurement.
+    outcomes: Vec<Outcome>,
+    /// The lease renewals and local reads a killed node had counted, which the live nodes' sums no longer hold.
+    killed_counts: (u64, u64),
     /// The measured time: requests sent from its start count; none are sent from its end.
     window: (u64, u64),
 }
@@ -255,6 +266,8 @@ fn run_system(
         reads: vec![Vec::new(); regions],
         writes: vec![Vec::new(); regions],
         failed: vec![0; regions],
+        outcomes: Vec::new(),
+        killed_counts: (0, 0),
         window: (u64::MAX, u64::MAX),
     };
     load.run()
@@ -276,11 +289,24 @@ impl Load<'_> {
         (0..self.x.clients).for_each(|c| self.arrive_later(c));
         self.serve(self.window.0, |_| false)?;
         let before = self.tally();
+        let killed = match self.x.kill_master_after {
+            Some(after) => Some(self.kill_master(after)?),
+            None => None,
+        };
         self.serve(self.window.1, |_| false)?;
         let quiet = self.cluster.world.now() + ns(DRAIN);
         self.serve(quiet, |load| load.in_flight.is_empty())?;
         let after = self.tally();
-        self.in_flight.values().filter(|s| s.measured).for_each(|s| self.failed[s.region] += 1);
+        let end = self.cluster.world.now();
+        for s in self.in_flight.values().filter(|s| s.measured) {
+            self.failed[s.region] += 1;
+            self.outcomes.push(Outcome { region: s.region, sent: s.at, done: end, read: s.read, ok: false });
+        }
+        let names: Vec<String> = self.x.region_names().iter().map(|n| n.to_string()).collect();
+        let failover = killed.map(|(node, at)| {
+            let after = Duration::from_nanos(at - self.window.0);
+            Failover::measure(node.to_string(), (at, after), &names, &self.outcomes)
+        });
         let regions = self.x.topology.regions().iter().enumerate().map(|(r, region)| RegionSamples {
             region: region.name.clone(),
             reads: Samples::of(std::mem::take(&mut self.reads[r])),
@@ -293,13 +319,25 @@ impl Load<'_> {
             messages: after.0 - before.0,
             renewals: after.1 - before.1,
             local_reads: after.2 - before.2,
+            failover,
         })
+    }
+
+    /// Runs the load `after` into the measured time, then kills the master region's node; says which, and when.
+    fn kill_master(&mut self, after: Duration) -> Result<(meridian_core::NodeId, u64), WanError> {
+        self.serve(self.window.0 + ns(after), |_| false)?;
+        let node = self.cluster.by_region[self.x.master_region][0];
+        let count = |name| self.cluster.counter_of(|n| n == node, name);
+        self.killed_counts = (count("lease renewals"), count("lease local reads"));
+        self.cluster.world.kill(node);
+        Ok((node, self.cluster.world.now()))
     }
 
     /// Messages sent, lease renewals and local reads so far.
     fn tally(&self) -> (u64, u64, u64) {
         let c = &self.cluster;
-        (c.world.stats.messages, c.counter("lease renewals"), c.counter("lease local reads"))
+        let (renewals, local) = self.killed_counts;
+        (c.world.stats.messages, renewals + c.counter("lease renewals"), local + c.counter("lease local reads"))
     }
 
     /// Writes every key once, [`LOADERS`] at a time, through a node of the master region.
@@ -363,9 +401,14 @@ impl Load<'_> {
             true => Request::Get { keyspace: KeyspaceId::DEFAULT, key: key(k), read: Read::Value },
             false => Request::Write(Write::put(KeyspaceId::DEFAULT, key(k), self.value.clone())),
         };
-        let region = client % self.cluster.by_region.len();
+        let regions = self.cluster.by_region.len();
+        let region = client % regions;
         let local = &self.cluster.by_region[region];
-        let node = local[client / self.cluster.by_region.len() % local.len()];
+        let mut node = local[client / regions % local.len()];
+        if !self.cluster.world.is_up(node) {
+            // Its node was killed: the client turns to the next region's.
+            node = self.cluster.by_region[(region + 1) % regions][0];
+        }
         let at = self.cluster.world.now();
         self.next_op += 1;
         self.in_flight.insert(self.next_op, Sent { region, at, read, measured: at >= self.window.0 });
@@ -374,7 +417,9 @@ impl Load<'_> {
 
     fn answered(&mut self, op: usize, reply: &Reply) {
         let Some(sent) = self.in_flight.remove(&op).filter(|s| s.measured) else { return };
-        if matches!(reply, Reply::Error(..)) {
+        let (read, ok, done) = (sent.read, !matches!(reply, Reply::Error(..)), self.cluster.world.now());
+        self.outcomes.push(Outcome { region: sent.region, sent: sent.at, done, read, ok });
+        if !ok {
             self.failed[sent.region] += 1;
             return;
         }
@@ -417,6 +462,9 @@ impl GlobLeaseReport {
                 }
             }
             out += &m.verdict(x);
+            for (s, f) in m.systems.iter().filter_map(|s| Some((s, s.failover.as_ref()?))) {
+                out += &f.table(&s.name);
+            }
         }
         out
     }
@@ -588,5 +636,34 @@ mod tests {
         }
         assert!(lease.regions.iter().chain(&base.regions).all(|r| r.failed == 0), "{table}");
         assert!(table.contains("above 300 ms: lease"), "{table}");
+    }
+
+    /// The master's node killed mid-load: the lease keyspace serves writes again from every region within a few
+    /// seconds (a new master once its predecessor's lease ran out), while the baseline's writes at ALL cannot
+    /// succeed without the dead replica.
+    #[test]
+    fn a_killed_master_is_replaced_within_seconds() {
+        let topology = Arc::new(Topology::load("globlease-4").unwrap());
+        let x = GlobLeaseExperiment {
+            clients: 8,
+            keys: 200,
+            value_bytes: 1024,
+            rate: 200.0,
+            lease: Duration::from_secs(5),
+            measure: Duration::from_secs(30),
+            mixes: vec![Mix { read_ratio: 0.95, keys: KeyChoice::Zipf(0.99) }],
+            kill_master_after: Some(Duration::from_secs(5)),
+            ..GlobLeaseExperiment::new(12, topology)
+        };
+        let report = run(&x).unwrap();
+        let table = report.table(&x);
+        let [lease, base] = [0, 1].map(|s| report.mixes[0].systems[s].failover.as_ref().expect("killed"));
+        for r in &lease.regions {
+            let back = r.writes_back.unwrap_or_else(|| panic!("{}: writes never came back: {table}", r.region));
+            assert!(back < Duration::from_secs(15), "{}: {back:?}: {table}", r.region);
+            assert!(r.reads_back.is_some_and(|d| d <= back), "{table}");
+        }
+        assert!(base.regions.iter().all(|r| r.writes_back.is_none()), "writes at ALL need every replica: {table}");
+        assert!(table.contains("killed"), "{table}");
     }
 }

@@ -96,7 +96,12 @@ impl WanCluster {
 
     /// The sum over live nodes of one protocol counter (e.g. "lease renewals").
     pub fn counter(&self, name: &str) -> u64 {
-        let counters = self.world.procs().flat_map(|(_, p)| p.protocols().counters());
+        self.counter_of(|_| true, name)
+    }
+
+    /// The sum of one protocol counter over the live nodes `which` picks.
+    pub fn counter_of(&self, which: impl Fn(NodeId) -> bool, name: &str) -> u64 {
+        let counters = self.world.procs().filter(|(id, _)| which(*id)).flat_map(|(_, p)| p.protocols().counters());
         counters.filter(|(n, _)| *n == name).map(|(_, v)| v).sum()
     }
 }
