@@ -128,6 +128,12 @@ impl Member {
             && !self.dirty.contains_key(&k)
     }
 
+    /// Whether this replica held a lease on `key` from `g`'s master that ran its length: a read then renews an
+    /// expired lease rather than asks for a first one.
+    pub fn expired(&self, g: &Group, key: &Bytes, now: Time) -> bool {
+        self.leases.get(&(g.chain, key.clone())).is_some_and(|l| l.master == g.master && l.until <= now)
+    }
+
     /// Holds `lease` on `key`; a lease of the same run only lengthens it.
     pub fn lease(&mut self, key: Key, lease: Lease) {
         let held = self.leases.entry(key).or_insert(lease);
@@ -469,6 +475,7 @@ mod tests {
         let run = m.run(&g, at(10)).expect("confirmed");
         m.lease((g.chain, key.clone()), Lease { master: g.master, run, until: at(60_000) });
         assert!(m.serves(&g, &key, at(500)));
+        assert!(!m.expired(&g, &key, at(500)) && m.expired(&g, &key, at(60_000)), "expired once run out");
         m.confirm(g.chain, master, at(1_500), at(900));
         assert!(m.serves(&g, &key, at(1_200)), "the same run, extended");
         assert!(!m.serves(&g, &key, at(1_600)), "unconfirmed");

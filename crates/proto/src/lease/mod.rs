@@ -70,6 +70,8 @@ pub struct LeaseStats {
     pub local_reads: u64,
     /// Reads this replica asked the master for (a renewal each).
     pub renewals: u64,
+    /// Renewals of a lease this replica held from the same master and that ran its length.
+    pub expired: u64,
     /// Leases this node granted as master (renewals and writes' pushes).
     pub granted: u64,
     pub writes: u64,
@@ -419,6 +421,7 @@ impl KeyspaceProtocol for LeaseNode {
         vec![
             ("lease local reads", s.local_reads),
             ("lease renewals", s.renewals),
+            ("lease expired", s.expired),
             ("leases granted", s.granted),
             ("lease writes", s.writes),
             ("lease passive writes", s.passive_writes),

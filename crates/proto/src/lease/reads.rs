@@ -36,6 +36,9 @@ impl LeaseNode {
             return self.forward(host, to, fwd, out);
         }
         self.stats.renewals += 1;
+        if self.member.expired(&g, &key, now) {
+            self.stats.expired += 1;
+        }
         if fwd.origin.node == self.me {
             host.requests.keep(&fwd.origin, fwd.req.clone());
         }
