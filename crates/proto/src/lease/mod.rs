@@ -108,7 +108,7 @@ impl Group {
             Some(ChainChange::Add { node, .. }) => Some(node),
             _ => None,
         };
-        let holders: Vec<NodeId> = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
+        let holders = c.holders();
         let master = map.lease_master(c)?;
         let step = c.change.as_ref().map_or(0, ChainChange::step);
         Some(Group { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, master, opts })

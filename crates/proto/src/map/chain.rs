@@ -76,6 +76,12 @@ impl ChainView {
         self.contains(node) && !joining && !self.lost.contains_key(&node)
     }
 
+    /// The members that hold a whole replica, in member order: neither the joiner of an Add in flight nor a
+    /// member whose replica was lost.
+    pub fn holders(&self) -> Vec<NodeId> {
+        self.members.iter().copied().filter(|&m| self.holds(m)).collect()
+    }
+
     /// The kind of `node`'s replica: as a member, or as the joiner of the Add in flight.
     pub fn kind_of(&self, node: NodeId) -> Option<ReplicaKind> {
         match (self.position(node), &self.change) {

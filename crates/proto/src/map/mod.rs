@@ -388,7 +388,7 @@ impl ClusterMap {
     pub fn lease_master(&self, c: &ChainView) -> Option<NodeId> {
         let keyspace = self.keyspaces.get(&c.id.keyspace())?;
         let home = keyspace.config.placement.regions.first().map(|(r, _)| r.as_str());
-        let holders: Vec<NodeId> = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
+        let holders = c.holders();
         let in_home = |n: &&NodeId| self.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
         let live = |n: &&NodeId| self.is_live(**n);
         let live_holders = || holders.iter().rev().filter(live);

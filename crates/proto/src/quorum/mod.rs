@@ -98,7 +98,7 @@ impl Config {
             Some(ChainChange::Add { node, .. }) => Some(node),
             _ => None,
         };
-        let holders = c.members.iter().copied().filter(|&m| c.holds(m)).collect();
+        let holders = c.holders();
         let step = c.change.as_ref().map_or(0, ChainChange::step);
         Some(Config { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, opts })
     }
