@@ -33,15 +33,15 @@ pub struct RegionFailover {
 
 #[derive(Clone, Debug)]
 pub struct Failover {
-    /// The node killed, when (ns) on the simulator's clock, and how far into the measured time.
+    /// The node killed, and how far into the measured time.
     pub node: String,
-    pub at: u64,
     pub after: Duration,
     pub regions: Vec<RegionFailover>,
 }
 
 impl Failover {
-    /// Reads the failure's cost off `outcomes` for each of `regions`.
+    /// Reads the failure's cost off `outcomes` for each of `regions`; the kill came at `at` (ns) on the
+    /// simulator's clock, `after` into the measured time.
     pub fn measure(node: String, (at, after): (u64, Duration), regions: &[String], outcomes: &[Outcome]) -> Failover {
         let regions = regions.iter().enumerate().map(|(r, name)| {
             let after: Vec<&Outcome> = outcomes.iter().filter(|o| o.region == r && o.sent >= at).collect();
@@ -60,7 +60,7 @@ impl Failover {
                 failed: after.iter().filter(|o| !o.ok).count(),
             }
         });
-        Failover { node, at, after, regions: regions.collect() }
+        Failover { node, after, regions: regions.collect() }
     }
 
     /// A row per region, under a line naming the node killed.
