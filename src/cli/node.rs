@@ -74,8 +74,9 @@ impl DurabilityArgs {
 #[derive(Args, Debug)]
 pub struct ClusterArgs {
     /// Manager tick: heartbeats every tick, elections after 10-20 ticks, leases of 40 ticks (a node counts
-    /// 20), a node declared failed after 50 ticks without a heartbeat. Near the round trip between the
-    /// farthest manager voters: 100 within a region, a few hundred across regions.
+    /// 20), a node declared failed after 50 ticks without a heartbeat (those two at most 4 s and 5 s, or 8 and
+    /// 10 ticks if longer). Near the round trip between the farthest manager voters: 100 within a region, a
+    /// few hundred across regions.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=10_000))]
     manager_tick_ms: u64,
     /// How fast a joining node may copy each chain from its tail, in MB/s (0: unlimited); what a join takes from

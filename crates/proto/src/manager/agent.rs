@@ -154,7 +154,11 @@ impl Agent {
                 }
                 self.refused = Some(reason);
             }
-            MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } | MgrMsg::Admin { .. } => {}
+            MgrMsg::Heartbeat(_)
+            | MgrMsg::Join { .. }
+            | MgrMsg::Leave { .. }
+            | MgrMsg::Admin { .. }
+            | MgrMsg::Reported(_) => {}
         }
         Ok(learned)
     }

@@ -8,7 +8,7 @@
 //! The leader acts only once it has applied everything committed before its term (`leader_ready`); until
 //! then its map may lag the one nodes already act on.
 
-use super::leader::{stretched, Leadership};
+use super::leader::{stretched, Inheritance, Leadership};
 use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use super::plan::{next_steps_with, PlanLimits};
 use super::raft::{Committed, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
@@ -39,6 +39,12 @@ pub struct ManagerConfig {
 /// The manager tick unless configured otherwise: right for a cluster within one region.
 pub const DEFAULT_TICK: Duration = Duration::from_millis(100);
 
+/// The longest lease term for ticks up to 500 ms ([`ManagerConfig::with_tick`]): 40 ticks of the default.
+pub const LEASE_CAP: Duration = Duration::from_secs(4);
+
+/// The longest failure timeout for ticks up to 500 ms: 50 ticks of the default.
+pub const FAILURE_TIMEOUT_CAP: Duration = Duration::from_secs(5);
+
 impl Default for ManagerConfig {
     fn default() -> Self {
         ManagerConfig::with_tick(DEFAULT_TICK)
@@ -47,16 +53,19 @@ impl Default for ManagerConfig {
 
 impl ManagerConfig {
     /// Every timing of the manager scaled to one tick, as etcd scales its election timeout to its heartbeat
-    /// interval: choose a tick near the round trip between the farthest voters (100 ms within a region,
-    /// a few hundred milliseconds across regions). Elections take 10 to 20 ticks; a node counts a lease for
-    /// 20 ticks from when it sent its heartbeat (half the term the leader counts), so it outlives several
-    /// slow heartbeats; a node not heard from for 50 ticks is declared failed.
+    /// interval: choose a tick near the round trip between the farthest voters (100 ms within a region, a few
+    /// hundred milliseconds across regions). Elections take 10 to 20 ticks; the lease term is 40 ticks (a
+    /// node counts half of it from when it sent its heartbeat, so it outlives several slow heartbeats) and a
+    /// node not heard from for 50 ticks is declared failed, but those two are capped at [`LEASE_CAP`] and
+    /// [`FAILURE_TIMEOUT_CAP`] (or 8 and 10 ticks if longer): they measure how long a node may stay silent
+    /// (a pause, a stalled disk), which a longer round trip does not change, and a failed node's chains
+    /// wait for both.
     pub fn with_tick(tick: Duration) -> ManagerConfig {
         ManagerConfig {
             tick,
             raft: RaftConfig::default(),
-            lease: tick * 40,
-            failure_timeout: tick * 50,
+            lease: (tick * 40).min(LEASE_CAP.max(tick * 8)),
+            failure_timeout: (tick * 50).min(FAILURE_TIMEOUT_CAP.max(tick * 10)),
             limits: PlanLimits::default(),
             retry: tick * 10,
             snapshot_every: 256,
@@ -85,6 +94,7 @@ pub struct ManagerCore {
     cfg: ManagerConfig,
     bootstrap: MapCommand,
     lead: Option<Leadership>,
+    inherited: Inheritance,
     applied_since_snapshot: u64,
 }
 
@@ -102,8 +112,16 @@ impl ManagerCore {
     ) -> Result<(ManagerCore, MgrOut), RaftError> {
         let mut raft_out = RaftOutput::default();
         let raft = RaftCore::open(vfs, dir, me, voters, &cfg.raft, jitter, &mut raft_out)?;
-        let mut core =
-            ManagerCore { me, raft, map: ClusterMap::default(), cfg, bootstrap, lead: None, applied_since_snapshot: 0 };
+        let mut core = ManagerCore {
+            me,
+            raft,
+            map: ClusterMap::default(),
+            cfg,
+            bootstrap,
+            lead: None,
+            inherited: Inheritance::default(),
+            applied_since_snapshot: 0,
+        };
         let mut out = MgrOut::default();
         core.absorb(Time::ZERO, raft_out, &mut out)?;
         Ok((core, out))
@@ -148,8 +166,15 @@ impl ManagerCore {
         }
     }
 
-    /// A message for the leader. Anyone else answers with who it takes for the leader.
+    /// A message for the leader. Anyone else answers with who it takes for the leader, and keeps what a
+    /// leader passes on for its successor.
     pub fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut MgrOut) -> Result<(), RaftError> {
+        if let MgrMsg::Reported(reported) = msg {
+            if self.lead.is_none() {
+                self.inherited.learn(from, now, reported);
+            }
+            return Ok(());
+        }
         if self.lead.is_none() {
             if matches!(msg, MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } | MgrMsg::Admin { .. }) {
                 let leader = self.raft.leader().filter(|&l| l != self.me);
@@ -173,7 +198,11 @@ impl ManagerCore {
                     Ok(())
                 }
             },
-            MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) | MgrMsg::Refused { .. } => Ok(()),
+            MgrMsg::HeartbeatReply(_)
+            | MgrMsg::NotLeader { .. }
+            | MgrMsg::Map(_)
+            | MgrMsg::Refused { .. }
+            | MgrMsg::Reported(_) => Ok(()),
         }
     }
 
@@ -195,14 +224,20 @@ impl ManagerCore {
         }
     }
 
-    /// Starts or ends this replica's leadership as Raft says. Leadership waits until the map is current.
+    /// Starts or ends this replica's leadership as Raft says. Leadership waits until the map is current, and
+    /// starts from what earlier leaders heard of the nodes' epochs.
     fn follow_leadership(&mut self, now: Time) {
         let term = self.raft.term();
-        if !self.raft.leader_ready() {
-            self.lead = None;
-        } else if self.lead.as_ref().is_none_or(|l| l.term != term) {
+        let leads = self.raft.leader_ready();
+        if leads && self.lead.as_ref().is_some_and(|l| l.term == term) {
+            return;
+        }
+        if let Some(ended) = self.lead.take() {
+            self.inherited.keep(ended);
+        }
+        if leads {
             tracing::info!(node = %self.me, term, "leading the manager");
-            self.lead = Some(Leadership::new(term, now));
+            self.lead = Some(Leadership::succeed(self.me, term, now, &self.inherited));
         }
     }
 
@@ -211,6 +246,9 @@ impl ManagerCore {
             return self.propose(now, self.bootstrap.clone(), out);
         }
         let lead = self.lead.as_mut().expect("leading");
+        let reported = lead.reported();
+        let others = self.map.manager_voters.iter().filter(|&&v| v != self.me);
+        out.mgr.extend(others.map(|&v| (v, MgrMsg::Reported(reported.clone()))));
         lead.prune(now, self.cfg.lease);
         lead.prune_proposals(now, self.cfg.retry);
         let failed = lead.overdue(&self.map, now, self.cfg.failure_timeout);

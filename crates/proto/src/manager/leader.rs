@@ -8,10 +8,10 @@
 //! new tail moves past. The leader grants a lease for a chain at its current view only if every lease it granted for
 //! another view has expired or its holder has reported the epoch that made the current tail the tail (it then knows the
 //! new view and serves no older one; when other members hold leases too, the epoch that made the current members,
-//! [`ClusterMap::fence_epoch`]), and, early in a term, only once every node has reported that epoch or leases from
-//! earlier leaders have surely expired: a deposed leader may grant until it notices it lost its quorum, two election
-//! timeouts at most, and its leases last one lease term after that. In Raft's first term there was no earlier leader,
-//! so nothing to wait for.
+//! [`ClusterMap::fence_epoch`]), and, early in a term, only once every node has reported that epoch (to it, or to an
+//! earlier leader that passed it on: [`Inheritance`]) or leases from earlier leaders have surely expired: a deposed
+//! leader may grant until it notices it lost its quorum, two election timeouts at most, and its leases last one lease
+//! term after that. In Raft's first term there was no earlier leader, so nothing to wait for.
 
 use crate::map::{ChainChange, ChainView, ClusterMap};
 use meridian_core::time::DRIFT_MAX_PPM;
@@ -55,6 +55,37 @@ pub fn stretched(d: Duration) -> Duration {
     d.mul_f64(SAFETY * (1.0 + DRIFT_MAX_PPM as f64 / 1e6))
 }
 
+/// What a voter keeps, while it does not lead, of what the leader passes on every tick (`MgrMsg::Reported`),
+/// so that it does not start from nothing if it leads next.
+#[derive(Debug, Default)]
+pub struct Inheritance {
+    /// The newest epoch each node reported to an earlier leader.
+    reported: BTreeMap<NodeId, u64>,
+    /// The last leader heard from, and when.
+    predecessor: Option<(NodeId, Time)>,
+}
+
+impl Inheritance {
+    /// What `leader` passed on at `now`.
+    pub fn learn(&mut self, leader: NodeId, now: Time, reported: Vec<(NodeId, u64)>) {
+        merge_newest(&mut self.reported, reported);
+        self.predecessor = Some((leader, now));
+    }
+
+    /// What this voter heard while it led, kept for a later term.
+    pub fn keep(&mut self, ended: Leadership) {
+        merge_newest(&mut self.reported, ended.reported);
+    }
+}
+
+/// Keeps the newest epoch known for each node: a node that adopted an epoch never goes back.
+fn merge_newest(known: &mut BTreeMap<NodeId, u64>, reported: impl IntoIterator<Item = (NodeId, u64)>) {
+    for (node, epoch) in reported {
+        let e = known.entry(node).or_default();
+        *e = (*e).max(epoch);
+    }
+}
+
 impl Leadership {
     pub fn new(term: u64, now: Time) -> Leadership {
         Leadership {
@@ -82,19 +113,36 @@ impl Leadership {
 
     /// One line for failure reports: how long this term has led, and what each node last reported.
     pub fn describe(&self, now: Time) -> String {
-        let reported: Vec<String> = self
-            .reported
-            .iter()
-            .map(|(n, e)| format!("{n}@{e} {:.1}s ago", now.since(self.heard[n]).as_secs_f64()))
-            .collect();
+        let ago =
+            |n| self.heard.get(n).map_or("not yet".to_string(), |&t| format!("{:.1}s ago", now.since(t).as_secs_f64()));
+        let reported: Vec<String> = self.reported.iter().map(|(n, e)| format!("{n}@{e} {}", ago(n))).collect();
         format!("term {} for {:.1}s; heard {}", self.term, now.since(self.since).as_secs_f64(), reported.join(", "))
+    }
+
+    /// A leadership that starts from what `me` inherited. A node that adopted an epoch never acts on an older
+    /// map again, whoever it told, so the new term's fence need not wait for a node that cannot report to this
+    /// leader (a dead one, say) if it had reported the epoch that fences the lease to an earlier one. And the
+    /// previous leader's silence counts from when this voter last heard from it, not from this term's start:
+    /// a leader is most often replaced because its node died, and its chains should not wait for an election
+    /// and a whole failure timeout more.
+    pub fn succeed(me: NodeId, term: u64, now: Time, inherited: &Inheritance) -> Leadership {
+        let mut lead = Leadership::new(term, now);
+        lead.reported = inherited.reported.clone();
+        if let Some((predecessor, at)) = inherited.predecessor.filter(|&(p, _)| p != me) {
+            lead.heard.insert(predecessor, at);
+        }
+        lead
+    }
+
+    /// The newest map epoch each node has reported adopting, as sent to the other voters.
+    pub fn reported(&self) -> Vec<(NodeId, u64)> {
+        self.reported.iter().map(|(&n, &e)| (n, e)).collect()
     }
 
     /// A heartbeat from `node`, which has adopted map `epoch`.
     pub fn heard(&mut self, node: NodeId, epoch: u64, now: Time) {
         self.heard.insert(node, now);
-        let e = self.reported.entry(node).or_default();
-        *e = (*e).max(epoch);
+        merge_newest(&mut self.reported, [(node, epoch)]);
     }
 
     /// Live nodes of the map not heard from for `timeout` (counting from the start of the term).
@@ -260,6 +308,42 @@ mod tests {
         assert_eq!(quiet.grant(t, &map, at(10.5), LEASE, FENCE).len(), 1, "the fence has passed");
         let mut first = Leadership::new(1, at(0.0));
         assert_eq!(first.grant(t, &map, at(0.1), LEASE, FENCE).len(), 1, "no leader before the first term");
+    }
+
+    /// A dead node never reports to a new leader; what it reported to the one before counts all the same.
+    #[test]
+    fn a_successor_grants_at_once_if_every_node_had_reported_the_map_to_its_predecessor() {
+        let map = map3();
+        let t = tail(&map);
+        let dead = (1..=3).map(NodeId).find(|&n| n != t).unwrap();
+        let mut inherited = Inheritance::default();
+        inherited.learn(dead, at(0.0), (1..=3).map(|n| (NodeId(n), map.epoch)).collect());
+        let mut lead = Leadership::succeed(t, 3, at(1.0), &inherited);
+        (1..=3).map(NodeId).filter(|&n| n != dead).for_each(|n| lead.heard(n, map.epoch, at(1.1)));
+        assert_eq!(lead.grant(t, &map, at(1.2), LEASE, FENCE).len(), 1);
+        let mut behind = Inheritance::default();
+        behind.learn(dead, at(0.0), vec![(dead, map.epoch - 1)]);
+        let mut lead = Leadership::succeed(t, 3, at(1.0), &behind);
+        (1..=3).map(NodeId).filter(|&n| n != dead).for_each(|n| lead.heard(n, map.epoch, at(1.1)));
+        assert!(lead.grant(t, &map, at(1.2), LEASE, FENCE).is_empty(), "the dead node may hold an older lease");
+    }
+
+    /// The previous leader's silence counts from its last word to this voter; every other node's from the start
+    /// of the term, since it may still be talking to the previous leader.
+    #[test]
+    fn a_successor_counts_its_predecessors_silence_from_its_last_word() {
+        let map = map3();
+        let mut inherited = Inheritance::default();
+        inherited.learn(NodeId(1), at(10.0), vec![(NodeId(1), map.epoch)]);
+        let lead = Leadership::succeed(NodeId(2), 3, at(13.0), &inherited);
+        let timeout = Duration::from_secs(5);
+        assert!(lead.overdue(&map, at(14.9), timeout).is_empty());
+        assert_eq!(lead.overdue(&map, at(15.1), timeout), vec![NodeId(1)]);
+        assert_eq!(lead.overdue(&map, at(18.1), timeout).len(), 3);
+        let mut again = Inheritance::default();
+        again.learn(NodeId(2), at(10.0), vec![]);
+        let own = Leadership::succeed(NodeId(2), 4, at(13.0), &again);
+        assert!(own.overdue(&map, at(15.1), timeout).is_empty(), "a voter that led before does not count itself");
     }
 
     /// Late in a term (earlier leaders' leases long gone), only this leader's own grants matter.

@@ -27,6 +27,10 @@ pub enum MgrMsg {
     /// Admin → leader: an operator's keyspace command ([`MapCommand::CreateKeyspace`] or
     /// [`MapCommand::DropKeyspace`]; the leader refuses any other), numbered `ask` by the sender.
     Admin { cmd: MapCommand, ask: u64 },
+    /// Leader → every other voter, every manager tick: the newest map epoch each node has reported adopting,
+    /// for whichever voter leads next ([`super::leader::Leadership::succeed`]); its arrival also tells the voter
+    /// the leader was alive.
+    Reported(Vec<(NodeId, u64)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -278,10 +278,15 @@ impl ClusterNode {
 
     fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut NodeFx) {
         match msg {
-            MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } | MgrMsg::Admin { .. } => {
+            MgrMsg::Heartbeat(_)
+            | MgrMsg::Join { .. }
+            | MgrMsg::Leave { .. }
+            | MgrMsg::Admin { .. }
+            | MgrMsg::Reported(_) => {
                 let mut mgr = MgrOut::default();
                 match self.manager.as_mut() {
                     Some(m) => m.on_mgr(now, from, msg, &mut mgr).expect("the manager's log must work (fail-stop)"),
+                    None if matches!(msg, MgrMsg::Reported(_)) => {}
                     None => mgr.mgr.push((from, MgrMsg::NotLeader { leader: None })),
                 }
                 self.send_mgr(now, mgr, out);

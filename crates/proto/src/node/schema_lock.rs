@@ -29,7 +29,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((6, 0xf170_baae), (4, 0xa6e9_ddd0), [14, 8, 13, 7, 13]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((7, 0xf5b0_60d9), (4, 0xa6e9_ddd0), [14, 9, 13, 7, 13]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -330,6 +330,7 @@ fn manager_messages() -> Vec<MgrMsg> {
         MgrMsg::Leave { id: NodeId(4) },
         MgrMsg::Refused { reason: "no".into(), ask: Some(3) },
         MgrMsg::Admin { cmd: MapCommand::DropKeyspace { name: "md".into() }, ask: 3 },
+        MgrMsg::Reported(vec![(NodeId(1), 7), (NodeId(3), 6)]),
     ];
     let numbered = |m: &MgrMsg| match m {
         MgrMsg::Heartbeat(_) => 0,
@@ -340,6 +341,7 @@ fn manager_messages() -> Vec<MgrMsg> {
         MgrMsg::Leave { .. } => 5,
         MgrMsg::Refused { .. } => 6,
         MgrMsg::Admin { .. } => 7,
+        MgrMsg::Reported(_) => 8,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[1] - 1, "MgrMsg");
     samples
