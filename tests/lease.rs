@@ -97,3 +97,60 @@ fn lease_keyspaces_serve_plain_commands_and_keep_acknowledged_writes_when_the_ma
     eventually(&cluster.servers[2], &["SET", "after", "kill"], &Resp::Simple("OK".into()), Duration::from_secs(30));
     assert_eq!(survivor.keyspace_conn("pages").cmd(&["GET", "after"]).unwrap(), Resp::bulk("kill"));
 }
+
+/// A lease event counter from a node's /metrics.
+fn lease_events(server: &Server, event: &str) -> u64 {
+    let metrics = server.http_get("/metrics");
+    let name = format!("meridian_protocol_events_total{{event=\"{event}\"}}");
+    let line = metrics.lines().find(|l| l.starts_with(&name));
+    line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
+}
+
+/// `ctl keyspace master` moves every partition's master to the named region: the node there takes each over,
+/// every acknowledged write is read back and new writes succeed; a region the placement does not name, a keyspace
+/// that is not a lease keyspace and an unknown one are refused with a clear error, changing nothing.
+#[test]
+fn a_master_region_move_hands_every_partition_over_and_keeps_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = ["eu", "us", "asia"];
+    let peers: Vec<std::net::SocketAddr> = (1..=3)
+        .map(|i| format!("127.0.0.{i}:{}", support::free_port(&format!("127.0.0.{i}"))).parse().unwrap())
+        .collect();
+    let list: Vec<String> =
+        peers.iter().zip(regions).enumerate().map(|(i, (a, r))| format!("{}={a}@{r}", i + 1)).collect();
+    let start = ["--peers".to_string(), list.join(",")];
+    let servers: Vec<Server> = (1..=3)
+        .map(|id| Server::launch(id, &format!("127.0.0.{id}"), peers[id as usize - 1], &start, dir.path()))
+        .collect();
+    servers.iter().for_each(|s| s.wait_ready(Duration::from_secs(30)));
+    let created = servers[0].ctl(&["keyspace", "create", "pages", "--protocol", "lease", "--regions", "eu,us,asia"]);
+    assert_eq!(created.trim(), "created keyspace pages (number 1)");
+    eventually(&servers[1], &["SET", "k0", "v0"], &Resp::Simple("OK".into()), Duration::from_secs(20));
+    let mut c = servers[2].keyspace_conn("pages");
+    for i in 1..20 {
+        assert_eq!(c.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]).unwrap(), Resp::Simple("OK".into()));
+    }
+    assert_eq!(lease_events(&servers[1], "lease_takeovers"), 0, "us masters nothing yet");
+
+    for (args, why) in [
+        (["keyspace", "master", "pages", "mars"], "region 'mars' is not one the placement names"),
+        (["keyspace", "master", "default", "us"], "keyspace \"default\" is not a lease keyspace"),
+        (["keyspace", "master", "nope", "us"], "unknown keyspace \"nope\""),
+    ] {
+        let err = servers[0].ctl_fails(&args);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    let moved = servers[2].ctl(&["keyspace", "master", "pages", "us"]);
+    assert_eq!(moved.trim(), "keyspace pages is mastered in region us");
+    let list = servers[0].ctl(&["keyspace", "list"]);
+    assert!(list.contains("us=1,eu=1,asia=1"), "{list}");
+    assert_eq!(servers[0].ctl(&["keyspace", "master", "pages", "us"]).trim(), moved.trim(), "already there");
+
+    for i in 0..20 {
+        let (key, value) = (format!("k{i}"), format!("v{i}"));
+        eventually(&servers[0], &["GET", &key], &Resp::bulk(&value), Duration::from_secs(20));
+    }
+    eventually(&servers[0], &["SET", "after", "move"], &Resp::Simple("OK".into()), Duration::from_secs(20));
+    assert_eq!(servers[2].keyspace_conn("pages").cmd(&["GET", "after"]).unwrap(), Resp::bulk("move"));
+    assert!(lease_events(&servers[1], "lease_takeovers") > 0, "us took its partitions over");
+}

@@ -1,7 +1,7 @@
 //! `meridian ctl`: cluster administration over a node's HTTP port (DESIGN.md §4). `status` shows the cluster
 //! map as that node sees it (nodes and their states, chains with their members, views and steps in flight,
 //! copies in progress on that node); `node add` and `node remove` ask the manager to add or drain a node;
-//! `keyspace create|list|drop` manage keyspaces (docs/keyspaces.md). `--json` prints what the node answered,
+//! `keyspace create|list|drop|master` manage keyspaces (docs/keyspaces.md). `--json` prints what the node answered,
 //! for scripts.
 
 use super::http;
@@ -33,7 +33,7 @@ enum CtlCommand {
     /// Add, remove or list nodes.
     #[command(subcommand)]
     Node(NodeCommand),
-    /// Create, list or drop keyspaces.
+    /// Create, list, drop keyspaces, or move a lease keyspace's master.
     #[command(subcommand)]
     Keyspace(KeyspaceCommand),
 }
@@ -46,6 +46,9 @@ enum KeyspaceCommand {
     List,
     /// Drop a keyspace and all its data (not `default`).
     Drop { name: String },
+    /// Move a lease keyspace's master to REGION, one of its --regions: each partition's replica there becomes
+    /// its master (docs/protocols/lease.md, "Master migration").
+    Master { name: String, region: String },
 }
 
 #[derive(Args, Debug)]
@@ -143,6 +146,9 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Keyspace(KeyspaceCommand::Drop { name }) => {
             http::delete(&args.addr, &format!("/v1/keyspaces/{name}"))?
         }
+        CtlCommand::Keyspace(KeyspaceCommand::Master { name, region }) => {
+            http::put(&args.addr, &format!("/v1/keyspaces/{name}/master"), &json!({ "region": region }))?
+        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&answer).expect("JSON prints"));
@@ -155,6 +161,7 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Keyspace(KeyspaceCommand::List) => print!("{}", keyspaces(&answer)),
         CtlCommand::Keyspace(KeyspaceCommand::Create(_)) => println!("{}", text(&answer["created"])),
         CtlCommand::Keyspace(KeyspaceCommand::Drop { .. }) => println!("{}", text(&answer["dropped"])),
+        CtlCommand::Keyspace(KeyspaceCommand::Master { .. }) => println!("{}", text(&answer["moved"])),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -19,6 +19,11 @@ pub fn post(addr: &str, path: &str, body: &Value) -> Result<Value, String> {
     request(addr, "POST", path, Some(body))
 }
 
+/// `PUT path` with a JSON body; the JSON body of a 2xx answer.
+pub fn put(addr: &str, path: &str, body: &Value) -> Result<Value, String> {
+    request(addr, "PUT", path, Some(body))
+}
+
 /// `DELETE path`; the JSON body of a 2xx answer.
 pub fn delete(addr: &str, path: &str) -> Result<Value, String> {
     request(addr, "DELETE", path, None)

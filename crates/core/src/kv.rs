@@ -53,6 +53,9 @@ pub enum Admin {
     CreateKeyspace { name: String, config: Box<KeyspaceConfig> },
     /// Removes a keyspace and all its data; answered once this node's map no longer has it.
     DropKeyspace { name: String },
+    /// Moves a lease keyspace's master region to `region`, one its placement names; answered once this node's
+    /// map shows it.
+    SetMasterRegion { name: String, region: String },
     /// Every keyspace with its id and configuration, as JSON text.
     Keyspaces,
     /// The keyspace a client selects, by name (`KEYSPACE name`) or by number (`SELECT n`).

@@ -10,15 +10,16 @@
 //! Keyspaces: `GET /v1/keyspaces` lists them (number, name, configuration); `POST /v1/keyspaces` with JSON
 //! `{"name": "sessions", "replicas": ["log", "log"], "update": "su", "read_from": "tail", "durability": "group",
 //! "maxmemory": "256mb", "protocol": "chain", "placement": [["eu", 1], ["us", 1]], "ban_regions": ["asia"]}` (all
-//! but the first two optional; `maxmemory` makes a cache keyspace, `placement` names regions) creates one and `DELETE /v1/keyspaces/{name}` drops one.
-//! Both answer once this node's map shows the change: 201 and 200, or 400 with why the map refuses it, 504
-//! if the map did not show it in time, 503 if the node cannot ask yet.
+//! but the first two optional; `maxmemory` makes a cache keyspace, `placement` names regions) creates one,
+//! `DELETE /v1/keyspaces/{name}` drops one, and `PUT /v1/keyspaces/{name}/master` with JSON `{"region": "us"}`
+//! moves a lease keyspace's master region. Each answers once this node's map shows the change: 201 or 200, or
+//! 400 with why the map refuses it, 504 if the map did not show it in time, 503 if the node cannot ask yet.
 
 use crate::inbox::CoreInbox;
 use crate::metrics::NodeMetrics;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use meridian_core::exposition::{Exposition, MetricKind};
 use meridian_core::keyspace::UnknownName;
@@ -79,6 +80,7 @@ pub(crate) fn spawn(listener: TcpListener, view: View) -> HttpServer {
         .route("/v1/nodes/{id}/remove", post(remove_node))
         .route("/v1/keyspaces", get(keyspaces).post(create_keyspace))
         .route("/v1/keyspaces/{name}", delete(drop_keyspace))
+        .route("/v1/keyspaces/{name}/master", put(set_master_region))
         .with_state(view);
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -290,6 +292,23 @@ async fn create_keyspace(State(view): State<Arc<View>>, Json(k): Json<NewKeyspac
 async fn drop_keyspace(State(view): State<Arc<View>>, Path(name): Path<String>) -> (StatusCode, Json<Value>) {
     match view.core.submit(Request::Admin(Admin::DropKeyspace { name })).await {
         Ok(Reply::Text(text)) => (StatusCode::OK, Json(json!({ "dropped": text }))),
+        other => failed(other),
+    }
+}
+
+/// The body of `PUT /v1/keyspaces/{name}/master`.
+#[derive(Deserialize)]
+struct Master {
+    region: String,
+}
+
+async fn set_master_region(
+    State(view): State<Arc<View>>,
+    Path(name): Path<String>,
+    Json(Master { region }): Json<Master>,
+) -> (StatusCode, Json<Value>) {
+    match view.core.submit(Request::Admin(Admin::SetMasterRegion { name, region })).await {
+        Ok(Reply::Text(text)) => (StatusCode::OK, Json(json!({ "moved": text }))),
         other => failed(other),
     }
 }

@@ -8,6 +8,7 @@
 use crate::clock::WALL_ERROR_MS;
 use crate::rng::SimRng;
 use crate::world::{Event, World};
+use meridian_core::keyspace::DEFAULT_KEYSPACE;
 use meridian_core::{Admin, NodeId, Process, Request};
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -43,6 +44,9 @@ pub enum FaultKind {
     /// Every node of one region is cut off from every node of the others, both ways, and the cut heals later
     /// (a transatlantic fibre cut, a region's uplink failing). Clients still reach every node.
     Region,
+    /// An operator moves the `default` keyspace's master to another of its regions (`ctl keyspace master`),
+    /// when it is a lease keyspace over several regions ([`Nemesis::migrating`]); nothing otherwise.
+    Migrate,
 }
 
 impl FaultKind {
@@ -58,7 +62,8 @@ pub const ADMIN_CLIENT: usize = usize::MAX;
 /// A name in a nemesis list that is not one of the fault kinds.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown nemesis {0:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop, isolate or region"
+    "unknown nemesis {0:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop, isolate, region \
+     or migrate"
 )]
 pub struct UnknownFault(pub String);
 
@@ -78,6 +83,7 @@ impl FromStr for FaultKind {
             "stop" => Ok(FaultKind::Stop),
             "isolate" => Ok(FaultKind::Isolate),
             "region" => Ok(FaultKind::Region),
+            "migrate" => Ok(FaultKind::Migrate),
             other => Err(UnknownFault(other.into())),
         }
     }
@@ -112,6 +118,7 @@ pub struct NemesisStats {
     pub stops: u64,
     pub isolations: u64,
     pub region_cuts: u64,
+    pub migrations: u64,
 }
 
 pub struct Nemesis {
@@ -125,6 +132,8 @@ pub struct Nemesis {
     isolation: Duration,
     /// Virtual time until which an isolation holds: no other partition starts or heals before it.
     isolated_until: u64,
+    /// The regions `migrate` moves the `default` keyspace's master among.
+    master_regions: Vec<String>,
     pub stats: NemesisStats,
 }
 
@@ -149,7 +158,22 @@ impl Nemesis {
             let kind = requested[rng.index(requested.len())];
             rates.insert(kind, gap(&mut rng));
         }
-        Nemesis { rates, rng, active: true, leave_budget, isolation, isolated_until: 0, stats: NemesisStats::default() }
+        Nemesis {
+            rates,
+            rng,
+            active: true,
+            leave_budget,
+            isolation,
+            isolated_until: 0,
+            master_regions: Vec::new(),
+            stats: NemesisStats::default(),
+        }
+    }
+
+    /// Lets `migrate` move the `default` keyspace's master among `regions` (a lease keyspace's placement).
+    pub fn migrating(mut self, regions: Vec<String>) -> Nemesis {
+        self.master_regions = regions;
+        self
     }
 
     pub fn enabled(&self) -> Vec<FaultKind> {
@@ -283,6 +307,12 @@ impl Nemesis {
                 self.cut_region(node, &ids, world);
                 self.stats.region_cuts += 1;
             }
+            FaultKind::Migrate if self.master_regions.len() > 1 => {
+                let region = self.master_regions[self.rng.index(self.master_regions.len())].clone();
+                let admin = Admin::SetMasterRegion { name: DEFAULT_KEYSPACE.into(), region };
+                world.client_send(ADMIN_CLIENT, 0, node, Request::Admin(admin));
+                self.stats.migrations += 1;
+            }
             FaultKind::Isolate if world.is_up(node) && world.now() >= self.isolated_until => {
                 world.net.heal_all();
                 isolate(node, &ids, world);
@@ -297,7 +327,8 @@ impl Nemesis {
             | FaultKind::Leave
             | FaultKind::Partition
             | FaultKind::Isolate
-            | FaultKind::Region => {}
+            | FaultKind::Region
+            | FaultKind::Migrate => {}
         }
     }
 

@@ -47,6 +47,9 @@ pub struct RunOptions {
     /// over a WAN runs a slower manager (`sweep::fit_timings`), which takes as much longer to recover from each
     /// fault, so at the LAN's pace it would spend the run in recovery and serve almost nothing.
     pub fault_pace: u32,
+    /// The regions the `migrate` fault moves the `default` keyspace's master among (its placement's, when it is
+    /// a lease keyspace).
+    pub master_regions: Vec<String>,
 }
 
 impl RunOptions {
@@ -67,6 +70,7 @@ impl RunOptions {
             trace: false,
             topology: None,
             fault_pace: 1,
+            master_regions: Vec::new(),
         }
     }
 }
@@ -158,7 +162,8 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     if let Some(t) = &opts.topology {
         workload.in_regions(t.regions().len() as u32);
     }
-    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation, opts.fault_pace);
+    let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation, opts.fault_pace)
+        .migrating(opts.master_regions.clone());
     ids[..opts.nodes].iter().for_each(|&id| world.boot(id));
     workload.start(&mut world);
     nemesis.start(&mut world, phases.faults_end);

@@ -10,7 +10,7 @@ use meridian_check::{
     check, check_sequential, present_violations, staleness, Budget, OpKind, SequentialVerdict, Staleness, Verdict,
 };
 use meridian_core::topology::Topology;
-use meridian_core::KeyspaceConfig;
+use meridian_core::{KeyspaceConfig, Protocol};
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::{NodeConfig, Protocols};
 use meridian_proto::protocol::Claim;
@@ -175,6 +175,9 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     opts.capabilities = Protocols::capabilities(&s.default);
     opts.trace = s.trace;
     opts.topology = s.topology.clone();
+    if s.default.protocol.protocol() == Protocol::Lease {
+        opts.master_regions = s.default.placement.regions.iter().map(|(r, _)| r.clone()).collect();
+    }
     // As an operator would: timings follow the round trip between the farthest nodes; clients wait several
     // such trips before giving up.
     let (net, placements) = topology(&opts);

@@ -189,9 +189,9 @@ impl ManagerCore {
             }
             MgrMsg::Leave { id } => self.admin(now, from, MapCommand::RemoveNode { id }, None, out),
             MgrMsg::Admin { cmd, ask } => match cmd {
-                MapCommand::CreateKeyspace { .. } | MapCommand::DropKeyspace { .. } => {
-                    self.admin(now, from, cmd, Some(ask), out)
-                }
+                MapCommand::CreateKeyspace { .. }
+                | MapCommand::DropKeyspace { .. }
+                | MapCommand::SetMasterRegion { .. } => self.admin(now, from, cmd, Some(ask), out),
                 _ => {
                     let reason = "only keyspace commands are taken from operators".to_string();
                     out.mgr.push((from, MgrMsg::Refused { reason, ask: Some(ask) }));

@@ -131,6 +131,8 @@ pub enum MapError {
     TooManyKeyspaces,
     /// No node is Joining or Active, so a new keyspace's chains would have no member.
     NoPlaceableNode,
+    /// Only lease keyspaces have a master region.
+    NotLease(String),
 }
 
 impl fmt::Display for MapError {
@@ -191,6 +193,9 @@ impl fmt::Display for MapError {
             MapError::KeyspaceExists(name) => write!(f, "keyspace {name:?} already exists"),
             MapError::UnknownKeyspace(name) => write!(f, "unknown keyspace {name:?}"),
             MapError::DefaultKeyspace => write!(f, "the {DEFAULT_KEYSPACE} keyspace cannot be dropped"),
+            MapError::NotLease(name) => {
+                write!(f, "keyspace {name:?} is not a lease keyspace: only lease keyspaces have a master region")
+            }
             MapError::BadKeyspace(why) => write!(f, "{why}"),
             MapError::NoPlaceableNode => {
                 write!(f, "no ACTIVE or JOINING node outside the keyspace's banned regions can hold its chains")

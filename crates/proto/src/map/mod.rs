@@ -279,6 +279,9 @@ pub enum MapCommand {
     /// it missed are lost, and `node` is the chain's only member. The manager keeps the lost replica holding
     /// the most.
     ReplicaRestored { chain: ChainId, node: NodeId, incarnation: u64 },
+    /// Makes `region`, which the lease keyspace's placement names, its master region: each partition's master
+    /// moves there as nodes adopt the map (`docs/protocols/lease.md`, "Master migration").
+    SetMasterRegion { name: String, region: String },
 }
 
 /// What an accepted command did.
@@ -294,13 +297,13 @@ pub enum Applied {
 /// The version of the encoding of the map and its commands as nodes store them (the map file, the Raft log's
 /// entries): it changes whenever that encoding does, which the schema lock (`node/schema_lock.rs`) enforces. A
 /// node refuses files of another version, naming both. Format 3 added quorum keyspaces (a protocol variant
-/// with its knobs) to format 2, and format 4 lease keyspaces to format 3, each keeping the encoding before it: a
-/// format-2 or format-3 file decodes as it is ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer
-/// file rather than misread it.
-pub const MAP_FORMAT: u8 = 4;
+/// with its knobs) to format 2, format 4 lease keyspaces to format 3, and format 5 the command
+/// [`MapCommand::SetMasterRegion`], each keeping the encoding before it: a file of formats 2 to 4 decodes as it
+/// is ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than misread it.
+pub const MAP_FORMAT: u8 = 5;
 
 /// The formats before [`MAP_FORMAT`] whose encoding the current types decode unchanged.
-pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3];
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4];
 
 /// The member the Remove in flight on `c` takes out, if one is under way.
 fn removed_by(c: &ChainView) -> Option<NodeId> {
@@ -525,6 +528,7 @@ impl ClusterMap {
             MapCommand::ReplicaRestored { chain, node, incarnation } => {
                 self.replica_restored(*chain, *node, *incarnation)
             }
+            MapCommand::SetMasterRegion { name, region } => self.set_master_region(name, region),
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;
@@ -679,6 +683,23 @@ impl ClusterMap {
         }
         self.keyspaces.remove(&id);
         self.chains.retain(|c, _| c.keyspace() != id);
+        Ok(Applied::Changed)
+    }
+
+    /// Reorders the placement only: each region keeps its replicas, so the planner has nothing to move, and the
+    /// views stay as they are: the master changes within a view, as when the failure detector moves it, and the
+    /// promises fence the old master (`lease/mastery.rs`).
+    fn set_master_region(&mut self, name: &str, region: &str) -> Result<Applied, MapError> {
+        let (id, keyspace) = self.keyspace_named(name).ok_or_else(|| MapError::UnknownKeyspace(name.to_string()))?;
+        if keyspace.config.protocol.protocol() != Protocol::Lease {
+            return Err(MapError::NotLease(name.to_string()));
+        }
+        let placement = &keyspace.config.placement;
+        if placement.regions.first().is_some_and(|(r, _)| r == region) {
+            return Ok(Applied::Unchanged);
+        }
+        let homed = placement.clone().homed_in(region).map_err(|e| MapError::BadKeyspace(e.into()))?;
+        self.keyspaces.get_mut(&id).expect("named above").config.placement = homed;
         Ok(Applied::Changed)
     }
 

@@ -763,3 +763,52 @@ fn a_dropped_keyspace_takes_its_chains_and_its_id_is_never_reused() {
     assert_eq!(map.keyspace_named("a").unwrap().0, KeyspaceId(2));
     map.check().unwrap();
 }
+
+/// A lease keyspace over three regions, on a node in each.
+fn lease_map() -> ClusterMap {
+    let nodes = ["eu", "us", "asia"].iter().zip(1..).map(|(r, i)| (NodeId(i), addrs(i), r.parse().unwrap())).collect();
+    let mut map = ClusterMap::default();
+    let boot = MapCommand::Bootstrap {
+        nodes,
+        default: KeyspaceConfig::durable(3),
+        partitions: 4,
+        vnodes: 8,
+        voters: (1..=3).map(NodeId).collect(),
+    };
+    map.apply(&boot).unwrap();
+    let config = KeyspaceConfig {
+        protocol: meridian_core::ProtocolConfig::default_for(Protocol::Lease),
+        placement: Placement::one_in_each("eu,us,asia").unwrap(),
+        ..KeyspaceConfig::durable(3)
+    };
+    map.apply(&MapCommand::CreateKeyspace { name: "ll".into(), config }).unwrap();
+    map
+}
+
+#[test]
+fn a_master_region_move_moves_every_master_and_nothing_else() {
+    let mut map = lease_map();
+    let (id, _) = map.keyspace_named("ll").unwrap();
+    let lease_chains = |map: &ClusterMap| -> Vec<ChainView> {
+        map.chains.values().filter(|c| c.id.keyspace() == id).cloned().collect()
+    };
+    let before = lease_chains(&map);
+    assert!(before.iter().all(|c| map.lease_master(c) == Some(NodeId(1))), "eu masters");
+    let to_us = MapCommand::SetMasterRegion { name: "ll".into(), region: "us".into() };
+    assert_eq!(map.apply(&to_us), Ok(Applied::Changed));
+    map.check().unwrap();
+    assert_eq!(lease_chains(&map), before, "members and views stay");
+    assert!(lease_chains(&map).iter().all(|c| map.lease_master(c) == Some(NodeId(2))), "us masters");
+    let regions: Vec<&str> = map.keyspaces[&id].config.placement.regions.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(regions, ["us", "eu", "asia"]);
+    assert!(crate::manager::plan::next_steps(&map).is_empty(), "nothing for the planner to move");
+    assert_eq!(map.apply(&to_us), Ok(Applied::Unchanged));
+    let nowhere = MapCommand::SetMasterRegion { name: "ll".into(), region: "mars".into() };
+    let not_placed =
+        MapError::BadKeyspace(meridian_core::placement::PlacementError::HomeNotPlaced("mars".into()).into());
+    refused(&mut map, nowhere, not_placed);
+    let chain = MapCommand::SetMasterRegion { name: "default".into(), region: "us".into() };
+    refused(&mut map, chain, MapError::NotLease("default".into()));
+    let unknown = MapCommand::SetMasterRegion { name: "zz".into(), region: "us".into() };
+    refused(&mut map, unknown, MapError::UnknownKeyspace("zz".into()));
+}

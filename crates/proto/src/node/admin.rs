@@ -33,6 +33,11 @@ impl PendingAdmin {
             MapCommand::DropKeyspace { name } => {
                 map.keyspace_named(name).is_none().then(|| format!("dropped keyspace {name}"))
             }
+            MapCommand::SetMasterRegion { name, region } => {
+                let (_, k) = map.keyspace_named(name)?;
+                let home = k.config.placement.regions.first().is_some_and(|(r, _)| r == region);
+                home.then(|| format!("keyspace {name} is mastered in region {region}"))
+            }
             _ => unreachable!("only keyspace commands wait"),
         }
     }
@@ -57,6 +62,9 @@ impl ClusterNode {
                 self.keyspace_command(now, id, MapCommand::CreateKeyspace { name, config: *config }, out)
             }
             Admin::DropKeyspace { name } => self.keyspace_command(now, id, MapCommand::DropKeyspace { name }, out),
+            Admin::SetMasterRegion { name, region } => {
+                self.keyspace_command(now, id, MapCommand::SetMasterRegion { name, region }, out)
+            }
             Admin::Keyspaces => match self.agent.map() {
                 Some(map) => out.reply(id, Reply::Text(super::status::keyspaces_json(map).to_string())),
                 None => out.reply(id, no_map()),
@@ -87,7 +95,12 @@ impl ClusterNode {
         if let Err(e) = (**map).clone().apply(&cmd) {
             return out.reply(id, Reply::Error(ErrorKind::Invalid, e.to_string()));
         }
-        self.pending_admin.push(PendingAdmin { id, cmd, ticks: 0 });
+        let pending = PendingAdmin { id, cmd, ticks: 0 };
+        if let Some(done) = pending.done(map) {
+            // Already in effect: no new map would come to say so.
+            return out.reply(id, Reply::Text(done));
+        }
+        self.pending_admin.push(pending);
         self.send_pending(now, self.pending_admin.len() - 1, out);
     }
 

@@ -29,7 +29,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((7, 0xf5b0_60d9), (4, 0xa6e9_ddd0), [14, 9, 13, 7, 13]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((7, 0xf5b0_60d9), (5, 0xff9a_b769), [14, 9, 14, 7, 13]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -183,6 +183,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::DropKeyspace { name: "md".into() },
         MapCommand::ReplicaLost { chain, node, incarnation: 5 },
         MapCommand::ReplicaRestored { chain, node, incarnation: 5 },
+        MapCommand::SetMasterRegion { name: "ll".into(), region: "us".into() },
     ];
     let numbered = |c: &MapCommand| match c {
         MapCommand::Bootstrap { .. } => 0,
@@ -198,6 +199,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::DropKeyspace { .. } => 10,
         MapCommand::ReplicaLost { .. } => 11,
         MapCommand::ReplicaRestored { .. } => 12,
+        MapCommand::SetMasterRegion { .. } => 13,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
     samples
