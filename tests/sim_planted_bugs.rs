@@ -171,7 +171,7 @@ fn a_node_that_trusts_a_replica_lost_to_its_restart_is_caught() {
 /// from a history shorter than its successors': the chain property catches it first (a successor ahead of it).
 #[test]
 fn a_head_that_trusts_its_log_after_passing_updates_on_early_is_caught() {
-    let results = sweep(PlantedBug::TrustsEarlyHead, 70);
+    let results = sweep(PlantedBug::TrustsEarlyHead, 130);
     let caught = caught_at_least(&results, 3, "a head trusting its log");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("but its predecessor"), "{report}");
@@ -191,15 +191,15 @@ fn the_staleness_check_finds_stale_reads_only_where_they_are() {
 
 /// Reads from the head are linearizable only because a key with a write the tail has not acknowledged is read
 /// at the tail: a head that answers such reads itself returns writes that may never commit. Only a write lost
-/// with its head (a memory head restarting before forwarding it) shows it, so it is rare per seed (2 of these 200,
-/// and 4 of the first 300, at the time of writing; crashes and pauses alone make it likeliest); the unit test
+/// with its head (a memory head restarting before forwarding it) shows it, so it is rare per seed (2 of these 400,
+/// and 3 of the first 600, at the time of writing; crashes and pauses alone make it likeliest); the unit test
 /// `a_head_that_answers_reads_sends_keys_with_tentative_writes_to_the_tail` checks the mechanism directly.
 #[test]
 fn a_head_that_reads_tentative_writes_is_caught() {
     let replicas = vec![ReplicaKind::Mem, ReplicaKind::Log, ReplicaKind::Log];
     let config = KeyspaceConfig { read_from: QueryNode::Head, ..KeyspaceConfig::with_replicas(replicas) };
     let nemesis = "crash,pause";
-    let results = sweep_config(Some(PlantedBug::ReadsTentative), 200, nemesis, CheckModel::Linearizable, config);
+    let results = sweep_config(Some(PlantedBug::ReadsTentative), 400, nemesis, CheckModel::Linearizable, config);
     caught_at_least(&results, 1, "a head reading tentative writes");
 }
 
@@ -289,8 +289,8 @@ fn a_scan_page_that_skips_its_first_token_is_caught() {
 /// enough to show it only when a fault holds it up, so it takes a few dozen seeds.
 #[test]
 fn a_member_that_answers_past_a_deadline_is_caught() {
-    let results = sweep_with(PlantedBug::ReadsPastDeadline, 60, "crash,partition,pause,clock");
-    let caught = caught_at_least(&results, 2, "reads past a deadline");
+    let results = sweep_with(PlantedBug::ReadsPastDeadline, 120, "crash,partition,pause,clock");
+    let caught = caught_at_least(&results, 3, "reads past a deadline");
     let report = caught[0].failure.as_deref().unwrap();
     assert!(report.contains("past its deadline"), "{report}");
 }
