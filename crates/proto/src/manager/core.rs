@@ -237,7 +237,8 @@ impl ManagerCore {
         }
         if leads {
             tracing::info!(node = %self.me, term, "leading the manager");
-            self.lead = Some(Leadership::succeed(self.me, term, now, &self.inherited));
+            let timeout = self.cfg.failure_timeout;
+            self.lead = Some(Leadership::succeed(self.me, term, now, &self.inherited, timeout));
         }
     }
 

@@ -124,11 +124,13 @@ impl Leadership {
     /// leader (a dead one, say) if it had reported the epoch that fences the lease to an earlier one. And the
     /// previous leader's silence counts from when this voter last heard from it, not from this term's start:
     /// a leader is most often replaced because its node died, and its chains should not wait for an election
-    /// and a whole failure timeout more.
-    pub fn succeed(me: NodeId, term: u64, now: Time, inherited: &Inheritance) -> Leadership {
+    /// and a whole failure timeout more. Unless that was more than `timeout` ago: this voter then missed what
+    /// came between (another leader, say) and would declare a live node failed at once.
+    pub fn succeed(me: NodeId, term: u64, now: Time, inherited: &Inheritance, timeout: Duration) -> Leadership {
         let mut lead = Leadership::new(term, now);
         lead.reported = inherited.reported.clone();
-        if let Some((predecessor, at)) = inherited.predecessor.filter(|&(p, _)| p != me) {
+        let recent = |&(p, at): &(NodeId, Time)| p != me && now.since(at) <= timeout;
+        if let Some((predecessor, at)) = inherited.predecessor.filter(recent) {
             lead.heard.insert(predecessor, at);
         }
         lead
@@ -258,6 +260,7 @@ mod tests {
 
     const LEASE: Duration = Duration::from_secs(2);
     const FENCE: Duration = Duration::from_secs(10);
+    const TIMEOUT: Duration = Duration::from_secs(5);
 
     fn map3() -> ClusterMap {
         map3_with(meridian_core::KeyspaceConfig::durable(3))
@@ -318,12 +321,12 @@ mod tests {
         let dead = (1..=3).map(NodeId).find(|&n| n != t).unwrap();
         let mut inherited = Inheritance::default();
         inherited.learn(dead, at(0.0), (1..=3).map(|n| (NodeId(n), map.epoch)).collect());
-        let mut lead = Leadership::succeed(t, 3, at(1.0), &inherited);
+        let mut lead = Leadership::succeed(t, 3, at(1.0), &inherited, TIMEOUT);
         (1..=3).map(NodeId).filter(|&n| n != dead).for_each(|n| lead.heard(n, map.epoch, at(1.1)));
         assert_eq!(lead.grant(t, &map, at(1.2), LEASE, FENCE).len(), 1);
         let mut behind = Inheritance::default();
         behind.learn(dead, at(0.0), vec![(dead, map.epoch - 1)]);
-        let mut lead = Leadership::succeed(t, 3, at(1.0), &behind);
+        let mut lead = Leadership::succeed(t, 3, at(1.0), &behind, TIMEOUT);
         (1..=3).map(NodeId).filter(|&n| n != dead).for_each(|n| lead.heard(n, map.epoch, at(1.1)));
         assert!(lead.grant(t, &map, at(1.2), LEASE, FENCE).is_empty(), "the dead node may hold an older lease");
     }
@@ -335,15 +338,16 @@ mod tests {
         let map = map3();
         let mut inherited = Inheritance::default();
         inherited.learn(NodeId(1), at(10.0), vec![(NodeId(1), map.epoch)]);
-        let lead = Leadership::succeed(NodeId(2), 3, at(13.0), &inherited);
-        let timeout = Duration::from_secs(5);
-        assert!(lead.overdue(&map, at(14.9), timeout).is_empty());
-        assert_eq!(lead.overdue(&map, at(15.1), timeout), vec![NodeId(1)]);
-        assert_eq!(lead.overdue(&map, at(18.1), timeout).len(), 3);
+        let lead = Leadership::succeed(NodeId(2), 3, at(13.0), &inherited, TIMEOUT);
+        assert!(lead.overdue(&map, at(14.9), TIMEOUT).is_empty());
+        assert_eq!(lead.overdue(&map, at(15.1), TIMEOUT), vec![NodeId(1)]);
+        assert_eq!(lead.overdue(&map, at(18.1), TIMEOUT).len(), 3);
         let mut again = Inheritance::default();
         again.learn(NodeId(2), at(10.0), vec![]);
-        let own = Leadership::succeed(NodeId(2), 4, at(13.0), &again);
-        assert!(own.overdue(&map, at(15.1), timeout).is_empty(), "a voter that led before does not count itself");
+        let own = Leadership::succeed(NodeId(2), 4, at(13.0), &again, TIMEOUT);
+        assert!(own.overdue(&map, at(15.1), TIMEOUT).is_empty(), "a voter that led before does not count itself");
+        let stale = Leadership::succeed(NodeId(2), 5, at(40.0), &inherited, TIMEOUT);
+        assert!(stale.overdue(&map, at(40.1), TIMEOUT).is_empty(), "a word from long ago tells nothing of now");
     }
 
     /// Late in a term (earlier leaders' leases long gone), only this leader's own grants matter.
