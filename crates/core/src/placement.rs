@@ -53,6 +53,11 @@ impl Placement {
         Ok(Placement { regions, banned: Vec::new() })
     }
 
+    /// The home region: the first the placement names (a lease keyspace's master region), if it names any.
+    pub fn home(&self) -> Option<&str> {
+        self.regions.first().map(|(r, _)| r.as_str())
+    }
+
     /// `--master-region`: makes `region`, which the placement must name, its home (its first region).
     pub fn homed_in(mut self, region: &str) -> Result<Placement, PlacementError> {
         let at = self.regions.iter().position(|(r, _)| r == region);

@@ -390,7 +390,7 @@ impl ClusterMap {
     /// 25103278 spent the 27 s of joins after its heal without a write to one partition).
     pub fn lease_master(&self, c: &ChainView) -> Option<NodeId> {
         let keyspace = self.keyspaces.get(&c.id.keyspace())?;
-        let home = keyspace.config.placement.regions.first().map(|(r, _)| r.as_str());
+        let home = keyspace.config.placement.home();
         let holders = c.holders();
         let in_home = |n: &&NodeId| self.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
         let live = |n: &&NodeId| self.is_live(**n);
@@ -695,10 +695,10 @@ impl ClusterMap {
             return Err(MapError::NotLease(name.to_string()));
         }
         let placement = &keyspace.config.placement;
-        if placement.regions.first().is_some_and(|(r, _)| r == region) {
+        let homed = placement.clone().homed_in(region).map_err(|e| MapError::BadKeyspace(e.into()))?;
+        if homed == *placement {
             return Ok(Applied::Unchanged);
         }
-        let homed = placement.clone().homed_in(region).map_err(|e| MapError::BadKeyspace(e.into()))?;
         self.keyspaces.get_mut(&id).expect("named above").config.placement = homed;
         Ok(Applied::Changed)
     }

@@ -35,7 +35,7 @@ impl PendingAdmin {
             }
             MapCommand::SetMasterRegion { name, region } => {
                 let (_, k) = map.keyspace_named(name)?;
-                let home = k.config.placement.regions.first().is_some_and(|(r, _)| r == region);
+                let home = k.config.placement.home() == Some(region.as_str());
                 home.then(|| format!("keyspace {name} is mastered in region {region}"))
             }
             _ => unreachable!("only keyspace commands wait"),
