@@ -108,7 +108,8 @@ fn lease_events(server: &Server, event: &str) -> u64 {
 
 /// `ctl keyspace master` moves every partition's master to the named region: the node there takes each over,
 /// every acknowledged write is read back and new writes succeed; a region the placement does not name, a keyspace
-/// that is not a lease keyspace and an unknown one are refused with a clear error, changing nothing.
+/// that is not a lease keyspace and an unknown one are refused with a clear error, changing nothing. `ctl
+/// keyspace master NAME KEY REGION` then moves one key's master, which takes the key over.
 #[test]
 fn a_master_region_move_hands_every_partition_over_and_keeps_every_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,4 +154,19 @@ fn a_master_region_move_hands_every_partition_over_and_keeps_every_write() {
     eventually(&servers[0], &["SET", "after", "move"], &Resp::Simple("OK".into()), Duration::from_secs(20));
     assert_eq!(servers[2].keyspace_conn("pages").cmd(&["GET", "after"]).unwrap(), Resp::bulk("move"));
     assert!(lease_events(&servers[1], "lease_takeovers") > 0, "us took its partitions over");
+
+    // One key's master moves to asia and stays there: asia's node takes the key over and masters its writes.
+    let pinned = servers[1].ctl(&["keyspace", "master", "pages", "k3", "asia"]);
+    assert_eq!(pinned.trim(), "key k3 of keyspace pages is mastered in region asia");
+    let err = servers[0].ctl_fails(&["keyspace", "master", "pages", "k3", "mars"]);
+    assert!(err.contains("region 'mars' is not one the placement names"), "{err}");
+    eventually(&servers[0], &["GET", "k3"], &Resp::bulk("v3"), Duration::from_secs(20));
+    eventually(&servers[1], &["SET", "k3", "pinned"], &Resp::Simple("OK".into()), Duration::from_secs(20));
+    // Asia masters nothing else, so it copies k3's partition whole (a master that already ran the domain would
+    // copy the key alone: `lease_keys_moved_in`).
+    assert!(lease_events(&servers[2], "lease_takeovers") > 0, "asia took k3 over");
+    for server in &servers {
+        eventually(server, &["GET", "k3"], &Resp::bulk("pinned"), Duration::from_secs(20));
+    }
+    assert_eq!(servers[0].keyspace_conn("pages").cmd(&["GET", "k4"]).unwrap(), Resp::bulk("v4"), "k4 stays in us");
 }

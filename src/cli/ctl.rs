@@ -47,8 +47,14 @@ enum KeyspaceCommand {
     /// Drop a keyspace and all its data (not `default`).
     Drop { name: String },
     /// Move a lease keyspace's master to REGION, one of its --regions: each partition's replica there becomes
-    /// its master (docs/protocols/lease.md, "Master migration").
-    Master { name: String, region: String },
+    /// the master of its keys (docs/protocols/lease.md, "Master migration"). `master NAME KEY REGION` moves one
+    /// key's master, which then stays in REGION whatever the keyspace's master region becomes.
+    Master {
+        name: String,
+        /// REGION, or KEY REGION.
+        #[arg(value_name = "[KEY] REGION", num_args = 1..=2, required = true)]
+        target: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -146,8 +152,13 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Keyspace(KeyspaceCommand::Drop { name }) => {
             http::delete(&args.addr, &format!("/v1/keyspaces/{name}"))?
         }
-        CtlCommand::Keyspace(KeyspaceCommand::Master { name, region }) => {
-            http::put(&args.addr, &format!("/v1/keyspaces/{name}/master"), &json!({ "region": region }))?
+        CtlCommand::Keyspace(KeyspaceCommand::Master { name, target }) => {
+            let body = match target.as_slice() {
+                [region] => json!({ "region": region }),
+                [key, region] => json!({ "region": region, "key": key }),
+                _ => unreachable!("clap takes one or two"),
+            };
+            http::put(&args.addr, &format!("/v1/keyspaces/{name}/master"), &body)?
         }
     };
     if args.json {

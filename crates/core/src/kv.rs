@@ -56,6 +56,9 @@ pub enum Admin {
     /// Moves a lease keyspace's master region to `region`, one its placement names; answered once this node's
     /// map shows it.
     SetMasterRegion { name: String, region: String },
+    /// Masters `key` of a lease keyspace in `region`, one its placement names, whatever the keyspace's master
+    /// region is; answered once this node's map shows it.
+    SetKeyMaster { name: String, key: Bytes, region: String },
     /// Every keyspace with its id and configuration, as JSON text.
     Keyspaces,
     /// The keyspace a client selects, by name (`KEYSPACE name`) or by number (`SELECT n`).

@@ -296,18 +296,23 @@ async fn drop_keyspace(State(view): State<Arc<View>>, Path(name): Path<String>) 
     }
 }
 
-/// The body of `PUT /v1/keyspaces/{name}/master`.
+/// The body of `PUT /v1/keyspaces/{name}/master`: the keyspace's master region, or one key's if `key` is given.
 #[derive(Deserialize)]
 struct Master {
     region: String,
+    key: Option<String>,
 }
 
 async fn set_master_region(
     State(view): State<Arc<View>>,
     Path(name): Path<String>,
-    Json(Master { region }): Json<Master>,
+    Json(Master { region, key }): Json<Master>,
 ) -> (StatusCode, Json<Value>) {
-    match view.core.submit(Request::Admin(Admin::SetMasterRegion { name, region })).await {
+    let admin = match key {
+        Some(key) => Admin::SetKeyMaster { name, key: key.into(), region },
+        None => Admin::SetMasterRegion { name, region },
+    };
+    match view.core.submit(Request::Admin(admin)).await {
         Ok(Reply::Text(text)) => (StatusCode::OK, Json(json!({ "moved": text }))),
         other => failed(other),
     }

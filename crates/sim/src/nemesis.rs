@@ -44,8 +44,9 @@ pub enum FaultKind {
     /// Every node of one region is cut off from every node of the others, both ways, and the cut heals later
     /// (a transatlantic fibre cut, a region's uplink failing). Clients still reach every node.
     Region,
-    /// An operator moves the `default` keyspace's master to another of its regions (`ctl keyspace master`),
-    /// when it is a lease keyspace over several regions ([`Nemesis::migrating`]); nothing otherwise.
+    /// An operator moves the `default` keyspace's master, or one of its keys' (half the time each), to another
+    /// of its regions (`ctl keyspace master`), when it is a lease keyspace over several regions
+    /// ([`Nemesis::migrating`]); nothing otherwise.
     Migrate,
 }
 
@@ -119,6 +120,7 @@ pub struct NemesisStats {
     pub isolations: u64,
     pub region_cuts: u64,
     pub migrations: u64,
+    pub key_moves: u64,
 }
 
 pub struct Nemesis {
@@ -309,9 +311,17 @@ impl Nemesis {
             }
             FaultKind::Migrate if self.master_regions.len() > 1 => {
                 let region = self.master_regions[self.rng.index(self.master_regions.len())].clone();
-                let admin = Admin::SetMasterRegion { name: DEFAULT_KEYSPACE.into(), region };
+                let name = DEFAULT_KEYSPACE.to_string();
+                let admin = if self.rng.chance(0.5) {
+                    self.stats.migrations += 1;
+                    Admin::SetMasterRegion { name, region }
+                } else {
+                    // The workload's keys are k0, k1, ... (fewer than six).
+                    self.stats.key_moves += 1;
+                    let key = format!("k{}", self.rng.index(6)).into();
+                    Admin::SetKeyMaster { name, key, region }
+                };
                 world.client_send(ADMIN_CLIENT, 0, node, Request::Admin(admin));
-                self.stats.migrations += 1;
             }
             FaultKind::Isolate if world.is_up(node) && world.now() >= self.isolated_until => {
                 world.net.heal_all();

@@ -2,6 +2,7 @@
 //! of its step every write reaches it and waits for one acknowledgement more, and it copies every key's newest
 //! version from N − M + 1 holders (M a majority), which meet every majority a write was acknowledged by.
 
+use super::msg::CopyFor;
 use super::{Fx, LeaseMsg, LeaseNode};
 use crate::host::Host;
 use crate::map::ChainChange;
@@ -38,37 +39,53 @@ impl LeaseNode {
             }
             let n = group.holders.len();
             let (join, asks) = JoinCopy::start(*chain, step, group.fence, &group.holders, n + 1 - group.majority());
-            asks.into_iter().for_each(|(to, req)| out.send(to, LeaseMsg::CopyReq(req)));
+            asks.into_iter().for_each(|(to, req)| out.send(to, LeaseMsg::CopyReq { req, to: CopyFor::Joiner }));
             self.joins.insert(*chain, join);
         }
     }
 
-    /// A page of this holder's keys for the partition's master (a takeover) or joiner, in the configuration it
-    /// asked in; nothing otherwise. A holder that has sent a new master a page takes no more writes from the old
-    /// one (`on_push` takes them from the master of its map only), so every write the old master can still get a
-    /// majority for is in some page of the new master's copy.
-    pub(super) fn on_copy_req(&mut self, host: &mut Host, from: NodeId, req: CopyReq, out: &mut Fx) {
+    /// A page of this holder's keys for a domain's master (a takeover) or the partition's joiner, in the
+    /// configuration and table it asked in (or a newer table); nothing otherwise. A holder that has sent a new
+    /// master a page takes no more writes of its domain's keys from the old one (`on_push` takes them from the
+    /// key's master in its map only), so every write the old master can still get a majority for is in some
+    /// page of the new master's copy.
+    pub(super) fn on_copy_req(&mut self, host: &mut Host, from: NodeId, req: CopyReq, to: CopyFor, out: &mut Fx) {
         let chain = req.chain;
-        let copier = |g: &super::Group| g.master == from || g.joiner == Some(from);
+        let copier = |g: &super::Group| match &to {
+            CopyFor::Joiner => g.joiner == Some(from),
+            CopyFor::Takeover { domain, epoch } => g.master_in(domain) == Some(from) && g.domains.epoch >= *epoch,
+        };
         let holds =
             self.groups.get(&chain).is_some_and(|g| g.fence == req.fence && g.holders.contains(&self.me) && copier(g));
         let Some(partitions) = self.map.as_ref().map(|m| m.partitions).filter(|_| holds) else { return };
         match self.store(host, chain).and_then(|s| copy::page(s, partitions, req)) {
-            Ok(data) => out.send(from, LeaseMsg::CopyData(data)),
+            Ok(data) => out.send(from, LeaseMsg::CopyData { data, to }),
             Err(e) => tracing::warn!(%chain, "lease replica cannot page its keys: {e}"),
         }
     }
 
     /// A page for this node's takeover as master, or for its copy as a joiner.
-    pub(super) fn on_copy_data(&mut self, host: &mut Host, now: Time, from: NodeId, data: CopyData, out: &mut Fx) {
-        if self.masteries.get(&data.chain).is_some_and(|m| m.takes_over(data.fence)) {
-            return self.on_takeover_page(host, now, from, data, out);
+    pub(super) fn on_copy_data(
+        &mut self,
+        host: &mut Host,
+        now: Time,
+        from: NodeId,
+        data: CopyData,
+        to: CopyFor,
+        out: &mut Fx,
+    ) {
+        if let CopyFor::Takeover { domain, .. } = to {
+            let d = (data.chain, domain);
+            if self.masteries.get(&d).is_some_and(|m| m.takes_over(data.fence)) {
+                self.on_takeover_page(host, now, from, data, d, out);
+            }
+            return;
         }
         let chain = data.chain;
         let Some(join) = self.joins.get_mut(&chain) else { return };
         let Some(next) = join.copy.on_page(from, &data) else { return };
         if let Some(req) = next {
-            out.send(from, LeaseMsg::CopyReq(req));
+            out.send(from, LeaseMsg::CopyReq { req, to: CopyFor::Joiner });
         }
         let finished = join.copy.finished().then_some(join.step);
         let applied = self
@@ -88,7 +105,10 @@ impl LeaseNode {
     /// On a tick: asks again every joiner's source that sent nothing since the last one.
     pub(super) fn prod_joins(&mut self, out: &mut Fx) {
         for join in self.joins.values_mut() {
-            join.copy.prod().into_iter().for_each(|(to, req)| out.send(to, LeaseMsg::CopyReq(req)));
+            join.copy
+                .prod()
+                .into_iter()
+                .for_each(|(n, req)| out.send(n, LeaseMsg::CopyReq { req, to: CopyFor::Joiner }));
         }
     }
 }

@@ -1,26 +1,34 @@
 //! The master's own lease, and what a member promises for it (seed 001 §4.1.3, "Master migration and failure
-//! recovery", made safe without trusting the failure detector).
+//! recovery", made safe without trusting the failure detector). Everything here is per domain (`domains.rs`):
+//! the keys of a partition one region masters.
 //!
-//! Every [`HEARTBEAT_TICKS`] a master sends each member of its partitions a heartbeat. A member that has
-//! promised no other master of the partition in the last [`PROMISE`] promises this one (from the heartbeat's
-//! arrival, for `PROMISE`) and says so. Once a majority of a partition's holders promised a round, the master's
-//! lease on the partition runs to `shrunk(PROMISE)` after it sent that round: it ends before the promises of that
-//! majority, so before any other master can gather a majority of its own. A master answers reads, and starts
+//! Every [`HEARTBEAT_TICKS`] a master sends each member of its domains a heartbeat. A member that has promised
+//! no other master of the domain in the last [`PROMISE`] promises this one (from the heartbeat's arrival, for
+//! `PROMISE`) and says so. Once a majority of a partition's holders promised a round, the master's lease on the
+//! domain runs to `shrunk(PROMISE)` after it sent that round: it ends before the promises of that majority, so
+//! before any other master of the domain can gather a majority of its own. A master answers reads, and starts
 //! writes, only within its lease.
+//!
+//! Keys move between domains with the map (`map/masters.rs`). Each round names the epoch of the master's
+//! table of who masters what, and a member promises only rounds of its own table's epoch; a master serves a
+//! key only under rounds of the epoch it last moved at or later. A member does not promise a domain that
+//! gained keys after the epoch of a promise it still holds for another domain: so the new master of a moved
+//! key has no lease on it before every lease the old one could have on it ran out.
 //!
 //! A replica's leases on keys are worth nothing by themselves: it answers under them only while the master
 //! confirms it, and each heartbeat confirms it for the rest of the master's lease, counted from when the replica
 //! sent the promise the master had heard before the heartbeat left (so from before the master measured it).
 //! A write may succeed without a replica whose confirmation ran out, so a lease counts only within the run of
-//! unbroken confirmations it began in: once they lapse, every lease the replica held on the partition is void.
+//! unbroken confirmations it began in: once they lapse, every lease the replica held on the domain is void.
 //! When a master fails or is replaced, every confirmation it gave ends with its lease, so the new master need
 //! not wait out leases of up to a minute: only promises of two seconds.
 //!
 //! A node forgets its promises when it restarts; one that ran before makes none until `PROMISE` after its start.
 
 use super::msg::{Beat, Heartbeat};
+use super::planted::planted_in;
 use super::timing::{shrunk, shrunk_from, PROMISE};
-use super::{Fence, Fx, Group, Key, LeaseMsg, LeaseNode, LeasePlantedBug};
+use super::{Domain, Fence, Fx, Group, Key, LeaseMsg, LeaseNode, LeasePlantedBug};
 use crate::host::Host;
 use bytes::Bytes;
 use meridian_core::{ChainId, NodeId, Time};
@@ -36,12 +44,12 @@ pub(super) struct Member {
     /// until `PROMISE` after.
     quiet_from: Option<Time>,
     started: bool,
-    /// The master each partition's promise went to, and until when.
-    promises: BTreeMap<ChainId, (NodeId, Time)>,
+    /// The promises each partition's domains hold, pruned as they run out.
+    promises: BTreeMap<ChainId, Vec<Promise>>,
     /// When this node sent its promises of each round, per master and the master's run.
     sent: BTreeMap<(NodeId, u64), BTreeMap<u64, Time>>,
-    /// Until when each partition's master confirmed this replica without a break.
-    confirmations: BTreeMap<ChainId, Confirmation>,
+    /// Until when each domain's master confirmed this replica without a break, by partition and domain.
+    confirmations: BTreeMap<ChainId, BTreeMap<String, Confirmation>>,
     /// Numbers the runs of unbroken confirmations.
     runs: u64,
     /// The leases this replica holds, by key.
@@ -51,6 +59,15 @@ pub(super) struct Member {
     /// Leases pushed with a write, each held only once the write's commit says the master recorded it, with the
     /// version that offered it.
     offers: BTreeMap<Key, (u64, Lease)>,
+}
+
+/// A promise to a domain's master, given for a round of the member's table `epoch`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Promise {
+    domain: String,
+    to: NodeId,
+    epoch: u64,
+    until: Time,
 }
 
 /// An unbroken run of a master's confirmations: which master (and which run of its process: one that restarted
@@ -85,53 +102,71 @@ impl Member {
         }
     }
 
-    /// Forgets confirmations, leases and offers of partitions whose master changed or that this node no longer
-    /// holds.
+    /// Forgets confirmations, leases and offers of domains and keys whose master changed or that this node no
+    /// longer holds.
     pub fn adopt(&mut self, me: NodeId, groups: &BTreeMap<ChainId, super::Group>) {
-        let kept = |chain: &ChainId, master: NodeId| {
-            groups.get(chain).is_some_and(|g| g.master == master && g.holders.contains(&me))
-        };
-        self.confirmations.retain(|chain, c| kept(chain, c.master));
-        self.leases.retain(|(chain, _), l| kept(chain, l.master));
-        self.offers.retain(|(chain, _), (_, l)| kept(chain, l.master));
+        let held = |chain: &ChainId| groups.get(chain).filter(|g| g.holders.contains(&me));
+        self.confirmations.retain(|chain, by| {
+            let Some(g) = held(chain) else { return false };
+            by.retain(|domain, c| g.master_in(domain) == Some(c.master));
+            !by.is_empty()
+        });
+        let kept = |(chain, key): &Key, master: NodeId| held(chain).is_some_and(|g| g.master_of(key) == master);
+        self.leases.retain(|key, l| kept(key, l.master));
+        self.offers.retain(|key, (_, l)| kept(key, l.master));
     }
 
-    /// Promises `chain` to `to` from `now`, unless it promised another master that still counts on it.
-    pub fn promise(&mut self, chain: ChainId, to: NodeId, now: Time) -> bool {
+    /// Promises `domain` of `g` to `to` from `now`, for a round of `g`'s table, unless it promised another
+    /// master of the domain that still counts on it, or the domain gained keys since a promise it still holds
+    /// for another domain: that one's master may still serve them (`early` skips that wait: a planted bug).
+    pub fn promise(&mut self, g: &Group, domain: &str, to: NodeId, now: Time, early: bool) -> bool {
         if !self.started || self.quiet_from.is_some_and(|t| now < t.plus(PROMISE)) {
             return false;
         }
-        if self.promises.get(&chain).is_some_and(|&(other, until)| other != to && until > now) {
+        let held = self.promises.entry(g.chain).or_default();
+        held.retain(|p| p.until > now);
+        let gained = if early { 0 } else { g.domains.gained(domain) };
+        let blocks = |p: &Promise| match p.domain == domain {
+            true => p.to != to,
+            false => p.epoch < gained,
+        };
+        if held.iter().any(blocks) {
             return false;
         }
-        self.promises.insert(chain, (to, now.plus(PROMISE)));
+        let (epoch, until) = (g.domains.epoch, now.plus(PROMISE));
+        match held.iter_mut().find(|p| p.domain == domain && p.to == to && p.epoch == epoch) {
+            Some(p) => p.until = until,
+            None => held.push(Promise { domain: domain.to_string(), to, epoch, until }),
+        }
         true
     }
 
-    /// The run of confirmations by `g`'s master this replica is in now, if it is confirmed.
-    pub fn run(&self, g: &Group, now: Time) -> Option<u64> {
-        let c = self.confirmations.get(&g.chain).filter(|c| c.master == g.master && c.until > now)?;
-        Some(c.run)
+    /// The run of confirmations by the master of `domain` of `g` this replica is in now, if it is confirmed.
+    pub fn run(&self, g: &Group, domain: &str, now: Time) -> Option<u64> {
+        let c = self.confirmations.get(&g.chain)?.get(domain)?;
+        (Some(c.master) == g.master_in(domain) && c.until > now).then_some(c.run)
     }
 
-    /// Whether this replica may answer reads of `g` under its leases now.
+    /// Whether this replica may answer reads of some domain of `g` under its leases now.
     pub fn confirmed(&self, g: &Group, now: Time) -> bool {
-        self.run(g, now).is_some()
+        g.domains.all().any(|(domain, _)| self.run(g, domain, now).is_some())
     }
 
     /// Whether this replica may answer a read of `key` in `g` from its store now.
     pub fn serves(&self, g: &Group, key: &Bytes, now: Time) -> bool {
         let k = (g.chain, key.clone());
-        let run = self.run(g, now);
+        let run = self.run(g, g.domain_of(key), now);
+        let master = g.master_of(key);
         run.is_some()
-            && self.leases.get(&k).is_some_and(|l| l.master == g.master && Some(l.run) == run && l.until > now)
+            && self.leases.get(&k).is_some_and(|l| l.master == master && Some(l.run) == run && l.until > now)
             && !self.dirty.contains_key(&k)
     }
 
-    /// Whether this replica held a lease on `key` from `g`'s master that ran its length: a read then renews an
+    /// Whether this replica held a lease on `key` from its master that ran its length: a read then renews an
     /// expired lease rather than asks for a first one.
     pub fn expired(&self, g: &Group, key: &Bytes, now: Time) -> bool {
-        self.leases.get(&(g.chain, key.clone())).is_some_and(|l| l.master == g.master && l.until <= now)
+        let master = g.master_of(key);
+        self.leases.get(&(g.chain, key.clone())).is_some_and(|l| l.master == master && l.until <= now)
     }
 
     /// Holds `lease` on `key`; a lease of the same run only lengthens it.
@@ -144,17 +179,24 @@ impl Member {
         }
     }
 
-    /// `master`, in its run `incarnation`, confirms this replica on `chain` until `until`: the same run if the
+    /// `master`, in its run `incarnation`, confirms this replica on `domain` until `until`: the same run if the
     /// last confirmation came from the same process and still held, otherwise a new one (and the leases of the
     /// old one are void).
-    fn confirm(&mut self, chain: ChainId, (master, incarnation): (NodeId, u64), until: Time, now: Time) {
-        match self.confirmations.get_mut(&chain) {
+    fn confirm(
+        &mut self,
+        (chain, domain): (ChainId, &str),
+        (master, incarnation): (NodeId, u64),
+        until: Time,
+        now: Time,
+    ) {
+        let by = self.confirmations.entry(chain).or_default();
+        match by.get_mut(domain) {
             Some(c) if (c.master, c.incarnation) == (master, incarnation) && c.until > now => {
                 c.until = c.until.max(until)
             }
             _ => {
                 self.runs += 1;
-                self.confirmations.insert(chain, Confirmation { master, incarnation, run: self.runs, until });
+                by.insert(domain.to_string(), Confirmation { master, incarnation, run: self.runs, until });
             }
         }
     }
@@ -209,14 +251,15 @@ pub(super) struct Rounds {
     heard: BTreeMap<NodeId, u64>,
 }
 
-/// A heartbeat round: when it left, and who promised each partition in it (with the partition's fence then).
+/// A heartbeat round: when it left, and who promised each domain in it (with the partition's fence and the
+/// table's epoch then).
 #[derive(Debug)]
 struct Sent {
     at: Time,
-    promised: BTreeMap<ChainId, (Fence, BTreeSet<NodeId>)>,
+    promised: BTreeMap<Domain, (Fence, u64, BTreeSet<NodeId>)>,
 }
 
-/// What a master is doing for a partition.
+/// What a master is doing for a domain.
 #[derive(Debug)]
 pub(super) enum Phase {
     /// Copying the partition from a majority (`takeover.rs`).
@@ -226,19 +269,25 @@ pub(super) enum Phase {
     Ready,
 }
 
-/// This node as master of a partition.
+/// This node as master of a domain.
 #[derive(Debug)]
 pub(super) struct Mastery {
     pub fence: Fence,
-    /// The end of the master's lease by its members' promises, if it has one.
-    until: Option<Time>,
+    /// The end of the master's lease by its members' promises, by the table epoch of the rounds promised.
+    leases: BTreeMap<u64, Time>,
     /// The end of the manager's lease on the partition's view (`ClusterMap::leased_at`), if it granted one.
     granted: Option<Time>,
     pub phase: Phase,
+    /// Every key of the domain that moved into it at this epoch or before has been taken over.
+    pub caught: u64,
+    /// Keys that moved into the domain later, being copied from a majority (`catchup.rs`).
+    pub catchup: Option<super::catchup::Catchup>,
+    /// Keys taken over whose write-back is under way, with its number: not served until it commits.
+    pub unready: BTreeMap<Bytes, u64>,
 }
 
-/// What this process granted on a partition as its master: kept across its masteries of the partition for as
-/// long as the process runs, since a member counts a lease within its run of this process's confirmations
+/// What this process granted on a domain as its master: kept across its masteries of the domain for as long
+/// as the process runs, since a member counts a lease within its run of this process's confirmations
 /// whichever mastery issued it.
 #[derive(Debug, Default)]
 pub(super) struct Grants {
@@ -249,18 +298,32 @@ pub(super) struct Grants {
 }
 
 impl Mastery {
-    pub fn new(fence: Fence, phase: Phase) -> Mastery {
-        Mastery { fence, until: None, granted: None, phase }
+    /// A mastery that has taken over every key that moved into its domain up to `caught`.
+    pub fn new(fence: Fence, phase: Phase, caught: u64) -> Mastery {
+        let (leases, unready) = (BTreeMap::new(), BTreeMap::new());
+        Mastery { fence, leases, granted: None, phase, caught, catchup: None, unready }
     }
 
-    /// Whether the master may answer reads and start writes now.
+    /// Whether the master may answer reads and start writes of some keys now.
     pub fn serves(&self, now: Time) -> bool {
-        matches!(self.phase, Phase::Ready) && self.lease_end().is_some_and(|u| u > now)
+        matches!(self.phase, Phase::Ready) && self.lease_end(0).is_some_and(|u| u > now)
     }
 
-    /// The end of the master's lease: within its members' promises and the manager's lease, both.
-    fn lease_end(&self) -> Option<Time> {
-        Some(self.until?.min(self.granted?))
+    /// Whether the master may answer reads and start writes of `key` of `g` now: its lease holds by rounds of
+    /// the epoch the key moved at or later, and the key has been taken over.
+    pub fn serves_key(&self, g: &Group, key: &Bytes, now: Time) -> bool {
+        let since = g.domains.since(key);
+        matches!(self.phase, Phase::Ready)
+            && since <= self.caught
+            && !self.unready.contains_key(key)
+            && self.lease_end(since).is_some_and(|u| u > now)
+    }
+
+    /// The end of the master's lease by rounds of table epoch `since` or later: within its members' promises
+    /// and the manager's lease, both.
+    fn lease_end(&self, since: u64) -> Option<Time> {
+        let promised = self.leases.range(since..).map(|(_, &until)| until).max()?;
+        Some(promised.min(self.granted?))
     }
 
     /// The manager's leader granted this node a lease on `view` of the partition until `until`.
@@ -270,8 +333,32 @@ impl Mastery {
         }
     }
 
+    /// A new step in the same view: the lease starts again with the next round.
+    pub fn restep(&mut self, fence: Fence) {
+        self.fence = fence;
+        self.leases.clear();
+        // Asked in the old step, no holder answers it: the next tick asks again.
+        self.catchup = None;
+    }
+
     pub fn takes_over(&self, fence: Fence) -> bool {
         self.fence == fence && matches!(self.phase, Phase::Takeover(_))
+    }
+
+    /// Forgets write-backs that are no longer under way (`still`): their keys left the domain.
+    pub fn forget_writes(&mut self, still: impl Fn(u64) -> bool) {
+        self.unready.retain(|_, seq| still(*seq));
+        if let Phase::Repair(waiting) = &mut self.phase {
+            waiting.retain(|&seq| still(seq));
+            if waiting.is_empty() {
+                self.phase = Phase::Ready;
+            }
+        }
+    }
+
+    /// Write-back `seq` committed.
+    pub fn written_back(&mut self, seq: u64) {
+        self.forget_writes(|s| s != seq);
     }
 }
 
@@ -301,69 +388,89 @@ impl Grants {
 }
 
 impl LeaseNode {
-    /// The replicas that may be answering reads of `key` of `chain` under a lease now.
-    pub(super) fn holders_of(&self, chain: ChainId, key: &Bytes, now: Time) -> Vec<NodeId> {
-        self.grants.get(&chain).map_or(Vec::new(), |g| g.holders_of(key, now))
+    /// The replicas that may be answering reads of `key` of `g` under a lease now.
+    pub(super) fn holders_of(&self, g: &Group, key: &Bytes, now: Time) -> Vec<NodeId> {
+        let domain = (g.chain, g.domain_of(key).to_string());
+        self.grants.get(&domain).map_or(Vec::new(), |grants| grants.holders_of(key, now))
     }
 
-    /// Records a lease on `key` of `chain` held by `node` until `until`.
-    pub(super) fn record(&mut self, chain: ChainId, key: &Bytes, node: NodeId, until: Time) {
-        self.grants.entry(chain).or_default().record(key, node, until);
+    /// Records a lease on `key` of `g` held by `node` until `until`.
+    pub(super) fn record(&mut self, g: &Group, key: &Bytes, node: NodeId, until: Time) {
+        let domain = (g.chain, g.domain_of(key).to_string());
+        self.grants.entry(domain).or_default().record(key, node, until);
+    }
+
+    /// The masteries of `chain`'s domains.
+    pub(super) fn masteries_of(&mut self, chain: ChainId) -> impl Iterator<Item = &mut Mastery> {
+        self.masteries.range_mut((chain, String::new())..).take_while(move |((c, _), _)| *c == chain).map(|(_, m)| m)
+    }
+
+    /// The mastery that serves `key` of `g`, if this node masters it.
+    pub(super) fn mastery_of(&self, g: &Group, key: &[u8]) -> Option<&Mastery> {
+        self.masteries.get(&(g.chain, g.domain_of(key).to_string()))
     }
 
     /// Builds the masteries the map gives this node: kept when only the step changed (its lease starts again
-    /// with the next round), a takeover when the members changed, it was not master before, or it may have
-    /// missed a map in which another node was.
+    /// with the next round), a takeover when the members changed, it was not master before, it may have
+    /// missed a map in which another node was, or its domain gained every key without a pin.
     pub(super) fn adopt_masteries(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
         let (me, continuous) = (self.me, self.continuous);
         let groups = &self.groups;
-        self.masteries.retain(|chain, _| continuous && groups.get(chain).is_some_and(|g| g.master == me));
+        let mine = |(chain, domain): &Domain| groups.get(chain).is_some_and(|g| g.master_in(domain) == Some(me));
+        self.masteries.retain(|d, _| continuous && mine(d));
         let mut takeovers = Vec::new();
-        for g in self.groups.values().filter(|g| g.master == me) {
-            match self.masteries.get_mut(&g.chain) {
-                Some(m) if m.fence == g.fence => {}
-                Some(m) if m.fence.view == g.fence.view && matches!(m.phase, Phase::Ready) => {
-                    m.fence = g.fence;
-                    m.until = None;
+        for g in self.groups.values() {
+            for (domain, _) in g.domains.all().filter(|&(_, m)| m == me) {
+                let d = (g.chain, domain.to_string());
+                match self.masteries.get_mut(&d) {
+                    Some(m) if domain == g.domains.home && g.domains.home_moved_since(m.caught) => {
+                        takeovers.push((g.clone(), d))
+                    }
+                    Some(m) if m.fence == g.fence => {}
+                    Some(m) if m.fence.view == g.fence.view && matches!(m.phase, Phase::Ready) => m.restep(g.fence),
+                    _ => takeovers.push((g.clone(), d)),
                 }
-                _ => takeovers.push(g.clone()),
             }
         }
         // Writes of a mastery that ends go back to their clients first: the takeover's own write-backs stay.
-        self.masteries.retain(|chain, _| !takeovers.iter().any(|g| g.chain == *chain));
+        self.masteries.retain(|d, _| !takeovers.iter().any(|(_, t)| t == d));
         self.bounce_stale_writes(host, out);
-        for g in takeovers {
-            let m = self.start_takeover(host, now, &g, out);
-            self.masteries.insert(g.chain, m);
+        for (g, d) in takeovers {
+            let m = self.start_takeover(host, now, &g, &d.1, out);
+            self.masteries.insert(d, m);
         }
     }
 
-    /// Sends a heartbeat round to every member of the partitions this node is master of.
+    /// Sends a heartbeat round to every member of the domains this node is master of.
     pub(super) fn heartbeat(&mut self, now: Time, out: &mut Fx) {
         let round = self.rounds.next;
         self.rounds.next += 1;
         let mut promised = BTreeMap::new();
         let mut beats: BTreeMap<NodeId, Vec<Beat>> = BTreeMap::new();
         self.grants.retain(|_, grants| grants.prune(now));
-        for (chain, m) in self.masteries.iter_mut() {
+        for ((chain, domain), m) in self.masteries.iter_mut() {
             let Some(g) = self.groups.get(chain) else { continue };
             let mut by = BTreeSet::new();
-            if self.member.promise(*chain, self.me, now) {
+            let early = planted_in(&self.cfg, LeasePlantedBug::PromisesMovedKeysEarly);
+            if self.member.promise(g, domain, self.me, now, early) {
                 by.insert(self.me);
             }
-            promised.insert(*chain, (m.fence, by));
+            let epoch = g.domains.epoch;
+            promised.insert((*chain, domain.clone()), (m.fence, epoch, by));
             for to in g.writers().filter(|&n| n != self.me) {
                 let recent = self.rounds.heard.get(&to).is_some_and(|&r| r + CONFIRM_ROUNDS >= round);
-                let confirm = match m.lease_end() {
+                let confirm = match m.lease_end(0) {
                     Some(until) if until > now && recent && g.holders.contains(&to) => until.since(now),
                     _ => std::time::Duration::ZERO,
                 };
                 if !confirm.is_zero() {
-                    let w = self.grants.entry(*chain).or_default().windows.entry(to).or_insert(now);
+                    let grants = self.grants.entry((*chain, domain.clone())).or_default();
+                    let w = grants.windows.entry(to).or_insert(now);
                     *w = (*w).max(now.plus(confirm));
                 }
                 let confirm_ns = confirm.as_nanos() as u64;
-                beats.entry(to).or_default().push(Beat { chain: *chain, fence: m.fence, confirm_ns });
+                let beat = Beat { chain: *chain, domain: domain.clone(), fence: m.fence, epoch, confirm_ns };
+                beats.entry(to).or_default().push(beat);
             }
         }
         self.rounds.sent.retain(|_, s| s.at.plus(PROMISE) > now);
@@ -384,7 +491,7 @@ impl LeaseNode {
         from: NodeId,
         incarnation: u64,
         round: u64,
-        chains: Vec<ChainId>,
+        domains: Vec<Domain>,
         out: &mut Fx,
     ) {
         if incarnation != self.incarnation {
@@ -393,8 +500,8 @@ impl LeaseNode {
         let heard = self.rounds.heard.entry(from).or_insert(round);
         *heard = (*heard).max(round);
         let Some(sent) = self.rounds.sent.get_mut(&round) else { return };
-        for chain in chains {
-            if let Some((_, by)) = sent.promised.get_mut(&chain) {
+        for d in domains {
+            if let Some((_, _, by)) = sent.promised.get_mut(&d) {
                 by.insert(from);
             }
         }
@@ -404,24 +511,25 @@ impl LeaseNode {
         }
     }
 
-    /// Extends the lease of every partition a majority promised in `round`; says whether one began.
+    /// Extends the lease of every domain a majority promised in `round`; says whether one began.
     fn count_promises(&mut self, round: u64) -> bool {
         let Some(Sent { at, promised }) = self.rounds.sent.get(&round) else { return false };
         let mut began = false;
-        for (chain, (fence, by)) in promised {
-            let (Some(m), Some(g)) = (self.masteries.get_mut(chain), self.groups.get(chain)) else { continue };
+        for (d, (fence, epoch, by)) in promised {
+            let (Some(m), Some(g)) = (self.masteries.get_mut(d), self.groups.get(&d.0)) else { continue };
             if m.fence != *fence || by.iter().filter(|n| g.holders.contains(n)).count() < g.majority() {
                 continue;
             }
             let until = at.plus(shrunk(PROMISE));
-            began |= m.until.is_none();
-            m.until = Some(m.until.map_or(until, |u| u.max(until)));
+            began |= !m.leases.contains_key(epoch);
+            let held = m.leases.entry(*epoch).or_insert(until);
+            *held = (*held).max(until);
         }
         began
     }
 
-    /// A master's heartbeat: confirmations and a promise for each partition this node holds in the same
-    /// configuration with that master.
+    /// A master's heartbeat: confirmations and a promise for each domain this node holds in the same
+    /// configuration and table with that master.
     pub(super) fn on_heartbeat(&mut self, now: Time, from: NodeId, hb: Heartbeat, out: &mut Fx) {
         self.member.start(now);
         let sent = self.member.sent.entry((from, hb.incarnation)).or_default();
@@ -429,40 +537,53 @@ impl LeaseNode {
         if let Some(r) = hb.acked {
             sent.retain(|&round, _| round >= r);
         }
-        let mut chains = Vec::new();
+        let mut promised = Vec::new();
         for beat in hb.beats {
             let Some(g) = self.groups.get(&beat.chain) else { continue };
-            if g.fence != beat.fence || g.master != from || !g.takes_part(self.me) {
+            let current = g.fence == beat.fence && g.domains.epoch == beat.epoch;
+            if !current || g.master_in(&beat.domain) != Some(from) || !g.takes_part(self.me) {
                 continue;
             }
             if let Some(at) = anchor.filter(|_| beat.confirm_ns > 0 && g.holders.contains(&self.me)) {
                 let slow = if self.planted(LeasePlantedBug::ClockBeyondBound) { 20 } else { 1 };
                 let until = shrunk_from(at, beat.confirm_ns * slow);
-                self.member.confirm(beat.chain, (from, hb.incarnation), until, now);
+                self.member.confirm((beat.chain, &beat.domain), (from, hb.incarnation), until, now);
             }
-            if self.member.promise(beat.chain, from, now) {
-                chains.push(beat.chain);
+            let early = self.planted(LeasePlantedBug::PromisesMovedKeysEarly);
+            if self.member.promise(g, &beat.domain, from, now, early) {
+                promised.push((beat.chain, beat.domain));
             }
         }
         self.member.sent.entry((from, hb.incarnation)).or_default().insert(hb.round, now);
-        out.send(from, LeaseMsg::Promised { incarnation: hb.incarnation, round: hb.round, chains });
+        out.send(from, LeaseMsg::Promised { incarnation: hb.incarnation, round: hb.round, domains: promised });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::Domains;
     use meridian_core::LeaseOptions;
+    use std::sync::Arc;
 
-    fn group() -> Group {
+    /// A partition of n1 (home region "eu"), n2 ("us") and n3, with table `epoch` and `pins`.
+    fn group_with(epoch: u64, pins: &[(&str, &str, u64)]) -> Group {
         let (chain, fence) = (ChainId(0), Fence { view: 1, step: 0 });
         let holders = vec![NodeId(1), NodeId(2), NodeId(3)];
-        Group { chain, fence, holders, joiner: None, master: NodeId(1), opts: LeaseOptions::default() }
+        let masters = [("eu", NodeId(1)), ("us", NodeId(2))];
+        let domains = Arc::new(Domains::for_test("eu", &masters, epoch, pins));
+        Group { chain, fence, holders, joiner: None, domains, opts: LeaseOptions::default() }
+    }
+
+    fn group() -> Group {
+        group_with(0, &[])
     }
 
     fn at(ms: u64) -> Time {
         Time::from_nanos(ms * 1_000_000)
     }
+
+    const HOME: &str = "eu";
 
     /// A lease counts only within the run of confirmations it began in: once they lapse, a confirmation that
     /// comes later starts a new run, and the master may have written past this replica in between.
@@ -470,20 +591,20 @@ mod tests {
     fn a_lease_is_void_once_the_confirmations_it_began_under_lapse() {
         let (g, key) = (group(), Bytes::from_static(b"k"));
         let mut m = Member::new(false);
-        let master = (g.master, 7);
-        m.confirm(g.chain, master, at(1_000), at(0));
-        let run = m.run(&g, at(10)).expect("confirmed");
-        m.lease((g.chain, key.clone()), Lease { master: g.master, run, until: at(60_000) });
+        let master = (NodeId(1), 7);
+        m.confirm((g.chain, HOME), master, at(1_000), at(0));
+        let run = m.run(&g, HOME, at(10)).expect("confirmed");
+        m.lease((g.chain, key.clone()), Lease { master: NodeId(1), run, until: at(60_000) });
         assert!(m.serves(&g, &key, at(500)));
         assert!(!m.expired(&g, &key, at(500)) && m.expired(&g, &key, at(60_000)), "expired once run out");
-        m.confirm(g.chain, master, at(1_500), at(900));
+        m.confirm((g.chain, HOME), master, at(1_500), at(900));
         assert!(m.serves(&g, &key, at(1_200)), "the same run, extended");
         assert!(!m.serves(&g, &key, at(1_600)), "unconfirmed");
-        m.confirm(g.chain, master, at(4_000), at(2_000));
+        m.confirm((g.chain, HOME), master, at(4_000), at(2_000));
         assert!(m.confirmed(&g, at(2_100)) && !m.serves(&g, &key, at(2_100)), "a new run: the lease is void");
-        let run = m.run(&g, at(2_200)).unwrap();
-        m.lease((g.chain, key.clone()), Lease { master: g.master, run, until: at(60_000) });
-        m.confirm(g.chain, (g.master, 8), at(5_000), at(2_300));
+        let run = m.run(&g, HOME, at(2_200)).unwrap();
+        m.lease((g.chain, key.clone()), Lease { master: NodeId(1), run, until: at(60_000) });
+        m.confirm((g.chain, HOME), (NodeId(1), 8), at(5_000), at(2_300));
         assert!(!m.serves(&g, &key, at(2_400)), "the master restarted without its records: a new run");
     }
 
@@ -493,8 +614,8 @@ mod tests {
     fn a_pushed_lease_counts_only_once_its_commit_names_the_replica() {
         let (g, key) = (group(), Bytes::from_static(b"k"));
         let mut m = Member::new(false);
-        m.confirm(g.chain, (g.master, 7), at(10_000), at(0));
-        let lease = Lease { master: g.master, run: m.run(&g, at(1)).unwrap(), until: at(60_000) };
+        m.confirm((g.chain, HOME), (NodeId(1), 7), at(10_000), at(0));
+        let lease = Lease { master: NodeId(1), run: m.run(&g, HOME, at(1)).unwrap(), until: at(60_000) };
         m.pushed((g.chain, key.clone()), 7, Some(lease));
         assert!(!m.serves(&g, &key, at(2)), "offered, not held");
         m.committed(g.chain, &key, 7, false);
@@ -507,19 +628,33 @@ mod tests {
         assert!(m.serves(&g, &key, at(5)));
     }
 
-    /// A member promises one master at a time per partition, and one that ran before promises nothing until a
+    /// A member promises one master at a time per domain, and one that ran before promises nothing until a
     /// promise's length after its start.
     #[test]
     fn a_member_promises_one_master_at_a_time_and_keeps_quiet_after_a_restart() {
-        let chain = ChainId(0);
+        let g = group();
         let mut m = Member::new(false);
-        assert!(m.promise(chain, NodeId(1), at(0)));
-        assert!(!m.promise(chain, NodeId(2), at(1_999)), "promised to n1");
-        assert!(m.promise(chain, NodeId(1), at(1_000)), "n1 again");
-        assert!(m.promise(chain, NodeId(2), at(3_001)), "n1's promise ran out");
+        assert!(m.promise(&g, HOME, NodeId(1), at(0), false));
+        assert!(!m.promise(&g, HOME, NodeId(2), at(1_999), false), "promised to n1");
+        assert!(m.promise(&g, "us", NodeId(2), at(1_000), false), "another domain, which gained nothing");
+        assert!(m.promise(&g, HOME, NodeId(1), at(1_000), false), "n1 again");
+        assert!(m.promise(&g, HOME, NodeId(2), at(3_001), false), "n1's promise ran out");
         let mut restarted = Member::new(true);
         restarted.start(at(100));
-        assert!(!restarted.promise(chain, NodeId(1), at(2_099)));
-        assert!(restarted.promise(chain, NodeId(1), at(2_100)));
+        assert!(!restarted.promise(&g, HOME, NodeId(1), at(2_099), false));
+        assert!(restarted.promise(&g, HOME, NodeId(1), at(2_100), false));
+    }
+
+    /// A domain that gained a key at epoch 5 is promised only once every promise given before epoch 5 to
+    /// another domain ran out: that domain's master may still serve the key.
+    #[test]
+    fn a_domain_that_gained_keys_waits_out_older_promises_to_other_domains() {
+        let mut m = Member::new(false);
+        assert!(m.promise(&group_with(4, &[]), HOME, NodeId(1), at(0), false));
+        let moved = group_with(5, &[("k", "us", 5)]);
+        assert!(!m.promise(&moved, "us", NodeId(2), at(100), false), "eu's master may still serve k");
+        assert!(m.promise(&moved, HOME, NodeId(1), at(200), false), "eu gained nothing");
+        assert!(!m.promise(&moved, "us", NodeId(2), at(1_999), false), "the epoch-4 promise still holds");
+        assert!(m.promise(&moved, "us", NodeId(2), at(2_000), false), "only the epoch-5 one is left");
     }
 }

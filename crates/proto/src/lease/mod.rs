@@ -22,6 +22,8 @@
 //! are equivalent). Conditional and read-modify-write commands, expiry, SCAN and cache mode are the chain's: a
 //! lease keyspace refuses them.
 
+mod catchup;
+mod domains;
 mod join;
 mod mastery;
 pub mod msg;
@@ -29,17 +31,19 @@ mod planted;
 mod reads;
 mod takeover;
 pub mod timing;
+mod versions;
 mod writes;
 
 use crate::chain::ReplicaStatus;
 use crate::host::{Host, Syncs};
-use crate::map::{ChainChange, ChainView, ClusterMap};
+use crate::map::{ChainChange, ChainView, ClusterMap, Pin};
 use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
 use crate::reports::{ReplicaReports, StepReport};
 use crate::requests::Origin;
 use crate::stores::Stores;
 use crate::versioned::{cells, Asked};
 use bytes::Bytes;
+pub(crate) use domains::{Domain, Domains};
 use mastery::{Mastery, Member};
 use meridian_core::{
     ChainId, Effects, KeyspaceConfig, LeaseOptions, NodeId, Protocol, ReplicaKind, Reply, Request, Time, WriteMode,
@@ -79,12 +83,14 @@ pub struct LeaseStats {
     /// Keys a new master wrote back because fewer than a majority held their newest version.
     pub repairs: u64,
     pub takeovers: u64,
+    /// Keys a master took over as they moved into its domain (`catchup.rs`).
+    pub moved_in: u64,
     /// Requests handed back because this node could not serve them (not the master, not ready).
     pub bounced: u64,
     pub copies: u64,
 }
 
-/// A partition's configuration in a map: who holds it, who joins, and who is master.
+/// A partition's configuration in a map: who holds it, who joins, and who masters which of its keys.
 #[derive(Clone, Debug)]
 pub(crate) struct Group {
     pub chain: ChainId,
@@ -93,15 +99,13 @@ pub(crate) struct Group {
     pub holders: Vec<NodeId>,
     /// The node an Add in flight brings in: it takes writes, and counts once the step is done.
     pub joiner: Option<NodeId>,
-    /// [`ClusterMap::lease_master`]: the longest-standing live holder in the keyspace's master region; the
-    /// manager's failure detector moves mastership when it marks a master failed, and promises (`mastery.rs`)
-    /// keep a master it wrongly marked from serving beside the new one.
-    pub master: NodeId,
+    /// Who masters which keys (`domains.rs`).
+    pub domains: Arc<Domains>,
     pub opts: LeaseOptions,
 }
 
 impl Group {
-    fn of(map: &ClusterMap, c: &ChainView) -> Option<Group> {
+    fn of(map: &ClusterMap, c: &ChainView, pins: &BTreeMap<ChainId, BTreeMap<Bytes, Pin>>) -> Option<Group> {
         let keyspace = map.keyspaces.get(&c.id.keyspace())?;
         let opts = *keyspace.config.protocol.lease()?;
         let joiner = match c.change {
@@ -109,9 +113,9 @@ impl Group {
             _ => None,
         };
         let holders = c.holders();
-        let master = map.lease_master(c)?;
+        let domains = Arc::new(Domains::of(map, c, pins.get(&c.id).cloned().unwrap_or_default())?);
         let step = c.change.as_ref().map_or(0, ChainChange::step);
-        Some(Group { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, master, opts })
+        Some(Group { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, domains, opts })
     }
 
     pub fn majority(&self) -> usize {
@@ -125,6 +129,21 @@ impl Group {
 
     pub fn takes_part(&self, node: NodeId) -> bool {
         self.holders.contains(&node) || self.joiner == Some(node)
+    }
+
+    /// The domain `key` is mastered in.
+    pub fn domain_of(&self, key: &[u8]) -> &str {
+        self.domains.of_key(key)
+    }
+
+    /// The master of `key`.
+    pub fn master_of(&self, key: &[u8]) -> NodeId {
+        self.domains.master(self.domain_of(key)).expect("every domain has a master")
+    }
+
+    /// The master of `domain`, if the partition has that domain.
+    pub fn master_in(&self, domain: &str) -> Option<NodeId> {
+        self.domains.master(domain)
     }
 
     fn lease_ns(&self) -> u64 {
@@ -144,18 +163,18 @@ pub struct LeaseNode {
     groups: BTreeMap<ChainId, Group>,
     /// This node as a member: promises, confirmations, leases and keys awaiting a commit.
     member: Member,
-    /// The partitions this node is master of, with its state as master of each.
-    masteries: BTreeMap<ChainId, Mastery>,
-    /// The leases and confirmations this process granted as master, by partition.
-    grants: BTreeMap<ChainId, mastery::Grants>,
+    /// The domains this node is master of, with its state as master of each.
+    masteries: BTreeMap<Domain, Mastery>,
+    /// The leases and confirmations this process granted as master, by domain.
+    grants: BTreeMap<Domain, mastery::Grants>,
     /// Heartbeat rounds this node sent as master (`mastery.rs`).
     rounds: mastery::Rounds,
     /// Writes this node drives as master, by number.
     ops: BTreeMap<u64, WriteOp>,
     next_op: u64,
-    /// The counter of the last version this node stamped: its versions only grow within a run, and a new master
+    /// The last version this node stamped (`versions.rs`): its versions only grow within a run, and a new master
     /// stamps past every version it copied.
-    last_counter: u64,
+    last_version: u64,
     /// Versions of writes handed back after they went out, by request, with the tick they were handed back at:
     /// sent again, they keep that version.
     stamped: BTreeMap<meridian_core::RequestId, (u64, u64)>,
@@ -313,7 +332,7 @@ impl KeyspaceProtocol for LeaseNode {
             rounds: mastery::Rounds::default(),
             ops: BTreeMap::new(),
             next_op: 0,
-            last_counter: 0,
+            last_version: 0,
             stamped: BTreeMap::new(),
             marked: BTreeSet::new(),
             joins: BTreeMap::new(),
@@ -325,8 +344,9 @@ impl KeyspaceProtocol for LeaseNode {
     fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, now: Time, out: &mut Fx) {
         self.continuous = self.map.as_ref().is_some_and(|m| map.epoch <= m.epoch + 1);
         self.map = Some(map.clone());
+        let pins = Domains::pins_by_chain(map);
         let groups: BTreeMap<ChainId, Group> =
-            map.chains.values().filter_map(|c| Some((c.id, Group::of(map, c)?))).collect();
+            map.chains.values().filter_map(|c| Some((c.id, Group::of(map, c, &pins)?))).collect();
         let changes: BTreeMap<ChainId, Option<ChainChange>> =
             map.chains.values().map(|c| (c.id, c.change.clone())).collect();
         self.groups = groups;
@@ -355,11 +375,13 @@ impl KeyspaceProtocol for LeaseNode {
                 self.member.committed(chain, &key, version, leased.contains(&self.me))
             }
             LeaseMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
-            LeaseMsg::Promised { incarnation, round, chains } => {
-                self.on_promised(host, now, from, incarnation, round, chains, out)
+            LeaseMsg::Promised { incarnation, round, domains } => {
+                self.on_promised(host, now, from, incarnation, round, domains, out)
             }
-            LeaseMsg::CopyReq(req) => self.on_copy_req(host, from, req, out),
-            LeaseMsg::CopyData(data) => self.on_copy_data(host, now, from, data, out),
+            LeaseMsg::CopyReq { req, to } => self.on_copy_req(host, from, req, to, out),
+            LeaseMsg::CopyData { data, to } => self.on_copy_data(host, now, from, data, to, out),
+            LeaseMsg::Fetch(f) => self.on_fetch(host, from, f, out),
+            LeaseMsg::Fetched(f) => self.on_fetched(host, now, from, f, out),
         }
     }
 
@@ -371,7 +393,7 @@ impl KeyspaceProtocol for LeaseNode {
     fn on_leases(&mut self, host: &mut Host, chains: &[(ChainId, u64)], until: Time, now: Time, out: &mut Fx) {
         let mut began = false;
         for &(chain, view) in chains {
-            if let Some(m) = self.masteries.get_mut(&chain) {
+            for m in self.masteries_of(chain) {
                 let before = m.serves(now);
                 m.granted(view, until);
                 began |= !before && m.serves(now);
@@ -392,6 +414,7 @@ impl KeyspaceProtocol for LeaseNode {
         self.drive_writes(host, now, out);
         self.prod_joins(out);
         self.prod_takeovers(out);
+        self.prod_catchups(host, now, out);
     }
 
     fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
@@ -405,12 +428,14 @@ impl KeyspaceProtocol for LeaseNode {
     fn status(&self, _stores: &Stores, now: Time) -> Vec<ReplicaStatus> {
         let mine = self.groups.values().filter(|g| g.takes_part(self.me));
         mine.map(|g| {
-            let role = match (g.master == self.me, g.holders.contains(&self.me)) {
+            let masters = g.domains.all().any(|(_, m)| m == self.me);
+            let role = match (masters, g.holders.contains(&self.me)) {
                 (true, _) => "master",
                 (false, true) => "replica",
                 (false, false) => "joiner",
             };
-            let lease = self.member.confirmed(g, now) || self.masteries.get(&g.chain).is_some_and(|m| m.serves(now));
+            let mastered = g.domains.all().filter_map(|(d, _)| self.masteries.get(&(g.chain, d.to_string())));
+            let lease = self.member.confirmed(g, now) || mastered.into_iter().any(|m| m.serves(now));
             ReplicaStatus::of_cells(g.chain, role, g.fence.view, g.holders.contains(&self.me), lease)
         })
         .collect()
@@ -427,6 +452,7 @@ impl KeyspaceProtocol for LeaseNode {
             ("lease passive writes", s.passive_writes),
             ("lease repairs", s.repairs),
             ("lease takeovers", s.takeovers),
+            ("lease keys moved in", s.moved_in),
             ("lease requests bounced", s.bounced),
             ("lease copies", s.copies),
         ]
@@ -451,12 +477,13 @@ impl KeyspaceProtocol for LeaseNode {
     }
 
     fn check_invariants(&self) -> Result<(), String> {
-        for (chain, m) in &self.masteries {
+        for ((chain, domain), m) in &self.masteries {
             let Some(g) = self.groups.get(chain) else {
                 return Err(format!("{} is master of {chain}, which its map lacks", self.me));
             };
-            if g.master != self.me {
-                return Err(format!("{} acts as master of {chain}, whose master is {}", self.me, g.master));
+            if g.master_in(domain) != Some(self.me) {
+                let master = g.master_in(domain);
+                return Err(format!("{} acts as master of {chain} in {domain:?}, whose master is {master:?}", self.me));
             }
             if m.fence != g.fence {
                 return Err(format!("{} is master of {chain} in {:?}, its map is at {:?}", self.me, m.fence, g.fence));

@@ -51,24 +51,58 @@ pub struct Granted {
 }
 
 /// Master → replica: a write's value (Algorithm 2). `op` is None for a passive write's background update,
-/// which nobody waits for; `lease_ns` (0: none) is the lease the write issues with it.
+/// which nobody waits for; `lease_ns` (0: none) is the lease the write issues with it. `epoch` is the master's
+/// table of who masters what: a replica takes no push from a table older than the key's last move.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Push {
     pub op: Option<OpId>,
     pub chain: ChainId,
     pub fence: Fence,
+    pub epoch: u64,
     pub key: Bytes,
     pub versioned: Versioned,
     pub lease_ns: u64,
 }
 
-/// One partition in a master's heartbeat: its configuration, and how long (on the master's clock, from when the
-/// heartbeat left) the member may answer reads under its leases: the rest of the master's own lease, or 0.
+/// One domain in a master's heartbeat (`domains.rs`): its partition's configuration, the master's table of who
+/// masters what, and how long (on the master's clock, from when the heartbeat left) the member may answer reads
+/// under its leases on the domain: the rest of the master's own lease, or 0.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Beat {
     pub chain: ChainId,
+    pub domain: String,
     pub fence: Fence,
+    pub epoch: u64,
     pub confirm_ns: u64,
+}
+
+/// New master → holders: the versions of keys that moved into its domain (`catchup.rs`), asked of holders
+/// whose table is at least at `epoch` (they take no more pushes of those keys from the old master).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fetch {
+    pub chain: ChainId,
+    pub domain: String,
+    pub fence: Fence,
+    pub epoch: u64,
+    pub keys: Vec<Bytes>,
+}
+
+/// Holder → master: the versions a [`Fetch`] asked for (absent keys left out).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fetched {
+    pub chain: ChainId,
+    pub domain: String,
+    pub fence: Fence,
+    pub epoch: u64,
+    pub entries: Vec<(Bytes, Versioned)>,
+}
+
+/// Who a copy is for: a joiner, or the master of a domain taking it over in its table of `epoch` (a holder
+/// answers only from that table or a newer one, so it takes no more pushes from the domain's old master).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CopyFor {
+    Joiner,
+    Takeover { domain: String, epoch: u64 },
 }
 
 /// Master → member, every few ticks: asks for a promise per partition (`mastery.rs`). `acked` is the newest
@@ -116,14 +150,22 @@ pub enum LeaseMsg {
         leased: Vec<NodeId>,
     },
     Heartbeat(Heartbeat),
-    /// Member → master: the partitions of `round` it promised the master.
+    /// Member → master: the domains of `round` it promised the master.
     Promised {
         incarnation: u64,
         round: u64,
-        chains: Vec<ChainId>,
+        domains: Vec<(ChainId, String)>,
     },
-    CopyReq(CopyReq),
-    CopyData(CopyData),
+    CopyReq {
+        req: CopyReq,
+        to: CopyFor,
+    },
+    CopyData {
+        data: CopyData,
+        to: CopyFor,
+    },
+    Fetch(Fetch),
+    Fetched(Fetched),
 }
 
 impl LeaseMsg {
@@ -136,7 +178,7 @@ impl LeaseMsg {
                 "lease-write"
             }
             LeaseMsg::Heartbeat(_) | LeaseMsg::Promised { .. } => "lease-heartbeat",
-            LeaseMsg::CopyReq(_) | LeaseMsg::CopyData(_) => "copy",
+            LeaseMsg::CopyReq { .. } | LeaseMsg::CopyData { .. } | LeaseMsg::Fetch(_) | LeaseMsg::Fetched(_) => "copy",
         }
     }
 }

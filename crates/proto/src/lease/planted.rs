@@ -14,6 +14,9 @@ pub enum LeasePlantedBug {
     ClockBeyondBound,
     /// The master commits a write at a majority without waiting for the replicas holding leases on its key.
     IgnoresLeases,
+    /// A member promises a domain that gained keys while it still holds promises, given before the move, to
+    /// another domain: the moved keys' new master may serve them while the old one still does.
+    PromisesMovedKeysEarly,
 }
 
 /// Whether `bug` is planted in a core of configuration `cfg`: never, without the `planted-bugs` feature.

@@ -16,8 +16,9 @@ use meridian_core::{NodeId, Read, Reply, Time};
 impl LeaseNode {
     pub(super) fn read(&mut self, host: &mut Host, now: Time, fwd: Forwarded, read: Read, g: Group, out: &mut Fx) {
         let Some(key) = fwd.req.key().cloned() else { return };
-        let local = match g.master == self.me {
-            true => self.masteries.get(&g.chain).is_some_and(|m| m.serves(now)),
+        let master = g.master_of(&key);
+        let local = match master == self.me {
+            true => self.mastery_of(&g, &key).is_some_and(|m| m.serves_key(&g, &key, now)),
             false => g.holders.contains(&self.me) && self.member.serves(&g, &key, now),
         };
         if local {
@@ -28,11 +29,11 @@ impl LeaseNode {
             };
             return self.answer(host, &fwd.origin, reply, out);
         }
-        if g.master == self.me {
+        if master == self.me {
             return self.bounce(host, fwd.origin, fwd.req, None, out);
         }
         if !g.holders.contains(&self.me) {
-            let to = self.nearest_holder(&g);
+            let to = self.nearest_holder(&g).unwrap_or(master);
             return self.forward(host, to, fwd, out);
         }
         self.stats.renewals += 1;
@@ -42,25 +43,28 @@ impl LeaseNode {
         if fwd.origin.node == self.me {
             host.requests.keep(&fwd.origin, fwd.req.clone());
         }
-        let (origin, chain, fence, incarnation, run) =
-            (fwd.origin, g.chain, g.fence, self.incarnation, self.member.run(&g, now));
-        out.send(g.master, LeaseMsg::Renew(Renew { origin, chain, fence, key, read, sent: now, incarnation, run }));
+        let run = self.member.run(&g, g.domain_of(&key), now);
+        let (origin, chain, fence, incarnation) = (fwd.origin, g.chain, g.fence, self.incarnation);
+        out.send(master, LeaseMsg::Renew(Renew { origin, chain, fence, key, read, sent: now, incarnation, run }));
     }
 
-    /// The holder of `g` in this node's region, or else its master.
-    fn nearest_holder(&self, g: &Group) -> NodeId {
+    /// The holder of `g` in this node's region, if it has one.
+    fn nearest_holder(&self, g: &Group) -> Option<NodeId> {
         let map = self.map.as_ref().expect("a request is served only with a map");
         let region = |n: &NodeId| map.nodes.get(n).map(|i| i.location.region.as_str());
         let mine = region(&self.me);
-        g.holders.iter().copied().find(|n| region(n) == mine).unwrap_or(g.master)
+        g.holders.iter().copied().find(|n| region(n) == mine)
     }
 
     /// A replica's renewal: a lease recorded for it and the value sent back, if this node is the master that
     /// serves the partition in that configuration; otherwise the read goes back to its origin.
     pub(super) fn on_renew(&mut self, host: &mut Host, now: Time, from: NodeId, r: Renew, out: &mut Fx) {
         let g = self.groups.get(&r.chain).filter(|g| g.fence == r.fence && g.holders.contains(&from)).cloned();
-        let serves = self.masteries.get(&r.chain).is_some_and(|m| m.serves(now) && m.fence == r.fence);
-        let Some(g) = g.filter(|_| serves) else {
+        let serves = |g: &Group| {
+            let m = self.mastery_of(g, &r.key);
+            m.is_some_and(|m| m.serves_key(g, &r.key, now) && m.fence == r.fence)
+        };
+        let Some(g) = g.filter(serves) else {
             self.stats.bounced += 1;
             return out.send(r.origin.node, LeaseMsg::Bounce { origin: r.origin, stamped: None });
         };
@@ -72,9 +76,11 @@ impl LeaseNode {
             }
         };
         let lease_ns = g.lease_ns();
-        self.record(r.chain, &r.key, from, now.plus(std::time::Duration::from_nanos(lease_ns)));
+        self.record(&g, &r.key, from, now.plus(std::time::Duration::from_nanos(lease_ns)));
         self.stats.granted += 1;
+        let (chain, key) = (r.chain, r.key.clone());
         out.send(from, LeaseMsg::Granted(Granted { renew: r, versioned, lease_ns }));
+        self.push_again_to(chain, &key, from, out);
     }
 
     /// The master's answer to this replica's renewal: the lease counts from when it asked; the client gets the
@@ -84,7 +90,7 @@ impl LeaseNode {
         if r.incarnation != self.incarnation {
             return;
         }
-        let current = self.groups.get(&r.chain).is_some_and(|g| g.fence == r.fence && g.master == from);
+        let current = self.groups.get(&r.chain).is_some_and(|g| g.fence == r.fence && g.master_of(&r.key) == from);
         if current {
             // The master's value is acknowledged; a newer one held here is not (yet), and keeps the key from being
             // answered under the lease until a commit names it.

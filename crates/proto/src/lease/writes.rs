@@ -9,12 +9,12 @@
 //! the master and answered once durable there; the replicas get it in the background. The first write of a key
 //! is always active, so every replica learns the key exists.
 
-use super::mastery::{Lease, Phase};
+use super::mastery::Lease;
 use super::msg::{Forwarded, OpId, Push};
 use super::{Fx, Group, LeaseMsg, LeaseNode, LeasePlantedBug, Versioned};
 use crate::host::Host;
 use crate::requests::Origin;
-use crate::versioned::{cells, stamp};
+use crate::versioned::cells;
 use bytes::Bytes;
 use meridian_core::{ChainId, NodeId, Reply, Request, Time, WriteMode};
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,7 +27,11 @@ pub(super) struct WriteOp {
     /// The client's request, to hand back if the partition's configuration changes under the write.
     req: Option<Request>,
     chain: ChainId,
+    /// The domain the key was mastered in when the write began: it is handed back if the key moves.
+    domain: String,
     fence: super::Fence,
+    /// The master's table of who masters what.
+    epoch: u64,
     key: Bytes,
     versioned: Versioned,
     lease_ns: u64,
@@ -50,9 +54,10 @@ impl WriteOp {
         versioned: Versioned,
         started: Option<u64>,
     ) -> WriteOp {
-        let (chain, fence, lease_ns) = (g.chain, g.fence, g.lease_ns());
+        let (chain, fence, epoch, lease_ns) = (g.chain, g.fence, g.domains.epoch, g.lease_ns());
+        let domain = g.domain_of(&key).to_string();
         let (stored, acked, pushed) = (BTreeMap::new(), BTreeSet::new(), BTreeSet::new());
-        WriteOp { origin, req, chain, fence, key, versioned, lease_ns, stored, acked, pushed, started }
+        WriteOp { origin, req, chain, domain, fence, epoch, key, versioned, lease_ns, stored, acked, pushed, started }
     }
 }
 
@@ -67,11 +72,12 @@ impl LeaseNode {
         g: Group,
         out: &mut Fx,
     ) {
-        if g.master != self.me {
-            return self.forward(host, g.master, fwd, out);
-        }
         let Some(key) = fwd.req.key().cloned() else { return };
-        if !self.masteries.get(&g.chain).is_some_and(|m| m.serves(now)) {
+        let master = g.master_of(&key);
+        if master != self.me {
+            return self.forward(host, master, fwd, out);
+        }
+        if !self.mastery_of(&g, &key).is_some_and(|m| m.serves_key(&g, &key, now)) {
             return self.bounce(host, fwd.origin, fwd.req, fwd.stamped, out);
         }
         let held = match self.cell(host, g.chain, &key) {
@@ -81,13 +87,13 @@ impl LeaseNode {
                 return self.answer(host, &fwd.origin, reply, out);
             }
         };
-        let holders = self.holders_of(g.chain, &key, now);
+        let holders = self.holders_of(&g, &key, now);
         let version = match fwd.stamped {
-            Some(v) => {
-                self.last_counter = self.last_counter.max(stamp::counter(v));
-                v
-            }
-            None => self.stamp(),
+            Some(v) => v,
+            None => match self.stamp() {
+                Some(v) => v,
+                None => return self.bounce(host, fwd.origin, fwd.req, None, out),
+            },
         };
         let versioned = Versioned { version, value };
         let passive = g.opts.write_mode == WriteMode::Passive && held.version > 0 && holders.is_empty();
@@ -99,9 +105,11 @@ impl LeaseNode {
         self.try_commit(host, now, seq, out);
     }
 
-    fn stamp(&mut self) -> u64 {
-        self.last_counter += 1;
-        stamp::of(self.last_counter, self.me)
+    /// A new version in this node's map epoch (`versions.rs`).
+    fn stamp(&mut self) -> Option<u64> {
+        let epoch = self.map.as_ref().map_or(0, |m| m.epoch);
+        self.last_version = super::versions::next(self.last_version, epoch)?;
+        Some(self.last_version)
     }
 
     /// A passive write: the master's own, answered once durable here; the replicas get it in the background.
@@ -123,8 +131,9 @@ impl LeaseNode {
         self.mark_written(g.chain, out);
         self.stats.passive_writes += 1;
         for to in g.writers().filter(|&n| n != self.me) {
-            let (chain, fence, key, versioned) = (g.chain, g.fence, key.clone(), versioned.clone());
-            out.send(to, LeaseMsg::Push(Push { op: None, chain, fence, key, versioned, lease_ns: 0 }));
+            let (chain, fence, epoch, key, versioned) =
+                (g.chain, g.fence, g.domains.epoch, key.clone(), versioned.clone());
+            out.send(to, LeaseMsg::Push(Push { op: None, chain, fence, epoch, key, versioned, lease_ns: 0 }));
         }
         self.answer_as(host, &origin, Reply::Written { applied: true, existed }, true, out);
     }
@@ -156,13 +165,14 @@ impl LeaseNode {
     /// Commits write `seq` if a majority holds it and every replica that may answer under a lease has it.
     fn try_commit(&mut self, host: &mut Host, now: Time, seq: u64, out: &mut Fx) {
         let Some(o) = self.ops.get(&seq) else { return };
-        let (Some(g), Some(m)) = (self.groups.get(&o.chain), self.masteries.get(&o.chain)) else { return };
+        let Some(g) = self.groups.get(&o.chain) else { return };
+        let Some(m) = self.masteries.get(&(o.chain, o.domain.clone())) else { return };
         if g.fence != o.fence || m.fence != o.fence {
             return;
         }
         let stored = o.stored.keys().filter(|&&n| n != self.me && g.takes_part(n)).count();
         let need = g.majority() - 1 + usize::from(g.joiner.is_some());
-        let holders = self.holders_of(o.chain, &o.key, now);
+        let holders = self.holders_of(g, &o.key, now);
         let ignores = self.planted(LeasePlantedBug::IgnoresLeases);
         if stored < need || !(ignores || holders.iter().all(|n| *n == self.me || o.acked.contains(n))) {
             return;
@@ -178,21 +188,15 @@ impl LeaseNode {
             Err(e) => return tracing::warn!(chain = %o.chain, "lease master cannot apply a write: {e}"),
         };
         self.mark_written(o.chain, out);
-        let holders: Vec<NodeId> = self.groups.get(&o.chain).map_or(Vec::new(), |g| g.holders.clone());
+        let g = self.groups.get(&o.chain).cloned().expect("checked by try_commit");
         let mut leased = Vec::new();
-        for (&n, &at) in o.stored.iter().filter(|(n, _)| holders.contains(n) && o.lease_ns > 0) {
+        for (&n, &at) in o.stored.iter().filter(|(n, _)| g.holders.contains(n) && o.lease_ns > 0) {
             // The record counts from the acknowledgement's arrival: after the lease began at the replica.
-            self.record(o.chain, &o.key, n, at.plus(std::time::Duration::from_nanos(o.lease_ns)));
+            self.record(&g, &o.key, n, at.plus(std::time::Duration::from_nanos(o.lease_ns)));
             leased.push(n);
             self.stats.granted += 1;
         }
-        let m = self.masteries.get_mut(&o.chain).expect("checked by try_commit");
-        if let Phase::Repair(waiting) = &mut m.phase {
-            waiting.remove(&seq);
-            if waiting.is_empty() {
-                m.phase = Phase::Ready;
-            }
-        }
+        self.masteries.get_mut(&(o.chain, o.domain.clone())).expect("checked by try_commit").written_back(seq);
         for &n in &o.pushed {
             let (chain, key, version, leased) = (o.chain, o.key.clone(), o.versioned.version, leased.clone());
             out.send(n, LeaseMsg::Commit { chain, key, version, leased });
@@ -220,9 +224,25 @@ impl LeaseNode {
         }
     }
 
-    /// Hands back the writes of configurations this node is no longer master in, each keeping its version.
+    /// `node` was just granted a lease on `key`: every write of the key under way must reach it again, even if
+    /// it answered before (sim seed 141 of `--nemesis region,migrate` on globlease-4: a replica without a map
+    /// released a push, then took a lease on the old value, and the write committed without it).
+    pub(super) fn push_again_to(&mut self, chain: ChainId, key: &Bytes, node: NodeId, out: &mut Fx) {
+        let incarnation = self.incarnation;
+        for (&seq, o) in self.ops.iter_mut().filter(|(_, o)| o.chain == chain && o.key == *key) {
+            o.acked.remove(&node);
+            o.pushed.insert(node);
+            out.send(node, push(OpId { incarnation, seq }, o));
+        }
+    }
+
+    /// Hands back the writes of configurations this node is no longer master in, and of keys that moved to
+    /// another domain, each keeping its version.
     pub(super) fn bounce_stale_writes(&mut self, host: &mut Host, out: &mut Fx) {
-        let current = |o: &WriteOp| self.masteries.get(&o.chain).is_some_and(|m| m.fence == o.fence);
+        let current = |o: &WriteOp| {
+            let mastered = self.masteries.get(&(o.chain, o.domain.clone())).is_some_and(|m| m.fence == o.fence);
+            mastered && self.groups.get(&o.chain).is_some_and(|g| g.domain_of(&o.key) == o.domain)
+        };
         let stale: Vec<u64> = self.ops.iter().filter(|(_, o)| !current(o)).map(|(&s, _)| s).collect();
         for seq in stale {
             let o = self.ops.remove(&seq).expect("listed");
@@ -230,13 +250,17 @@ impl LeaseNode {
                 self.bounce(host, origin, req, Some(o.versioned.version), out);
             }
         }
+        let ops = &self.ops;
+        self.masteries.values_mut().for_each(|m| m.forget_writes(|seq| ops.contains_key(&seq)));
     }
 
     /// A master's push: stored (and acknowledged once durable) by a writer of the same configuration; any other
     /// node drops its lease on the key and says so.
     pub(super) fn on_push(&mut self, host: &mut Host, now: Time, from: NodeId, p: Push, out: &mut Fx) {
         let key = (p.chain, p.key.clone());
-        let g = self.groups.get(&p.chain).filter(|g| g.fence == p.fence && g.master == from && g.takes_part(self.me));
+        let current = |g: &&Group| g.fence == p.fence && p.epoch >= g.domains.since(&p.key);
+        let g =
+            self.groups.get(&p.chain).filter(current).filter(|g| g.master_of(&p.key) == from && g.takes_part(self.me));
         let Some(holder) = g.map(|g| g.holders.contains(&self.me)) else {
             self.member.drop_lease(&key);
             if let Some(op) = p.op {
@@ -255,7 +279,8 @@ impl LeaseNode {
             self.member.uncommitted(key.clone(), held);
         }
         if let Some(op) = p.op {
-            let run = self.groups.get(&p.chain).and_then(|g| self.member.run(g, now)).filter(|_| holder);
+            let run = self.groups.get(&p.chain).and_then(|g| self.member.run(g, g.domain_of(&p.key), now));
+            let run = run.filter(|_| holder);
             let until = super::timing::shrunk_from(now, p.lease_ns);
             let offer = run.filter(|_| p.lease_ns > 0).map(|run| Lease { master: from, run, until });
             self.member.pushed(key, p.versioned.version, offer);
@@ -266,6 +291,6 @@ impl LeaseNode {
 
 /// The push of write `id`.
 fn push(id: OpId, o: &WriteOp) -> LeaseMsg {
-    let (chain, fence, key, versioned) = (o.chain, o.fence, o.key.clone(), o.versioned.clone());
-    LeaseMsg::Push(Push { op: Some(id), chain, fence, key, versioned, lease_ns: o.lease_ns })
+    let (chain, fence, epoch, key, versioned) = (o.chain, o.fence, o.epoch, o.key.clone(), o.versioned.clone());
+    LeaseMsg::Push(Push { op: Some(id), chain, fence, epoch, key, versioned, lease_ns: o.lease_ns })
 }

@@ -191,7 +191,8 @@ impl ManagerCore {
             MgrMsg::Admin { cmd, ask } => match cmd {
                 MapCommand::CreateKeyspace { .. }
                 | MapCommand::DropKeyspace { .. }
-                | MapCommand::SetMasterRegion { .. } => self.admin(now, from, cmd, Some(ask), out),
+                | MapCommand::SetMasterRegion { .. }
+                | MapCommand::SetKeyMaster { .. } => self.admin(now, from, cmd, Some(ask), out),
                 _ => {
                     let reason = "only keyspace commands are taken from operators".to_string();
                     out.mgr.push((from, MgrMsg::Refused { reason, ask: Some(ask) }));

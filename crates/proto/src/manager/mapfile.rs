@@ -9,7 +9,7 @@
 //! is refused with both versions named, rather than misread. A file without the magic was written before files
 //! had versions: version 1.
 
-use crate::map::{format1, ClusterMap, ENCODED_AS_CURRENT, MAP_FORMAT};
+use crate::map::{format1, format5, ClusterMap, ENCODED_AS_CURRENT, MAP_FORMAT};
 use meridian_store::Vfs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -92,7 +92,8 @@ fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
     }
     match version {
         1 => format1::map(body),
-        _ => postcard::from_bytes(body),
+        MAP_FORMAT => postcard::from_bytes(body),
+        _ => format5::map(body),
     }
     .map_err(|e| e.to_string())
 }
@@ -130,13 +131,22 @@ mod tests {
         assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
     }
 
-    /// A format-2 map (before quorum keyspaces) is encoded as the current format encodes it, and reads as it is.
+    /// A map of formats 2 to 5 (before per-key masters: the map without its last field) reads with every key
+    /// mastered in its keyspace's home region.
     #[test]
-    fn a_format_2_map_reads_as_it_is() {
-        let map = ClusterMap { epoch: 5, ..ClusterMap::default() };
-        let mut older = encode(&map);
-        older[MAGIC.len()] = 2;
-        assert_eq!(decode(&older), Ok(map));
+    fn a_map_of_formats_2_to_5_reads_without_key_masters() {
+        let map = ClusterMap { epoch: 5, next_step: 9, ..ClusterMap::default() };
+        let m = &map;
+        let fields = (m.epoch, m.partitions, &m.nodes, &m.chains, &m.manager_voters, m.next_step, &m.keyspaces);
+        let body = postcard::to_allocvec(&(fields, m.next_keyspace)).unwrap();
+        for version in 2..=5 {
+            let mut older = MAGIC.to_vec();
+            older.push(version);
+            older.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            older.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+            older.extend_from_slice(&body);
+            assert_eq!(decode(&older), Ok(map.clone()), "format {version}");
+        }
     }
 
     /// The map file of a node that a format-1 build ran (`tests/fixtures/format1-node`: one node, keyspaces

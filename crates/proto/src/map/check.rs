@@ -37,6 +37,23 @@ impl ClusterMap {
             ensure(id.0 < self.next_keyspace, || format!("keyspace {id} not below next_keyspace"))?;
             validate_name(&k.name).and_then(|()| k.config.validate()).map_err(|e| format!("keyspace {id}: {e}"))?;
         }
+        self.check_key_masters()
+    }
+
+    fn check_key_masters(&self) -> Result<(), String> {
+        for (id, masters) in &self.masters {
+            let k = self.keyspaces.get(id).ok_or_else(|| format!("key masters of missing keyspace {id}"))?;
+            ensure(k.config.protocol.protocol() == Protocol::Lease, || format!("key masters of {id}, not lease"))?;
+            ensure(masters.pinned.len() <= super::masters::PINNED_MAX, || format!("{id} pins too many keys"))?;
+            let newest = masters.pinned.values().map(|p| p.since).chain([masters.home_since]).max();
+            ensure(newest <= Some(masters.epoch) && masters.epoch <= self.epoch, || {
+                format!("keyspace {id}: key masters at epoch {} moved later, or past the map", masters.epoch)
+            })?;
+            let placed = |region: &str| k.config.placement.regions.iter().any(|(r, _)| r == region);
+            if let Some(pin) = masters.pinned.values().find(|p| !placed(&p.region)) {
+                return Err(format!("keyspace {id} pins a key to {:?}, outside its placement", pin.region));
+            }
+        }
         Ok(())
     }
 

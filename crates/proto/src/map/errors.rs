@@ -1,5 +1,6 @@
 //! Why the map refuses a command. A refused command changes nothing, not even the epoch.
 
+use super::masters::{PINNED_KEY_MAX, PINNED_MAX};
 use super::CHAINS_MAX;
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::KeyspaceError;
@@ -133,6 +134,10 @@ pub enum MapError {
     NoPlaceableNode,
     /// Only lease keyspaces have a master region.
     NotLease(String),
+    /// A pinned key must have 1 to `PINNED_KEY_MAX` bytes; it had this many.
+    BadPinnedKey(usize),
+    /// The keyspace already pins `PINNED_MAX` keys.
+    TooManyPins(String),
 }
 
 impl fmt::Display for MapError {
@@ -197,6 +202,12 @@ impl fmt::Display for MapError {
                 write!(f, "keyspace {name:?} is not a lease keyspace: only lease keyspaces have a master region")
             }
             MapError::BadKeyspace(why) => write!(f, "{why}"),
+            MapError::BadPinnedKey(len) => {
+                write!(f, "a key given its own master must have 1 to {PINNED_KEY_MAX} bytes, not {len}")
+            }
+            MapError::TooManyPins(name) => {
+                write!(f, "keyspace {name:?} already gives {PINNED_MAX} keys their own master region")
+            }
             MapError::NoPlaceableNode => {
                 write!(f, "no ACTIVE or JOINING node outside the keyspace's banned regions can hold its chains")
             }

@@ -84,6 +84,7 @@ impl Map1 {
             next_step: self.next_step,
             keyspaces: self.keyspaces.into_iter().map(|(id, k)| (id, keyspace(k))).collect(),
             next_keyspace: self.next_keyspace,
+            masters: BTreeMap::new(),
         }
     }
 }

@@ -103,11 +103,14 @@ mod chain;
 mod check;
 mod errors;
 pub(crate) mod format1;
+pub(crate) mod format5;
 pub mod kinds;
+pub mod masters;
 pub mod placement;
 
 pub use chain::{ChainChange, ChainView};
 pub use errors::MapError;
+pub use masters::{KeyMasters, Pin};
 
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
@@ -219,6 +222,8 @@ pub struct ClusterMap {
     /// The next unused keyspace id: ids are never reused, so data of a dropped keyspace can never be taken
     /// for a new one's.
     pub next_keyspace: u32,
+    /// Where the keys of lease keyspaces are mastered, for those whose master region or keys ever moved.
+    pub masters: BTreeMap<KeyspaceId, KeyMasters>,
 }
 
 impl Default for ClusterMap {
@@ -232,6 +237,7 @@ impl Default for ClusterMap {
             next_step: 1,
             keyspaces: BTreeMap::new(),
             next_keyspace: 0,
+            masters: BTreeMap::new(),
         }
     }
 }
@@ -282,6 +288,9 @@ pub enum MapCommand {
     /// Makes `region`, which the lease keyspace's placement names, its master region: each partition's master
     /// moves there as nodes adopt the map (`docs/protocols/lease.md`, "Master migration").
     SetMasterRegion { name: String, region: String },
+    /// Masters `key` of the lease keyspace `name` in `region`, which its placement must name, whatever its
+    /// master region is or becomes (`map/masters.rs`).
+    SetKeyMaster { name: String, key: bytes::Bytes, region: String },
 }
 
 /// What an accepted command did.
@@ -298,12 +307,14 @@ pub enum Applied {
 /// entries): it changes whenever that encoding does, which the schema lock (`node/schema_lock.rs`) enforces. A
 /// node refuses files of another version, naming both. Format 3 added quorum keyspaces (a protocol variant
 /// with its knobs) to format 2, format 4 lease keyspaces to format 3, and format 5 the command
-/// [`MapCommand::SetMasterRegion`], each keeping the encoding before it: a file of formats 2 to 4 decodes as it
-/// is ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than misread it.
-pub const MAP_FORMAT: u8 = 5;
+/// [`MapCommand::SetMasterRegion`], each keeping the encoding before it; format 6 added [`ClusterMap::masters`]
+/// and [`MapCommand::SetKeyMaster`]. Commands of formats 2 to 5 decode as they are, and their maps through
+/// `format5.rs` ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than misread it.
+pub const MAP_FORMAT: u8 = 6;
 
-/// The formats before [`MAP_FORMAT`] whose encoding the current types decode unchanged.
-pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4];
+/// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps lack
+/// [`ClusterMap::masters`]: `format5::map` reads them).
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5];
 
 /// The member the Remove in flight on `c` takes out, if one is under way.
 fn removed_by(c: &ChainView) -> Option<NodeId> {
@@ -377,25 +388,15 @@ impl ClusterMap {
                 self.reads_at(c, node)
                     || c.members.first() == Some(&node) && self.update_mode(c.id.keyspace()) != Some(UpdateMode::Su)
             }
-            Some(Protocol::Lease) => self.lease_master(c) == Some(node),
+            Some(Protocol::Lease) => self.masters_some_of(c, node),
             _ => false,
         }
     }
 
-    /// A lease partition's master: the longest-standing live holder in its keyspace's master region (the home
-    /// of its placement), or the longest-standing live holder if none is there, or the last holder if none is
-    /// live. The planner adds a joiner before every member (`quorum::rules`), so the last holder is the one
-    /// that has held the partition longest: a join leaves the master where it is, where picking the first
-    /// holder moved mastership, and with it a takeover and a pause in writes, to every joiner (sim seed
-    /// 25103278 spent the 27 s of joins after its heal without a write to one partition).
+    /// The master of a lease partition's keys that are not pinned elsewhere: see [`Self::lease_master_in`].
     pub fn lease_master(&self, c: &ChainView) -> Option<NodeId> {
         let keyspace = self.keyspaces.get(&c.id.keyspace())?;
-        let home = keyspace.config.placement.home();
-        let holders = c.holders();
-        let in_home = |n: &&NodeId| self.nodes.get(n).is_some_and(|i| Some(i.location.region.as_str()) == home);
-        let live = |n: &&NodeId| self.is_live(**n);
-        let live_holders = || holders.iter().rev().filter(live);
-        live_holders().find(in_home).or(live_holders().next()).or(holders.last()).copied()
+        self.lease_master_in(c, keyspace.config.placement.home())
     }
 
     /// The protocol `keyspace` runs, if the map has it.
@@ -529,6 +530,7 @@ impl ClusterMap {
                 self.replica_restored(*chain, *node, *incarnation)
             }
             MapCommand::SetMasterRegion { name, region } => self.set_master_region(name, region),
+            MapCommand::SetKeyMaster { name, key, region } => self.set_key_master(name, key, region),
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;
@@ -682,24 +684,26 @@ impl ClusterMap {
             return Err(MapError::DefaultKeyspace);
         }
         self.keyspaces.remove(&id);
+        self.masters.remove(&id);
         self.chains.retain(|c, _| c.keyspace() != id);
         Ok(Applied::Changed)
     }
 
     /// Reorders the placement only: each region keeps its replicas, so the planner has nothing to move, and the
-    /// views stay as they are: the master changes within a view, as when the failure detector moves it, and the
-    /// promises fence the old master (`lease/mastery.rs`).
+    /// views stay as they are: the master of every key not pinned elsewhere changes within a view, as when the
+    /// failure detector moves it, and the promises fence the old master (`lease/mastery.rs`). Pinned keys stay
+    /// where they are pinned.
     fn set_master_region(&mut self, name: &str, region: &str) -> Result<Applied, MapError> {
-        let (id, keyspace) = self.keyspace_named(name).ok_or_else(|| MapError::UnknownKeyspace(name.to_string()))?;
-        if keyspace.config.protocol.protocol() != Protocol::Lease {
-            return Err(MapError::NotLease(name.to_string()));
-        }
+        let (id, keyspace) = self.lease_keyspace(name)?;
         let placement = &keyspace.config.placement;
         let homed = placement.clone().homed_in(region).map_err(|e| MapError::BadKeyspace(e.into()))?;
         if homed == *placement {
             return Ok(Applied::Unchanged);
         }
         self.keyspaces.get_mut(&id).expect("named above").config.placement = homed;
+        let epoch = self.applying_epoch();
+        let masters = self.masters.entry(id).or_default();
+        (masters.epoch, masters.home_since) = (epoch, epoch);
         Ok(Applied::Changed)
     }
 

@@ -1,4 +1,5 @@
 use super::*;
+use bytes::Bytes;
 use meridian_core::keyspace::KEYSPACES_MAX;
 use meridian_core::wire;
 use meridian_core::{Location, ReplicaKind};
@@ -811,4 +812,44 @@ fn a_master_region_move_moves_every_master_and_nothing_else() {
     refused(&mut map, chain, MapError::NotLease("default".into()));
     let unknown = MapCommand::SetMasterRegion { name: "zz".into(), region: "us".into() };
     refused(&mut map, unknown, MapError::UnknownKeyspace("zz".into()));
+}
+
+#[test]
+fn a_key_master_move_pins_one_key_and_survives_a_master_region_move() {
+    let mut map = lease_map();
+    let (id, _) = map.keyspace_named("ll").unwrap();
+    let chains_before = map.chains.clone();
+    let pin = |key: &str, region: &str| MapCommand::SetKeyMaster {
+        name: "ll".into(),
+        key: Bytes::copy_from_slice(key.as_bytes()),
+        region: region.into(),
+    };
+    assert_eq!(map.apply(&pin("k", "us")), Ok(Applied::Changed));
+    map.check().unwrap();
+    assert_eq!(map.chains, chains_before, "members and views stay");
+    let masters = map.key_masters(id).unwrap();
+    assert_eq!((masters.epoch, masters.home_since), (map.epoch, 0));
+    assert_eq!(masters.pinned[&Bytes::from_static(b"k")], Pin { region: "us".into(), since: map.epoch });
+    let c = map.chain_of_key(id, b"k").unwrap().clone();
+    assert!(map.leased_at(&c, NodeId(2)) && map.leased_at(&c, NodeId(1)), "us masters k, eu the rest");
+    assert_eq!(map.apply(&pin("k", "us")), Ok(Applied::Unchanged));
+    let to_asia = MapCommand::SetMasterRegion { name: "ll".into(), region: "asia".into() };
+    assert_eq!(map.apply(&to_asia), Ok(Applied::Changed));
+    let masters = map.key_masters(id).unwrap();
+    assert_eq!((masters.epoch, masters.home_since), (map.epoch, map.epoch), "every other key moved");
+    assert_eq!(masters.pinned[&Bytes::from_static(b"k")].region, "us", "a pinned key stays");
+    let not_placed =
+        MapError::BadKeyspace(meridian_core::placement::PlacementError::HomeNotPlaced("mars".into()).into());
+    refused(&mut map, pin("k", "mars"), not_placed);
+    refused(&mut map, pin("", "us"), MapError::BadPinnedKey(0));
+    refused(&mut map, pin(&"x".repeat(513), "us"), MapError::BadPinnedKey(513));
+    let chain = MapCommand::SetKeyMaster { name: "default".into(), key: "k".into(), region: "us".into() };
+    refused(&mut map, chain, MapError::NotLease("default".into()));
+    for i in map.key_masters(id).unwrap().pinned.len()..crate::map::masters::PINNED_MAX {
+        map.apply(&pin(&format!("key{i}"), "eu")).unwrap();
+    }
+    refused(&mut map, pin("one-more", "eu"), MapError::TooManyPins("ll".into()));
+    assert_eq!(map.apply(&pin("k", "eu")), Ok(Applied::Changed), "a pinned key moves again");
+    map.apply(&MapCommand::DropKeyspace { name: "ll".into() }).unwrap();
+    assert!(map.key_masters(id).is_none(), "dropped with its keyspace");
 }

@@ -38,6 +38,12 @@ impl PendingAdmin {
                 let home = k.config.placement.home() == Some(region.as_str());
                 home.then(|| format!("keyspace {name} is mastered in region {region}"))
             }
+            MapCommand::SetKeyMaster { name, key, region } => {
+                let (id, _) = map.keyspace_named(name)?;
+                let pin = map.key_masters(id)?.pinned.get(key)?;
+                let key = String::from_utf8_lossy(key);
+                (pin.region == *region).then(|| format!("key {key} of keyspace {name} is mastered in region {region}"))
+            }
             _ => unreachable!("only keyspace commands wait"),
         }
     }
@@ -64,6 +70,9 @@ impl ClusterNode {
             Admin::DropKeyspace { name } => self.keyspace_command(now, id, MapCommand::DropKeyspace { name }, out),
             Admin::SetMasterRegion { name, region } => {
                 self.keyspace_command(now, id, MapCommand::SetMasterRegion { name, region }, out)
+            }
+            Admin::SetKeyMaster { name, key, region } => {
+                self.keyspace_command(now, id, MapCommand::SetKeyMaster { name, key, region }, out)
             }
             Admin::Keyspaces => match self.agent.map() {
                 Some(map) => out.reply(id, Reply::Text(super::status::keyspaces_json(map).to_string())),

@@ -10,7 +10,10 @@
 use super::NodeMsg;
 use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState, Outcome, Refusal};
 use crate::chain::{ChainMsg, Change, Origin, Update};
-use crate::lease::msg::{Beat, Forwarded, Granted, Heartbeat as LeaseHeartbeat, Push, Renew};
+use crate::lease::msg::{
+    Beat, CopyFor as LeaseCopyFor, Fetch as LeaseFetch, Fetched as LeaseFetched, Forwarded, Granted,
+    Heartbeat as LeaseHeartbeat, Push, Renew,
+};
 use crate::lease::{LeaseMsg, OpId as LeaseOpId};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
@@ -29,7 +32,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((7, 0xf5b0_60d9), (5, 0xff9a_b769), [14, 9, 14, 7, 13]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((8, 0xa7af_8a4f), (6, 0xf9fa_be31), [14, 9, 15, 7, 15]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -184,6 +187,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::ReplicaLost { chain, node, incarnation: 5 },
         MapCommand::ReplicaRestored { chain, node, incarnation: 5 },
         MapCommand::SetMasterRegion { name: "ll".into(), region: "us".into() },
+        MapCommand::SetKeyMaster { name: "l".into(), key: "k".into(), region: "us".into() },
     ];
     let numbered = |c: &MapCommand| match c {
         MapCommand::Bootstrap { .. } => 0,
@@ -200,6 +204,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::ReplicaLost { .. } => 11,
         MapCommand::ReplicaRestored { .. } => 12,
         MapCommand::SetMasterRegion { .. } => 13,
+        MapCommand::SetKeyMaster { .. } => 14,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
     samples
@@ -234,8 +239,13 @@ fn lease_messages() -> Vec<LeaseMsg> {
         incarnation: 4,
         run: Some(2),
     };
-    let push = Push { op: Some(op), chain, fence, key: key.clone(), versioned: versioned.clone(), lease_ns: 9 };
-    let beat = Beat { chain, fence, confirm_ns: 1_000 };
+    let push =
+        Push { op: Some(op), chain, fence, epoch: 3, key: key.clone(), versioned: versioned.clone(), lease_ns: 9 };
+    let beat = Beat { chain, domain: "eu".into(), fence, epoch: 3, confirm_ns: 1_000 };
+    let takeover = LeaseCopyFor::Takeover { domain: "eu".into(), epoch: 3 };
+    let fetch = LeaseFetch { chain, domain: "us".into(), fence, epoch: 4, keys: vec![key.clone()] };
+    let fetched =
+        LeaseFetched { chain, domain: "us".into(), fence, epoch: 4, entries: vec![(key.clone(), versioned.clone())] };
     let samples = vec![
         LeaseMsg::Request(Forwarded { origin: origin(), req: get, hops: 1, stamped: Some(3) }),
         LeaseMsg::Answer { origin: origin(), reply: Reply::Written { applied: true, existed: false } },
@@ -247,9 +257,14 @@ fn lease_messages() -> Vec<LeaseMsg> {
         LeaseMsg::Released { op },
         LeaseMsg::Commit { chain, key: key.clone(), version: 7, leased: vec![NodeId(2)] },
         LeaseMsg::Heartbeat(LeaseHeartbeat { incarnation: 4, round: 6, acked: Some(5), beats: vec![beat] }),
-        LeaseMsg::Promised { incarnation: 4, round: 6, chains: vec![chain] },
-        LeaseMsg::CopyReq(QuorumCopyReq { chain, fence, after: None }),
-        LeaseMsg::CopyData(QuorumCopyData { chain, fence, entries: vec![(key, versioned)], more: true }),
+        LeaseMsg::Promised { incarnation: 4, round: 6, domains: vec![(chain, "eu".into())] },
+        LeaseMsg::CopyReq { req: QuorumCopyReq { chain, fence, after: None }, to: takeover },
+        LeaseMsg::CopyData {
+            data: QuorumCopyData { chain, fence, entries: vec![(key, versioned)], more: true },
+            to: LeaseCopyFor::Joiner,
+        },
+        LeaseMsg::Fetch(fetch),
+        LeaseMsg::Fetched(fetched),
     ];
     let numbered = |m: &LeaseMsg| match m {
         LeaseMsg::Request(_) => 0,
@@ -263,8 +278,10 @@ fn lease_messages() -> Vec<LeaseMsg> {
         LeaseMsg::Commit { .. } => 8,
         LeaseMsg::Heartbeat(_) => 9,
         LeaseMsg::Promised { .. } => 10,
-        LeaseMsg::CopyReq(_) => 11,
-        LeaseMsg::CopyData(_) => 12,
+        LeaseMsg::CopyReq { .. } => 11,
+        LeaseMsg::CopyData { .. } => 12,
+        LeaseMsg::Fetch(_) => 13,
+        LeaseMsg::Fetched(_) => 14,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[4] - 1, "LeaseMsg");
     samples
@@ -300,9 +317,9 @@ fn quorum_messages() -> Vec<QuorumMsg> {
 /// A map the first commands made: nodes, keyspaces of several kinds, a step in flight.
 fn map() -> ClusterMap {
     let mut map = ClusterMap::default();
-    for cmd in
-        commands().iter().filter(|c| matches!(c, MapCommand::Bootstrap { .. } | MapCommand::CreateKeyspace { .. }))
-    {
+    for cmd in commands().iter().filter(|c| {
+        matches!(c, MapCommand::Bootstrap { .. } | MapCommand::CreateKeyspace { .. } | MapCommand::SetKeyMaster { .. })
+    }) {
         map.apply(cmd).expect("a sample command applies");
     }
     map

@@ -26,7 +26,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::map::{format1, ENCODED_AS_CURRENT, MAP_FORMAT};
+use crate::map::{format1, format5, ENCODED_AS_CURRENT, MAP_FORMAT};
 use meridian_store::{Vfs, VfsFile};
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
@@ -140,28 +140,29 @@ impl RaftLog {
         }
         self.check_hard_state().map_err(|reason| corrupt(self.recovery.kept_bytes, reason))?;
         if self.format < MAP_FORMAT {
-            if !ENCODED_AS_CURRENT.contains(&self.format) {
-                self.upgrade().map_err(|reason| corrupt(0, reason))?;
-            }
+            self.upgrade().map_err(|reason| corrupt(0, reason))?;
             self.format = MAP_FORMAT;
             self.rewrite()?;
         }
         Ok(())
     }
 
-    /// Re-encodes the map commands of the entries and the map of the snapshot from format 1, the one version
-    /// whose encoding differs from [`MAP_FORMAT`]'s, in memory; `rewrite` then makes it the file.
+    /// Re-encodes, in memory, the map commands of the entries (of format 1, the one whose commands differ from
+    /// [`MAP_FORMAT`]'s) and the map of the snapshot; `rewrite` then makes it the file.
     fn upgrade(&mut self) -> Result<(), String> {
         let old = self.format;
         let why = |what: &str, e: postcard::Error| format!("{what} of raft log format {old} does not decode: {e}");
+        let commands_as_current = ENCODED_AS_CURRENT.contains(&old);
         for e in self.entries.iter_mut().filter(|e| e.get_entry_type() == EntryType::EntryNormal) {
-            if !e.data.is_empty() {
+            if !e.data.is_empty() && !commands_as_current {
                 let cmd = format1::command(&e.data).map_err(|err| why(&format!("entry {}", e.index), err))?;
                 e.data = postcard::to_allocvec(&cmd).expect("commands serialize").into();
             }
         }
         if !self.snapshot.get_data().is_empty() {
-            let map = format1::map(self.snapshot.get_data()).map_err(|err| why("the snapshot", err))?;
+            let data = self.snapshot.get_data();
+            let map = if commands_as_current { format5::map(data) } else { format1::map(data) };
+            let map = map.map_err(|err| why("the snapshot", err))?;
             self.snapshot.set_data(postcard::to_allocvec(&map).expect("maps serialize").into());
         }
         Ok(())
