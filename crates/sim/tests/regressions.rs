@@ -79,7 +79,11 @@ fn cache_seeds() {
 /// two writes alike), 22104513 (a cut-off master serving on its old majority's promises after two configuration
 /// changes gave the partition a new master; fenced by the manager's lease); and 10100921, 10104301 (an old run's confirmations), 10800306 and 10804280 (a late commit
 /// handing back a lease the replica had released), 21003606 (a master taking over again answering a copied
-/// version while a replica's lease from its earlier mastery still served the one before) on `globlease-4`.
+/// version while a replica's lease from its earlier mastery still served the one before) on `globlease-4`; and
+/// with `region,migrate` there, 141 (a replica with no map released a push, then took a lease on the old value,
+/// and the write committed without it), 694 without spares (a new master numbered below a version its
+/// predecessor had pushed to a minority, which a later takeover preferred) and 36102868 without spares (a key
+/// pinned to the domain it was in left a write-back pushing an older table, which every holder refused).
 #[test]
 fn lease_seeds() {
     use meridian_core::{Placement, Protocol, ProtocolConfig};
@@ -103,5 +107,9 @@ fn lease_seeds() {
     for s in [10_100_921, 10_104_301, 10_800_306, 10_804_280, 21_003_606] {
         let sweep = seed(s, &nemesis, lease(placement.clone()));
         passes(&ChainSweep { nodes: 4, topology: Some(topology.clone()), ..sweep });
+    }
+    for (s, spares) in [(141, 2), (694, 0), (36_102_868, 0)] {
+        let sweep = seed(s, "region,migrate", lease(placement.clone()));
+        passes(&ChainSweep { nodes: 4, spares, topology: Some(topology.clone()), ..sweep });
     }
 }

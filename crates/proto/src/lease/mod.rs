@@ -1,6 +1,6 @@
-//! GlobLease (seed 001 §4.1): a lease keyspace keeps a replica of every partition in each region it names, one
-//! of them the partition's master (the replica in the keyspace's master region, its home). Writes go to the
-//! master only; a replica holding a valid lease on a key answers reads of it locally, without a round trip; one
+//! GlobLease (seed 001 §4.1): a lease keyspace keeps a replica of every partition in each region it names, and
+//! each key has a master among them (the replica in the key's master region: the keyspace's home region unless the
+//! key is pinned to another). Writes go to the key's master only; a replica holding a valid lease on a key answers reads of it locally, without a round trip; one
 //! without asks the master, which answers with the value and a lease (Algorithm 1). The full argument, the
 //! clock model and what breaks beyond it are in docs/protocols/lease.md.
 //!
@@ -12,14 +12,17 @@
 //!   for a while, and a master answers (and confirms its replicas' leases) only within those promises. This is
 //!   what makes failover safe: a new master starts once a majority's promises to the old one ran out, when no
 //!   replica can still answer under the old master's leases.
+//! - `domains.rs`: who masters which keys: a partition's keys split into domains, one per master region.
 //! - `takeover.rs`: a new master's first step: it copies every key's newest version from a majority of the
-//!   partition and writes back what is not yet on a majority.
+//!   partition and writes back what its domain needs.
+//! - `catchup.rs`: keys that move into a domain its master already runs, copied alone.
+//! - `versions.rs`: versions number by map epoch first, so a key's next master outranks every earlier one.
 //! - `join.rs`: a replica added to the partition copies it (as a quorum joiner does).
 //! - `timing.rs`: the clock arithmetic: who starts counting first, and who counts short.
 //!
-//! Masters change only with the map: the manager's Raft log decides who is in a partition and so who its master
-//! is (the seed's Paxos election, replaced by the consensus the cluster already runs; `lease.md` says why they
-//! are equivalent). Conditional and read-modify-write commands, expiry, SCAN and cache mode are the chain's: a
+//! Masters change only with the map: the manager's Raft log decides who is in a partition, where each key is
+//! mastered, and so who its master is (the seed's Paxos election, replaced by the consensus the cluster already
+//! runs; `lease.md` says why they are equivalent). Conditional and read-modify-write commands, expiry, SCAN and cache mode are the chain's: a
 //! lease keyspace refuses them.
 
 mod catchup;
