@@ -83,7 +83,9 @@ fn cache_seeds() {
 /// with `region,migrate` there, 141 (a replica with no map released a push, then took a lease on the old value,
 /// and the write committed without it), 694 without spares (a new master numbered below a version its
 /// predecessor had pushed to a minority, which a later takeover preferred) and 36102868 without spares (a key
-/// pinned to the domain it was in left a write-back pushing an older table, which every holder refused).
+/// pinned to the domain it was in left a write-back pushing an older table, which every holder refused); with
+/// every fault and `region,migrate`, 38100777 (a node standing in for a pinned region with no live holder got
+/// no manager's lease).
 #[test]
 fn lease_seeds() {
     use meridian_core::{Placement, Protocol, ProtocolConfig};
@@ -112,4 +114,6 @@ fn lease_seeds() {
         let sweep = seed(s, "region,migrate", lease(placement.clone()));
         passes(&ChainSweep { nodes: 4, spares, topology: Some(topology.clone()), ..sweep });
     }
+    let sweep = seed(38_100_777, &format!("{nemesis},migrate"), lease(placement.clone()));
+    passes(&ChainSweep { nodes: 4, topology: Some(topology.clone()), ..sweep });
 }

@@ -14,7 +14,7 @@ use crate::map::ChainView;
 use bytes::Bytes;
 use meridian_core::{KeyspaceId, NodeId, Protocol};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Keys a lease keyspace may pin to a region: the map travels whole in every change.
 pub const PINNED_MAX: usize = 4096;
@@ -39,13 +39,6 @@ pub struct Pin {
     pub since: u64,
 }
 
-impl KeyMasters {
-    /// Whether any key is pinned to `region`.
-    pub fn pins_to(&self, region: &str) -> bool {
-        self.pinned.values().any(|p| p.region == region)
-    }
-}
-
 impl ClusterMap {
     /// Where `keyspace`'s keys are mastered, if it ever moved any.
     pub fn key_masters(&self, keyspace: KeyspaceId) -> Option<&KeyMasters> {
@@ -66,15 +59,16 @@ impl ClusterMap {
         live_holders().find(in_region).or(live_holders().next()).or(holders.last()).copied()
     }
 
-    /// Whether `node` masters some keys of the lease partition `c`: in its home region, or in its own region
-    /// if keys are pinned there.
+    /// Whether `node` masters some keys of the lease partition `c`: in its home region, or in a region keys are
+    /// pinned to, whose master `node` may be while that region has no live holder (sim seed 38100777: a node
+    /// standing in for such a region got no manager's lease and its keys no writes).
     pub(super) fn masters_some_of(&self, c: &ChainView, node: NodeId) -> bool {
         if self.lease_master(c) == Some(node) {
             return true;
         }
-        let Some(region) = self.nodes.get(&node).map(|i| i.location.region.as_str()) else { return false };
-        let pinned_here = self.key_masters(c.id.keyspace()).is_some_and(|m| m.pins_to(region));
-        pinned_here && self.lease_master_in(c, Some(region)) == Some(node)
+        let Some(masters) = self.key_masters(c.id.keyspace()) else { return false };
+        let regions: BTreeSet<&str> = masters.pinned.values().map(|p| p.region.as_str()).collect();
+        regions.into_iter().any(|region| self.lease_master_in(c, Some(region)) == Some(node))
     }
 
     /// Pins `key` of the lease keyspace `name` to `region`, which its placement must name.

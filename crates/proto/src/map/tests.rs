@@ -833,6 +833,11 @@ fn a_key_master_move_pins_one_key_and_survives_a_master_region_move() {
     let c = map.chain_of_key(id, b"k").unwrap().clone();
     assert!(map.leased_at(&c, NodeId(2)) && map.leased_at(&c, NodeId(1)), "us masters k, eu the rest");
     assert_eq!(map.apply(&pin("k", "us")), Ok(Applied::Unchanged));
+    let mut us_down = map.clone();
+    us_down.apply(&MapCommand::NodeFailed { id: NodeId(2) }).unwrap();
+    let stand_in = us_down.lease_master_in(&c, Some("us")).unwrap();
+    assert_ne!(stand_in, NodeId(2));
+    assert!(us_down.leased_at(&c, stand_in), "the node standing in for us gets the manager's lease");
     let to_asia = MapCommand::SetMasterRegion { name: "ll".into(), region: "asia".into() };
     assert_eq!(map.apply(&to_asia), Ok(Applied::Changed));
     let masters = map.key_masters(id).unwrap();
