@@ -28,10 +28,9 @@ impl LeaseNode {
     /// On a tick: starts a copy for every ready domain that gained keys since it last caught up, and asks again
     /// the holders that have not answered one under way.
     pub(super) fn prod_catchups(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
-        let domains: Vec<Domain> = self.masteries.keys().cloned().collect();
-        for d in domains {
-            let Some(g) = self.groups.get(&d.0).cloned() else { continue };
-            let m = self.masteries.get_mut(&d).expect("listed");
+        let mut behind = Vec::new();
+        for (d, m) in &self.masteries {
+            let Some(g) = self.groups.get(&d.0) else { continue };
             if !matches!(m.phase, super::mastery::Phase::Ready) {
                 continue;
             }
@@ -40,9 +39,13 @@ impl LeaseNode {
                     let unanswered = g.holders.iter().filter(|&&n| n != self.me && !c.answered.contains(&n));
                     unanswered.for_each(|&n| out.send(n, LeaseMsg::Fetch(c.ask.clone())));
                 }
-                None if g.domains.epoch > m.caught => self.start_catchup(host, now, &g, d, out),
+                None if g.domains.epoch > m.caught => behind.push(d.clone()),
                 None => {}
             }
+        }
+        for d in behind {
+            let g = self.groups[&d.0].clone();
+            self.start_catchup(host, now, &g, d, out);
         }
     }
 
