@@ -175,9 +175,9 @@ pub struct LeaseNode {
     /// Writes this node drives as master, by number.
     ops: BTreeMap<u64, WriteOp>,
     next_op: u64,
-    /// The last version this node stamped (`versions.rs`): its versions only grow within a run, and a new master
-    /// stamps past every version it copied.
-    last_version: u64,
+    /// The versions this node stamps (`versions.rs`): they grow across its runs, and a new master stamps past
+    /// every version it copied.
+    numbering: versions::Numbering,
     /// Versions of writes handed back after they went out, by request, with the tick they were handed back at:
     /// sent again, they keep that version.
     stamped: BTreeMap<meridian_core::RequestId, (u64, u64)>,
@@ -318,10 +318,12 @@ impl KeyspaceProtocol for LeaseNode {
     fn open(
         me: NodeId,
         cfg: LeaseConfig,
-        _stores: &mut Stores,
+        stores: &mut Stores,
         incarnation: u64,
         previous: PreviousRun,
     ) -> Result<LeaseNode, StoreError> {
+        let record = stores.load_record(versions::RECORD)?.map(|b| versions::decode(&b)).transpose()?;
+        let numbering = versions::Numbering::open(record, previous.map.map_or(0, |m| m.epoch));
         Ok(LeaseNode {
             me,
             cfg,
@@ -335,7 +337,7 @@ impl KeyspaceProtocol for LeaseNode {
             rounds: mastery::Rounds::default(),
             ops: BTreeMap::new(),
             next_op: 0,
-            last_version: 0,
+            numbering,
             stamped: BTreeMap::new(),
             marked: BTreeSet::new(),
             joins: BTreeMap::new(),
@@ -516,3 +518,27 @@ impl LeaseNode {
 
 /// A key of a partition: what a replica's leases and pending commits are kept by.
 pub(crate) type Key = (ChainId, Bytes);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stores::StoreSpec;
+    use meridian_store::{LogOptions, SimVfs};
+
+    #[test]
+    fn a_node_numbers_past_the_bound_its_last_run_stored_even_after_a_power_loss() {
+        let disk = SimVfs::new();
+        let spec = StoreSpec { vfs: Arc::new(disk.clone()), dir: "/n/keyspaces".into(), log: LogOptions::default() };
+        let mut stores = Stores::open(spec.clone(), [], []).unwrap();
+        let map = ClusterMap { epoch: 9, ..ClusterMap::default() };
+        let lost = BTreeSet::new();
+        let previous = || PreviousRun { map: Some(&map), clean_stop: false, lost: &lost };
+        let mut node = LeaseNode::open(NodeId(1), LeaseConfig::default(), &mut stores, 1, previous()).unwrap();
+        let save = |b| stores.save_record(versions::RECORD, &versions::encode(b));
+        let first = node.numbering.stamp(9, save).unwrap();
+        disk.crash(3);
+        let mut stores = Stores::open(spec, [], []).unwrap();
+        let mut node = LeaseNode::open(NodeId(1), LeaseConfig::default(), &mut stores, 2, previous()).unwrap();
+        assert!(node.numbering.stamp(9, |_| Ok(())).unwrap() > first);
+    }
+}

@@ -167,7 +167,7 @@ impl LeaseNode {
         out: &mut Fx,
     ) -> BTreeMap<Bytes, u64> {
         let newest = seen.values().map(|s| s.version).max().unwrap_or(0);
-        self.last_version = self.last_version.max(newest);
+        self.numbering.raise(newest);
         let lagging: Vec<Bytes> = seen
             .into_iter()
             .filter(|(key, s)| s.count < g.majority() || (s.copied && !self.holders_of(g, key, now).is_empty()))

@@ -11,6 +11,7 @@
 
 use super::mastery::Lease;
 use super::msg::{Forwarded, OpId, Push};
+use super::versions;
 use super::{Fx, Group, LeaseMsg, LeaseNode, LeasePlantedBug, Versioned};
 use crate::host::Host;
 use crate::requests::Origin;
@@ -90,7 +91,7 @@ impl LeaseNode {
         let holders = self.holders_of(&g, &key, now);
         let version = match fwd.stamped {
             Some(v) => v,
-            None => match self.stamp() {
+            None => match self.stamp(host) {
                 Some(v) => v,
                 None => return self.bounce(host, fwd.origin, fwd.req, None, out),
             },
@@ -106,10 +107,10 @@ impl LeaseNode {
     }
 
     /// A new version in this node's map epoch (`versions.rs`).
-    fn stamp(&mut self) -> Option<u64> {
+    fn stamp(&mut self, host: &Host) -> Option<u64> {
         let epoch = self.map.as_ref().map_or(0, |m| m.epoch);
-        self.last_version = super::versions::next(self.last_version, epoch)?;
-        Some(self.last_version)
+        let save = |bound| host.stores.save_record(versions::RECORD, &versions::encode(bound));
+        self.numbering.stamp(epoch, save)
     }
 
     /// A passive write: the master's own, answered once durable here; the replicas get it in the background.

@@ -25,7 +25,7 @@ pub fn take(vfs: &dyn Vfs, dir: &Path) -> io::Result<bool> {
 
 /// Leaves the marker for the next run; every write of this one must be durable, and none may follow.
 pub fn leave(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
-    super::atomic_file::replace(vfs, dir, FILE, &[])
+    crate::stores::atomic_file::replace(vfs, dir, FILE, &[])
 }
 
 #[cfg(test)]

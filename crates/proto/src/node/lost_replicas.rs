@@ -24,12 +24,7 @@ const HEADER: &str = "meridian lost replicas, format 1";
 /// The chains the previous run counted lost (none if it never stored any).
 pub fn load(vfs: &dyn Vfs, dir: &Path) -> io::Result<BTreeSet<ChainId>> {
     let path = dir.join(FILE);
-    if !vfs.exists(&path) {
-        return Ok(BTreeSet::new());
-    }
-    let file = vfs.open(&path)?;
-    let mut bytes = vec![0; file.len()? as usize];
-    file.read_exact_at(0, &mut bytes)?;
+    let Some(bytes) = crate::stores::atomic_file::read(vfs, dir, FILE)? else { return Ok(BTreeSet::new()) };
     let damaged = |why: String| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display()));
     let text = String::from_utf8(bytes).map_err(|e| damaged(e.to_string()))?;
     let mut lines = text.lines();
@@ -43,7 +38,7 @@ pub fn load(vfs: &dyn Vfs, dir: &Path) -> io::Result<BTreeSet<ChainId>> {
 pub fn store(vfs: &dyn Vfs, dir: &Path, lost: &BTreeSet<ChainId>) -> io::Result<()> {
     let mut text = format!("{HEADER}\n");
     lost.iter().for_each(|c| text.push_str(&format!("{}\n", c.0)));
-    super::atomic_file::replace(vfs, dir, FILE, text.as_bytes())
+    crate::stores::atomic_file::replace(vfs, dir, FILE, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! belongs to, and recovery from what is durable is the safe way on.
 
 mod admin;
-mod atomic_file;
 mod clean_stop;
 mod lost_replicas;
 mod metrics;

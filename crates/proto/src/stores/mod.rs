@@ -11,6 +11,7 @@
 //! Stores are not chain replication's: any protocol's replicas keep their data in them, so they live beside the
 //! protocols rather than inside `chain`, which for now holds the node's [`Stores`] (`ChainNode::stores`).
 
+pub mod atomic_file;
 pub mod ledger;
 
 use ledger::{Ledger, Ledgered};
@@ -114,6 +115,17 @@ impl Stores {
                 "recovery dropped a torn log tail");
         }
         Ok(store)
+    }
+
+    /// The small file `name` a protocol core keeps beside the stores (`save_record`), if there is one.
+    pub fn load_record(&self, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+        atomic_file::read(self.spec.vfs.as_ref(), &self.spec.dir, name)
+    }
+
+    /// Replaces the small file `name` by `bytes`, durably before it returns: for what a core must find again
+    /// after any crash (a blocking fsync, so for rare changes only).
+    pub fn save_record(&self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        atomic_file::replace(self.spec.vfs.as_ref(), &self.spec.dir, name, bytes)
     }
 
     /// Closes the keyspace's stores, if open, and removes their files.

@@ -5,6 +5,18 @@ use meridian_store::Vfs;
 use std::io;
 use std::path::Path;
 
+/// What `dir/name` holds, if it exists.
+pub fn read(vfs: &dyn Vfs, dir: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
+    let path = dir.join(name);
+    if !vfs.exists(&path) {
+        return Ok(None);
+    }
+    let file = vfs.open(&path)?;
+    let mut bytes = vec![0; file.len()? as usize];
+    file.read_exact_at(0, &mut bytes)?;
+    Ok(Some(bytes))
+}
+
 /// Replaces `dir/name` by `bytes`; durable once it returns.
 pub fn replace(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
