@@ -343,7 +343,7 @@ fn sweep_lease(
     check: CheckModel,
 ) -> Vec<SeedResult> {
     use meridian_core::{Placement, Protocol, ProtocolConfig};
-    let lease = meridian_proto::lease::LeaseConfig { planted_bug: bug };
+    let lease = meridian_proto::lease::LeaseConfig { planted_bug: bug, ..Default::default() };
     let placement = Placement::per_region("default=3").unwrap();
     let protocol = ProtocolConfig::default_for(Protocol::Lease);
     let default = KeyspaceConfig { protocol, placement, ..KeyspaceConfig::durable(3) };
@@ -393,7 +393,7 @@ fn sweep_lease_wan(
     let placement = Placement { regions, banned: Vec::new() };
     let protocol = ProtocolConfig::default_for(Protocol::Lease);
     let default = KeyspaceConfig { protocol, placement, ..KeyspaceConfig::durable(4) };
-    let lease = meridian_proto::lease::LeaseConfig { planted_bug: bug };
+    let lease = meridian_proto::lease::LeaseConfig { planted_bug: bug, ..Default::default() };
     let s = ChainSweep {
         seeds,
         nemesis: parse_kinds(nemesis).unwrap(),

@@ -1,8 +1,9 @@
 //! What a node tells the manager's leader about its replicas in every heartbeat: the steps of membership changes
-//! it has durably done its part of, and the replicas it lost to a restart. The chain core makes them and the
-//! manager reads them; they live here so that neither core depends on the other.
+//! it has durably done its part of, the replicas it lost to a restart, and the keys whose master should move.
+//! Protocol cores make them and the manager reads them; they live here so that neither depends on the other.
 
-use meridian_core::ChainId;
+use bytes::Bytes;
+use meridian_core::{ChainId, KeyspaceId};
 
 /// A step this node finished its part of, for the manager's leader (reported only once durable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -30,4 +31,15 @@ pub struct ReplicaReports {
     pub incarnation: u64,
     /// The chains this node is a member of but lost its replica of to a restart, with the LU it holds.
     pub lost: Vec<(ChainId, u64)>,
+    /// Keys of lease keyspaces whose master this node, as their master, would move to where their writes come
+    /// from (`lease/origins.rs`): the leader proposes each the map does not already have.
+    pub moves: Vec<KeyMove>,
+}
+
+/// A key's master asked to move to another region of its keyspace's placement.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct KeyMove {
+    pub keyspace: KeyspaceId,
+    pub key: Bytes,
+    pub region: String,
 }

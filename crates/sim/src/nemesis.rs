@@ -48,6 +48,10 @@ pub enum FaultKind {
     /// of its regions (`ctl keyspace master`), when it is a lease keyspace over several regions
     /// ([`Nemesis::migrating`]); nothing otherwise.
     Migrate,
+    /// Not a fault but a bias of the workload: on a topology, each client writes its own region's key four
+    /// times in five, so that lease masters move keys to the region their writes come from by themselves
+    /// (`lease/origins.rs`). The nemesis injects nothing for it.
+    Origins,
 }
 
 impl FaultKind {
@@ -63,8 +67,8 @@ pub const ADMIN_CLIENT: usize = usize::MAX;
 /// A name in a nemesis list that is not one of the fault kinds.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown nemesis {0:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop, isolate, region \
-     or migrate"
+    "unknown nemesis {0:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop, isolate, region, \
+     migrate or origins"
 )]
 pub struct UnknownFault(pub String);
 
@@ -85,6 +89,7 @@ impl FromStr for FaultKind {
             "isolate" => Ok(FaultKind::Isolate),
             "region" => Ok(FaultKind::Region),
             "migrate" => Ok(FaultKind::Migrate),
+            "origins" => Ok(FaultKind::Origins),
             other => Err(UnknownFault(other.into())),
         }
     }
@@ -149,9 +154,10 @@ impl Nemesis {
         isolation: Duration,
         pace: u32,
     ) -> Nemesis {
+        let requested: Vec<FaultKind> = requested.iter().copied().filter(|&k| k != FaultKind::Origins).collect();
         let mut rates = BTreeMap::new();
         let gap = |rng: &mut SimRng| rng.duration(Duration::from_millis(150), Duration::from_secs(3)) * pace;
-        for &kind in requested {
+        for &kind in &requested {
             if rng.chance(0.8) {
                 rates.insert(kind, gap(&mut rng));
             }
@@ -338,7 +344,8 @@ impl Nemesis {
             | FaultKind::Partition
             | FaultKind::Isolate
             | FaultKind::Region
-            | FaultKind::Migrate => {}
+            | FaultKind::Migrate
+            | FaultKind::Origins => {}
         }
     }
 

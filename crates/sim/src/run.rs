@@ -161,6 +161,9 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
     if let Some(t) = &opts.topology {
         workload.in_regions(t.regions().len() as u32);
+        if opts.nemesis.contains(&FaultKind::Origins) {
+            workload.writing_own_keys();
+        }
     }
     let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation, opts.fault_pace)
         .migrating(opts.master_regions.clone());

@@ -11,6 +11,7 @@ use meridian_check::{
 };
 use meridian_core::topology::Topology;
 use meridian_core::{KeyspaceConfig, Protocol};
+use meridian_proto::lease::OriginsConfig;
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::{NodeConfig, Protocols};
 use meridian_proto::protocol::Claim;
@@ -177,6 +178,10 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     opts.topology = s.topology.clone();
     if s.default.protocol.protocol() == Protocol::Lease {
         opts.master_regions = s.default.placement.regions.iter().map(|(r, _)| r.clone()).collect();
+    }
+    if s.nemesis.contains(&FaultKind::Origins) {
+        // A run lasts seconds: keys move after a few writes, and often, rather than settle.
+        node.protocols.lease.origins = OriginsConfig { window_ticks: 10, min_writes: 4 };
     }
     // As an operator would: timings follow the round trip between the farthest nodes; clients wait several
     // such trips before giving up.

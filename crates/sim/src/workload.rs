@@ -175,6 +175,8 @@ pub struct Workload {
     /// On a topology, how many regions it has: client `c` lives in region `c mod regions` and talks to that
     /// region's nodes. 0 on a drawn network, where clients talk to any node.
     regions: u32,
+    /// Each client writes its region's own key four times in five (`FaultKind::Origins`).
+    own_keys: bool,
     /// Per key: (written, read) successfully by an operation invoked after progress became required.
     after_heal: Vec<(bool, bool)>,
     /// The first answer whose shape does not fit its request: a protocol bug.
@@ -209,6 +211,7 @@ impl Workload {
             pairs_applied: 0,
             nodes,
             regions: 0,
+            own_keys: false,
             after_heal,
             wrong_answer: None,
             deadlines: Deadlines::default(),
@@ -221,6 +224,11 @@ impl Workload {
     /// Places the clients in `regions` regions, in turn, each talking to its own region's nodes.
     pub fn in_regions(&mut self, regions: u32) {
         self.regions = regions;
+    }
+
+    /// Has each client write its region's own key (the region's number modulo the keys) four times in five.
+    pub fn writing_own_keys(&mut self) {
+        self.own_keys = true;
     }
 
     pub fn start<P: Process>(&mut self, world: &mut World<P>) {
@@ -262,6 +270,10 @@ impl Workload {
             return self.issue_page(client, world);
         }
         let (k, kind) = if now >= self.phases.must_progress { self.final_choice(client) } else { self.random_choice() };
+        let k = match self.own_keys && kind == OpKind::Put && now < self.phases.must_progress {
+            true if self.rng.chance(0.8) => client % self.regions.max(1) as usize % self.params.keys,
+            _ => k,
+        };
         let nx = self.params.nx_ratio > 0.0 && now < self.phases.must_progress;
         let kind = if kind == OpKind::Put && nx && self.rng.chance(self.params.nx_ratio) { OpKind::Cas } else { kind };
         let key = format!("k{k}");

@@ -16,6 +16,7 @@
 //! - `takeover.rs`: a new master's first step: it copies every key's newest version from a majority of the
 //!   partition and writes back what its domain needs.
 //! - `catchup.rs`: keys that move into a domain its master already runs, copied alone.
+//! - `origins.rs`: a master asks to move a key's master to the region most of its writes come from.
 //! - `versions.rs`: versions number by map epoch first, so a key's next master outranks every earlier one.
 //! - `join.rs`: a replica added to the partition copies it (as a quorum joiner does).
 //! - `timing.rs`: the clock arithmetic: who starts counting first, and who counts short.
@@ -30,6 +31,7 @@ mod domains;
 mod join;
 mod mastery;
 pub mod msg;
+mod origins;
 mod planted;
 mod reads;
 mod takeover;
@@ -53,6 +55,7 @@ use meridian_core::{
 };
 use meridian_store::{Datastore, StoreError};
 pub use msg::{Fence, LeaseMsg, OpId, Versioned};
+pub use origins::OriginsConfig;
 pub use planted::LeasePlantedBug;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -66,6 +69,8 @@ pub enum LeaseTimer {}
 
 #[derive(Clone, Debug, Default)]
 pub struct LeaseConfig {
+    /// How quickly masters move keys to the region their writes come from.
+    pub origins: OriginsConfig,
     #[cfg(feature = "planted-bugs")]
     pub planted_bug: Option<LeasePlantedBug>,
 }
@@ -88,6 +93,8 @@ pub struct LeaseStats {
     pub takeovers: u64,
     /// Keys a master took over as they moved into its domain (`catchup.rs`).
     pub moved_in: u64,
+    /// Keys this node, as their master, asked to move to the region their writes come from (`origins.rs`).
+    pub moves_asked: u64,
     /// Requests handed back because this node could not serve them (not the master, not ready).
     pub bounced: u64,
     pub copies: u64,
@@ -172,6 +179,8 @@ pub struct LeaseNode {
     grants: BTreeMap<Domain, mastery::Grants>,
     /// Heartbeat rounds this node sent as master (`mastery.rs`).
     rounds: mastery::Rounds,
+    /// Where the writes this node takes as master come from (`origins.rs`).
+    origins: origins::Origins,
     /// Writes this node drives as master, by number.
     ops: BTreeMap<u64, WriteOp>,
     next_op: u64,
@@ -324,6 +333,7 @@ impl KeyspaceProtocol for LeaseNode {
     ) -> Result<LeaseNode, StoreError> {
         let record = stores.load_record(versions::RECORD)?.map(|b| versions::decode(&b)).transpose()?;
         let numbering = versions::Numbering::open(record, previous.map.map_or(0, |m| m.epoch));
+        let origins = origins::Origins::new(cfg.origins);
         Ok(LeaseNode {
             me,
             cfg,
@@ -338,6 +348,7 @@ impl KeyspaceProtocol for LeaseNode {
             ops: BTreeMap::new(),
             next_op: 0,
             numbering,
+            origins,
             stamped: BTreeMap::new(),
             marked: BTreeSet::new(),
             joins: BTreeMap::new(),
@@ -420,10 +431,12 @@ impl KeyspaceProtocol for LeaseNode {
         self.prod_joins(out);
         self.prod_takeovers(out);
         self.prod_catchups(host, now, out);
+        self.judge_origins(host.tick);
     }
 
     fn reports(&self, syncs: Syncs, into: &mut ReplicaReports) {
         into.steps.extend(self.finished.values().filter(|(_, at)| syncs.done > *at).map(|(r, _)| *r));
+        into.moves.extend(self.origins.asked().cloned());
     }
 
     fn lost_chains(&self) -> BTreeSet<ChainId> {
@@ -458,6 +471,7 @@ impl KeyspaceProtocol for LeaseNode {
             ("lease repairs", s.repairs),
             ("lease takeovers", s.takeovers),
             ("lease keys moved in", s.moved_in),
+            ("lease key moves asked", s.moves_asked),
             ("lease requests bounced", s.bounced),
             ("lease copies", s.copies),
         ]
@@ -513,6 +527,27 @@ impl LeaseNode {
             return;
         };
         self.serve(host, now, fwd, group, out);
+    }
+}
+
+impl LeaseNode {
+    /// Counts a write this node takes as master by the region of the node its client sent it to.
+    fn count_origin(&mut self, chain: ChainId, key: &Bytes, origin: NodeId) {
+        let region = self.map.as_ref().and_then(|m| Some(m.nodes.get(&origin)?.location.region.clone()));
+        if let Some(region) = region {
+            self.origins.count(chain, key, &region);
+        }
+    }
+
+    /// Ends the write-origin window once it has lasted, asking moves for keys whose writes come from elsewhere.
+    fn judge_origins(&mut self, tick: u64) {
+        let (groups, map) = (&self.groups, self.map.as_deref());
+        let movable = |chain: ChainId, key: &Bytes, region: &str| {
+            let Some((g, map)) = groups.get(&chain).zip(map) else { return false };
+            let there = |n: &NodeId| map.nodes.get(n).is_some_and(|i| i.location.region == region);
+            g.domain_of(key) != region && g.holders.iter().any(there)
+        };
+        self.stats.moves_asked += self.origins.judge(tick, movable);
     }
 }
 

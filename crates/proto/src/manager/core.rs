@@ -13,7 +13,7 @@ use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use super::plan::{next_steps_with, PlanLimits};
 use super::raft::{Committed, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeState};
-use crate::reports::{ReplicaReports, StepReport};
+use crate::reports::{KeyMove, ReplicaReports, StepReport};
 use meridian_core::{NodeId, Time};
 use meridian_store::Vfs;
 use std::path::Path;
@@ -287,6 +287,9 @@ impl ManagerCore {
         for cmd in self.lost_commands(from, &hb.replicas) {
             self.propose(now, cmd, out)?;
         }
+        for cmd in self.move_commands(&hb.replicas.moves) {
+            self.propose(now, cmd, out)?;
+        }
         let lead = self.lead.as_mut().expect("leading");
         lead.lost(from, hb.replicas.incarnation, &hb.replicas.lost);
         Ok(())
@@ -300,6 +303,17 @@ impl ManagerCore {
         };
         let lost = replicas.lost.iter().map(|&(chain, _)| chain).filter(|&chain| !known(chain));
         lost.map(|chain| MapCommand::ReplicaLost { chain, node, incarnation }).collect()
+    }
+
+    /// `SetKeyMaster` for each key a master asked to move that the map does not already master there; the map
+    /// refuses what its placement or its pin table does not allow.
+    fn move_commands(&self, moves: &[KeyMove]) -> Vec<MapCommand> {
+        let pending = |m: &&KeyMove| self.map.key_master_region(m.keyspace, &m.key) != Some(m.region.as_str());
+        let cmd = |m: &KeyMove| {
+            let name = self.map.keyspaces.get(&m.keyspace)?.name.clone();
+            Some(MapCommand::SetKeyMaster { name, key: m.key.clone(), region: m.region.clone() })
+        };
+        moves.iter().filter(pending).filter_map(cmd).collect()
     }
 
     /// `ReplicaRestored` for each chain that has no whole replica left, once every live member that lost its

@@ -45,6 +45,12 @@ impl ClusterMap {
         self.masters.get(&keyspace)
     }
 
+    /// The region `key` of the lease keyspace `keyspace` is mastered in.
+    pub fn key_master_region(&self, keyspace: KeyspaceId, key: &[u8]) -> Option<&str> {
+        let pinned = self.key_masters(keyspace).and_then(|m| m.pinned.get(key));
+        pinned.map(|p| p.region.as_str()).or_else(|| self.keyspaces.get(&keyspace)?.config.placement.home())
+    }
+
     /// The master of `c`'s keys mastered in `region` (its home region if None): the longest-standing live
     /// holder there, or the longest-standing live holder if none is there, or the last holder if none is
     /// live. The planner adds a joiner before every member (`quorum::rules`), so the last holder is the one

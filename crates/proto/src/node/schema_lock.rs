@@ -19,7 +19,7 @@ use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
 use crate::quorum::msg::{CopyData as QuorumCopyData, CopyReq as QuorumCopyReq};
 use crate::quorum::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
-use crate::reports::{ReplicaReports, StepReport};
+use crate::reports::{KeyMove, ReplicaReports, StepReport};
 use bytes::Bytes;
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
@@ -32,7 +32,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((8, 0xa7af_8a4f), (6, 0xf9fa_be31), [14, 9, 15, 7, 15]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((9, 0xae6b_67ea), (6, 0xf9fa_be31), [14, 9, 15, 7, 15]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -334,6 +334,7 @@ fn manager_messages() -> Vec<MgrMsg> {
         ],
         incarnation: 6,
         lost: vec![(ChainId(2), 9)],
+        moves: vec![KeyMove { keyspace: KeyspaceId(3), key: "k".into(), region: "us".into() }],
     };
     let samples = vec![
         MgrMsg::Heartbeat(Heartbeat { seq: 1, epoch: 2, replicas }),
