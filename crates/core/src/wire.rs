@@ -146,8 +146,9 @@ mod tests {
         buf[last] ^= 1;
         assert_eq!(decode::<String>(&buf), Err(WireError::Checksum));
         buf[last] ^= 1;
-        buf[4] = 9;
-        assert_eq!(decode::<String>(&buf), Err(WireError::Version(9)));
+        let newer = WIRE_VERSION + 1;
+        buf[4] = newer;
+        assert_eq!(decode::<String>(&buf), Err(WireError::Version(newer)));
     }
 
     #[test]
