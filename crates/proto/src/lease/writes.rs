@@ -45,6 +45,9 @@ pub(super) struct WriteOp {
     /// Whom it offers a lease with the version: every replica in active mode; in passive mode only those that
     /// hold one, so that leases last only while replicas read the key and writes turn passive once they stop.
     offered: BTreeSet<NodeId>,
+    /// Replicas granted a lease on the key while the write was under way: only their storing it counts, since a
+    /// release they sent may have left before they took the lease.
+    must_store: BTreeSet<NodeId>,
     /// The tick it started at (None: a write-back, which lasts as long as the configuration).
     pub started: Option<u64>,
 }
@@ -60,7 +63,8 @@ impl WriteOp {
     ) -> WriteOp {
         let (chain, fence, epoch, lease_ns) = (g.chain, g.fence, g.domains.epoch, g.lease_ns());
         let domain = g.domain_of(&key).to_string();
-        let (stored, acked, pushed, offered) = (BTreeMap::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        let (stored, acked, pushed) = (BTreeMap::new(), BTreeSet::new(), BTreeSet::new());
+        let (offered, must_store) = (BTreeSet::new(), BTreeSet::new());
         WriteOp {
             origin,
             req,
@@ -75,6 +79,7 @@ impl WriteOp {
             acked,
             pushed,
             offered,
+            must_store,
             started,
         }
     }
@@ -181,6 +186,10 @@ impl LeaseNode {
     /// A replica's answer to a push: durably stored, or released (it takes no part in the configuration).
     pub(super) fn on_ack(&mut self, host: &mut Host, now: Time, from: NodeId, op: OpId, stored: bool, out: &mut Fx) {
         let Some(o) = self.ops.get_mut(&op.seq).filter(|_| op.incarnation == self.incarnation) else { return };
+        if !stored && o.must_store.contains(&from) {
+            // Pushed again with the next heartbeat, until it stores the write.
+            return;
+        }
         if stored {
             o.stored.insert(from, now);
         }
@@ -251,23 +260,25 @@ impl LeaseNode {
         }
     }
 
-    /// `node` was just granted a lease on `key`: every write of the key under way that it released, or was
-    /// never pushed, must reach it again (sim seed 141 of `--nemesis region,migrate` on globlease-4: a replica
-    /// without a map released a push, then took a lease on the old value, and the write committed without it).
-    /// One that stored the write holds it pending until the commit and answers nothing under the new lease
-    /// before, and one whose push is on its way answers that; pushing to them again cost the write another
-    /// round trip at every renewal (on `--experiment globlease`, 95/5 Zipf 4: write p99 291 -> 446 ms,
-    /// messages per request 2.1 -> 11.2).
+    /// `node` was just granted a lease on `key`: every write of the key under way that it has not stored must
+    /// reach it, and only its storing the write counts for it (sim seed 141 of `--nemesis region,migrate` on
+    /// globlease-4: a replica without a map released a push, then took a lease on the old value, and the write
+    /// committed without it). A release already counted goes, and the write is pushed again to a replica that
+    /// released it or never got it; one whose push is on its way is pushed again with the next heartbeat if it
+    /// releases that. One that stored the write holds it pending until the commit and answers nothing under the
+    /// new lease before. Pushing to every such replica at once cost the write another round trip at every
+    /// renewal (on `--experiment globlease`, 95/5 Zipf 4: write p99 291 -> 446 ms, messages per request 2.1 ->
+    /// 11.2).
     pub(super) fn push_again_to(&mut self, chain: ChainId, key: &Bytes, node: NodeId, out: &mut Fx) {
         let incarnation = self.incarnation;
-        let missed =
-            |o: &WriteOp| !o.pushed.contains(&node) || (o.acked.contains(&node) && !o.stored.contains_key(&node));
-        let of_key = |o: &WriteOp| o.chain == chain && o.key == *key;
-        for (&seq, o) in self.ops.iter_mut().filter(|(_, o)| of_key(o) && missed(o)) {
-            o.acked.remove(&node);
-            o.pushed.insert(node);
+        let unstored = |o: &WriteOp| o.chain == chain && o.key == *key && !o.stored.contains_key(&node);
+        for (&seq, o) in self.ops.iter_mut().filter(|(_, o)| unstored(o)) {
+            o.must_store.insert(node);
             o.offered.insert(node);
-            out.send(node, push(OpId { incarnation, seq }, o, node));
+            if !o.pushed.contains(&node) || o.acked.remove(&node) {
+                o.pushed.insert(node);
+                out.send(node, push(OpId { incarnation, seq }, o, node));
+            }
         }
     }
 
