@@ -533,9 +533,9 @@ impl LeaseNode {
 impl LeaseNode {
     /// Counts a write this node takes as master by the region of the node its client sent it to.
     fn count_origin(&mut self, chain: ChainId, key: &Bytes, origin: NodeId) {
-        let region = self.map.as_ref().and_then(|m| Some(m.nodes.get(&origin)?.location.region.clone()));
-        if let Some(region) = region {
-            self.origins.count(chain, key, &region);
+        let Some(map) = self.map.as_deref() else { return };
+        if let Some(info) = map.nodes.get(&origin) {
+            self.origins.count(chain, key, &info.location.region);
         }
     }
 

@@ -68,7 +68,11 @@ impl Origins {
             return;
         }
         let (by_region, _) = self.counts.entry(k).or_insert_with(|| (BTreeMap::new(), self.window));
-        *by_region.entry(region.to_string()).or_default() += 1;
+        // Every write of a key comes through here: allocate a region's name once per key, not per write.
+        match by_region.get_mut(region) {
+            Some(n) => *n += 1,
+            None => _ = by_region.insert(region.to_string(), 1),
+        }
     }
 
     /// Judges the keys counted enough once a window has lasted; `movable(chain, key, region)` says whether the
