@@ -170,3 +170,56 @@ fn a_master_region_move_hands_every_partition_over_and_keeps_every_write() {
     }
     assert_eq!(servers[0].keyspace_conn("pages").cmd(&["GET", "k4"]).unwrap(), Resp::bulk("v4"), "k4 stays in us");
 }
+
+/// `server --join ... --affiliate-of NODE` (seed 001 §4.1.4): a host that is not a node of the cluster is refused
+/// before anything starts, and changes nothing; an affiliated node of node 2 joins, holds no partition, and
+/// answers reads of the key node 2 finds hot (spread to it round robin); a write of the key through another node
+/// revokes its secondary lease first, so every read after the write sees it.
+#[test]
+fn an_affiliated_node_answers_its_hosts_hot_key_and_never_an_overwritten_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dir.path());
+    let (first, host) = (&cluster.servers[0], &cluster.servers[1]);
+    first.ctl(&["keyspace", "create", "pages", "--protocol", "lease", "--placement", "default=3"]);
+    eventually(first, &["SET", "k", "v1"], &Resp::Simple("OK".into()), Duration::from_secs(20));
+
+    let affiliate = |id: u32, of: &str| {
+        let ip = format!("127.0.0.{id}");
+        let peer: std::net::SocketAddr = format!("{ip}:{}", support::free_port(&ip)).parse().unwrap();
+        let start = ["--join".to_string(), first.http.to_string(), "--affiliate-of".into(), of.into()];
+        Server::launch(id, &ip, peer, &start, dir.path())
+    };
+    let mut stray = affiliate(5, "42");
+    assert!(stray.wait_exit(Duration::from_secs(10)).is_some_and(|s| !s.success()), "{}", stray.log());
+    assert!(stray.log().contains("the cluster has no node 42"), "{}", stray.log());
+
+    let started = Instant::now();
+    let node = affiliate(4, "2");
+    node.wait_ready(Duration::from_secs(20));
+    println!("the affiliated node answered its first read {:?} after it was started", started.elapsed());
+    let status = first.cluster_status();
+    let nodes = status["status"]["nodes"].as_array().cloned().unwrap_or_default();
+    assert!(nodes.iter().all(|n| n["id"] != 5), "the refused node was never added: {nodes:?}");
+    let four = nodes.iter().find(|n| n["id"] == 4).expect("node 4 in the map");
+    assert_eq!((&four["state"], &four["affiliate_of"]), (&"ACTIVE".into(), &2.into()), "{four}");
+    let chains = status["status"]["chains"].as_array().cloned().unwrap_or_default();
+    assert!(chains.iter().all(|c| !c["members"].as_array().unwrap().contains(&4.into())), "{chains:?}");
+
+    let mut reads = host.keyspace_conn("pages");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lease_events(&node, "lease_affiliate_reads") == 0 {
+        assert!(Instant::now() < deadline, "node 4 answered no read of k:\n{}", node.log());
+        for _ in 0..20 {
+            assert_eq!(reads.cmd(&["GET", "k"]).unwrap(), Resp::bulk("v1"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(lease_events(host, "lease_secondary_leases_granted") > 0);
+    assert_eq!(cluster.servers[2].keyspace_conn("pages").cmd(&["SET", "k", "v2"]).unwrap(), Resp::Simple("OK".into()));
+    for _ in 0..200 {
+        assert_eq!(reads.cmd(&["GET", "k"]).unwrap(), Resp::bulk("v2"), "a read after the write");
+    }
+    let (revoked, served) =
+        (lease_events(host, "lease_secondary_leases_revoked"), lease_events(&node, "lease_affiliate_reads"));
+    println!("host revoked {revoked} secondary leases; the affiliated node answered {served} reads");
+}

@@ -46,6 +46,7 @@ fn sweep_nodes(
         check,
         nodes: 3,
         spares: 2,
+        affiliates: 0,
         default,
         vnodes: 4,
         node: NodeConfig { protocols, ..NodeConfig::default() },
@@ -380,11 +381,13 @@ fn a_lease_replica_clock_beyond_the_drift_bound_is_caught() {
     assert!(report.contains("not linearizable"), "{report}");
 }
 
-/// Seeds `from..from + seeds` of a lease keyspace with a replica in each region of globlease-4, one node each.
+/// Seeds `from..from + seeds` of a lease keyspace with a replica in each region of globlease-4, one node each,
+/// and `affiliates` affiliated nodes.
 fn sweep_lease_wan(
     bug: Option<meridian_proto::lease::LeasePlantedBug>,
     seeds: std::ops::Range<u64>,
     nemesis: &str,
+    affiliates: usize,
 ) -> Vec<SeedResult> {
     use meridian_core::topology::Topology;
     use meridian_core::{Placement, Protocol, ProtocolConfig};
@@ -400,6 +403,7 @@ fn sweep_lease_wan(
         check: CheckModel::Linearizable,
         nodes: 4,
         spares: 0,
+        affiliates,
         default,
         vnodes: 4,
         node: NodeConfig {
@@ -422,9 +426,23 @@ fn sweep_lease_wan(
 fn a_moved_key_served_by_two_masters_is_caught() {
     use meridian_proto::lease::LeasePlantedBug;
     let nemesis = "region,migrate,origins";
-    let planted = sweep_lease_wan(Some(LeasePlantedBug::PromisesMovedKeysEarly), 521..541, nemesis);
+    let planted = sweep_lease_wan(Some(LeasePlantedBug::PromisesMovedKeysEarly), 521..541, nemesis, 0);
     let report = caught_at_least(&planted, 1, "keys served by two masters")[0].failure.as_deref().unwrap();
     assert!(report.contains("not linearizable"), "{report}");
-    let sound = sweep_lease_wan(None, 521..541, nemesis);
+    let sound = sweep_lease_wan(None, 521..541, nemesis, 0);
+    assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+}
+
+/// An affiliated node answers a key only while no write of it can have succeeded: a host that acknowledges a
+/// push (or, as master, commits a write) without revoking the key's secondary leases first leaves its affiliated
+/// nodes answering the old value; the sound core passes the same seeds.
+#[test]
+fn an_affiliated_node_answering_a_key_written_since_is_caught() {
+    use meridian_proto::lease::LeasePlantedBug;
+    let nemesis = "pause";
+    let planted = sweep_lease_wan(Some(LeasePlantedBug::AcksBeforeRevoking), 0..20, nemesis, 4);
+    let report = caught_at_least(&planted, 1, "secondary leases kept over writes")[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable"), "{report}");
+    let sound = sweep_lease_wan(None, 0..20, nemesis, 4);
     assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
 }

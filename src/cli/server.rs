@@ -8,7 +8,7 @@ use super::node::{
 use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::topology::Topology;
-use meridian_core::{ClusterConfig, KeyspaceConfig, NodeId, NodeSpec, ReplicaKind};
+use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
@@ -57,6 +57,11 @@ pub struct ServerArgs {
     /// and takes its share of the chains by copying from their tails.
     #[arg(long, conflicts_with = "peers")]
     join: Option<String>,
+    /// With --join: join as an affiliated node of this standard node (seed 001 §4.1.4): it holds no partition,
+    /// only the hot keys of lease keyspaces its host gives it, and answers reads of them. It sits in the host's
+    /// region unless --region says otherwise.
+    #[arg(long, value_name = "NODE", requires = "join")]
+    affiliate_of: Option<u32>,
     /// Where this node keeps its data.
     #[arg(long)]
     data_dir: PathBuf,
@@ -167,10 +172,34 @@ fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRe
         resp_addr: args.listen.to_string(),
         http_addr: args.http.map(|a| a.to_string()),
     };
-    check_id_free(&layout["status"]["nodes"], args.node_id, &addrs.peer_addr)?;
+    let nodes = &layout["status"]["nodes"];
+    check_id_free(nodes, args.node_id, &addrs.peer_addr)?;
     let vnodes = args.vnodes.unwrap_or(cluster.vnodes) as u32;
-    let location = args.at.location()?.unwrap_or_default();
-    Ok((cluster, Some(JoinRequest { addrs, vnodes, location })))
+    let host = args.affiliate_of.map(|h| check_host(nodes, h)).transpose()?;
+    let beside = host.as_ref().map(|(_, at)| at.clone());
+    let location = args.at.location()?.or(beside).unwrap_or_default();
+    let host = host.map(|(h, _)| h);
+    Ok((cluster, Some(JoinRequest { addrs, vnodes, location, host })))
+}
+
+/// The node `--affiliate-of` names, with its location: a JOINING or ACTIVE node that is not affiliated itself.
+fn check_host(nodes: &Value, host: u32) -> Result<(NodeId, Location), String> {
+    let known = nodes.as_array().into_iter().flatten().find(|n| n["id"].as_u64() == Some(u64::from(host)));
+    let Some(n) = known else {
+        return Err(format!("--affiliate-of {host}: the cluster has no node {host}"));
+    };
+    let state = n["state"].as_str().unwrap_or("?");
+    if !matches!(state, "ACTIVE" | "JOINING") || !n["affiliate_of"].is_null() {
+        let what = if n["affiliate_of"].is_null() { state } else { "an affiliated node" };
+        return Err(format!(
+            "--affiliate-of {host}: node {host} is {what}; only an ACTIVE or JOINING standard node hosts"
+        ));
+    }
+    let part = |f: &str| n[f].as_str().map(str::to_string);
+    let region = part("region").unwrap_or_default();
+    let location = Location::new(&region, part("zone").as_deref(), part("rack").as_deref())
+        .map_err(|e| format!("--affiliate-of {host}: its location: {e}"))?;
+    Ok((NodeId(host), location))
 }
 
 /// A node id belongs to one node for life: joining as an id the cluster knows with another address is refused

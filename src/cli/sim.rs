@@ -55,6 +55,10 @@ pub struct SimArgs {
     /// Further nodes that the `join` nemesis starts (and that `leave` may take out, at most as many).
     #[arg(long, default_value_t = 2)]
     spares: usize,
+    /// Affiliated nodes (lease keyspaces, seed 001 §4.1.4), started with the cluster, each joining as one of an
+    /// initial node in turn; hosts give them the workload's keys after a few reads.
+    #[arg(long, default_value_t = 0)]
+    affiliates: usize,
     /// Replicas per key (chain length) of the `default` keyspace, all of type `log`.
     #[arg(long, default_value_t = 3, conflicts_with = "replicas")]
     replication: usize,
@@ -168,6 +172,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         check,
         nodes: args.nodes,
         spares: args.spares,
+        affiliates: args.affiliates,
         default,
         vnodes: args.vnodes,
         node: NodeConfig::default(),
@@ -283,13 +288,14 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("FAILED seeds: {}", seeds.join(", "));
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
-        "reproduce: meridian sim --protocol {}{} --seed {} --seeds 1 --nodes {} --spares {} --vnodes {} --replicas {} \
-         --update {} --read-from {}{}{}{}{} --nemesis {} --check {}",
+        "reproduce: meridian sim --protocol {}{} --seed {} --seeds 1 --nodes {} --spares {} --affiliates {} --vnodes {} \
+         --replicas {} --update {} --read-from {}{}{}{}{} --nemesis {} --check {}",
         args.protocol,
         args.topology.as_ref().map_or(String::new(), |t| format!(" --topology {t}")),
         first.seed,
         args.nodes,
         args.spares,
+        args.affiliates,
         args.vnodes,
         sweep.default.replicas_text(),
         sweep.default.update,

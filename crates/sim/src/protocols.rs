@@ -64,12 +64,14 @@ pub fn locations(topology: Option<&Topology>, placements: &BTreeMap<NodeId, Plac
 
 /// Chain replication with its replicated manager over the log store on each node's simulated disk. Nodes
 /// outside `initial` are spares that ask to join when the nemesis starts them, at their `locations` (region
-/// `default` for a node it lacks), as those in `initial` are at theirs.
+/// `default` for a node it lacks), as those in `initial` are at theirs; those `hosts` names join as affiliated
+/// nodes of their host.
 pub fn chain(
     mut initial: ClusterConfig,
     cfg: NodeConfig,
     log: LogOptions,
     locations: BTreeMap<NodeId, Location>,
+    hosts: BTreeMap<NodeId, NodeId>,
 ) -> Hooks<ClusterNode> {
     let at = move |id: NodeId| locations.get(&id).cloned().unwrap_or_default();
     initial.nodes.iter_mut().for_each(|n| n.location = at(n.id));
@@ -81,6 +83,7 @@ pub fn chain(
             addrs: NodeAddrs { peer_addr: peer_addr(id), resp_addr: format!("sim-{}:2", id.0), http_addr: None },
             vnodes,
             location: at(id),
+            host: hosts.get(&id).copied(),
         });
         let setup = NodeSetup {
             me: id,

@@ -21,6 +21,9 @@ pub struct RunOptions {
     pub nodes: usize,
     /// Further nodes, started by the `join` nemesis.
     pub spares: usize,
+    /// Affiliated nodes (seed 001 §4.1.4), booted at the start after the spares' ids, each joining as one of
+    /// an initial node in turn, in its region.
+    pub affiliates: usize,
     pub nemesis: Vec<FaultKind>,
     /// How long faults are injected; with `isolate` among them, at least twice the isolation time.
     pub faults: Duration,
@@ -58,6 +61,7 @@ impl RunOptions {
             seed,
             nodes: 3,
             spares: 0,
+            affiliates: 0,
             nemesis,
             faults: Duration::from_secs(10),
             isolation: Duration::from_secs(15),
@@ -95,6 +99,20 @@ pub fn node_ids(n: usize) -> Vec<NodeId> {
     (1..=n as u32).map(NodeId).collect()
 }
 
+impl RunOptions {
+    /// Every node of the run: the initial ones, the spares, then the affiliated ones.
+    fn ids(&self) -> Vec<NodeId> {
+        node_ids(self.nodes + self.spares + self.affiliates)
+    }
+
+    /// The host of each affiliated node: the initial nodes in turn.
+    pub fn hosts(&self) -> BTreeMap<NodeId, NodeId> {
+        let first = self.nodes + self.spares;
+        let host = |i: usize| NodeId((i % self.nodes.max(1)) as u32 + 1);
+        (0..self.affiliates).map(|i| (NodeId((first + i) as u32 + 1), host(i))).collect()
+    }
+}
+
 /// Where the nodes sit this run: usually one zone, sometimes spread over zones or regions.
 fn placements(ids: &[NodeId], rng: &mut SimRng) -> BTreeMap<NodeId, Placement> {
     let spread = rng.unit();
@@ -116,7 +134,7 @@ pub fn topology(opts: &RunOptions) -> (NetParams, BTreeMap<NodeId, Placement>) {
     let mut topo = SimRng::new(opts.seed).derive("topology");
     let params = NetParams { topology: opts.topology.clone(), ..NetParams::random(&mut topo) };
     let ids = node_ids(opts.nodes + opts.spares);
-    match &opts.topology {
+    let mut placed = match &opts.topology {
         // Node k in region k mod n: every region gets nodes, and a chain of R ≤ n spans R regions.
         Some(t) => {
             let n = t.regions().len();
@@ -124,12 +142,18 @@ pub fn topology(opts: &RunOptions) -> (NetParams, BTreeMap<NodeId, Placement>) {
             (params, placed.collect())
         }
         None => (params, placements(&ids, &mut topo)),
+    };
+    // An affiliated node sits beside its host.
+    for (a, host) in opts.hosts() {
+        let at = placed.1[&host];
+        placed.1.insert(a, at);
     }
+    placed
 }
 
 pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let root = SimRng::new(opts.seed);
-    let ids = node_ids(opts.nodes + opts.spares);
+    let ids = opts.ids();
     let (params, placements) = topology(opts);
     let net = Network::new(params, placements, root.derive("net"));
     let disk = DiskParams::random(&mut root.derive("disk"));
@@ -147,6 +171,10 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let power_loss = opts.nemesis.iter().any(|k| k.is_power_loss());
     let mut params = WorkloadParams::random(&mut root.derive("workload-params"), opts.client_timeout, power_loss);
     params.default_evicts = opts.default_evicts;
+    if opts.affiliates > 0 {
+        // Affiliated nodes serve read-dominant loads (seed 001 §4.1.4): 70 to 94% reads rather than 20 to 80%.
+        params.read_ratio = 0.7 + (params.read_ratio - 0.2) * 0.4;
+    }
     let can = opts.capabilities;
     if !can.conditional {
         params.nx_ratio = 0.0;
@@ -167,7 +195,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     }
     let mut nemesis = Nemesis::new(&opts.nemesis, root.derive("nemesis"), opts.spares, opts.isolation, opts.fault_pace)
         .migrating(opts.master_regions.clone());
-    ids[..opts.nodes].iter().for_each(|&id| world.boot(id));
+    ids[..opts.nodes].iter().chain(opts.hosts().keys()).for_each(|&id| world.boot(id));
     workload.start(&mut world);
     nemesis.start(&mut world, phases.faults_end);
     let mut failure = None;

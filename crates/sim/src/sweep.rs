@@ -11,7 +11,7 @@ use meridian_check::{
 };
 use meridian_core::topology::Topology;
 use meridian_core::{KeyspaceConfig, Protocol};
-use meridian_proto::lease::OriginsConfig;
+use meridian_proto::lease::{HotConfig, OriginsConfig};
 use meridian_proto::manager::core::{ManagerConfig, DEFAULT_TICK};
 use meridian_proto::node::{NodeConfig, Protocols};
 use meridian_proto::protocol::Claim;
@@ -81,6 +81,8 @@ pub struct ChainSweep {
     pub nodes: usize,
     /// Nodes beyond the initial cluster, for the `join` nemesis.
     pub spares: usize,
+    /// Affiliated nodes, booted with the initial cluster (`RunOptions::affiliates`).
+    pub affiliates: usize,
     /// The `default` keyspace's configuration (R = its number of replicas).
     pub default: KeyspaceConfig,
     pub vnodes: usize,
@@ -172,6 +174,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     let mut opts = RunOptions::new(seed, s.nemesis.clone());
     opts.nodes = s.nodes;
     opts.spares = s.spares;
+    opts.affiliates = s.affiliates;
     opts.default_evicts = s.default.maxmemory.is_some();
     opts.capabilities = Protocols::capabilities(&s.default);
     opts.trace = s.trace;
@@ -182,6 +185,10 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     if s.nemesis.contains(&FaultKind::Origins) {
         // A run lasts seconds: keys move after a few writes, and often, rather than settle.
         node.protocols.lease.origins = OriginsConfig { window_ticks: 10, min_writes: 4 };
+    }
+    if s.affiliates > 0 {
+        // The workload's handful of keys are all hot: hosts give them after a few reads.
+        node.protocols.lease.hot = HotConfig { window_ticks: 4, top_k: 8, min_reads: 2 };
     }
     // As an operator would: timings follow the round trip between the farthest nodes; clients wait several
     // such trips before giving up.
@@ -196,7 +203,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
         opts.fault_pace = (node.manager.tick.as_millis() / DEFAULT_TICK.as_millis()).max(1) as u32;
     }
     opts.client_timeout = opts.client_timeout.max(rtt * 12);
-    run(&opts, protocols::chain(cluster, node, log, locations))
+    run(&opts, protocols::chain(cluster, node, log, locations, opts.hosts()))
 }
 
 /// Sets `node`'s manager tick and request timeout as an operator would for a network whose farthest nodes are

@@ -14,6 +14,7 @@ fn sweep(seeds: std::ops::Range<u64>, nemesis: &str) -> ChainSweep {
         check: CheckModel::Linearizable,
         nodes: 3,
         spares: 2,
+        affiliates: 0,
         default: meridian_core::KeyspaceConfig::durable(3),
         vnodes: 4,
         node: NodeConfig::default(),

@@ -17,6 +17,7 @@ fn seed(seed: u64, nemesis: &str, default: KeyspaceConfig) -> ChainSweep {
         check: CheckModel::claimed(&default),
         nodes: 3,
         spares: 2,
+        affiliates: 0,
         default,
         vnodes: 4,
         node: NodeConfig::default(),

@@ -154,12 +154,19 @@ impl Member {
 
     /// Whether this replica may answer a read of `key` in `g` from its store now.
     pub fn serves(&self, g: &Group, key: &Bytes, now: Time) -> bool {
+        self.serves_until(g, key, now).is_some()
+    }
+
+    /// Until when this replica may answer reads of `key` in `g` from its store, if it may now: the end of its
+    /// lease or of the master's confirmation, whichever comes first.
+    pub fn serves_until(&self, g: &Group, key: &Bytes, now: Time) -> Option<Time> {
         let k = (g.chain, key.clone());
-        let run = self.run(g, g.domain_of(key), now);
+        let domain = g.domain_of(key);
+        let c = self.confirmations.get(&g.chain)?.get(domain)?;
         let master = g.master_of(key);
-        run.is_some()
-            && self.leases.get(&k).is_some_and(|l| l.master == master && Some(l.run) == run && l.until > now)
-            && !self.dirty.contains_key(&k)
+        let confirmed = Some(c.master) == g.master_in(domain) && c.until > now;
+        let l = self.leases.get(&k).filter(|l| l.master == master && l.run == c.run && l.until > now)?;
+        (confirmed && !self.dirty.contains_key(&k)).then_some(l.until.min(c.until))
     }
 
     /// Whether this replica held a lease on `key` from its master that ran its length: a read then renews an
@@ -312,11 +319,14 @@ impl Mastery {
     /// Whether the master may answer reads and start writes of `key` of `g` now: its lease holds by rounds of
     /// the epoch the key moved at or later, and the key has been taken over.
     pub fn serves_key(&self, g: &Group, key: &Bytes, now: Time) -> bool {
+        self.serves_key_until(g, key, now).is_some()
+    }
+
+    /// Until when the master may answer reads of `key` of `g`, if it may now ([`Self::serves_key`]).
+    pub fn serves_key_until(&self, g: &Group, key: &Bytes, now: Time) -> Option<Time> {
         let since = g.domains.since(key);
-        matches!(self.phase, Phase::Ready)
-            && since <= self.caught
-            && !self.unready.contains_key(key)
-            && self.lease_end(since).is_some_and(|u| u > now)
+        let ready = matches!(self.phase, Phase::Ready) && since <= self.caught && !self.unready.contains_key(key);
+        self.lease_end(since).filter(|&u| ready && u > now)
     }
 
     /// The end of the master's lease by rounds of table epoch `since` or later: within its members' promises

@@ -20,12 +20,14 @@
 //! - `versions.rs`: versions number by map epoch first, so a key's next master outranks every earlier one.
 //! - `join.rs`: a replica added to the partition copies it (as a quorum joiner does).
 //! - `timing.rs`: the clock arithmetic: who starts counting first, and who counts short.
+//! - `affiliates.rs`: affiliated nodes (§4.1.4), which answer a host's hot keys under secondary leases.
 //!
 //! Masters change only with the map: the manager's Raft log decides who is in a partition, where each key is
 //! mastered, and so who its master is (the seed's Paxos election, replaced by the consensus the cluster already
 //! runs; `lease.md` says why they are equivalent). Conditional and read-modify-write commands, expiry, SCAN and cache mode are the chain's: a
 //! lease keyspace refuses them.
 
+mod affiliates;
 mod catchup;
 mod domains;
 mod join;
@@ -47,6 +49,7 @@ use crate::reports::{ReplicaReports, StepReport};
 use crate::requests::Origin;
 use crate::stores::Stores;
 use crate::versioned::{cells, Asked};
+pub use affiliates::HotConfig;
 use bytes::Bytes;
 pub(crate) use domains::{Domain, Domains};
 use mastery::{Mastery, Member};
@@ -71,6 +74,8 @@ pub enum LeaseTimer {}
 pub struct LeaseConfig {
     /// How quickly masters move keys to the region their writes come from.
     pub origins: OriginsConfig,
+    /// Which keys a host gives its affiliated nodes.
+    pub hot: HotConfig,
     #[cfg(feature = "planted-bugs")]
     pub planted_bug: Option<LeasePlantedBug>,
 }
@@ -98,6 +103,14 @@ pub struct LeaseStats {
     /// Requests handed back because this node could not serve them (not the master, not ready).
     pub bounced: u64,
     pub copies: u64,
+    /// Reads this node answered as an affiliated node, under a secondary lease.
+    pub affiliate_reads: u64,
+    /// Reads this node, as a host, sent on to its affiliated nodes.
+    pub spread: u64,
+    /// Secondary leases this node gave its affiliated nodes.
+    pub secondaries: u64,
+    /// Secondary leases this node revoked for writes.
+    pub revocations: u64,
 }
 
 /// A partition's configuration in a map: who holds it, who joins, and who masters which of its keys.
@@ -181,6 +194,10 @@ pub struct LeaseNode {
     rounds: mastery::Rounds,
     /// Where the writes this node takes as master come from (`origins.rs`).
     origins: origins::Origins,
+    /// This node as a host of affiliated nodes (`affiliates.rs`).
+    hosting: affiliates::Hosting,
+    /// This node as an affiliated node.
+    secondaries: affiliates::Secondaries,
     /// Writes this node drives as master, by number.
     ops: BTreeMap<u64, WriteOp>,
     next_op: u64,
@@ -334,6 +351,7 @@ impl KeyspaceProtocol for LeaseNode {
         let record = stores.load_record(versions::RECORD)?.map(|b| versions::decode(&b)).transpose()?;
         let numbering = versions::Numbering::open(record, previous.map.map_or(0, |m| m.epoch));
         let origins = origins::Origins::new(cfg.origins);
+        let hosting = affiliates::Hosting::new(cfg.hot, incarnation, previous.map.is_some());
         Ok(LeaseNode {
             me,
             cfg,
@@ -349,6 +367,8 @@ impl KeyspaceProtocol for LeaseNode {
             next_op: 0,
             numbering,
             origins,
+            hosting,
+            secondaries: affiliates::Secondaries::default(),
             stamped: BTreeMap::new(),
             marked: BTreeSet::new(),
             joins: BTreeMap::new(),
@@ -366,6 +386,9 @@ impl KeyspaceProtocol for LeaseNode {
         let changes: BTreeMap<ChainId, Option<ChainChange>> =
             map.chains.values().map(|c| (c.id, c.change.clone())).collect();
         self.groups = groups;
+        self.hosting.affiliates = map.affiliates_of(self.me).collect();
+        self.hosting.hosted = map.hosts.values().any(|&h| h == self.me);
+        self.secondaries.host = map.hosts.get(&self.me).copied();
         self.member.adopt(self.me, &self.groups);
         self.adopt_masteries(host, now, out);
         self.adopt_joins(host, &changes, out);
@@ -398,6 +421,10 @@ impl KeyspaceProtocol for LeaseNode {
             LeaseMsg::CopyData { data, to } => self.on_copy_data(host, now, from, data, to, out),
             LeaseMsg::Fetch(f) => self.on_fetch(host, from, f, out),
             LeaseMsg::Fetched(f) => self.on_fetched(host, now, from, f, out),
+            LeaseMsg::Pull(p) => self.on_pull(host, now, from, p, out),
+            LeaseMsg::Hot(hot) => self.on_hot(from, hot),
+            LeaseMsg::Revoke { chain, key, at } => self.on_revoke(from, chain, key, at, out),
+            LeaseMsg::Revoked { chain, key, at } => self.on_revoked(host, now, from, (chain, key), at, out),
         }
     }
 
@@ -424,9 +451,11 @@ impl KeyspaceProtocol for LeaseNode {
     fn on_tick(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
         self.member.start(now);
         self.expire(host);
-        if host.tick.is_multiple_of(timing::HEARTBEAT_TICKS) {
+        let heartbeat = host.tick.is_multiple_of(timing::HEARTBEAT_TICKS);
+        if heartbeat {
             self.heartbeat(now, out);
         }
+        self.tend_affiliates(host.tick, now, heartbeat, out);
         self.drive_writes(host, now, out);
         self.prod_joins(out);
         self.prod_takeovers(out);
@@ -474,6 +503,10 @@ impl KeyspaceProtocol for LeaseNode {
             ("lease key moves asked", s.moves_asked),
             ("lease requests bounced", s.bounced),
             ("lease copies", s.copies),
+            ("lease affiliate reads", s.affiliate_reads),
+            ("lease reads spread to affiliates", s.spread),
+            ("lease secondary leases granted", s.secondaries),
+            ("lease secondary leases revoked", s.revocations),
         ]
     }
 

@@ -116,6 +116,50 @@ pub struct Heartbeat {
     pub beats: Vec<Beat>,
 }
 
+/// A host's run and the number of revocations it has sent in it: an affiliated node takes no [`Hot`] sent
+/// before a revocation it has seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Revocation {
+    pub incarnation: u64,
+    pub seq: u64,
+}
+
+/// Affiliated node → host, every heartbeat (seed 001 §4.1.4): it asks for secondary leases on the host's hot
+/// keys, from `sent` on its clock (in its run `incarnation`), and says which versions it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pull {
+    pub sent: Time,
+    pub incarnation: u64,
+    pub have: Vec<(ChainId, Bytes, u64)>,
+}
+
+/// A key's value in a [`Secondary`]: the version the affiliated node said it holds, or a new one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Given {
+    Same(u64),
+    New(Versioned),
+}
+
+/// A secondary lease: the affiliated node may answer reads of `key` with the value for `lease_ns` (on the
+/// host's clock) from when it pulled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Secondary {
+    pub chain: ChainId,
+    pub key: Bytes,
+    pub value: Given,
+    pub lease_ns: u64,
+}
+
+/// Host → affiliated node: the answer to its [`Pull`], the hot keys the host gives it now; `revoked` is the
+/// host's count of revocations when it sent this.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hot {
+    pub sent: Time,
+    pub incarnation: u64,
+    pub revoked: Revocation,
+    pub keys: Vec<Secondary>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LeaseMsg {
     Request(Forwarded),
@@ -166,6 +210,20 @@ pub enum LeaseMsg {
     },
     Fetch(Fetch),
     Fetched(Fetched),
+    Pull(Pull),
+    Hot(Hot),
+    /// Host → affiliated node: stop answering `key` (a write of it is under way); `at` numbers the revocation.
+    Revoke {
+        chain: ChainId,
+        key: Bytes,
+        at: Revocation,
+    },
+    /// Affiliated node → host: it answers `key` no more, as revocation `at` asked.
+    Revoked {
+        chain: ChainId,
+        key: Bytes,
+        at: Revocation,
+    },
 }
 
 impl LeaseMsg {
@@ -179,6 +237,7 @@ impl LeaseMsg {
             }
             LeaseMsg::Heartbeat(_) | LeaseMsg::Promised { .. } => "lease-heartbeat",
             LeaseMsg::CopyReq { .. } | LeaseMsg::CopyData { .. } | LeaseMsg::Fetch(_) | LeaseMsg::Fetched(_) => "copy",
+            LeaseMsg::Pull(_) | LeaseMsg::Hot(_) | LeaseMsg::Revoke { .. } | LeaseMsg::Revoked { .. } => "affiliate",
         }
     }
 }

@@ -17,6 +17,9 @@ pub enum LeasePlantedBug {
     /// A member promises a domain that gained keys while it still holds promises, given before the move, to
     /// another domain: the moved keys' new master may serve them while the old one still does.
     PromisesMovedKeysEarly,
+    /// A host acknowledges a push, and a master commits a write, without revoking the key's secondary leases:
+    /// affiliated nodes answer the old value after the write succeeded.
+    AcksBeforeRevoking,
 }
 
 /// Whether `bug` is planted in a core of configuration `cfg`: never, without the `planted-bugs` feature.

@@ -3,7 +3,8 @@
 //! confirms it (`mastery.rs`) and no pushed version of the key awaits its commit; otherwise it asks the master,
 //! which records a lease for it and answers with its value, and the replica answers its client with that value.
 //! A node that holds no replica of the partition sends the read to the replica in its own region, or else to the
-//! master.
+//! master. An affiliated node answers the keys it holds secondary leases on, and a host sends reads of those keys
+//! on to its affiliated nodes (`affiliates.rs`).
 
 use super::mastery::Lease;
 use super::msg::{Forwarded, Granted, Renew};
@@ -16,12 +17,17 @@ use meridian_core::{NodeId, Read, Reply, Time};
 impl LeaseNode {
     pub(super) fn read(&mut self, host: &mut Host, now: Time, fwd: Forwarded, read: Read, g: Group, out: &mut Fx) {
         let Some(key) = fwd.req.key().cloned() else { return };
+        let k = (g.chain, key.clone());
+        if let Some(v) = self.read_secondary(&k, now) {
+            return self.answer(host, &fwd.origin, read_reply(read, &v, host.wall_ms), out);
+        }
         let master = g.master_of(&key);
         let local = match master == self.me {
             true => self.mastery_of(&g, &key).is_some_and(|m| m.serves_key(&g, &key, now)),
             false => g.holders.contains(&self.me) && self.member.serves(&g, &key, now),
         };
         if local {
+            let Some(fwd) = self.spread(host, now, fwd, &k, out) else { return };
             self.stats.local_reads += 1;
             let reply = match self.cell(host, g.chain, &key) {
                 Ok(v) => read_reply(read, &v, host.wall_ms),

@@ -184,7 +184,7 @@ impl LeaseNode {
             };
             self.stats.repairs += 1;
             let op = WriteOp::new(None, None, g, key.clone(), versioned, None);
-            writes.insert(key, self.start_write(op, g, &[], out));
+            writes.insert(key, self.start_write(now, op, g, &[], out));
         }
         writes
     }

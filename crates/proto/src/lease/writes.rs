@@ -85,6 +85,17 @@ impl WriteOp {
     }
 }
 
+impl WriteOp {
+    /// Whether this writes `key`.
+    pub fn writes(&self, key: &super::Key) -> bool {
+        self.chain == key.0 && self.key == key.1
+    }
+
+    pub fn key_of(&self) -> super::Key {
+        (self.chain, self.key.clone())
+    }
+}
+
 impl LeaseNode {
     /// A client's write: at the master, applied (passive) or pushed (active); elsewhere, sent to the master.
     pub(super) fn write(
@@ -123,12 +134,13 @@ impl LeaseNode {
             },
         };
         let versioned = Versioned { version, value };
-        let passive = g.opts.write_mode == WriteMode::Passive && held.version > 0 && holders.is_empty();
+        let unleased = holders.is_empty() && self.hosting.clear(&(g.chain, key.clone()), now);
+        let passive = g.opts.write_mode == WriteMode::Passive && held.version > 0 && unleased;
         if passive && fwd.stamped.is_none() {
             return self.write_passive(host, fwd.origin, &g, key, versioned, held.value.is_some(), out);
         }
         let op = WriteOp::new(Some(fwd.origin), Some(fwd.req), &g, key, versioned, Some(host.tick));
-        let seq = self.start_write(op, &g, &holders, out);
+        let seq = self.start_write(now, op, &g, &holders, out);
         self.try_commit(host, now, seq, out);
     }
 
@@ -165,8 +177,17 @@ impl LeaseNode {
         self.answer_as(host, &origin, Reply::Written { applied: true, existed }, true, out);
     }
 
-    /// Pushes `op`'s version to every writer of `g` and to the lease holders given; returns its number.
-    pub(super) fn start_write(&mut self, mut op: WriteOp, g: &Group, holders: &[NodeId], out: &mut Fx) -> u64 {
+    /// Pushes `op`'s version to every writer of `g` and to the lease holders given, and revokes the key from
+    /// this node's affiliated nodes; returns its number.
+    pub(super) fn start_write(
+        &mut self,
+        now: Time,
+        mut op: WriteOp,
+        g: &Group,
+        holders: &[NodeId],
+        out: &mut Fx,
+    ) -> u64 {
+        self.revoke(&op.key_of(), now, out);
         let seq = self.next_op;
         self.next_op += 1;
         let id = OpId { incarnation: self.incarnation, seq };
@@ -210,6 +231,10 @@ impl LeaseNode {
         let holders = self.holders_of(g, &o.key, now);
         let ignores = self.planted(LeasePlantedBug::IgnoresLeases);
         if stored < need || !(ignores || holders.iter().all(|n| *n == self.me || o.acked.contains(n))) {
+            return;
+        }
+        let revoked = self.planted(LeasePlantedBug::AcksBeforeRevoking) || self.hosting.clear(&o.key_of(), now);
+        if !revoked {
             return;
         }
         let o = self.ops.remove(&seq).expect("the write under way");
@@ -313,7 +338,7 @@ impl LeaseNode {
         let Some(holder) = g.map(|g| g.holders.contains(&self.me)) else {
             self.member.drop_lease(&key);
             if let Some(op) = p.op {
-                out.send(from, LeaseMsg::Released { op });
+                self.ack_push(now, key, from, op, false, out);
             }
             return;
         };
@@ -332,8 +357,8 @@ impl LeaseNode {
             let run = run.filter(|_| holder);
             let until = super::timing::shrunk_from(now, p.lease_ns);
             let offer = run.filter(|_| p.lease_ns > 0).map(|run| Lease { master: from, run, until });
-            self.member.pushed(key, p.versioned.version, offer);
-            out.send_after_sync(from, LeaseMsg::Stored { op });
+            self.member.pushed(key.clone(), p.versioned.version, offer);
+            self.ack_push(now, key, from, op, true, out);
         }
     }
 }

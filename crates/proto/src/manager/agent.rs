@@ -39,6 +39,8 @@ pub struct JoinRequest {
     pub addrs: NodeAddrs,
     pub vnodes: u32,
     pub location: Location,
+    /// The standard node this one joins as an affiliated node of (seed 001 §4.1.4), if it does.
+    pub host: Option<NodeId>,
 }
 
 #[derive(Debug)]
@@ -126,6 +128,7 @@ impl Agent {
                     addrs: join.addrs.clone(),
                     vnodes: join.vnodes,
                     location: join.location.clone(),
+                    host: join.host,
                 },
             ));
         }

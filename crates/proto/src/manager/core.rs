@@ -184,8 +184,12 @@ impl ManagerCore {
         }
         match msg {
             MgrMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
-            MgrMsg::Join { id, addrs, vnodes, location } => {
-                self.admin(now, from, MapCommand::AddNode { id, addrs, vnodes, location }, None, out)
+            MgrMsg::Join { id, addrs, vnodes, location, host } => {
+                let cmd = match host {
+                    Some(host) => MapCommand::AddAffiliate { id, addrs, location, host },
+                    None => MapCommand::AddNode { id, addrs, vnodes, location },
+                };
+                self.admin(now, from, cmd, None, out)
             }
             MgrMsg::Leave { id } => self.admin(now, from, MapCommand::RemoveNode { id }, None, out),
             MgrMsg::Admin { cmd, ask } => match cmd {

@@ -9,7 +9,7 @@
 //! is refused with both versions named, rather than misread. A file without the magic was written before files
 //! had versions: version 1.
 
-use crate::map::{format1, format5, ClusterMap, ENCODED_AS_CURRENT, MAP_FORMAT};
+use crate::map::{older_map, ClusterMap, ENCODED_AS_CURRENT, MAP_FORMAT};
 use meridian_store::Vfs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -91,9 +91,8 @@ fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
         return Err("length or checksum mismatch".into());
     }
     match version {
-        1 => format1::map(body),
         MAP_FORMAT => postcard::from_bytes(body),
-        _ => format5::map(body),
+        older => older_map(older, body),
     }
     .map_err(|e| e.to_string())
 }
@@ -131,20 +130,22 @@ mod tests {
         assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
     }
 
-    /// A map of formats 2 to 5 (before per-key masters: the map without its last field) reads with every key
-    /// mastered in its keyspace's home region.
+    /// Maps of formats 2 to 5 (before per-key masters: the map without its last two fields) read with every key
+    /// mastered in its keyspace's home region, and of format 6 (before affiliated nodes) with none affiliated.
     #[test]
-    fn a_map_of_formats_2_to_5_reads_without_key_masters() {
+    fn maps_of_formats_2_to_6_read_without_their_missing_fields() {
         let map = ClusterMap { epoch: 5, next_step: 9, ..ClusterMap::default() };
         let m = &map;
         let fields = (m.epoch, m.partitions, &m.nodes, &m.chains, &m.manager_voters, m.next_step, &m.keyspaces);
-        let body = postcard::to_allocvec(&(fields, m.next_keyspace)).unwrap();
-        for version in 2..=5 {
+        let format5 = postcard::to_allocvec(&(fields, m.next_keyspace)).unwrap();
+        let format6 = postcard::to_allocvec(&(fields, m.next_keyspace, &m.masters)).unwrap();
+        for version in 2..=6 {
+            let body = if version == 6 { &format6 } else { &format5 };
             let mut older = MAGIC.to_vec();
             older.push(version);
             older.extend_from_slice(&(body.len() as u32).to_be_bytes());
-            older.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-            older.extend_from_slice(&body);
+            older.extend_from_slice(&crc32c::crc32c(body).to_be_bytes());
+            older.extend_from_slice(body);
             assert_eq!(decode(&older), Ok(map.clone()), "format {version}");
         }
     }

@@ -17,8 +17,9 @@ pub enum MgrMsg {
     NotLeader { leader: Option<NodeId> },
     /// Leader → every node, when the map changes.
     Map(Box<ClusterMap>),
-    /// Node → leader: add node `id` (the sender itself when it joins, or any node an operator adds).
-    Join { id: NodeId, addrs: NodeAddrs, vnodes: u32, location: Location },
+    /// Node → leader: add node `id` (the sender itself when it joins, or any node an operator adds); with a
+    /// `host`, as an affiliated node of it ([`MapCommand::AddAffiliate`]).
+    Join { id: NodeId, addrs: NodeAddrs, vnodes: u32, location: Location, host: Option<NodeId> },
     /// Admin → leader: drain `id` out of its chains and remove it.
     Leave { id: NodeId },
     /// Leader → the node that asked: the map refuses the request (a node id used with other addresses, say).

@@ -134,6 +134,17 @@ impl ClusterMap {
         for v in &self.manager_voters {
             ensure(self.nodes.contains_key(v), || format!("voter {v} is not a node"))?;
         }
+        self.check_affiliates()
+    }
+
+    fn check_affiliates(&self) -> Result<(), String> {
+        for (&a, &host) in &self.hosts {
+            ensure(self.nodes.contains_key(&a), || format!("affiliated node {a} is not a node"))?;
+            ensure(self.nodes.contains_key(&host) && !self.hosts.contains_key(&host), || {
+                format!("affiliated node {a} names {host}, which is not a standard node")
+            })?;
+            ensure(!self.involved(a), || format!("affiliated node {a} is in a chain"))?;
+        }
         Ok(())
     }
 }

@@ -138,6 +138,13 @@ pub enum MapError {
     BadPinnedKey(usize),
     /// The keyspace already pins `PINNED_MAX` keys.
     TooManyPins(String),
+    /// An affiliated node named a host the map lacks.
+    UnknownHost(NodeId),
+    /// An affiliated node named a host that is itself affiliated, or not a Joining or Active node.
+    NotAHost {
+        host: NodeId,
+        state: NodeState,
+    },
 }
 
 impl fmt::Display for MapError {
@@ -213,6 +220,13 @@ impl fmt::Display for MapError {
             }
             MapError::TooManyKeyspaces => {
                 write!(f, "too many keyspaces (at most {KEYSPACES_MAX}, and {CHAINS_MAX} chains in all)")
+            }
+            MapError::UnknownHost(host) => write!(f, "no node {host} to affiliate to"),
+            MapError::NotAHost { host, state } => {
+                write!(
+                    f,
+                    "node {host} ({state}) cannot host affiliated nodes: only a JOINING or ACTIVE standard node can"
+                )
             }
         }
     }

@@ -85,6 +85,7 @@ impl Map1 {
             keyspaces: self.keyspaces.into_iter().map(|(id, k)| (id, keyspace(k))).collect(),
             next_keyspace: self.next_keyspace,
             masters: BTreeMap::new(),
+            hosts: BTreeMap::new(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Maps of formats 2 to 5, read to upgrade: the map as builds before per-key masters wrote it (the map file,
-//! the Raft log's snapshots). Their commands decode as the current ones (`SetKeyMaster` came as a new variant
+//! the Raft log's snapshots); format 6's are `format6.rs`. Their commands decode as the current ones (`SetKeyMaster` came as a new variant
 //! at the end); their maps lack [`ClusterMap::masters`], which postcard, not self-describing, cannot default,
 //! so this frozen copy of the format-5 shape reads them and every lease keyspace starts with its keys mastered
 //! in its home region.
@@ -31,7 +31,18 @@ struct Map5 {
 impl Map5 {
     fn upgrade(self) -> ClusterMap {
         let Map5 { epoch, partitions, nodes, chains, manager_voters, next_step, keyspaces, next_keyspace } = self;
-        let masters = BTreeMap::new();
-        ClusterMap { epoch, partitions, nodes, chains, manager_voters, next_step, keyspaces, next_keyspace, masters }
+        let (masters, hosts) = (BTreeMap::new(), BTreeMap::new());
+        ClusterMap {
+            epoch,
+            partitions,
+            nodes,
+            chains,
+            manager_voters,
+            next_step,
+            keyspaces,
+            next_keyspace,
+            masters,
+            hosts,
+        }
     }
 }

@@ -104,6 +104,7 @@ mod check;
 mod errors;
 pub(crate) mod format1;
 pub(crate) mod format5;
+pub(crate) mod format6;
 pub mod kinds;
 pub mod masters;
 pub mod placement;
@@ -224,6 +225,9 @@ pub struct ClusterMap {
     pub next_keyspace: u32,
     /// Where the keys of lease keyspaces are mastered, for those whose master region or keys ever moved.
     pub masters: BTreeMap<KeyspaceId, KeyMasters>,
+    /// Affiliated nodes (seed 001 §4.1.4), each with its host: they hold no chain, only the hot keys their host
+    /// gives them under secondary leases (`lease/affiliates.rs`).
+    pub hosts: BTreeMap<NodeId, NodeId>,
 }
 
 impl Default for ClusterMap {
@@ -238,6 +242,7 @@ impl Default for ClusterMap {
             keyspaces: BTreeMap::new(),
             next_keyspace: 0,
             masters: BTreeMap::new(),
+            hosts: BTreeMap::new(),
         }
     }
 }
@@ -291,6 +296,9 @@ pub enum MapCommand {
     /// Masters `key` of the lease keyspace `name` in `region`, which its placement must name, whatever its
     /// master region is or becomes (`map/masters.rs`).
     SetKeyMaster { name: String, key: bytes::Bytes, region: String },
+    /// A new node affiliated to `host`, a placeable standard node: it becomes Active at once and is never
+    /// placed in a chain (seed 001 §4.1.4). Idempotent as `AddNode` is.
+    AddAffiliate { id: NodeId, addrs: NodeAddrs, location: Location, host: NodeId },
 }
 
 /// What an accepted command did.
@@ -308,13 +316,23 @@ pub enum Applied {
 /// node refuses files of another version, naming both. Format 3 added quorum keyspaces (a protocol variant
 /// with its knobs) to format 2, format 4 lease keyspaces to format 3, and format 5 the command
 /// [`MapCommand::SetMasterRegion`], each keeping the encoding before it; format 6 added [`ClusterMap::masters`]
-/// and [`MapCommand::SetKeyMaster`]. Commands of formats 2 to 5 decode as they are, and their maps through
-/// `format5.rs` ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than misread it.
-pub const MAP_FORMAT: u8 = 6;
+/// and [`MapCommand::SetKeyMaster`], format 7 [`ClusterMap::hosts`] and [`MapCommand::AddAffiliate`]. Commands
+/// of formats 2 to 6 decode as they are, and their maps through [`older_map`] ([`ENCODED_AS_CURRENT`]), while
+/// an older build refuses a newer file rather than misread it.
+pub const MAP_FORMAT: u8 = 7;
 
-/// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps lack
-/// [`ClusterMap::masters`]: `format5::map` reads them).
-pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5];
+/// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps lack later
+/// fields: [`older_map`] reads them).
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6];
+
+/// Decodes a map of `format`, one before [`MAP_FORMAT`], through the frozen copy of its shape.
+pub(crate) fn older_map(format: u8, bytes: &[u8]) -> postcard::Result<ClusterMap> {
+    match format {
+        1 => format1::map(bytes),
+        6 => format6::map(bytes),
+        _ => format5::map(bytes),
+    }
+}
 
 /// The member the Remove in flight on `c` takes out, if one is under way.
 fn removed_by(c: &ChainView) -> Option<NodeId> {
@@ -340,6 +358,16 @@ impl ClusterMap {
 
     pub fn state(&self, id: NodeId) -> Option<NodeState> {
         self.nodes.get(&id).map(|n| n.state)
+    }
+
+    /// Whether chains may be placed on `id`: a Joining or Active standard node (not an affiliated one).
+    fn placeable(&self, id: NodeId, info: &NodeInfo) -> bool {
+        info.state.is_placeable() && !self.hosts.contains_key(&id)
+    }
+
+    /// The live affiliated nodes of `host`, in id order.
+    pub fn affiliates_of(&self, host: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.hosts.iter().filter(move |(&a, &h)| h == host && self.is_live(a)).map(|(&a, _)| a)
     }
 
     /// Unknown nodes are not live.
@@ -485,7 +513,7 @@ impl ClusterMap {
 
     /// Every placeable node, in each partition's preference order.
     fn preferences(&self) -> Vec<Vec<NodeId>> {
-        let placeable = self.nodes.iter().filter(|(_, n)| n.state.is_placeable()).map(|(&id, n)| (id, n.vnodes));
+        let placeable = self.nodes.iter().filter(|(id, n)| self.placeable(**id, n)).map(|(&id, n)| (id, n.vnodes));
         VidRing::new(placeable).targets(self.partitions, usize::MAX)
     }
 
@@ -497,8 +525,8 @@ impl ClusterMap {
     /// have: a keyspace placed so cannot be created, and one running so is short of replicas.
     pub fn unmet<'a>(&self, placement: &'a Placement) -> Vec<(&'a str, usize, u32)> {
         let placeable = |region: &str| {
-            let here = |n: &&NodeInfo| n.state.is_placeable() && n.location.region == region;
-            self.nodes.values().filter(here).count()
+            let here = |(id, n): &(&NodeId, &NodeInfo)| self.placeable(**id, n) && n.location.region == region;
+            self.nodes.iter().filter(here).count()
         };
         let short = placement.regions.iter().map(|(region, n)| (region.as_str(), placeable(region), *n));
         short.filter(|&(_, has, needs)| has < needs as usize).collect()
@@ -513,7 +541,7 @@ impl ClusterMap {
             MapCommand::Bootstrap { nodes, default, partitions, vnodes, voters } => {
                 self.bootstrap(nodes, default, *partitions, *vnodes, voters)
             }
-            MapCommand::AddNode { id, addrs, vnodes, location } => self.add_node(*id, addrs, *vnodes, location),
+            MapCommand::AddNode { id, addrs, vnodes, location } => self.add_standard(*id, addrs, *vnodes, location),
             MapCommand::RemoveNode { id } => self.remove_node(*id),
             MapCommand::NodeFailed { id } => self.node_failed(*id),
             MapCommand::NodeRecovered { id } => self.node_recovered(*id),
@@ -531,6 +559,7 @@ impl ClusterMap {
             }
             MapCommand::SetMasterRegion { name, region } => self.set_master_region(name, region),
             MapCommand::SetKeyMaster { name, key, region } => self.set_key_master(name, key, region),
+            MapCommand::AddAffiliate { id, addrs, location, host } => self.add_affiliate(*id, addrs, location, *host),
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;
@@ -742,6 +771,44 @@ impl ClusterMap {
         Ok(Applied::Changed)
     }
 
+    /// A standard node: an affiliated one keeps its role until it is Removed.
+    fn add_standard(
+        &mut self,
+        id: NodeId,
+        addrs: &NodeAddrs,
+        vnodes: u32,
+        location: &Location,
+    ) -> Result<Applied, MapError> {
+        if self.hosts.contains_key(&id) && self.state(id) != Some(NodeState::Removed) {
+            return Err(MapError::IdClash(id));
+        }
+        let applied = self.add_node(id, addrs, vnodes, location)?;
+        self.hosts.remove(&id);
+        Ok(applied)
+    }
+
+    /// An affiliated node: added as a node with no share of the ring, then Active at once, as it has no chain to
+    /// hold. A standard node cannot become one, nor an affiliated node change hosts (`IdClash`).
+    fn add_affiliate(
+        &mut self,
+        id: NodeId,
+        addrs: &NodeAddrs,
+        location: &Location,
+        host: NodeId,
+    ) -> Result<Applied, MapError> {
+        let host_info = self.nodes.get(&host).ok_or(MapError::UnknownHost(host))?;
+        if host == id || self.hosts.contains_key(&host) || !self.placeable(host, host_info) {
+            return Err(MapError::NotAHost { host, state: host_info.state });
+        }
+        let known = self.nodes.get(&id).filter(|n| n.state != NodeState::Removed);
+        if known.is_some() && self.hosts.get(&id) != Some(&host) {
+            return Err(MapError::IdClash(id));
+        }
+        let applied = self.add_node(id, addrs, 1, location)?;
+        self.hosts.insert(id, host);
+        Ok(applied)
+    }
+
     /// Also for a Failed or Removed node: the operator's decision that it is gone outlives the failure,
     /// so `NodeRecovered` will not bring it back.
     fn remove_node(&mut self, id: NodeId) -> Result<Applied, MapError> {
@@ -814,9 +881,9 @@ impl ClusterMap {
     }
 
     fn check_add(&self, c: &ChainView, node: NodeId, position: usize) -> Result<(), MapError> {
-        let state = self.state(node).ok_or(MapError::UnknownNode(node))?;
-        if !state.is_placeable() {
-            return Err(MapError::NotPlaceable { id: node, state });
+        let info = self.nodes.get(&node).ok_or(MapError::UnknownNode(node))?;
+        if !self.placeable(node, info) {
+            return Err(MapError::NotPlaceable { id: node, state: info.state });
         }
         if c.contains(node) {
             return Err(MapError::AlreadyMember { chain: c.id, node });

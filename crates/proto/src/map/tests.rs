@@ -190,6 +190,41 @@ fn a_joiner_with_no_target_chain_is_active_at_once_and_a_leaver_in_no_chain_is_r
     assert_eq!(map.epoch, 3);
 }
 
+fn affiliate(map: &mut ClusterMap, id: u32, host: u32) -> Result<Applied, MapError> {
+    map.apply(&affiliate_cmd(id, host))
+}
+
+/// An affiliated node is Active at once and never a target of a chain, however many join; its host must be a
+/// placeable standard node, and an id keeps its role.
+#[test]
+fn affiliated_nodes_hold_no_chain_and_name_a_standard_host() {
+    let mut map = bootstrapped(3, 3, 4);
+    let targets = map.targets();
+    for id in 4..=9 {
+        assert_eq!(affiliate(&mut map, id, 1 + id % 3), Ok(Applied::Changed));
+        assert_eq!(map.state(NodeId(id)), Some(NodeState::Active));
+    }
+    assert_eq!(map.targets(), targets, "affiliated nodes take no share of the ring");
+    assert_eq!(affiliate(&mut map, 4, 2), Ok(Applied::Unchanged), "the same join again");
+    assert_eq!(map.affiliates_of(NodeId(2)).collect::<Vec<_>>(), [NodeId(4), NodeId(7)]);
+    refused(&mut map, affiliate_cmd(10, 42), MapError::UnknownHost(NodeId(42)));
+    refused(&mut map, affiliate_cmd(10, 4), MapError::NotAHost { host: NodeId(4), state: NodeState::Active });
+    refused(&mut map, affiliate_cmd(4, 3), MapError::IdClash(NodeId(4)));
+    refused(&mut map, affiliate_cmd(2, 1), MapError::IdClash(NodeId(2)));
+    let standard = MapCommand::AddNode { id: NodeId(5), addrs: addrs(5), vnodes: 1, location: Location::default() };
+    refused(&mut map, standard, MapError::IdClash(NodeId(5)));
+    let add = start_cmd(&map, joining(NodeId(5), 1, map.next_step));
+    refused(&mut map, add, MapError::NotPlaceable { id: NodeId(5), state: NodeState::Active });
+    assert_eq!(map.apply(&MapCommand::RemoveNode { id: NodeId(4) }), Ok(Applied::Changed));
+    assert_eq!(map.state(NodeId(4)), Some(NodeState::Removed));
+    assert_eq!(map.affiliates_of(NodeId(2)).collect::<Vec<_>>(), [NodeId(7)]);
+    map.check().unwrap();
+}
+
+fn affiliate_cmd(id: u32, host: u32) -> MapCommand {
+    MapCommand::AddAffiliate { id: NodeId(id), addrs: addrs(id), location: Location::default(), host: NodeId(host) }
+}
+
 #[test]
 fn steps_are_validated_against_the_chain() {
     let mut map = bootstrapped(4, 3, 8);

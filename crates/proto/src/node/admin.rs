@@ -62,7 +62,13 @@ impl ClusterNode {
                 let NodeToAdd { id: node, peer_addr, resp_addr, http_addr, vnodes, location } = *node;
                 let done = format!("asked the manager to add node {}", node.0);
                 let addrs = NodeAddrs { peer_addr, resp_addr, http_addr };
-                self.forward_to_leader(now, id, MgrMsg::Join { id: node, addrs, vnodes, location }, done, out);
+                self.forward_to_leader(
+                    now,
+                    id,
+                    MgrMsg::Join { id: node, addrs, vnodes, location, host: None },
+                    done,
+                    out,
+                );
             }
             Admin::CreateKeyspace { name, config } => {
                 self.keyspace_command(now, id, MapCommand::CreateKeyspace { name, config: *config }, out)

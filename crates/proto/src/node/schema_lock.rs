@@ -11,8 +11,8 @@ use super::NodeMsg;
 use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState, Outcome, Refusal};
 use crate::chain::{ChainMsg, Change, Origin, Update};
 use crate::lease::msg::{
-    Beat, CopyFor as LeaseCopyFor, Fetch as LeaseFetch, Fetched as LeaseFetched, Forwarded, Granted,
-    Heartbeat as LeaseHeartbeat, Push, Renew,
+    Beat, CopyFor as LeaseCopyFor, Fetch as LeaseFetch, Fetched as LeaseFetched, Forwarded, Given, Granted,
+    Heartbeat as LeaseHeartbeat, Hot, Pull, Push, Renew, Revocation, Secondary,
 };
 use crate::lease::{LeaseMsg, OpId as LeaseOpId};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
@@ -32,7 +32,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((9, 0xae6b_67ea), (6, 0xf9fa_be31), [14, 9, 15, 7, 15]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((10, 0x6783_e5ec), (7, 0xe33f_48b0), [14, 9, 16, 7, 19]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -188,6 +188,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::ReplicaRestored { chain, node, incarnation: 5 },
         MapCommand::SetMasterRegion { name: "ll".into(), region: "us".into() },
         MapCommand::SetKeyMaster { name: "l".into(), key: "k".into(), region: "us".into() },
+        MapCommand::AddAffiliate { id: NodeId(5), addrs: addrs(5), location: "eu".parse().unwrap(), host: NodeId(1) },
     ];
     let numbered = |c: &MapCommand| match c {
         MapCommand::Bootstrap { .. } => 0,
@@ -205,6 +206,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::ReplicaRestored { .. } => 12,
         MapCommand::SetMasterRegion { .. } => 13,
         MapCommand::SetKeyMaster { .. } => 14,
+        MapCommand::AddAffiliate { .. } => 15,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
     samples
@@ -246,6 +248,11 @@ fn lease_messages() -> Vec<LeaseMsg> {
     let fetch = LeaseFetch { chain, domain: "us".into(), fence, epoch: 4, keys: vec![key.clone()] };
     let fetched =
         LeaseFetched { chain, domain: "us".into(), fence, epoch: 4, entries: vec![(key.clone(), versioned.clone())] };
+    let at = Revocation { incarnation: 4, seq: 2 };
+    let pull = Pull { sent: meridian_core::Time::from_nanos(12), incarnation: 4, have: vec![(chain, key.clone(), 3)] };
+    let given = [Given::Same(3), Given::New(versioned.clone())];
+    let keys = given.map(|value| Secondary { chain, key: key.clone(), value, lease_ns: 5 }).to_vec();
+    let hot = Hot { sent: meridian_core::Time::from_nanos(12), incarnation: 4, revoked: at, keys };
     let samples = vec![
         LeaseMsg::Request(Forwarded { origin: origin(), req: get, hops: 1, stamped: Some(3) }),
         LeaseMsg::Answer { origin: origin(), reply: Reply::Written { applied: true, existed: false } },
@@ -260,11 +267,15 @@ fn lease_messages() -> Vec<LeaseMsg> {
         LeaseMsg::Promised { incarnation: 4, round: 6, domains: vec![(chain, "eu".into())] },
         LeaseMsg::CopyReq { req: QuorumCopyReq { chain, fence, after: None }, to: takeover },
         LeaseMsg::CopyData {
-            data: QuorumCopyData { chain, fence, entries: vec![(key, versioned)], more: true },
+            data: QuorumCopyData { chain, fence, entries: vec![(key.clone(), versioned)], more: true },
             to: LeaseCopyFor::Joiner,
         },
         LeaseMsg::Fetch(fetch),
         LeaseMsg::Fetched(fetched),
+        LeaseMsg::Pull(pull),
+        LeaseMsg::Hot(hot),
+        LeaseMsg::Revoke { chain, key: key.clone(), at },
+        LeaseMsg::Revoked { chain, key, at },
     ];
     let numbered = |m: &LeaseMsg| match m {
         LeaseMsg::Request(_) => 0,
@@ -282,6 +293,10 @@ fn lease_messages() -> Vec<LeaseMsg> {
         LeaseMsg::CopyData { .. } => 12,
         LeaseMsg::Fetch(_) => 13,
         LeaseMsg::Fetched(_) => 14,
+        LeaseMsg::Pull(_) => 15,
+        LeaseMsg::Hot(_) => 16,
+        LeaseMsg::Revoke { .. } => 17,
+        LeaseMsg::Revoked { .. } => 18,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[4] - 1, "LeaseMsg");
     samples
@@ -318,7 +333,13 @@ fn quorum_messages() -> Vec<QuorumMsg> {
 fn map() -> ClusterMap {
     let mut map = ClusterMap::default();
     for cmd in commands().iter().filter(|c| {
-        matches!(c, MapCommand::Bootstrap { .. } | MapCommand::CreateKeyspace { .. } | MapCommand::SetKeyMaster { .. })
+        matches!(
+            c,
+            MapCommand::Bootstrap { .. }
+                | MapCommand::CreateKeyspace { .. }
+                | MapCommand::SetKeyMaster { .. }
+                | MapCommand::AddAffiliate { .. }
+        )
     }) {
         map.apply(cmd).expect("a sample command applies");
     }
@@ -346,7 +367,13 @@ fn manager_messages() -> Vec<MgrMsg> {
         }),
         MgrMsg::NotLeader { leader: Some(NodeId(2)) },
         MgrMsg::Map(Box::new(map())),
-        MgrMsg::Join { id: NodeId(4), addrs: addrs(4), vnodes: 2, location: "eu/a/r1".parse().unwrap() },
+        MgrMsg::Join {
+            id: NodeId(4),
+            addrs: addrs(4),
+            vnodes: 2,
+            location: "eu/a/r1".parse().unwrap(),
+            host: Some(NodeId(1)),
+        },
         MgrMsg::Leave { id: NodeId(4) },
         MgrMsg::Refused { reason: "no".into(), ask: Some(3) },
         MgrMsg::Admin { cmd: MapCommand::DropKeyspace { name: "md".into() }, ask: 3 },

@@ -13,12 +13,13 @@ impl ClusterNode {
         let map = self.agent.map();
         let nodes: Vec<serde_json::Value> = map
             .iter()
-            .flat_map(|m| m.nodes.iter())
-            .map(|(id, n)| {
+            .flat_map(|m| m.nodes.iter().map(move |n| (m, n)))
+            .map(|(m, (id, n))| {
                 serde_json::json!({
                     "id": id.0, "state": n.state.to_string(), "vnodes": n.vnodes, "departed": n.departed,
                     "peer_addr": n.addrs.peer_addr, "resp_addr": n.addrs.resp_addr, "http_addr": n.addrs.http_addr,
                     "region": n.location.region, "zone": n.location.zone, "rack": n.location.rack,
+                    "affiliate_of": m.hosts.get(id).map(|h| h.0),
                 })
             })
             .collect();

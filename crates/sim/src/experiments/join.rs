@@ -145,7 +145,8 @@ pub enum JoinError {
 pub fn run(x: &JoinExperiment) -> Result<JoinReport, JoinError> {
     let ids = node_ids(x.nodes + 1);
     let initial = protocols::cluster(x.nodes, &meridian_core::KeyspaceConfig::durable(3), 1)?;
-    let mut hooks = protocols::chain(initial, x.node.clone(), LogOptions::default(), Default::default());
+    let mut hooks =
+        protocols::chain(initial, x.node.clone(), LogOptions::default(), Default::default(), Default::default());
     // Correctness is the sweeps' job; here the per-step checks would only slow the run.
     hooks.invariants = Box::new(|_| Ok(()));
     let root = SimRng::new(x.seed);

@@ -59,7 +59,7 @@ impl WanCluster {
         let mut node = NodeConfig::default();
         fit_timings(&mut node, params.round_trip(&placements));
         let initial = protocols::cluster(nodes, keyspace, 4)?;
-        let mut hooks = protocols::chain(initial, node, LogOptions::default(), locations);
+        let mut hooks = protocols::chain(initial, node, LogOptions::default(), locations, Default::default());
         // Correctness is the sweeps' job; here the per-step checks would only slow the run.
         hooks.invariants = Box::new(|_| Ok(()));
         let root = SimRng::new(seed);

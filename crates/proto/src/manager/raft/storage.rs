@@ -26,7 +26,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::map::{format1, format5, ENCODED_AS_CURRENT, MAP_FORMAT};
+use crate::map::{format1, older_map, ENCODED_AS_CURRENT, MAP_FORMAT};
 use meridian_store::{Vfs, VfsFile};
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
@@ -161,8 +161,7 @@ impl RaftLog {
         }
         if !self.snapshot.get_data().is_empty() {
             let data = self.snapshot.get_data();
-            let map = if commands_as_current { format5::map(data) } else { format1::map(data) };
-            let map = map.map_err(|err| why("the snapshot", err))?;
+            let map = older_map(old, data).map_err(|err| why("the snapshot", err))?;
             self.snapshot.set_data(postcard::to_allocvec(&map).expect("maps serialize").into());
         }
         Ok(())
