@@ -9,6 +9,7 @@ use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{DurabilityMode, KeyspaceConfig, Placement, Protocol, ProtocolConfig, ReplicaKind};
 use meridian_proto::node::NodeConfig;
+use meridian_sim::experiments::affiliates::AffiliatesExperiment;
 use meridian_sim::experiments::geo::GeoExperiment;
 use meridian_sim::experiments::globlease::GlobLeaseExperiment;
 use meridian_sim::experiments::join::JoinExperiment;
@@ -107,8 +108,10 @@ pub struct SimArgs {
     /// keyspace and of quorum keyspaces at ONE, QUORUM and ALL; needs --topology, uses --seed, and --nodes
     /// for the nodes per region when it is at least the topology's regions) or `globlease` (seed 001 §4.1.5: a
     /// lease keyspace against the seed's quorum baselines under open-loop YCSB-style mixes; --topology defaults
-    /// to globlease-4; uses --seed, --lease-ms, --write-mode, --rate and --kill-master-after).
-    #[arg(long, value_parser = ["join", "geo", "globlease"])]
+    /// to globlease-4; uses --seed, --lease-ms, --write-mode, --rate and --kill-master-after) or `affiliates` (seed
+    /// 001 §4.1.5, Fig. 4.10: Zipf-4 reads jumping from 400 to 1,800 req/s, with and without affiliated nodes
+    /// started at the jump, on nodes of finite capacity; --topology defaults to globlease-4; uses --seed).
+    #[arg(long, value_parser = ["join", "geo", "globlease", "affiliates"])]
     experiment: Option<String>,
     /// With --experiment globlease: requests per second, all clients together (the seed's 100 to 2,500).
     #[arg(long, default_value_t = 1000.0)]
@@ -130,6 +133,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     match args.experiment.as_deref() {
         Some("join") => return join_experiment(&args),
         Some("globlease") => return globlease_experiment(&args),
+        Some("affiliates") => return affiliates_experiment(&args),
         Some(_) => return geo_experiment(&args),
         None => {}
     }
@@ -404,6 +408,15 @@ fn globlease_experiment(args: &SimArgs) -> Result<ExitCode, String> {
         x.kill_master_after = Some(std::time::Duration::from_secs_f64(secs));
     }
     let report = meridian_sim::experiments::globlease::run(&x).map_err(|e| e.to_string())?;
+    print!("{}", report.table(&x));
+    write_svg(args, &report.svg(&x))
+}
+
+fn affiliates_experiment(args: &SimArgs) -> Result<ExitCode, String> {
+    let topology =
+        Arc::new(Topology::load(args.topology.as_deref().unwrap_or("globlease-4")).map_err(|e| e.to_string())?);
+    let x = AffiliatesExperiment::new(args.seed, topology);
+    let report = meridian_sim::experiments::affiliates::run(&x).map_err(|e| e.to_string())?;
     print!("{}", report.table(&x));
     write_svg(args, &report.svg(&x))
 }

@@ -105,6 +105,11 @@ impl RequestTable {
         origin.node == self.me && origin.incarnation == self.incarnation
     }
 
+    /// The copy kept of a request of ours that went to another node.
+    pub fn kept(&mut self, origin: &Origin) -> Option<&Request> {
+        self.waiting(origin)?.req.as_ref()
+    }
+
     /// Keeps a copy of a request of ours that goes to another node, for when that node bounces it.
     pub fn keep(&mut self, origin: &Origin, req: Request) {
         if let Some(p) = self.waiting(origin) {

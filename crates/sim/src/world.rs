@@ -111,11 +111,14 @@ impl<T> Ord for Scheduled<T> {
 /// How much a node's processor spends on what it does, for experiments that measure throughput: each input
 /// (message, request, timer) costs `per_input`, and every byte a node receives or sends costs `per_byte`
 /// (encoding, copying, checksums, store reads and writes). A node works on one input at a time: what arrives
-/// while it is busy waits. Correctness runs leave it off, so nodes are infinitely fast there.
+/// while it is busy waits, unless `queued` names the kinds of message that wait (with client requests), and the
+/// others, and timers, are taken at once: a real node's peer and housekeeping tasks do not queue behind its
+/// clients' backlog. Correctness runs leave it off, so nodes are infinitely fast there.
 #[derive(Clone, Copy, Debug)]
 pub struct CostModel {
     pub per_input: Duration,
     pub per_byte: Duration,
+    pub queued: Option<&'static [&'static str]>,
 }
 
 impl CostModel {
@@ -485,7 +488,7 @@ impl<P: Process> World<P> {
             let disk_event = matches!(event, Event::SyncBegin { .. } | Event::SyncDone { .. });
             if let Some(cost) = self.cost.filter(|_| !disk_event) {
                 let busy = self.nodes[&node].busy_until;
-                if busy > self.now {
+                if busy > self.now && self.waits(&event, cost) {
                     self.schedule(busy, event);
                     return None;
                 }
@@ -495,7 +498,7 @@ impl<P: Process> World<P> {
                     _ => 0,
                 };
                 let work = cost.per_input.as_nanos() as u64 + cost.of(bytes);
-                self.nodes.get_mut(&node).expect("known node").busy_until = self.now + work;
+                self.nodes.get_mut(&node).expect("known node").busy_until = busy.max(self.now) + work;
                 self.charge = Some(work);
             }
         }
@@ -508,6 +511,19 @@ impl<P: Process> World<P> {
             other => return Some(other),
         }
         None
+    }
+
+    /// Whether `event` waits for its node's processor to be free (`CostModel::queued`).
+    fn waits(&self, event: &Event<P::Timer>, cost: CostModel) -> bool {
+        let Some(queued) = cost.queued else { return true };
+        match event {
+            Event::Request { .. } => true,
+            Event::Deliver { frame, .. } => match wire::decode::<P::Msg>(frame) {
+                Ok(Some((msg, _))) => queued.contains(&(self.hooks.label)(&msg)),
+                _ => true,
+            },
+            _ => false,
+        }
     }
 
     fn deliver(&mut self, from: NodeId, to: NodeId, epoch: u64, frame: Vec<u8>) {

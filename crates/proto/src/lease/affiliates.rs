@@ -4,6 +4,11 @@
 //! heartbeat), and sends each read of a key it gave to one of them in turn (round robin), so a key read more
 //! than one node can serve is served by several.
 //!
+//! A node that sent a read to the host and got its answer from an affiliated node learns that route (the seed's
+//! routing links): for a secondary lease's length it sends reads of the key to the affiliated nodes it learned,
+//! in turn, and so past the host, whose load they were added to take. Affiliated nodes count the reads they answer
+//! and report them with each pull, so a key read past its host stays hot there.
+//!
 //! A secondary lease is a sub-period of the host's own right to answer the key (its lease and the master's
 //! confirmation as a replica, its own lease as master), and at most [`SECONDARY`]. Like a replica's lease it
 //! counts from when the affiliated node asked, shrunk by ε (`timing.rs`), while the host's record counts from when
@@ -16,7 +21,7 @@
 //! left: an affiliated node takes no `Hot` that left before a revocation it has seen, so a late one cannot hand
 //! back a revoked value.
 
-use super::msg::{Forwarded, Given, Hot, Pull, Revocation, Secondary};
+use super::msg::{Forwarded, Given, Held, Hot, Pull, Revocation, Secondary};
 use super::timing::shrunk_from;
 use super::{Fx, Key, LeaseMsg, LeaseNode, OpId, Versioned};
 use crate::host::Host;
@@ -109,12 +114,14 @@ impl Hosting {
             }
     }
 
-    /// A read of `key`, which this node holds: counted while it has affiliated nodes.
-    pub fn count(&mut self, key: &Key) {
+    /// `reads` of `key`, which this node holds, answered here or by an affiliated node: counted while it has
+    /// affiliated nodes.
+    pub fn count(&mut self, key: &Key, reads: u32) {
         if self.affiliates.is_empty() || (self.counts.len() >= TRACKED_MAX && !self.counts.contains_key(key)) {
             return;
         }
-        *self.counts.entry(key.clone()).or_default() += 1;
+        let n = self.counts.entry(key.clone()).or_default();
+        *n = n.saturating_add(reads);
     }
 
     /// Ends the window once it has lasted: its most read keys become the hot ones.
@@ -190,6 +197,8 @@ pub(super) struct Secondaries {
     /// The newest revocation seen from the host.
     revoked: Revocation,
     held: BTreeMap<Key, (Versioned, Time)>,
+    /// Reads answered since the last pull, by key.
+    reads: BTreeMap<Key, u32>,
 }
 
 impl Secondaries {
@@ -198,9 +207,14 @@ impl Secondaries {
         self.held.get(key).filter(|(_, until)| *until > now).map(|(v, _)| v)
     }
 
-    /// The versions held, for the next pull.
-    fn have(&self) -> Vec<(ChainId, Bytes, u64)> {
-        self.held.iter().map(|((chain, key), (v, _))| (*chain, key.clone(), v.version)).collect()
+    /// The versions held and the reads answered, for the next pull; the count starts again.
+    fn have(&mut self) -> Vec<Held> {
+        let mut reads = std::mem::take(&mut self.reads);
+        let held = self.held.iter().map(|((chain, key), (v, _))| {
+            let reads = reads.remove(&(*chain, key.clone())).unwrap_or(0);
+            Held { chain: *chain, key: key.clone(), version: v.version, reads }
+        });
+        held.collect()
     }
 
     /// The host's answer to a pull: its keys replace those held, unless it left before a revocation seen here.
@@ -229,9 +243,41 @@ impl Secondaries {
     }
 }
 
+/// Routes a node learned to affiliated nodes, by key: whom, and until when.
+#[derive(Debug, Default)]
+pub(super) struct Routes {
+    to: BTreeMap<Key, BTreeMap<NodeId, Time>>,
+    turn: usize,
+}
+
+impl Routes {
+    /// `to` answered a read of `key` at `now`: reads of it go there for a secondary lease's length.
+    fn learn(&mut self, key: Key, to: NodeId, now: Time) {
+        if self.to.len() >= TRACKED_MAX && !self.to.contains_key(&key) {
+            self.to.retain(|_, by| by.values().any(|&until| until > now));
+            if self.to.len() >= TRACKED_MAX {
+                return;
+            }
+        }
+        self.to.entry(key).or_default().insert(to, now.plus(SECONDARY));
+    }
+
+    fn next(&mut self, key: &Key, now: Time) -> Option<NodeId> {
+        let by = self.to.get_mut(key)?;
+        by.retain(|_, until| *until > now);
+        let live: Vec<NodeId> = by.keys().copied().collect();
+        if live.is_empty() {
+            self.to.remove(key);
+            return None;
+        }
+        self.turn = self.turn.wrapping_add(1);
+        Some(live[self.turn % live.len()])
+    }
+}
+
 impl LeaseNode {
     /// Every heartbeat, at an affiliated node: asks the host for its hot keys.
-    pub(super) fn pull(&self, now: Time, out: &mut Fx) {
+    pub(super) fn pull(&mut self, now: Time, out: &mut Fx) {
         if let Some(host) = self.secondaries.host {
             let (sent, incarnation, have) = (now, self.incarnation, self.secondaries.have());
             out.send(host, LeaseMsg::Pull(Pull { sent, incarnation, have }));
@@ -243,7 +289,12 @@ impl LeaseNode {
         if !self.hosting.affiliates.contains(&from) {
             return;
         }
-        let have: BTreeMap<(ChainId, Bytes), u64> = p.have.into_iter().map(|(c, k, v)| ((c, k), v)).collect();
+        let mut have = BTreeMap::new();
+        for Held { chain, key, version, reads } in p.have {
+            let key = (chain, key);
+            self.hosting.count(&key, reads);
+            have.insert(key, version);
+        }
         let mut keys = Vec::new();
         for key in self.hosting.hot.clone() {
             let Some(until) = self.answers_until(&key, now) else { continue };
@@ -286,11 +337,14 @@ impl LeaseNode {
     pub(super) fn read_secondary(&mut self, key: &Key, now: Time) -> Option<Versioned> {
         let v = self.secondaries.value(key, now)?.clone();
         self.stats.affiliate_reads += 1;
+        *self.secondaries.reads.entry(key.clone()).or_default() += 1;
         Some(v)
     }
 
-    /// A read this host may answer: sent on to an affiliated node holding the key, in turn, unless it came back
-    /// from one. Returns the read if it did not go.
+    /// A read this host may answer: counted, and if another node sent it here, sent on to an affiliated node
+    /// holding the key, in turn, whose answer teaches that node the route. A read of this node's own client is
+    /// answered here (sending it on would cost this node the answer's relay as well), and so is one that came
+    /// back from an affiliated node. Returns the read if it did not go.
     pub(super) fn spread(
         &mut self,
         host: &mut Host,
@@ -302,11 +356,29 @@ impl LeaseNode {
         if fwd.hops > 1 || self.hosting.affiliates.is_empty() {
             return Some(fwd);
         }
-        self.hosting.count(key);
+        self.hosting.count(key, 1);
+        if fwd.hops == 0 {
+            return Some(fwd);
+        }
         let Some(to) = self.hosting.pick(key, now) else { return Some(fwd) };
         self.stats.spread += 1;
         self.forward(host, to, fwd, out);
         None
+    }
+
+    /// An answer from `from` to a read this node sent on: if an affiliated node answered it, the route to it is
+    /// learned for a secondary lease's length.
+    pub(super) fn learn_route(&mut self, host: &mut Host, now: Time, from: NodeId, origin: &super::Origin) {
+        let Some(map) = self.map.as_deref().filter(|m| m.hosts.contains_key(&from)) else { return };
+        let Some(req) = host.requests.kept(origin) else { return };
+        let (Some(keyspace), Some(token), Some(key)) = (req.keyspace(), req.token(), req.key()) else { return };
+        let Some(chain) = map.chain_of(keyspace, token).map(|c| c.id) else { return };
+        self.routes.learn((chain, key.clone()), from, now);
+    }
+
+    /// The affiliated node to send a read of `key` to, in turn, if this node learned routes to any.
+    pub(super) fn route(&mut self, key: &Key, now: Time) -> Option<NodeId> {
+        self.routes.next(key, now)
     }
 
     pub(super) fn on_revoke(&mut self, from: NodeId, chain: ChainId, key: Bytes, at: Revocation, out: &mut Fx) {
@@ -415,11 +487,11 @@ mod tests {
     fn hot_keys_are_the_most_read_of_a_window_read_often_enough() {
         let cfg = HotConfig { window_ticks: 10, top_k: 2, min_reads: 3 };
         let mut h = Hosting::new(cfg, 1, false);
-        h.count(&key("a"));
+        h.count(&key("a"), 1);
         assert!(h.counts.is_empty(), "no affiliated node, nothing counted");
         h.affiliates = vec![NodeId(9)];
         for (k, n) in [("a", 5), ("b", 2), ("c", 9), ("d", 4)] {
-            (0..n).for_each(|_| h.count(&key(k)));
+            h.count(&key(k), n);
         }
         h.judge(5);
         assert!(h.hot.is_empty(), "the window has not ended");
@@ -480,6 +552,9 @@ mod tests {
         s.take(hot(revocation, "k", Given::New(v1.clone())));
         s.take(hot(revocation, "k", Given::Same(1)));
         assert_eq!(s.value(&key("k"), at(1)), Some(&v1));
-        assert_eq!(s.have(), vec![(ChainId(1), Bytes::from_static(b"k"), 1)]);
+        let have = |s: &mut Secondaries| s.have().into_iter().map(|h| (h.version, h.reads)).collect::<Vec<_>>();
+        *s.reads.entry(key("k")).or_default() += 2;
+        assert_eq!(have(&mut s), vec![(1, 2)]);
+        assert_eq!(have(&mut s), vec![(1, 0)], "counted afresh after each pull");
     }
 }

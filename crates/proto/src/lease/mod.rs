@@ -198,6 +198,8 @@ pub struct LeaseNode {
     hosting: affiliates::Hosting,
     /// This node as an affiliated node.
     secondaries: affiliates::Secondaries,
+    /// Routes this node learned to affiliated nodes.
+    routes: affiliates::Routes,
     /// Writes this node drives as master, by number.
     ops: BTreeMap<u64, WriteOp>,
     next_op: u64,
@@ -369,6 +371,7 @@ impl KeyspaceProtocol for LeaseNode {
             origins,
             hosting,
             secondaries: affiliates::Secondaries::default(),
+            routes: affiliates::Routes::default(),
             stamped: BTreeMap::new(),
             marked: BTreeSet::new(),
             joins: BTreeMap::new(),
@@ -403,7 +406,10 @@ impl KeyspaceProtocol for LeaseNode {
     fn on_message(&mut self, host: &mut Host, now: Time, from: NodeId, msg: LeaseMsg, out: &mut Fx) {
         match msg {
             LeaseMsg::Request(fwd) => self.on_forwarded(host, now, fwd, out),
-            LeaseMsg::Answer { origin, reply } => self.answer(host, &origin, reply, out),
+            LeaseMsg::Answer { origin, reply } => {
+                self.learn_route(host, now, from, &origin);
+                self.answer(host, &origin, reply, out)
+            }
             LeaseMsg::Bounce { origin, stamped } => self.on_bounce(host, origin, stamped, out),
             LeaseMsg::Renew(r) => self.on_renew(host, now, from, r, out),
             LeaseMsg::Granted(g) => self.on_granted(host, from, g, out),

@@ -125,12 +125,22 @@ pub struct Revocation {
 }
 
 /// Affiliated node → host, every heartbeat (seed 001 §4.1.4): it asks for secondary leases on the host's hot
-/// keys, from `sent` on its clock (in its run `incarnation`), and says which versions it holds.
+/// keys, from `sent` on its clock (in its run `incarnation`), and says which versions it holds and how many reads
+/// of each it answered since its last pull (they count towards the host's judgement of what is hot).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pull {
     pub sent: Time,
     pub incarnation: u64,
-    pub have: Vec<(ChainId, Bytes, u64)>,
+    pub have: Vec<Held>,
+}
+
+/// A key an affiliated node holds: its version, and the reads of it answered since the last pull.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    pub chain: ChainId,
+    pub key: Bytes,
+    pub version: u64,
+    pub reads: u32,
 }
 
 /// A key's value in a [`Secondary`]: the version the affiliated node said it holds, or a new one.

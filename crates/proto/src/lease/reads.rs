@@ -39,7 +39,8 @@ impl LeaseNode {
             return self.bounce(host, fwd.origin, fwd.req, None, out);
         }
         if !g.holders.contains(&self.me) {
-            let to = self.nearest_holder(&g).unwrap_or(master);
+            let host_of_me = self.secondaries.host.filter(|h| g.holders.contains(h));
+            let to = self.route(&k, now).or(host_of_me).or_else(|| self.nearest_holder(&g)).unwrap_or(master);
             return self.forward(host, to, fwd, out);
         }
         self.stats.renewals += 1;

@@ -12,7 +12,7 @@ use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState,
 use crate::chain::{ChainMsg, Change, Origin, Update};
 use crate::lease::msg::{
     Beat, CopyFor as LeaseCopyFor, Fetch as LeaseFetch, Fetched as LeaseFetched, Forwarded, Given, Granted,
-    Heartbeat as LeaseHeartbeat, Hot, Pull, Push, Renew, Revocation, Secondary,
+    Heartbeat as LeaseHeartbeat, Held, Hot, Pull, Push, Renew, Revocation, Secondary,
 };
 use crate::lease::{LeaseMsg, OpId as LeaseOpId};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
@@ -32,7 +32,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((10, 0x6783_e5ec), (7, 0xe33f_48b0), [14, 9, 16, 7, 19]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((10, 0xe661_dac8), (7, 0xe33f_48b0), [14, 9, 16, 7, 19]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -249,7 +249,8 @@ fn lease_messages() -> Vec<LeaseMsg> {
     let fetched =
         LeaseFetched { chain, domain: "us".into(), fence, epoch: 4, entries: vec![(key.clone(), versioned.clone())] };
     let at = Revocation { incarnation: 4, seq: 2 };
-    let pull = Pull { sent: meridian_core::Time::from_nanos(12), incarnation: 4, have: vec![(chain, key.clone(), 3)] };
+    let have = vec![Held { chain, key: key.clone(), version: 3, reads: 9 }];
+    let pull = Pull { sent: meridian_core::Time::from_nanos(12), incarnation: 4, have };
     let given = [Given::Same(3), Given::New(versioned.clone())];
     let keys = given.map(|value| Secondary { chain, key: key.clone(), value, lease_ns: 5 }).to_vec();
     let hot = Hot { sent: meridian_core::Time::from_nanos(12), incarnation: 4, revoked: at, keys };

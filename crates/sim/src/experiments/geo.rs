@@ -159,7 +159,7 @@ struct Run<'a> {
 }
 
 fn run_setting(x: &GeoExperiment, setting: &GeoSetting) -> Result<SettingReport, WanError> {
-    let cluster = WanCluster::boot(x.seed, &x.topology, x.nodes_per_region, &setting.keyspace)?;
+    let cluster = WanCluster::boot(x.seed, &x.topology, x.nodes_per_region, &[], &setting.keyspace)?;
     let regions = cluster.by_region.len();
     let clients = (0..regions * x.clients_per_region)
         .map(|c| {

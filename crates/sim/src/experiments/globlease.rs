@@ -258,7 +258,7 @@ fn run_system(
     system: String,
     keyspace: &KeyspaceConfig,
 ) -> Result<SystemReport, WanError> {
-    let cluster = WanCluster::boot(x.seed, &x.topology, 1, keyspace)?;
+    let cluster = WanCluster::boot(x.seed, &x.topology, 1, &[], keyspace)?;
     let zipf = match mix.keys {
         KeyChoice::Uniform => None,
         KeyChoice::Zipf(s) => Some(rand_distr::Zipf::new(x.ranked(mix) as f64, s).map_err(|e| WanError::World {

@@ -67,7 +67,7 @@ impl Default for JoinExperiment {
             join_limit: Duration::from_secs(120),
             // A modest processor, like the seed's: 100 µs per message and 100 MB/s of copying, so a node serves a
             // few thousand reads per second and a copy at the cap is a visible but bounded share of its work.
-            cost: CostModel { per_input: Duration::from_micros(100), per_byte: Duration::from_nanos(10) },
+            cost: CostModel { per_input: Duration::from_micros(100), per_byte: Duration::from_nanos(10), queued: None },
             node,
         }
     }

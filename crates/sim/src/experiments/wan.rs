@@ -14,6 +14,7 @@ use meridian_core::topology::Topology;
 use meridian_core::{ConfigError, KeyspaceConfig, NodeId};
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeTimer};
 use meridian_store::LogOptions;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,15 +39,19 @@ pub struct WanCluster {
     pub world: World<ClusterNode>,
     /// The nodes of each region, by the topology's region index.
     pub by_region: Vec<Vec<NodeId>>,
+    /// Affiliated nodes, not started: each joins as one of its host when [`World::boot`] starts it.
+    pub affiliates: Vec<(NodeId, NodeId)>,
 }
 
 impl WanCluster {
     /// `nodes_per_region` nodes in each of `topology`'s regions, booted, with `keyspace` as the default keyspace
-    /// and the manager's timings fitted to the topology's farthest round trip.
+    /// and the manager's timings fitted to the topology's farthest round trip; and affiliated nodes of the
+    /// `hosts` given, one per entry, each beside its host and not started.
     pub fn boot(
         seed: u64,
         topology: &Arc<Topology>,
         nodes_per_region: usize,
+        hosts: &[NodeId],
         keyspace: &KeyspaceConfig,
     ) -> Result<WanCluster, ConfigError> {
         let regions = topology.regions().len();
@@ -54,12 +59,17 @@ impl WanCluster {
         let mut opts = RunOptions::new(seed, Vec::new());
         opts.nodes = nodes;
         opts.topology = Some(topology.clone());
-        let (params, placements) = crate::run::topology(&opts);
+        let affiliates = node_ids(nodes + hosts.len()).split_off(nodes);
+        let hosts: BTreeMap<NodeId, NodeId> = affiliates.into_iter().zip(hosts.iter().copied()).collect();
+        let (params, mut placements) = crate::run::topology(&opts);
+        for (a, host) in &hosts {
+            placements.insert(*a, placements[host]);
+        }
         let locations = protocols::locations(Some(topology), &placements);
         let mut node = NodeConfig::default();
         fit_timings(&mut node, params.round_trip(&placements));
         let initial = protocols::cluster(nodes, keyspace, 4)?;
-        let mut hooks = protocols::chain(initial, node, LogOptions::default(), locations, Default::default());
+        let mut hooks = protocols::chain(initial, node, LogOptions::default(), locations, hosts.clone());
         // Correctness is the sweeps' job; here the per-step checks would only slow the run.
         hooks.invariants = Box::new(|_| Ok(()));
         let root = SimRng::new(seed);
@@ -69,9 +79,10 @@ impl WanCluster {
             .collect();
         let net = Network::new(params, placements, root.derive("net"));
         let disk = DiskParams { fsync_min: Duration::from_micros(100), fsync_max: Duration::from_micros(500) };
-        let mut world = World::new(&ids, net, disk, root.derive("world"), hooks);
+        let every: Vec<NodeId> = ids.iter().copied().chain(hosts.keys().copied()).collect();
+        let mut world = World::new(&every, net, disk, root.derive("world"), hooks);
         ids.iter().for_each(|&id| world.boot(id));
-        Ok(WanCluster { world, by_region })
+        Ok(WanCluster { world, by_region, affiliates: hosts.into_iter().collect() })
     }
 
     /// Runs the world to the next event that leaves it (an answer to a client, a client's own event); None
