@@ -10,13 +10,18 @@ use support::resp::Resp;
 use support::{Cluster, Server};
 
 /// `args` through `server` until it answers `want`, or panics after `limit` with the last answer: a failover
-/// answers errors (or times out) until the new master serves.
+/// answers errors (or times out) until the new master serves, and a node that has not yet adopted the map that
+/// created the keyspace refuses to select it.
 fn eventually(server: &Server, args: &[&str], want: &Resp, limit: Duration) {
     let start = Instant::now();
     let mut last = None;
     while start.elapsed() < limit {
-        let mut c = server.keyspace_conn("pages");
-        match c.cmd(args) {
+        let mut c = support::resp::Conn::connect(server.resp, Duration::from_secs(5)).expect("connect to a test node");
+        let answer = match c.cmd(&["KEYSPACE", "pages"]) {
+            Ok(Resp::Simple(ok)) if ok == "OK" => c.cmd(args),
+            refused => refused,
+        };
+        match answer {
             Ok(answer) if &answer == want => return,
             other => last = Some(other),
         }
