@@ -196,7 +196,6 @@ impl Server {
         response.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string())
     }
 
-    /// Runs `meridian ctl --addr <this node's HTTP> <args>` and returns what it printed.
     /// A RESP connection to this node with `keyspace` selected by name.
     pub fn keyspace_conn(&self, keyspace: &str) -> resp::Conn {
         let mut c = resp::Conn::connect(self.resp, Duration::from_secs(5)).expect("connect to a test node");
@@ -204,6 +203,7 @@ impl Server {
         c
     }
 
+    /// Runs `meridian ctl --addr <this node's HTTP> <args>` and returns what it printed.
     pub fn ctl(&self, args: &[&str]) -> String {
         let out = self.run_ctl(args);
         assert!(out.status.success(), "meridian ctl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
