@@ -1,23 +1,23 @@
 //! Maps of formats 2 to 5, read to upgrade: the map as builds before per-key masters wrote it (the map file,
-//! the Raft log's snapshots); format 6's are `format6.rs`. Their commands decode as the current ones (`SetKeyMaster` came as a new variant
+//! the Raft log's snapshots). Their commands decode as the current ones (`SetKeyMaster` came as a new variant
 //! at the end); their maps lack [`ClusterMap::masters`], which postcard, not self-describing, cannot default,
 //! so this frozen copy of the format-5 shape reads them and every lease keyspace starts with its keys mastered
-//! in its home region.
+//! in its home region. Format 6's shape is this one and the masters after it (`format6.rs`).
 //!
 //! Never change this type: it describes bytes already on disks.
 
-use super::{ChainView, ClusterMap, Keyspace, NodeInfo};
+use super::{ChainView, ClusterMap, KeyMasters, Keyspace, NodeInfo};
 use meridian_core::{ChainMap, KeyspaceId, NodeId};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Decodes a map of formats 2 to 5.
 pub fn map(bytes: &[u8]) -> postcard::Result<ClusterMap> {
-    postcard::from_bytes::<Map5>(bytes).map(Map5::upgrade)
+    postcard::from_bytes::<Map5>(bytes).map(|m| m.upgrade(BTreeMap::new()))
 }
 
 #[derive(Deserialize)]
-struct Map5 {
+pub(super) struct Map5 {
     epoch: u64,
     partitions: u32,
     nodes: BTreeMap<NodeId, NodeInfo>,
@@ -29,9 +29,10 @@ struct Map5 {
 }
 
 impl Map5 {
-    fn upgrade(self) -> ClusterMap {
+    /// The current map of these fields and `masters` (format 6's, or none), with no affiliated nodes.
+    pub(super) fn upgrade(self, masters: BTreeMap<KeyspaceId, KeyMasters>) -> ClusterMap {
         let Map5 { epoch, partitions, nodes, chains, manager_voters, next_step, keyspaces, next_keyspace } = self;
-        let (masters, hosts) = (BTreeMap::new(), BTreeMap::new());
+        let hosts = BTreeMap::new();
         ClusterMap {
             epoch,
             partitions,
