@@ -143,12 +143,15 @@ pub fn topology(opts: &RunOptions) -> (NetParams, BTreeMap<NodeId, Placement>) {
         }
         None => (params, placements(&ids, &mut topo)),
     };
-    // An affiliated node sits beside its host.
-    for (a, host) in opts.hosts() {
-        let at = placed.1[&host];
-        placed.1.insert(a, at);
-    }
+    place_beside_hosts(&mut placed.1, &opts.hosts());
     placed
+}
+
+/// Places each affiliated node of `hosts` where its host is.
+pub fn place_beside_hosts(placements: &mut BTreeMap<NodeId, Placement>, hosts: &BTreeMap<NodeId, NodeId>) {
+    for (a, host) in hosts {
+        placements.insert(*a, placements[host]);
+    }
 }
 
 pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {

@@ -9,15 +9,13 @@
 //! nine reads in ten go to the one node of each region holding the hottest key. Latency is measured per window
 //! of sent time.
 
-use super::wan::{ms, Samples, WanCluster, WanError};
+use super::wan::{key, ms, ns, Samples, WanCluster, WanError};
 use crate::rng::SimRng;
 use crate::workload::ClientEvent;
 use crate::world::{CostModel, Event};
 use bytes::Bytes;
 use meridian_core::topology::Topology;
-use meridian_core::{
-    KeyspaceConfig, KeyspaceId, NodeId, Placement, Protocol, ProtocolConfig, Read, Reply, Request, Write,
-};
+use meridian_core::{KeyspaceConfig, KeyspaceId, NodeId, Placement, Protocol, ProtocolConfig, Read, Reply, Request};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,7 +138,6 @@ fn hot_replicas(x: &AffiliatesExperiment) -> Result<Vec<NodeId>, WanError> {
 }
 
 const WARMUP: Duration = Duration::from_secs(15);
-const LOADERS: usize = 100;
 const DRAIN: Duration = Duration::from_secs(30);
 
 struct Load<'a> {
@@ -210,29 +207,10 @@ impl<'a> Load<'a> {
         Ok(ElasticRun { name: self.name, windows: windows.collect(), affiliate_reads })
     }
 
-    /// Writes every key once, [`LOADERS`] at a time, through the first node.
+    /// Writes every key once through the first node.
     fn preload(&mut self) -> Result<(), WanError> {
-        let node = self.cluster.by_region[0][0];
-        let value = Bytes::from(vec![b'v'; self.x.value_bytes]);
-        let limit = self.cluster.world.now() + ns(Duration::from_secs(300));
-        let (mut next, mut acked) = (0, 0);
-        while acked < self.x.keys {
-            while next < self.x.keys && next - acked < LOADERS {
-                let req = Request::Write(Write::put(KeyspaceId::DEFAULT, key(next), value.clone()));
-                self.cluster.world.client_send(self.x.clients, next, node, req);
-                next += 1;
-            }
-            match self.cluster.step(limit).map_err(|e| self.fail(e))? {
-                Some(Event::Response { reply: Reply::Error(_, why), .. }) => return Err(self.fail(why)),
-                Some(Event::Response { .. }) => acked += 1,
-                Some(_) => {}
-                None => {
-                    let (setting, left, keys) = (self.name.clone(), self.x.keys - acked, self.x.keys);
-                    return Err(WanError::Load { setting, left, keys, limit: Duration::from_secs(300) });
-                }
-            }
-        }
-        Ok(())
+        let (node, value) = (self.cluster.by_region[0][0], Bytes::from(vec![b'v'; self.x.value_bytes]));
+        self.cluster.preload(node, self.x.keys, &value, self.x.clients, &self.name)
     }
 
     fn serve(&mut self, until: u64) -> Result<(), WanError> {
@@ -285,14 +263,6 @@ impl<'a> Load<'a> {
             None => self.windows[i].1 += 1,
         }
     }
-}
-
-fn ns(d: Duration) -> u64 {
-    d.as_nanos() as u64
-}
-
-fn key(k: usize) -> Bytes {
-    Bytes::from(format!("user{k}"))
 }
 
 impl AffiliatesReport {

@@ -12,7 +12,7 @@
 //! measured time and the report adds what its failure cost each region (`failover.rs`).
 
 use super::failover::{Failover, Outcome};
-use super::wan::{ms, Samples, WanCluster, WanError};
+use super::wan::{key, ms, ns, Samples, WanCluster, WanError};
 use crate::rng::SimRng;
 use crate::workload::ClientEvent;
 use crate::world::Event;
@@ -216,10 +216,6 @@ pub fn run(x: &GlobLeaseExperiment) -> Result<GlobLeaseReport, WanError> {
     Ok(GlobLeaseReport { mixes: mixes.collect::<Result<_, WanError>>()? })
 }
 
-/// Writes outstanding at once while the keys are loaded.
-const LOADERS: usize = 100;
-/// How long the loading may take, and the answers to the last requests of the load.
-const LOAD_LIMIT: Duration = Duration::from_secs(300);
 const DRAIN: Duration = Duration::from_secs(30);
 
 /// An operation on its way: who sent it, when, and whether it counts.
@@ -246,10 +242,6 @@ struct Load<'a> {
     killed_counts: (u64, u64),
     /// The measured time: requests sent from its start count; none are sent from its end.
     window: (u64, u64),
-}
-
-fn ns(d: Duration) -> u64 {
-    d.as_nanos() as u64
 }
 
 fn run_system(
@@ -354,29 +346,10 @@ impl Load<'_> {
         (c.world.stats.messages, renewals + c.counter("lease renewals"), local + c.counter("lease local reads"))
     }
 
-    /// Writes every key once, [`LOADERS`] at a time, through a node of the master region.
+    /// Writes every key once through a node of the master region.
     fn preload(&mut self) -> Result<(), WanError> {
         let node = self.cluster.by_region[self.x.master_region][0];
-        let mut next = 0;
-        let limit = self.cluster.world.now() + ns(LOAD_LIMIT);
-        let mut acked = 0;
-        while acked < self.x.keys {
-            while next < self.x.keys && next - acked < LOADERS {
-                let req = Request::Write(Write::put(KeyspaceId::DEFAULT, key(next), self.value.clone()));
-                self.cluster.world.client_send(self.x.clients, next, node, req);
-                next += 1;
-            }
-            match self.cluster.step(limit).map_err(|e| self.fail(e))? {
-                Some(Event::Response { reply: Reply::Error(_, why), .. }) => return Err(self.fail(why)),
-                Some(Event::Response { .. }) => acked += 1,
-                Some(_) => {}
-                None => {
-                    let (system, left, keys) = (self.system.clone(), self.x.keys - acked, self.x.keys);
-                    return Err(WanError::Load { setting: system, left, keys, limit: LOAD_LIMIT });
-                }
-            }
-        }
-        Ok(())
+        self.cluster.preload(node, self.x.keys, &self.value, self.x.clients, &self.system)
     }
 
     /// Runs the load until `until`, or until `done`: arrivals until the measured time ends, answers timed.
@@ -435,12 +408,6 @@ impl Load<'_> {
         let (ok, done) = (!matches!(reply, Reply::Error(..)), self.cluster.world.now());
         self.outcomes.push(Outcome { region: sent.region, sent: sent.at, done, read: sent.read, ok });
     }
-}
-
-/// The key of popularity rank `k` (0 the most popular); the ring hashes keys, so popular ones spread over
-/// partitions.
-fn key(k: usize) -> Bytes {
-    Bytes::from(format!("user{k}"))
 }
 
 impl GlobLeaseReport {

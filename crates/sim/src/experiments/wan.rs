@@ -8,10 +8,11 @@ use crate::rng::SimRng;
 use crate::run::{node_ids, RunOptions};
 use crate::sweep::fit_timings;
 use crate::world::{DiskParams, Event, World};
+use bytes::Bytes;
 use meridian_core::keyspace::KeyspaceError;
 use meridian_core::placement::PlacementError;
 use meridian_core::topology::Topology;
-use meridian_core::{ConfigError, KeyspaceConfig, NodeId};
+use meridian_core::{ConfigError, KeyspaceConfig, KeyspaceId, NodeId, Reply, Request, Write};
 use meridian_proto::node::{ClusterNode, NodeConfig, NodeTimer};
 use meridian_store::LogOptions;
 use std::collections::BTreeMap;
@@ -62,9 +63,7 @@ impl WanCluster {
         let affiliates = node_ids(nodes + hosts.len()).split_off(nodes);
         let hosts: BTreeMap<NodeId, NodeId> = affiliates.into_iter().zip(hosts.iter().copied()).collect();
         let (params, mut placements) = crate::run::topology(&opts);
-        for (a, host) in &hosts {
-            placements.insert(*a, placements[host]);
-        }
+        crate::run::place_beside_hosts(&mut placements, &hosts);
         let locations = protocols::locations(Some(topology), &placements);
         let mut node = NodeConfig::default();
         fit_timings(&mut node, params.round_trip(&placements));
@@ -100,6 +99,38 @@ impl WanCluster {
         Ok(None)
     }
 
+    /// Writes keys `0..keys` ([`key`]) once each with `value` through `node`, as client `client`, [`LOADERS`] at a
+    /// time; `setting` names what runs, for the error.
+    pub fn preload(
+        &mut self,
+        node: NodeId,
+        keys: usize,
+        value: &Bytes,
+        client: usize,
+        setting: &str,
+    ) -> Result<(), WanError> {
+        let fail = |why| WanError::World { setting: setting.to_string(), why };
+        let limit = self.world.now() + ns(LOAD_LIMIT);
+        let (mut next, mut acked) = (0, 0);
+        while acked < keys {
+            while next < keys && next - acked < LOADERS {
+                let req = Request::Write(Write::put(KeyspaceId::DEFAULT, key(next), value.clone()));
+                self.world.client_send(client, next, node, req);
+                next += 1;
+            }
+            match self.step(limit).map_err(fail)? {
+                Some(Event::Response { reply: Reply::Error(_, why), .. }) => return Err(fail(why)),
+                Some(Event::Response { .. }) => acked += 1,
+                Some(_) => {}
+                None => {
+                    let (setting, left) = (setting.to_string(), keys - acked);
+                    return Err(WanError::Load { setting, left, keys, limit: LOAD_LIMIT });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether every node has a cluster map, so that it routes requests.
     pub fn mapped(&self) -> bool {
         self.world.procs().all(|(_, p)| p.map().is_some())
@@ -115,6 +146,21 @@ impl WanCluster {
         let counters = self.world.procs().filter(|(id, _)| which(*id)).flat_map(|(_, p)| p.protocols().counters());
         counters.filter(|(n, _)| *n == name).map(|(_, v)| v).sum()
     }
+}
+
+/// Writes outstanding at once while the keys are loaded.
+const LOADERS: usize = 100;
+/// How long the loading may take, and the answers to the last requests of the load.
+const LOAD_LIMIT: Duration = Duration::from_secs(300);
+
+/// The key of popularity rank `k` (0 the most popular); the ring hashes keys, so popular ones spread over
+/// partitions.
+pub fn key(k: usize) -> Bytes {
+    Bytes::from(format!("user{k}"))
+}
+
+pub fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
 }
 
 /// Latencies of some operations, sorted.
