@@ -74,9 +74,9 @@ pub(super) struct Hosting {
     revoked: Revocation,
     /// The round robin's position.
     turn: usize,
-    /// Answers to pushes (key, master, write, whether stored or released) held until the key's secondary leases
-    /// are revoked.
-    held: Vec<(Key, NodeId, OpId, bool)>,
+    /// Answers to pushes (key, master, write, and when the push arrived if stored, None if released) held until
+    /// the key's secondary leases are revoked.
+    held: Vec<(Key, NodeId, OpId, Option<Time>)>,
     /// A host that ran before may have given leases its records, lost with the process, no longer show: it
     /// treats every key as given until [`SECONDARY`] after its first step.
     quiet: Quiet,
@@ -299,6 +299,8 @@ impl LeaseNode {
         for key in self.hosting.hot.clone() {
             let Some(until) = self.answers_until(&key, now) else { continue };
             let Ok(versioned) = self.cell(host, key.0, &key.1) else { continue };
+            // Given on, the key is read under this node's lease.
+            self.member.read_under(&key);
             let lease = until.since(now).min(SECONDARY);
             let value = match have.get(&key) == Some(&versioned.version) {
                 true => Given::Same(versioned.version),
@@ -417,7 +419,15 @@ impl LeaseNode {
     /// Answers a push of `key` to its master (stored durably, or released: this node dropped its lease) once no
     /// affiliated node may answer the key, revoking it first: the master counts on the answer that nothing here
     /// answers the old value any more.
-    pub(super) fn ack_push(&mut self, now: Time, key: Key, master: NodeId, op: OpId, stored: bool, out: &mut Fx) {
+    pub(super) fn ack_push(
+        &mut self,
+        now: Time,
+        key: Key,
+        master: NodeId,
+        op: OpId,
+        stored: Option<Time>,
+        out: &mut Fx,
+    ) {
         let revoking = self.revoke(&key, now, out) || !self.hosting.clear(&key, now);
         if !revoking || self.planted(super::LeasePlantedBug::AcksBeforeRevoking) {
             return send_ack(master, op, stored, out);
@@ -461,11 +471,12 @@ impl LeaseNode {
     }
 }
 
-/// A replica's answer to a push: stored, after the sync that makes it durable, or released.
-fn send_ack(master: NodeId, op: OpId, stored: bool, out: &mut Fx) {
+/// A replica's answer to a push: stored (the push having arrived at `since`), after the sync that makes it
+/// durable, or released.
+fn send_ack(master: NodeId, op: OpId, stored: Option<Time>, out: &mut Fx) {
     match stored {
-        true => out.send_after_sync(master, LeaseMsg::Stored { op }),
-        false => out.send(master, LeaseMsg::Released { op }),
+        Some(since) => out.send_after_sync(master, LeaseMsg::Stored { op, since }),
+        None => out.send(master, LeaseMsg::Released { op }),
     }
 }
 

@@ -59,6 +59,9 @@ pub(super) struct Member {
     /// Leases pushed with a write, each held only once the write's commit says the master recorded it, with the
     /// version that offered it.
     offers: BTreeMap<Key, (u64, Lease)>,
+    /// Keys whose lease this replica dropped to send a write of its client to the master, with when, and until
+    /// when a lease begun before could still be running: until then it takes none that began before the drop.
+    dropped: BTreeMap<Key, (Time, Time)>,
 }
 
 /// A promise to a domain's master, given for a round of the member's table `epoch`.
@@ -80,12 +83,22 @@ struct Confirmation {
     until: Time,
 }
 
-/// A lease on a key: the master that issued it, the run of confirmations it began in, and when it ends.
+/// A lease on a key: the master that issued it, the run of confirmations it began in, when it began and when it
+/// ends (on this replica's clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Lease {
     pub master: NodeId,
     pub run: u64,
+    pub since: Time,
     pub until: Time,
+    /// Whether a read was answered under it since it began or was last asked to be extended.
+    pub read: bool,
+}
+
+impl Lease {
+    pub fn new(master: NodeId, run: u64, since: Time, until: Time) -> Lease {
+        Lease { master, run, since, until, read: false }
+    }
 }
 
 impl Member {
@@ -176,14 +189,53 @@ impl Member {
         self.leases.get(&(g.chain, key.clone())).is_some_and(|l| l.master == master && l.until <= now)
     }
 
-    /// Holds `lease` on `key`; a lease of the same run only lengthens it.
+    /// Holds `lease` on `key`, unless it began before this replica dropped the key's lease for a write (the
+    /// master leaves such leases out of that write); a lease of the same run only lengthens the one held.
     pub fn lease(&mut self, key: Key, lease: Lease) {
+        if self.dropped.get(&key).is_some_and(|&(at, _)| lease.since < at) {
+            return;
+        }
         let held = self.leases.entry(key).or_insert(lease);
         if (held.master, held.run) == (lease.master, lease.run) {
             held.until = held.until.max(lease.until);
-        } else {
+            held.since = held.since.max(lease.since);
+        } else if held.run < lease.run {
+            // Runs only grow: an answer that left in an older run must not replace a lease of a newer one.
             *held = lease;
         }
+    }
+
+    /// A read of `key` was answered under its lease.
+    pub fn read_under(&mut self, key: &Key) {
+        if let Some(l) = self.leases.get_mut(key) {
+            l.read = true;
+        }
+    }
+
+    /// The leases to ask the master to extend now: read under since last asked, and ending within `soon(key)`
+    /// (None: not at all); each is asked once, until it is read again.
+    pub fn due(&mut self, now: Time, soon: impl Fn(&Key) -> Option<std::time::Duration>) -> Vec<(Key, Lease)> {
+        let mut due = Vec::new();
+        for (key, l) in self.leases.iter_mut().filter(|(_, l)| l.read && l.until > now) {
+            if soon(key).is_some_and(|d| l.until < now.plus(d)) {
+                l.read = false;
+                due.push((key.clone(), *l));
+            }
+        }
+        due
+    }
+
+    /// Drops the lease on `key` before this replica sends its client's write of it to the master, and refuses
+    /// every lease that began before `now`, for as long as one of `lease_ns` begun then could run: the write
+    /// need not wait for this replica to store it (`writes.rs`).
+    pub fn drop_for_write(&mut self, key: Key, now: Time, lease_ns: u64) {
+        self.drop_lease(&key);
+        self.dropped.insert(key, (now, now.plus(std::time::Duration::from_nanos(lease_ns))));
+    }
+
+    /// Forgets drops no lease begun before them could outlast.
+    pub fn forget_drops(&mut self, now: Time) {
+        self.dropped.retain(|_, &mut (_, until)| until > now);
     }
 
     /// `master`, in its run `incarnation`, confirms this replica on `domain` until `until`: the same run if the
@@ -298,10 +350,26 @@ pub(super) struct Mastery {
 /// whichever mastery issued it.
 #[derive(Debug, Default)]
 pub(super) struct Grants {
-    /// Lease records: who holds a lease on each key, until when on this clock.
-    records: BTreeMap<Bytes, BTreeMap<NodeId, Time>>,
+    /// Lease records: who holds a lease on each key.
+    records: BTreeMap<Bytes, BTreeMap<NodeId, Record>>,
     /// Until when each member may answer under its leases, by the confirmations sent to it.
     windows: BTreeMap<NodeId, Time>,
+}
+
+/// A lease the master recorded: until when it runs on the master's clock, and when the newest lease it covers
+/// began on the holder's (compared only with the holder's own [`Dropped`] moments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Record {
+    until: Time,
+    since: Time,
+}
+
+/// A replica that dropped its lease on a write's key at `at` on its clock, before it sent the master the write:
+/// the write need not wait for it unless the master recorded a lease of it that began later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Dropped {
+    pub node: NodeId,
+    pub at: Time,
 }
 
 impl Mastery {
@@ -373,23 +441,26 @@ impl Mastery {
 }
 
 impl Grants {
-    /// The replicas that may be answering reads of `key` under a lease now: a write must reach each of them.
-    pub fn holders_of(&self, key: &Bytes, now: Time) -> Vec<NodeId> {
+    /// The replicas that may be answering reads of `key` under a lease now: a write must reach each of them. A
+    /// replica that `dropped` the key's lease counts only by a lease that began after.
+    pub fn holders_of(&self, key: &Bytes, now: Time, dropped: Option<Dropped>) -> Vec<NodeId> {
         let window = |n: &NodeId| self.windows.get(n).is_some_and(|&w| w > now);
+        let gone = |n: &NodeId, r: &Record| dropped.is_some_and(|d| d.node == *n && r.since < d.at);
         let records = self.records.get(key).into_iter().flatten();
-        records.filter(|&(n, &until)| until > now && window(n)).map(|(&n, _)| n).collect()
+        records.filter(|&(n, r)| r.until > now && window(n) && !gone(n, r)).map(|(&n, _)| n).collect()
     }
 
-    /// Records a lease on `key` held by `node` until `until`.
-    pub fn record(&mut self, key: &Bytes, node: NodeId, until: Time) {
-        let held = self.records.entry(key.clone()).or_default().entry(node).or_insert(until);
-        *held = (*held).max(until);
+    /// Records a lease on `key` held by `node` from `since` on its clock until `until` on this one.
+    pub fn record(&mut self, key: &Bytes, node: NodeId, since: Time, until: Time) {
+        let held = self.records.entry(key.clone()).or_default().entry(node).or_insert(Record { until, since });
+        held.until = held.until.max(until);
+        held.since = held.since.max(since);
     }
 
     /// Drops records and windows that ran out; says whether anything is left.
     fn prune(&mut self, now: Time) -> bool {
         self.records.retain(|_, holders| {
-            holders.retain(|_, until| *until > now);
+            holders.retain(|_, r| r.until > now);
             !holders.is_empty()
         });
         self.windows.retain(|_, until| *until > now);
@@ -398,16 +469,17 @@ impl Grants {
 }
 
 impl LeaseNode {
-    /// The replicas that may be answering reads of `key` of `g` under a lease now.
-    pub(super) fn holders_of(&self, g: &Group, key: &Bytes, now: Time) -> Vec<NodeId> {
+    /// The replicas that may be answering reads of `key` of `g` under a lease now, leaving out a replica that
+    /// `dropped` its leases on the key before it, except by a lease that began after.
+    pub(super) fn holders_of(&self, g: &Group, key: &Bytes, now: Time, dropped: Option<Dropped>) -> Vec<NodeId> {
         let domain = (g.chain, g.domain_of(key).to_string());
-        self.grants.get(&domain).map_or(Vec::new(), |grants| grants.holders_of(key, now))
+        self.grants.get(&domain).map_or(Vec::new(), |grants| grants.holders_of(key, now, dropped))
     }
 
-    /// Records a lease on `key` of `g` held by `node` until `until`.
-    pub(super) fn record(&mut self, g: &Group, key: &Bytes, node: NodeId, until: Time) {
+    /// Records a lease on `key` of `g` held by `node` from `since` on its clock until `until` on this one.
+    pub(super) fn record(&mut self, g: &Group, key: &Bytes, node: NodeId, since: Time, until: Time) {
         let domain = (g.chain, g.domain_of(key).to_string());
-        self.grants.entry(domain).or_default().record(key, node, until);
+        self.grants.entry(domain).or_default().record(key, node, since, until);
     }
 
     /// The masteries of `chain`'s domains.
@@ -604,7 +676,7 @@ mod tests {
         let master = (NodeId(1), 7);
         m.confirm((g.chain, HOME), master, at(1_000), at(0));
         let run = m.run(&g, HOME, at(10)).expect("confirmed");
-        m.lease((g.chain, key.clone()), Lease { master: NodeId(1), run, until: at(60_000) });
+        m.lease((g.chain, key.clone()), Lease::new(NodeId(1), run, at(0), at(60_000)));
         assert!(m.serves(&g, &key, at(500)));
         assert!(!m.expired(&g, &key, at(500)) && m.expired(&g, &key, at(60_000)), "expired once run out");
         m.confirm((g.chain, HOME), master, at(1_500), at(900));
@@ -613,7 +685,7 @@ mod tests {
         m.confirm((g.chain, HOME), master, at(4_000), at(2_000));
         assert!(m.confirmed(&g, at(2_100)) && !m.serves(&g, &key, at(2_100)), "a new run: the lease is void");
         let run = m.run(&g, HOME, at(2_200)).unwrap();
-        m.lease((g.chain, key.clone()), Lease { master: NodeId(1), run, until: at(60_000) });
+        m.lease((g.chain, key.clone()), Lease::new(NodeId(1), run, at(0), at(60_000)));
         m.confirm((g.chain, HOME), (NodeId(1), 8), at(5_000), at(2_300));
         assert!(!m.serves(&g, &key, at(2_400)), "the master restarted without its records: a new run");
     }
@@ -625,7 +697,7 @@ mod tests {
         let (g, key) = (group(), Bytes::from_static(b"k"));
         let mut m = Member::new(false);
         m.confirm((g.chain, HOME), (NodeId(1), 7), at(10_000), at(0));
-        let lease = Lease { master: NodeId(1), run: m.run(&g, HOME, at(1)).unwrap(), until: at(60_000) };
+        let lease = Lease::new(NodeId(1), m.run(&g, HOME, at(1)).unwrap(), at(1), at(60_000));
         m.pushed((g.chain, key.clone()), 7, Some(lease));
         assert!(!m.serves(&g, &key, at(2)), "offered, not held");
         m.committed(g.chain, &key, 7, false);
@@ -636,6 +708,77 @@ mod tests {
         assert!(!m.serves(&g, &key, at(4)), "held, but version 11 awaits its commit");
         m.committed(g.chain, &key, 11, false);
         assert!(m.serves(&g, &key, at(5)));
+    }
+
+    /// A replica that dropped a key's lease to send a write takes no lease that began before the drop, whether a
+    /// renewal's or a push's, until such a lease would have run out; a later one it takes.
+    #[test]
+    fn a_replica_that_dropped_a_lease_for_a_write_takes_none_begun_before() {
+        let (g, key) = (group(), Bytes::from_static(b"k"));
+        let k = (g.chain, key.clone());
+        let mut m = Member::new(false);
+        m.confirm((g.chain, HOME), (NodeId(1), 7), at(100_000), at(0));
+        let run = m.run(&g, HOME, at(1)).unwrap();
+        let lease = |since| Lease::new(NodeId(1), run, at(since), at(since + 60_000));
+        m.lease(k.clone(), lease(10));
+        m.pushed(k.clone(), 3, Some(lease(15)));
+        m.drop_for_write(k.clone(), at(20), 60_000_000_000);
+        assert!(!m.serves(&g, &key, at(21)), "dropped");
+        m.committed(g.chain, &key, 3, true);
+        m.lease(k.clone(), lease(19));
+        assert!(!m.serves(&g, &key, at(30)), "an offer and a renewal from before the drop are refused");
+        m.forget_drops(at(60_019));
+        assert!(!m.dropped.is_empty(), "a lease begun before the drop may still run");
+        m.forget_drops(at(60_020));
+        assert!(m.dropped.is_empty(), "none begun before the drop runs any more");
+        let mut m2 = Member::new(false);
+        m2.confirm((g.chain, HOME), (NodeId(1), 7), at(100_000), at(0));
+        m2.drop_for_write(k.clone(), at(20), 60_000_000_000);
+        m2.lease(k.clone(), lease(20));
+        assert!(m2.serves(&g, &key, at(30)), "a lease that began at the drop or after is held");
+    }
+
+    /// The master leaves out of a write the replica that dropped its lease before sending it, unless it
+    /// recorded a lease of that replica that began after the drop; other replicas' leases count as before.
+    #[test]
+    fn a_write_waits_for_the_replica_that_dropped_its_lease_only_by_a_later_lease() {
+        let key = Bytes::from_static(b"k");
+        let mut grants = Grants::default();
+        grants.windows.insert(NodeId(2), at(10_000));
+        grants.windows.insert(NodeId(3), at(10_000));
+        grants.record(&key, NodeId(2), at(5), at(60_000));
+        grants.record(&key, NodeId(3), at(5), at(60_000));
+        let dropped = Some(Dropped { node: NodeId(2), at: at(7) });
+        assert_eq!(grants.holders_of(&key, at(100), None), vec![NodeId(2), NodeId(3)]);
+        assert_eq!(grants.holders_of(&key, at(100), dropped), vec![NodeId(3)], "n2 dropped its lease");
+        grants.record(&key, NodeId(2), at(8), at(60_000));
+        assert_eq!(grants.holders_of(&key, at(100), dropped), vec![NodeId(2), NodeId(3)], "a lease begun after");
+    }
+
+    /// A replica asks to extend the leases it answered reads under once they end within the window given, each
+    /// once until read again; an answer from an older run of confirmations never replaces a lease of a newer one.
+    #[test]
+    fn leases_read_under_are_asked_to_be_extended_once_as_they_near_their_end() {
+        let (g, key) = (group(), Bytes::from_static(b"k"));
+        let (k, other) = ((g.chain, key.clone()), (g.chain, Bytes::from_static(b"unread")));
+        let mut m = Member::new(false);
+        m.confirm((g.chain, HOME), (NodeId(1), 7), at(100_000), at(0));
+        let run = m.run(&g, HOME, at(1)).unwrap();
+        m.lease(k.clone(), Lease::new(NodeId(1), run, at(0), at(60_000)));
+        m.lease(other.clone(), Lease::new(NodeId(1), run, at(0), at(60_000)));
+        let soon = |_: &Key| Some(std::time::Duration::from_secs(15));
+        m.read_under(&k);
+        assert!(m.due(at(40_000), soon).is_empty(), "not near its end yet");
+        let due: Vec<Key> = m.due(at(50_000), soon).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(due, vec![k.clone()], "only the lease read under");
+        assert!(m.due(at(50_200), soon).is_empty(), "asked once until read again");
+        m.lease(k.clone(), Lease::new(NodeId(1), run, at(50_000), at(110_000)));
+        assert!(m.serves(&g, &key, at(70_000)), "extended");
+        m.confirm((g.chain, HOME), (NodeId(1), 8), at(200_000), at(100_000));
+        let newer = m.run(&g, HOME, at(100_001)).unwrap();
+        m.lease(k.clone(), Lease::new(NodeId(1), newer, at(100_001), at(160_000)));
+        m.lease(k.clone(), Lease::new(NodeId(1), run, at(100_002), at(170_000)));
+        assert!(m.serves(&g, &key, at(150_000)), "the newer run's lease stays");
     }
 
     /// A member promises one master at a time per domain, and one that ran before promises nothing until a

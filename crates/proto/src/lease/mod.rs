@@ -19,6 +19,7 @@
 //! - `origins.rs`: a master asks to move a key's master to the region most of its writes come from.
 //! - `versions.rs`: versions number by map epoch first, so a key's next master outranks every earlier one.
 //! - `join.rs`: a replica added to the partition copies it (as a quorum joiner does).
+//! - `extensions.rs`: leases extended before they end, for keys read under them.
 //! - `timing.rs`: the clock arithmetic: who starts counting first, and who counts short.
 //! - `affiliates.rs`: affiliated nodes (§4.1.4), which answer a host's hot keys under secondary leases.
 //!
@@ -30,6 +31,7 @@
 mod affiliates;
 mod catchup;
 mod domains;
+mod extensions;
 mod join;
 mod mastery;
 pub mod msg;
@@ -91,6 +93,8 @@ pub struct LeaseStats {
     pub expired: u64,
     /// Leases this node granted as master (renewals and writes' pushes).
     pub granted: u64,
+    /// Leases this node extended as master, before they ended (`extensions.rs`).
+    pub extended: u64,
     pub writes: u64,
     pub passive_writes: u64,
     /// Keys a new master wrote back because fewer than a majority held their newest version.
@@ -399,7 +403,7 @@ impl KeyspaceProtocol for LeaseNode {
 
     fn on_request(&mut self, host: &mut Host, now: Time, origin: Origin, req: Request, out: &mut Fx) {
         let stamped = self.stamped.remove(&origin.id).map(|(version, _)| version);
-        let fwd = msg::Forwarded { origin, req, hops: 0, stamped };
+        let fwd = msg::Forwarded { origin, req, hops: 0, stamped, dropped: None };
         self.on_forwarded(host, now, fwd, out);
     }
 
@@ -413,9 +417,11 @@ impl KeyspaceProtocol for LeaseNode {
             LeaseMsg::Bounce { origin, stamped } => self.on_bounce(host, origin, stamped, out),
             LeaseMsg::Renew(r) => self.on_renew(host, now, from, r, out),
             LeaseMsg::Granted(g) => self.on_granted(host, from, g, out),
+            LeaseMsg::Extend(e) => self.on_extend(now, from, e, out),
+            LeaseMsg::Extended(e) => self.on_extended(from, e),
             LeaseMsg::Push(p) => self.on_push(host, now, from, p, out),
-            LeaseMsg::Stored { op } => self.on_ack(host, now, from, op, true, out),
-            LeaseMsg::Released { op } => self.on_ack(host, now, from, op, false, out),
+            LeaseMsg::Stored { op, since } => self.on_ack(host, now, from, op, Some(since), out),
+            LeaseMsg::Released { op } => self.on_ack(host, now, from, op, None, out),
             LeaseMsg::Commit { chain, key, version, leased } => {
                 self.member.committed(chain, &key, version, leased.contains(&self.me))
             }
@@ -460,6 +466,8 @@ impl KeyspaceProtocol for LeaseNode {
         let heartbeat = host.tick.is_multiple_of(timing::HEARTBEAT_TICKS);
         if heartbeat {
             self.heartbeat(now, out);
+            self.ask_extensions(now, out);
+            self.member.forget_drops(now);
         }
         self.tend_affiliates(host.tick, now, heartbeat, out);
         self.drive_writes(host, now, out);
@@ -501,6 +509,7 @@ impl KeyspaceProtocol for LeaseNode {
             ("lease renewals", s.renewals),
             ("lease expired", s.expired),
             ("leases granted", s.granted),
+            ("leases extended", s.extended),
             ("lease writes", s.writes),
             ("lease passive writes", s.passive_writes),
             ("lease repairs", s.repairs),

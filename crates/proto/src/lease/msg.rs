@@ -18,12 +18,16 @@ pub struct OpId {
 
 /// A client request on its way to the node that can serve it (the master for a write, the replica in the
 /// origin's region for a read); `stamped` is the version a write took before it was bounced, which it keeps.
+/// `dropped` is set on a write whose origin holds a replica of the key's partition: the moment, on the origin's
+/// clock, it dropped its lease on the key to send the write, after which it takes no lease that began earlier
+/// (`writes.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Forwarded {
     pub origin: Origin,
     pub req: Request,
     pub hops: u8,
     pub stamped: Option<u64>,
+    pub dropped: Option<Time>,
 }
 
 /// Replica → master: a read it holds no valid lease for; the master answers with the value and a lease.
@@ -48,6 +52,33 @@ pub struct Granted {
     pub renew: Renew,
     pub versioned: Versioned,
     pub lease_ns: u64,
+}
+
+/// A lease on `key` a replica asks its master to extend, with the partition's fence and the run of confirmations
+/// it was in when it asked; the same, sent back, for each lease the master extended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extension {
+    pub chain: ChainId,
+    pub fence: Fence,
+    pub key: Bytes,
+    pub run: u64,
+}
+
+/// Replica → master, with a heartbeat: leases it holds that end soon and that it answered reads under, to extend
+/// from `sent` on its clock (in its run `incarnation`), without the values, which it holds already.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extend {
+    pub sent: Time,
+    pub incarnation: u64,
+    pub keys: Vec<Extension>,
+}
+
+/// Master → replica: the leases of an [`Extend`] it extended, each by `lease_ns` on the master's clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extended {
+    pub sent: Time,
+    pub incarnation: u64,
+    pub keys: Vec<(Extension, u64)>,
 }
 
 /// Master → replica: a write's value (Algorithm 2). `op` is None for a passive write's background update,
@@ -186,9 +217,11 @@ pub enum LeaseMsg {
     Renew(Renew),
     Granted(Granted),
     Push(Push),
-    /// Replica → master: it holds `op`'s version or a newer one, durably.
+    /// Replica → master: it holds `op`'s version or a newer one, durably; `since` is when the push arrived, on
+    /// the replica's clock: the lease offered with it would count from there.
     Stored {
         op: OpId,
+        since: Time,
     },
     /// Replica → master: it takes no part in `op`'s configuration, and has dropped its lease of the key.
     Released {
@@ -234,6 +267,8 @@ pub enum LeaseMsg {
         key: Bytes,
         at: Revocation,
     },
+    Extend(Extend),
+    Extended(Extended),
 }
 
 impl LeaseMsg {
@@ -241,7 +276,7 @@ impl LeaseMsg {
     pub fn label(&self) -> &'static str {
         match self {
             LeaseMsg::Request(_) | LeaseMsg::Answer { .. } | LeaseMsg::Bounce { .. } => "forward",
-            LeaseMsg::Renew(_) | LeaseMsg::Granted(_) => "lease-renew",
+            LeaseMsg::Renew(_) | LeaseMsg::Granted(_) | LeaseMsg::Extend(_) | LeaseMsg::Extended(_) => "lease-renew",
             LeaseMsg::Push(_) | LeaseMsg::Stored { .. } | LeaseMsg::Released { .. } | LeaseMsg::Commit { .. } => {
                 "lease-write"
             }

@@ -20,6 +20,9 @@ pub enum LeasePlantedBug {
     /// A host acknowledges a push, and a master commits a write, without revoking the key's secondary leases:
     /// affiliated nodes answer the old value after the write succeeded.
     AcksBeforeRevoking,
+    /// A replica that sends its client's write to the master says it dropped its lease on the key, and keeps it:
+    /// the master commits without it, and it answers the old value under that lease until the push arrives.
+    KeepsLeaseItDropped,
 }
 
 /// Whether `bug` is planted in a core of configuration `cfg`: never, without the `planted-bugs` feature.

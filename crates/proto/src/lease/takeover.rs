@@ -170,7 +170,7 @@ impl LeaseNode {
         self.numbering.raise(newest);
         let lagging: Vec<Bytes> = seen
             .into_iter()
-            .filter(|(key, s)| s.count < g.majority() || (s.copied && !self.holders_of(g, key, now).is_empty()))
+            .filter(|(key, s)| s.count < g.majority() || (s.copied && !self.holders_of(g, key, now, None).is_empty()))
             .map(|(key, _)| key)
             .collect();
         let mut writes = BTreeMap::new();

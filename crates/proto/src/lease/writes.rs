@@ -1,7 +1,11 @@
 //! Writes (seed 001 §4.1.3, Algorithm 2), at the master only. An active write stamps a version, pushes it with
 //! a lease to every replica, and succeeds once a majority of the holders has it durably and every replica that
 //! may be answering reads of the key under a lease has it or has dropped its lease; non-answering replicas are
-//! asked again every heartbeat until their leases or confirmations run out. The master applies the value
+//! asked again every heartbeat until their leases or confirmations run out. A replica that sends its own client's
+//! write to the master drops its lease on the key first and says when (`drop_to_forward`): the master leaves it
+//! out of that write unless it recorded a lease of it begun later, so the write need not wait for its push to
+//! come back there. No lease is granted by a renewal while a write of the key is under way (`reads.rs`), so a
+//! write waits only for leases that were there when it began or that a commit gave. The master applies the value
 //! itself only then, so the master answers reads with acknowledged versions only, and tells the replicas
 //! (`Commit`), which answer a pushed version under their lease only once it is committed.
 //!
@@ -9,7 +13,7 @@
 //! the master and answered once durable there; the replicas get it in the background. The first write of a key
 //! is always active, so every replica learns the key exists.
 
-use super::mastery::Lease;
+use super::mastery::{Dropped, Lease};
 use super::msg::{Forwarded, OpId, Push};
 use super::versions;
 use super::{Fx, Group, LeaseMsg, LeaseNode, LeasePlantedBug, Versioned};
@@ -36,8 +40,9 @@ pub(super) struct WriteOp {
     key: Bytes,
     versioned: Versioned,
     lease_ns: u64,
-    /// Replicas that hold the version durably, with when their acknowledgement arrived.
-    stored: BTreeMap<NodeId, Time>,
+    /// Replicas that hold the version durably, with when their acknowledgement arrived and when the push
+    /// arrived on their clock: the lease offered with it counts between the two.
+    stored: BTreeMap<NodeId, (Time, Time)>,
     /// Replicas that have the version or dropped their lease of the key.
     acked: BTreeSet<NodeId>,
     /// Whom the version went to.
@@ -45,9 +50,8 @@ pub(super) struct WriteOp {
     /// Whom it offers a lease with the version: every replica in active mode; in passive mode only those that
     /// hold one, so that leases last only while replicas read the key and writes turn passive once they stop.
     offered: BTreeSet<NodeId>,
-    /// Replicas granted a lease on the key while the write was under way: only their storing it counts, since a
-    /// release they sent may have left before they took the lease.
-    must_store: BTreeSet<NodeId>,
+    /// The replica the write came from, if it dropped its lease on the key to send it.
+    dropped: Option<Dropped>,
     /// The tick it started at (None: a write-back, which lasts as long as the configuration).
     pub started: Option<u64>,
 }
@@ -64,7 +68,7 @@ impl WriteOp {
         let (chain, fence, epoch, lease_ns) = (g.chain, g.fence, g.domains.epoch, g.lease_ns());
         let domain = g.domain_of(&key).to_string();
         let (stored, acked, pushed) = (BTreeMap::new(), BTreeSet::new(), BTreeSet::new());
-        let (offered, must_store) = (BTreeSet::new(), BTreeSet::new());
+        let (offered, dropped) = (BTreeSet::new(), None);
         WriteOp {
             origin,
             req,
@@ -79,7 +83,7 @@ impl WriteOp {
             acked,
             pushed,
             offered,
-            must_store,
+            dropped,
             started,
         }
     }
@@ -110,6 +114,7 @@ impl LeaseNode {
         let Some(key) = fwd.req.key().cloned() else { return };
         let master = g.master_of(&key);
         if master != self.me {
+            let fwd = self.drop_to_forward(now, fwd, &g, &key);
             return self.forward(host, master, fwd, out);
         }
         if !self.mastery_of(&g, &key).is_some_and(|m| m.serves_key(&g, &key, now)) {
@@ -125,7 +130,8 @@ impl LeaseNode {
                 return self.answer(host, &fwd.origin, reply, out);
             }
         };
-        let holders = self.holders_of(&g, &key, now);
+        let dropped = fwd.dropped.map(|at| Dropped { node: fwd.origin.node, at }).filter(|d| d.node != self.me);
+        let holders = self.holders_of(&g, &key, now, dropped);
         let version = match fwd.stamped {
             Some(v) => v,
             None => match self.stamp(host) {
@@ -139,9 +145,27 @@ impl LeaseNode {
         if passive && fwd.stamped.is_none() {
             return self.write_passive(host, fwd.origin, &g, key, versioned, held.value.is_some(), out);
         }
-        let op = WriteOp::new(Some(fwd.origin), Some(fwd.req), &g, key, versioned, Some(host.tick));
+        let mut op = WriteOp::new(Some(fwd.origin), Some(fwd.req), &g, key, versioned, Some(host.tick));
+        op.dropped = dropped;
         let seq = self.start_write(now, op, &g, &holders, out);
         self.try_commit(host, now, seq, out);
+    }
+
+    /// A write of this node's client that goes to the master: a replica drops its lease on the key first and
+    /// says when, so that the write need not wait the round trip of its push back here (from `tk` on
+    /// globlease-4, 72 ms to the master, then 145 to push and hear back, 72 to answer: just under 300 ms; without
+    /// this replica, the master's majority answers within 80). It does not when its affiliated nodes may still
+    /// answer the key: the master then waits for it to revoke them.
+    fn drop_to_forward(&mut self, now: Time, mut fwd: Forwarded, g: &Group, key: &Bytes) -> Forwarded {
+        let k = (g.chain, key.clone());
+        let mine = fwd.origin.node == self.me && g.holders.contains(&self.me);
+        if mine && self.hosting.clear(&k, now) {
+            if !self.planted(LeasePlantedBug::KeepsLeaseItDropped) {
+                self.member.drop_for_write(k, now, g.lease_ns());
+            }
+            fwd.dropped = Some(now);
+        }
+        fwd
     }
 
     /// A new version in this node's map epoch (`versions.rs`).
@@ -204,15 +228,20 @@ impl LeaseNode {
         seq
     }
 
-    /// A replica's answer to a push: durably stored, or released (it takes no part in the configuration).
-    pub(super) fn on_ack(&mut self, host: &mut Host, now: Time, from: NodeId, op: OpId, stored: bool, out: &mut Fx) {
+    /// A replica's answer to a push: durably stored (with when the push arrived there), or released (it takes no
+    /// part in the configuration).
+    pub(super) fn on_ack(
+        &mut self,
+        host: &mut Host,
+        now: Time,
+        from: NodeId,
+        op: OpId,
+        stored: Option<Time>,
+        out: &mut Fx,
+    ) {
         let Some(o) = self.ops.get_mut(&op.seq).filter(|_| op.incarnation == self.incarnation) else { return };
-        if !stored && o.must_store.contains(&from) {
-            // Pushed again with the next heartbeat, until it stores the write.
-            return;
-        }
-        if stored {
-            o.stored.insert(from, now);
+        if let Some(since) = stored {
+            o.stored.insert(from, (now, since));
         }
         o.acked.insert(from);
         self.try_commit(host, now, op.seq, out);
@@ -228,7 +257,7 @@ impl LeaseNode {
         }
         let stored = o.stored.keys().filter(|&&n| n != self.me && g.takes_part(n)).count();
         let need = g.majority() - 1 + usize::from(g.joiner.is_some());
-        let holders = self.holders_of(g, &o.key, now);
+        let holders = self.holders_of(g, &o.key, now, o.dropped);
         let ignores = self.planted(LeasePlantedBug::IgnoresLeases);
         if stored < need || !(ignores || holders.iter().all(|n| *n == self.me || o.acked.contains(n))) {
             return;
@@ -249,11 +278,17 @@ impl LeaseNode {
         };
         self.mark_written(o.chain, out);
         let g = self.groups.get(&o.chain).cloned().expect("checked by try_commit");
+        // A replica a later write of the key went to gets no lease from this one: that write would have to wait
+        // for it, and the next for that one's (on globlease-4, 95/5 Zipf 4, the hot key's writes from `tk` then
+        // all waited for `tk`: p50 291 ms). The later write offers its own.
+        let key = o.key_of();
+        let superseded = |n: &NodeId| self.ops.range(seq + 1..).any(|(_, w)| w.writes(&key) && w.pushed.contains(n));
+        let offered = |n: &NodeId| g.holders.contains(n) && o.offered.contains(n) && o.lease_ns > 0 && !superseded(n);
+        let grants: Vec<_> = o.stored.iter().filter(|(n, _)| offered(n)).map(|(&n, &times)| (n, times)).collect();
         let mut leased = Vec::new();
-        let offered = |n: &NodeId| g.holders.contains(n) && o.offered.contains(n) && o.lease_ns > 0;
-        for (&n, &at) in o.stored.iter().filter(|(n, _)| offered(n)) {
+        for (n, (at, since)) in grants {
             // The record counts from the acknowledgement's arrival: after the lease began at the replica.
-            self.record(&g, &o.key, n, at.plus(std::time::Duration::from_nanos(o.lease_ns)));
+            self.record(&g, &o.key, n, since, at.plus(std::time::Duration::from_nanos(o.lease_ns)));
             leased.push(n);
             self.stats.granted += 1;
         }
@@ -282,28 +317,6 @@ impl LeaseNode {
                 }
             }
             self.try_commit(host, now, seq, out);
-        }
-    }
-
-    /// `node` was just granted a lease on `key`: every write of the key under way that it has not stored must
-    /// reach it, and only its storing the write counts for it (sim seed 141 of `--nemesis region,migrate` on
-    /// globlease-4: a replica without a map released a push, then took a lease on the old value, and the write
-    /// committed without it). A release already counted goes, and the write is pushed again to a replica that
-    /// released it or never got it; one whose push is on its way is pushed again with the next heartbeat if it
-    /// releases that. One that stored the write holds it pending until the commit and answers nothing under the
-    /// new lease before. Pushing to every such replica at once cost the write another round trip at every
-    /// renewal (on `--experiment globlease`, 95/5 Zipf 4: write p99 291 -> 446 ms, messages per request 2.1 ->
-    /// 11.2).
-    pub(super) fn push_again_to(&mut self, chain: ChainId, key: &Bytes, node: NodeId, out: &mut Fx) {
-        let incarnation = self.incarnation;
-        let unstored = |o: &WriteOp| o.chain == chain && o.key == *key && !o.stored.contains_key(&node);
-        for (&seq, o) in self.ops.iter_mut().filter(|(_, o)| unstored(o)) {
-            o.must_store.insert(node);
-            o.offered.insert(node);
-            if !o.pushed.contains(&node) || o.acked.remove(&node) {
-                o.pushed.insert(node);
-                out.send(node, push(OpId { incarnation, seq }, o, node));
-            }
         }
     }
 
@@ -338,7 +351,7 @@ impl LeaseNode {
         let Some(holder) = g.map(|g| g.holders.contains(&self.me)) else {
             self.member.drop_lease(&key);
             if let Some(op) = p.op {
-                self.ack_push(now, key, from, op, false, out);
+                self.ack_push(now, key, from, op, None, out);
             }
             return;
         };
@@ -356,9 +369,9 @@ impl LeaseNode {
             let run = self.groups.get(&p.chain).and_then(|g| self.member.run(g, g.domain_of(&p.key), now));
             let run = run.filter(|_| holder);
             let until = super::timing::shrunk_from(now, p.lease_ns);
-            let offer = run.filter(|_| p.lease_ns > 0).map(|run| Lease { master: from, run, until });
+            let offer = run.filter(|_| p.lease_ns > 0).map(|run| Lease::new(from, run, now, until));
             self.member.pushed(key.clone(), p.versioned.version, offer);
-            self.ack_push(now, key, from, op, true, out);
+            self.ack_push(now, key, from, op, Some(now), out);
         }
     }
 }

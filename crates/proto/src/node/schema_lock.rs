@@ -11,8 +11,8 @@ use super::NodeMsg;
 use crate::chain::msg::{Answer, CopyData, CopyKind, CopyPart, CopyReq, KeyState, Outcome, Refusal};
 use crate::chain::{ChainMsg, Change, Origin, Update};
 use crate::lease::msg::{
-    Beat, CopyFor as LeaseCopyFor, Fetch as LeaseFetch, Fetched as LeaseFetched, Forwarded, Given, Granted,
-    Heartbeat as LeaseHeartbeat, Held, Hot, Pull, Push, Renew, Revocation, Secondary,
+    Beat, CopyFor as LeaseCopyFor, Extend, Extended, Extension, Fetch as LeaseFetch, Fetched as LeaseFetched,
+    Forwarded, Given, Granted, Heartbeat as LeaseHeartbeat, Held, Hot, Pull, Push, Renew, Revocation, Secondary,
 };
 use crate::lease::{LeaseMsg, OpId as LeaseOpId};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
@@ -32,7 +32,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((10, 0xe661_dac8), (7, 0xe33f_48b0), [14, 9, 16, 7, 19]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((11, 0x6242_1256), (7, 0xe33f_48b0), [14, 9, 16, 7, 21]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -254,14 +254,21 @@ fn lease_messages() -> Vec<LeaseMsg> {
     let given = [Given::Same(3), Given::New(versioned.clone())];
     let keys = given.map(|value| Secondary { chain, key: key.clone(), value, lease_ns: 5 }).to_vec();
     let hot = Hot { sent: meridian_core::Time::from_nanos(12), incarnation: 4, revoked: at, keys };
+    let extension = Extension { chain, fence, key: key.clone(), run: 3 };
     let samples = vec![
-        LeaseMsg::Request(Forwarded { origin: origin(), req: get, hops: 1, stamped: Some(3) }),
+        LeaseMsg::Request(Forwarded {
+            origin: origin(),
+            req: get,
+            hops: 1,
+            stamped: Some(3),
+            dropped: Some(meridian_core::Time::from_nanos(14)),
+        }),
         LeaseMsg::Answer { origin: origin(), reply: Reply::Written { applied: true, existed: false } },
         LeaseMsg::Bounce { origin: origin(), stamped: None },
         LeaseMsg::Renew(renew.clone()),
         LeaseMsg::Granted(Granted { renew, versioned: versioned.clone(), lease_ns: 60 }),
         LeaseMsg::Push(push),
-        LeaseMsg::Stored { op },
+        LeaseMsg::Stored { op, since: meridian_core::Time::from_nanos(13) },
         LeaseMsg::Released { op },
         LeaseMsg::Commit { chain, key: key.clone(), version: 7, leased: vec![NodeId(2)] },
         LeaseMsg::Heartbeat(LeaseHeartbeat { incarnation: 4, round: 6, acked: Some(5), beats: vec![beat] }),
@@ -276,7 +283,17 @@ fn lease_messages() -> Vec<LeaseMsg> {
         LeaseMsg::Pull(pull),
         LeaseMsg::Hot(hot),
         LeaseMsg::Revoke { chain, key: key.clone(), at },
-        LeaseMsg::Revoked { chain, key, at },
+        LeaseMsg::Revoked { chain, key: key.clone(), at },
+        LeaseMsg::Extend(Extend {
+            sent: meridian_core::Time::from_nanos(15),
+            incarnation: 4,
+            keys: vec![extension.clone()],
+        }),
+        LeaseMsg::Extended(Extended {
+            sent: meridian_core::Time::from_nanos(15),
+            incarnation: 4,
+            keys: vec![(extension, 60)],
+        }),
     ];
     let numbered = |m: &LeaseMsg| match m {
         LeaseMsg::Request(_) => 0,
@@ -298,6 +315,8 @@ fn lease_messages() -> Vec<LeaseMsg> {
         LeaseMsg::Hot(_) => 16,
         LeaseMsg::Revoke { .. } => 17,
         LeaseMsg::Revoked { .. } => 18,
+        LeaseMsg::Extend(_) => 19,
+        LeaseMsg::Extended(_) => 20,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[4] - 1, "LeaseMsg");
     samples
