@@ -260,6 +260,18 @@ impl Member {
         }
     }
 
+    /// `master` runs as `incarnation` now: a run of its confirmations on `domain` from an earlier run of its
+    /// process ends, and with it every lease held under that run. That process's records died with it, so the new
+    /// one may commit writes without this replica, and it may have a lease as soon as this replica promises it
+    /// (sim seed 10204287: a restarted master's first heartbeat confirmed nothing, the replica promised it and
+    /// went on answering under its old run, and the master committed a write that had not reached it).
+    pub fn outlived(&mut self, (chain, domain): (ChainId, &str), (master, incarnation): (NodeId, u64)) {
+        let Some(by) = self.confirmations.get_mut(&chain) else { return };
+        if by.get(domain).is_some_and(|c| c.master == master && c.incarnation != incarnation) {
+            by.remove(domain);
+        }
+    }
+
     /// Drops the lease on `key`, and the one an earlier write offered with it: the master counts this replica
     /// out of the write it answers, so no commit may hand it a lease again (sim seed 10800306: a late commit of
     /// an earlier write did, and the replica answered that write's value after the next one succeeded).
@@ -286,15 +298,18 @@ impl Member {
     }
 
     /// The master committed `version` of `key`: the key is clean unless a newer push is still pending, and the
-    /// lease offered with that version is held if the master recorded it (`leased`).
-    pub fn committed(&mut self, chain: ChainId, key: &Bytes, version: u64, leased: bool) {
+    /// lease offered with that version is held if it is the one the master recorded (`leased`: when it began).
+    /// A push of the same write sent again offers a lease that began later, which the master never recorded
+    /// (sim seed 94 of `partition` with affiliated nodes: a replica took that one after dropping its lease for a
+    /// write of its own, which the master then committed without it).
+    pub fn committed(&mut self, chain: ChainId, key: &Bytes, version: u64, leased: Option<Time>) {
         let k = (chain, key.clone());
         if self.dirty.get(&k).is_some_and(|&v| v <= version) {
             self.dirty.remove(&k);
         }
         if let Some(&(offered, lease)) = self.offers.get(&k).filter(|o| o.0 <= version) {
             self.offers.remove(&k);
-            if leased && offered == version {
+            if leased == Some(lease.since) && offered == version {
                 self.lease(k, lease);
             }
         }
@@ -621,6 +636,7 @@ impl LeaseNode {
         }
         let mut promised = Vec::new();
         for beat in hb.beats {
+            self.member.outlived((beat.chain, &beat.domain), (from, hb.incarnation));
             let Some(g) = self.groups.get(&beat.chain) else { continue };
             let current = g.fence == beat.fence && g.domains.epoch == beat.epoch;
             if !current || g.master_in(&beat.domain) != Some(from) || !g.takes_part(self.me) {
@@ -690,6 +706,23 @@ mod tests {
         assert!(!m.serves(&g, &key, at(2_400)), "the master restarted without its records: a new run");
     }
 
+    /// A heartbeat from a new run of the master's process ends the old run's confirmations, and with them the
+    /// leases held under it, even when it confirms nothing yet; one from the same run changes nothing.
+    #[test]
+    fn a_new_run_of_the_masters_process_voids_the_old_runs_leases() {
+        let (g, key) = (group(), Bytes::from_static(b"k"));
+        let mut m = Member::new(false);
+        m.confirm((g.chain, HOME), (NodeId(1), 7), at(2_000), at(0));
+        let run = m.run(&g, HOME, at(1)).unwrap();
+        m.lease((g.chain, key.clone()), Lease::new(NodeId(1), run, at(0), at(60_000)));
+        m.outlived((g.chain, HOME), (NodeId(1), 7));
+        assert!(m.serves(&g, &key, at(10)), "the same run");
+        m.outlived((g.chain, HOME), (NodeId(2), 9));
+        assert!(m.serves(&g, &key, at(10)), "another master's heartbeat");
+        m.outlived((g.chain, HOME), (NodeId(1), 8));
+        assert!(!m.serves(&g, &key, at(10)), "the master restarted: its records of this lease are gone");
+    }
+
     /// A lease pushed with a write is held only if the commit names this replica, and a pushed version is not
     /// answered until committed.
     #[test]
@@ -700,13 +733,16 @@ mod tests {
         let lease = Lease::new(NodeId(1), m.run(&g, HOME, at(1)).unwrap(), at(1), at(60_000));
         m.pushed((g.chain, key.clone()), 7, Some(lease));
         assert!(!m.serves(&g, &key, at(2)), "offered, not held");
-        m.committed(g.chain, &key, 7, false);
+        m.committed(g.chain, &key, 7, None);
         assert!(!m.serves(&g, &key, at(3)), "the master recorded no lease for it");
         m.pushed((g.chain, key.clone()), 9, Some(lease));
+        m.committed(g.chain, &key, 9, Some(at(0)));
+        assert!(!m.serves(&g, &key, at(3)), "the master recorded another lease: an earlier push's");
+        m.pushed((g.chain, key.clone()), 9, Some(lease));
         m.pushed((g.chain, key.clone()), 11, None);
-        m.committed(g.chain, &key, 9, true);
+        m.committed(g.chain, &key, 9, Some(at(1)));
         assert!(!m.serves(&g, &key, at(4)), "held, but version 11 awaits its commit");
-        m.committed(g.chain, &key, 11, false);
+        m.committed(g.chain, &key, 11, None);
         assert!(m.serves(&g, &key, at(5)));
     }
 
@@ -724,7 +760,7 @@ mod tests {
         m.pushed(k.clone(), 3, Some(lease(15)));
         m.drop_for_write(k.clone(), at(20), 60_000_000_000);
         assert!(!m.serves(&g, &key, at(21)), "dropped");
-        m.committed(g.chain, &key, 3, true);
+        m.committed(g.chain, &key, 3, Some(at(15)));
         m.lease(k.clone(), lease(19));
         assert!(!m.serves(&g, &key, at(30)), "an offer and a renewal from before the drop are refused");
         m.forget_drops(at(60_019));

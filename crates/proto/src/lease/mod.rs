@@ -423,7 +423,8 @@ impl KeyspaceProtocol for LeaseNode {
             LeaseMsg::Stored { op, since } => self.on_ack(host, now, from, op, Some(since), out),
             LeaseMsg::Released { op } => self.on_ack(host, now, from, op, None, out),
             LeaseMsg::Commit { chain, key, version, leased } => {
-                self.member.committed(chain, &key, version, leased.contains(&self.me))
+                let since = leased.iter().find(|(n, _)| *n == self.me).map(|&(_, since)| since);
+                self.member.committed(chain, &key, version, since)
             }
             LeaseMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
             LeaseMsg::Promised { incarnation, round, domains } => {

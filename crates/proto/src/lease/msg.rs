@@ -229,12 +229,13 @@ pub enum LeaseMsg {
     },
     /// Master → replicas: the write of `version` succeeded; a replica may answer it under its lease. `leased`
     /// are the replicas whose acknowledgement came in time for the master to record the lease the write issued
-    /// them: only those hold it.
+    /// them, each with when that lease began on its clock (the `since` of its [`LeaseMsg::Stored`]): only those
+    /// hold it, and only the lease the master recorded, not one a later push of the same write offered.
     Commit {
         chain: ChainId,
         key: Bytes,
         version: u64,
-        leased: Vec<NodeId>,
+        leased: Vec<(NodeId, Time)>,
     },
     Heartbeat(Heartbeat),
     /// Member → master: the domains of `round` it promised the master.

@@ -32,7 +32,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((11, 0x6242_1256), (7, 0xe33f_48b0), [14, 9, 16, 7, 21]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((11, 0x9623_1e69), (7, 0xe33f_48b0), [14, 9, 16, 7, 21]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -270,7 +270,12 @@ fn lease_messages() -> Vec<LeaseMsg> {
         LeaseMsg::Push(push),
         LeaseMsg::Stored { op, since: meridian_core::Time::from_nanos(13) },
         LeaseMsg::Released { op },
-        LeaseMsg::Commit { chain, key: key.clone(), version: 7, leased: vec![NodeId(2)] },
+        LeaseMsg::Commit {
+            chain,
+            key: key.clone(),
+            version: 7,
+            leased: vec![(NodeId(2), meridian_core::Time::from_nanos(16))],
+        },
         LeaseMsg::Heartbeat(LeaseHeartbeat { incarnation: 4, round: 6, acked: Some(5), beats: vec![beat] }),
         LeaseMsg::Promised { incarnation: 4, round: 6, domains: vec![(chain, "eu".into())] },
         LeaseMsg::CopyReq { req: QuorumCopyReq { chain, fence, after: None }, to: takeover },
