@@ -321,7 +321,7 @@ impl LeaseNode {
     fn answers_until(&self, key: &Key, now: Time) -> Option<Time> {
         let g = self.groups.get(&key.0)?;
         if g.master_of(&key.1) == self.me {
-            if self.ops.values().any(|o| o.writes(key)) {
+            if self.writing(key) {
                 return None;
             }
             return self.mastery_of(g, &key.1)?.serves_key_until(g, &key.1, now);

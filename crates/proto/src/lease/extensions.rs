@@ -45,9 +45,10 @@ impl LeaseNode {
                 continue;
             };
             let serves = self.mastery_of(g, &x.key).is_some_and(|m| m.fence == x.fence && m.serves_key(g, &x.key, now));
-            let k = (x.chain, x.key.clone());
-            let writing = self.ops.values().any(|o| o.writes(&k));
-            if !serves || writing || !self.holders_of(g, &x.key, now, None).contains(&from) {
+            if !serves
+                || self.writing(&(x.chain, x.key.clone()))
+                || !self.holders_of(g, &x.key, now, None).contains(&from)
+            {
                 continue;
             }
             let (g, lease_ns) = (g.clone(), g.lease_ns());

@@ -89,8 +89,7 @@ impl LeaseNode {
         // value, and the write committed without it). It would also wait for it: on globlease-4, a write from
         // `tk` whose own region's reads renewed the key took 290 ms instead of 225. The read gets the value, and
         // the next one renews.
-        let writing = self.ops.values().any(|o| o.writes(&(r.chain, r.key.clone())));
-        let lease_ns = if writing { 0 } else { g.lease_ns() };
+        let lease_ns = if self.writing(&(r.chain, r.key.clone())) { 0 } else { g.lease_ns() };
         if lease_ns > 0 {
             self.record(&g, &r.key, from, r.sent, now.plus(std::time::Duration::from_nanos(lease_ns)));
             self.stats.granted += 1;

@@ -168,6 +168,11 @@ impl LeaseNode {
         fwd
     }
 
+    /// Whether this node, as master, has a write of `key` under way.
+    pub(super) fn writing(&self, key: &super::Key) -> bool {
+        self.ops.values().any(|o| o.writes(key))
+    }
+
     /// A new version in this node's map epoch (`versions.rs`).
     fn stamp(&mut self, host: &Host) -> Option<u64> {
         let epoch = self.map.as_ref().map_or(0, |m| m.epoch);
