@@ -173,13 +173,30 @@ impl Member {
     /// Until when this replica may answer reads of `key` in `g` from its store, if it may now: the end of its
     /// lease or of the master's confirmation, whichever comes first.
     pub fn serves_until(&self, g: &Group, key: &Bytes, now: Time) -> Option<Time> {
-        let k = (g.chain, key.clone());
+        let until = self.leased_until(g, key, now)?;
+        (!self.dirty.contains_key(&(g.chain, key.clone()))).then_some(until)
+    }
+
+    /// Whether this replica holds a lease on `key` in `g` that the master confirms, but has a pushed version of
+    /// the key that no commit named yet: a read then waits for a commit (`parked.rs`).
+    pub fn parks(&self, g: &Group, key: &Bytes, now: Time) -> bool {
+        self.leased_until(g, key, now).is_some() && self.dirty.contains_key(&(g.chain, key.clone()))
+    }
+
+    /// Whether this replica holds a pushed version of `key` no commit has named yet.
+    pub fn pending(&self, key: &Key) -> bool {
+        self.dirty.contains_key(key)
+    }
+
+    /// Until when this replica's lease on `key` in `g` and the master's confirmation both hold, if they do now.
+    fn leased_until(&self, g: &Group, key: &Bytes, now: Time) -> Option<Time> {
         let domain = g.domain_of(key);
         let c = self.confirmations.get(&g.chain)?.get(domain)?;
-        let master = g.master_of(key);
         let confirmed = Some(c.master) == g.master_in(domain) && c.until > now;
-        let l = self.leases.get(&k).filter(|l| l.master == master && l.run == c.run && l.until > now)?;
-        (confirmed && !self.dirty.contains_key(&k)).then_some(l.until.min(c.until))
+        let master = g.master_of(key);
+        let l = self.leases.get(&(g.chain, key.clone()));
+        let l = l.filter(|l| l.master == master && l.run == c.run && l.until > now)?;
+        confirmed.then_some(l.until.min(c.until))
     }
 
     /// Whether this replica held a lease on `key` from its master that ran its length: a read then renews an

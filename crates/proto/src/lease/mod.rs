@@ -1,10 +1,12 @@
 //! GlobLease (seed 001 §4.1): a lease keyspace keeps a replica of every partition in each region it names, and
 //! each key has a master among them (the replica in the key's master region: the keyspace's home region unless the
-//! key is pinned to another). Writes go to the key's master only; a replica holding a valid lease on a key answers reads of it locally, without a round trip; one
-//! without asks the master, which answers with the value and a lease (Algorithm 1). The full argument, the
+//! key is pinned to another). Writes go to the key's master only; a replica holding a valid lease on a key answers
+//! reads of it locally, without a round trip; one without asks the master, which answers with the value and a
+//! lease (Algorithm 1). The full argument, the
 //! clock model and what breaks beyond it are in docs/protocols/lease.md.
 //!
 //! - `reads.rs`: Algorithm 1: the master and leased replicas answer at once; the others renew.
+//! - `parked.rs`: reads of a leased key with a write under way wait for its commit instead of renewing.
 //! - `writes.rs`: Algorithm 2: active writes push the value and a lease to every replica and succeed once a
 //!   majority that includes every replica still able to answer under a lease has it; passive writes, while no
 //!   lease is valid, are the master's alone and reach the others in the background.
@@ -25,8 +27,8 @@
 //!
 //! Masters change only with the map: the manager's Raft log decides who is in a partition, where each key is
 //! mastered, and so who its master is (the seed's Paxos election, replaced by the consensus the cluster already
-//! runs; `lease.md` says why they are equivalent). Conditional and read-modify-write commands, expiry, SCAN and cache mode are the chain's: a
-//! lease keyspace refuses them.
+//! runs; `lease.md` says why they are equivalent). Conditional and read-modify-write commands, expiry, SCAN and
+//! cache mode are the chain's: a lease keyspace refuses them.
 
 mod affiliates;
 mod catchup;
@@ -36,6 +38,7 @@ mod join;
 mod mastery;
 pub mod msg;
 mod origins;
+mod parked;
 mod planted;
 mod reads;
 mod takeover;
@@ -89,6 +92,8 @@ pub struct LeaseStats {
     pub local_reads: u64,
     /// Reads this replica asked the master for (a renewal each).
     pub renewals: u64,
+    /// Reads this replica answered under a lease after waiting for a write's commit (`parked.rs`).
+    pub parked: u64,
     /// Renewals of a lease this replica held from the same master and that ran its length.
     pub expired: u64,
     /// Leases this node granted as master (renewals and writes' pushes).
@@ -204,6 +209,8 @@ pub struct LeaseNode {
     secondaries: affiliates::Secondaries,
     /// Routes this node learned to affiliated nodes.
     routes: affiliates::Routes,
+    /// Reads waiting for a commit of their key (`parked.rs`).
+    parked: BTreeMap<Key, Vec<parked::Parked>>,
     /// Writes this node drives as master, by number.
     ops: BTreeMap<u64, WriteOp>,
     next_op: u64,
@@ -369,6 +376,7 @@ impl KeyspaceProtocol for LeaseNode {
             masteries: BTreeMap::new(),
             grants: BTreeMap::new(),
             rounds: mastery::Rounds::default(),
+            parked: BTreeMap::new(),
             ops: BTreeMap::new(),
             next_op: 0,
             numbering,
@@ -424,7 +432,8 @@ impl KeyspaceProtocol for LeaseNode {
             LeaseMsg::Released { op } => self.on_ack(host, now, from, op, None, out),
             LeaseMsg::Commit { chain, key, version, leased } => {
                 let since = leased.iter().find(|(n, _)| *n == self.me).map(|&(_, since)| since);
-                self.member.committed(chain, &key, version, since)
+                self.member.committed(chain, &key, version, since);
+                self.unpark(host, chain, &key, version, out);
             }
             LeaseMsg::Heartbeat(hb) => self.on_heartbeat(now, from, hb, out),
             LeaseMsg::Promised { incarnation, round, domains } => {
@@ -472,6 +481,7 @@ impl KeyspaceProtocol for LeaseNode {
         }
         self.tend_affiliates(host.tick, now, heartbeat, out);
         self.drive_writes(host, now, out);
+        self.unpark_late(host, now, out);
         self.prod_joins(out);
         self.prod_takeovers(out);
         self.prod_catchups(host, now, out);
@@ -508,6 +518,7 @@ impl KeyspaceProtocol for LeaseNode {
         vec![
             ("lease local reads", s.local_reads),
             ("lease renewals", s.renewals),
+            ("lease reads parked", s.parked),
             ("lease expired", s.expired),
             ("leases granted", s.granted),
             ("leases extended", s.extended),

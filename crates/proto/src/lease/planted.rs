@@ -23,6 +23,9 @@ pub enum LeasePlantedBug {
     /// A replica that sends its client's write to the master says it dropped its lease on the key, and keeps it:
     /// the master commits without it, and it answers the old value under that lease until the push arrives.
     KeepsLeaseItDropped,
+    /// A replica with a pushed version of a key not yet committed parks reads of it even without a lease: a
+    /// write may have succeeded without it, and the read then waits only for an older commit.
+    ParksWithoutLease,
 }
 
 /// Whether `bug` is planted in a core of configuration `cfg`: never, without the `planted-bugs` feature.

@@ -2,9 +2,10 @@
 //! only, while its own lease lasts. A replica answers from its store while it holds a lease on the key, the master
 //! confirms it (`mastery.rs`) and no pushed version of the key awaits its commit; otherwise it asks the master,
 //! which records a lease for it and answers with its value, and the replica answers its client with that value.
-//! A node that holds no replica of the partition sends the read to the replica in its own region, or else to the
-//! master. An affiliated node answers the keys it holds secondary leases on, and a host sends reads of those keys
-//! on to its affiliated nodes (`affiliates.rs`).
+//! A replica that holds a lease but also a pushed version not yet committed waits for the commit instead
+//! (`parked.rs`). A node that holds no replica of the partition sends the read to the replica in its own region,
+//! or else to the master. An affiliated node answers the keys it holds secondary leases on, and a host sends reads
+//! of those keys on to its affiliated nodes (`affiliates.rs`).
 
 use super::mastery::Lease;
 use super::msg::{Forwarded, Granted, Renew};
@@ -16,6 +17,22 @@ use meridian_core::{NodeId, Read, Reply, Time};
 
 impl LeaseNode {
     pub(super) fn read(&mut self, host: &mut Host, now: Time, fwd: Forwarded, read: Read, g: Group, out: &mut Fx) {
+        self.read_as(host, now, fwd, read, g, true, out)
+    }
+
+    /// [`Self::read`]; one that `may_park` waits for a commit rather than renews, when its lease allows it
+    /// (`parked.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn read_as(
+        &mut self,
+        host: &mut Host,
+        now: Time,
+        fwd: Forwarded,
+        read: Read,
+        g: Group,
+        may_park: bool,
+        out: &mut Fx,
+    ) {
         let Some(key) = fwd.req.key().cloned() else { return };
         let k = (g.chain, key.clone());
         if let Some(v) = self.read_secondary(&k, now) {
@@ -43,6 +60,9 @@ impl LeaseNode {
             let host_of_me = self.secondaries.host.filter(|h| g.holders.contains(h));
             let to = self.route(&k, now).or(host_of_me).or_else(|| self.nearest_holder(&g)).unwrap_or(master);
             return self.forward(host, to, fwd, out);
+        }
+        if may_park && self.waits_for_commit(&g, &key, now) {
+            return self.park(host, fwd, read, &g, key, out);
         }
         self.stats.renewals += 1;
         if self.member.expired(&g, &key, now) {

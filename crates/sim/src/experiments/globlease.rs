@@ -179,9 +179,11 @@ pub struct SystemReport {
     pub regions: Vec<RegionSamples>,
     /// Messages the nodes sent in the measured time, heartbeats and the manager's included.
     pub messages: u64,
-    /// Lease renewals (replicas asking the master) and reads answered under a lease, in the measured time.
+    /// Lease renewals (replicas asking the master), reads answered under a lease or at the master, and reads
+    /// answered under a lease after waiting for a commit, in the measured time.
     pub renewals: u64,
     pub local_reads: u64,
+    pub parked_reads: u64,
     /// What killing the master region's node cost, when the experiment killed it.
     pub failover: Option<Failover>,
 }
@@ -238,8 +240,8 @@ struct Load<'a> {
     in_flight: HashMap<usize, Sent>,
     /// Every measured operation's outcome: the latencies and failures per region, and the failover's cost.
     outcomes: Vec<Outcome>,
-    /// The lease renewals and local reads a killed node had counted, which the live nodes' sums no longer hold.
-    killed_counts: (u64, u64),
+    /// The [`LEASE_COUNTERS`] a killed node had counted, which the live nodes' sums no longer hold.
+    killed_counts: [u64; 3],
     /// The measured time: requests sent from its start count; none are sent from its end.
     window: (u64, u64),
 }
@@ -269,7 +271,7 @@ fn run_system(
         next_op: 0,
         in_flight: HashMap::new(),
         outcomes: Vec::new(),
-        killed_counts: (0, 0),
+        killed_counts: [0; 3],
         window: (u64::MAX, u64::MAX),
     };
     load.run()
@@ -319,9 +321,10 @@ impl Load<'_> {
         Ok(SystemReport {
             name: self.system.clone(),
             regions: regions.collect(),
-            messages: after.0 - before.0,
-            renewals: after.1 - before.1,
-            local_reads: after.2 - before.2,
+            messages: after[0] - before[0],
+            renewals: after[1] - before[1],
+            local_reads: after[2] - before[2],
+            parked_reads: after[3] - before[3],
             failover,
         })
     }
@@ -332,18 +335,18 @@ impl Load<'_> {
         self.serve(self.window.0 + ns(after), |_| false)?;
         let node = self.cluster.by_region[self.x.master_region][0];
         let count = |name| self.cluster.counter_of(|n| n == node, name);
-        self.killed_counts = (count("lease renewals"), count("lease local reads"));
+        self.killed_counts = LEASE_COUNTERS.map(count);
         let led = self.cluster.world.leaders().contains(&node);
         self.cluster.world.kill(node);
         let name = if led { format!("{node} (the manager's leader)") } else { node.to_string() };
         Ok((name, self.cluster.world.now()))
     }
 
-    /// Messages sent, lease renewals and local reads so far.
-    fn tally(&self) -> (u64, u64, u64) {
+    /// Messages sent so far, then the sums of [`LEASE_COUNTERS`].
+    fn tally(&self) -> [u64; 4] {
         let c = &self.cluster;
-        let (renewals, local) = self.killed_counts;
-        (c.world.stats.messages, renewals + c.counter("lease renewals"), local + c.counter("lease local reads"))
+        let [renewals, local, parked] = std::array::from_fn(|i| self.killed_counts[i] + c.counter(LEASE_COUNTERS[i]));
+        [c.world.stats.messages, renewals, local, parked]
     }
 
     /// Writes every key once through a node of the master region.
@@ -481,20 +484,25 @@ impl MixReport {
         let (secs, lease_secs) = (x.measure.as_secs_f64(), x.lease.as_secs_f64());
         let bound = lease.1.writes.len() as f64 / reads + x.keys as f64 / (lease_secs * reads / secs);
         let local = lease.0.local_reads as f64 / reads;
+        let parked = lease.0.parked_reads as f64 / reads;
         format!(
             "above 300 ms: lease {:.1}%, {} {:.1}% ({fewer}); messages per request: lease {:.2}, baseline {:.2}; \
              lease renewals per read {:.3} (seed's bound W/R + K/(L·R) = {bound:.3}); reads answered under a lease \
-             or at the master {:.1}%\n",
+             or at the master {:.1}%, after waiting for a commit {:.1}%\n",
             lease_slow * 100.0,
             base.0.name,
             base_slow * 100.0,
             lease_msgs,
             base_msgs,
             lease.0.renewals as f64 / reads,
-            local * 100.0
+            local * 100.0,
+            parked * 100.0
         )
     }
 }
+
+/// The lease core's counters the report takes: renewals, reads answered at once, reads parked.
+const LEASE_COUNTERS: [&str; 3] = ["lease renewals", "lease local reads", "lease reads parked"];
 
 /// Colours of the client regions' lines.
 const COLORS: [&str; 8] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];

@@ -1,0 +1,103 @@
+//! Reads that wait for a commit instead of renewing. A replica whose lease on a key holds, confirmed by the
+//! master, may still not answer from its store when that holds a pushed version no commit has named: the version
+//! may never succeed. Before this, such a read renewed at the master, a round trip and two messages; on a key
+//! written often every read did, since some write of it was nearly always under way.
+//!
+//! While the lease holds, every write of the key that succeeded waited for this replica to store it (`writes.rs`).
+//! So the version this store holds when the read arrives, `after`, is at least the newest write that succeeded
+//! before the read began, and any committed version from `after` on is a value the read may return: the read is
+//! parked until the commit of such a version arrives, and answered with that version's value, if this replica
+//! holds it (the one held when it parked, or the store's). The lease need not last until then: what the answer
+//! needs was settled when the read arrived. A read parked longer than [`PARK_TICKS`] (its write failed, the commit
+//! was lost on a broken link, the master changed) is served again from the start, and renews.
+
+use super::msg::Forwarded;
+use super::{Fx, Group, Key, LeaseNode, LeasePlantedBug, Versioned};
+use crate::host::Host;
+use crate::versioned::read_reply;
+use bytes::Bytes;
+use meridian_core::{ChainId, Read, Reply, Time};
+
+/// Ticks a read waits for a commit before it renews: two heartbeats, longer than a write takes to commit unless
+/// something failed.
+const PARK_TICKS: u64 = 2 * super::timing::HEARTBEAT_TICKS;
+
+/// A read waiting for a commit of its key.
+#[derive(Debug)]
+pub(super) struct Parked {
+    fwd: Forwarded,
+    read: Read,
+    /// What this replica's store held of the key when the read arrived: the oldest version it may return.
+    after: Versioned,
+    /// The tick it was parked at.
+    since: u64,
+}
+
+impl LeaseNode {
+    /// Whether a read of `key` that cannot be answered from the store waits for a commit rather than renews.
+    pub(super) fn waits_for_commit(&self, g: &Group, key: &Bytes, now: Time) -> bool {
+        let pending = || self.member.pending(&(g.chain, key.clone()));
+        self.member.parks(g, key, now) || (self.planted(LeasePlantedBug::ParksWithoutLease) && pending())
+    }
+
+    /// Parks a read of `key`, which this replica holds a lease on and a pushed version of.
+    pub(super) fn park(&mut self, host: &mut Host, fwd: Forwarded, read: Read, g: &Group, key: Bytes, out: &mut Fx) {
+        match self.cell(host, g.chain, &key) {
+            Ok(after) => {
+                let since = host.tick;
+                self.parked.entry((g.chain, key)).or_default().push(Parked { fwd, read, after, since });
+            }
+            Err(e) => {
+                let reply = Reply::Error(meridian_core::ErrorKind::Storage, e.to_string());
+                self.answer(host, &fwd.origin, reply, out);
+            }
+        }
+    }
+
+    /// `version` of `key` committed: answers the reads parked on the key that may return it.
+    pub(super) fn unpark(&mut self, host: &mut Host, chain: ChainId, key: &Bytes, version: u64, out: &mut Fx) {
+        let k = (chain, key.clone());
+        let Some(mut waiting) = self.parked.remove(&k) else { return };
+        let stored = self.cell(host, chain, key).ok().filter(|v| v.version == version);
+        let mut answered = false;
+        for p in std::mem::take(&mut waiting) {
+            let value = stored.as_ref().or(Some(&p.after).filter(|a| a.version == version));
+            match value.filter(|_| p.after.version <= version) {
+                Some(v) => {
+                    let reply = read_reply(p.read, v, host.wall_ms);
+                    self.answer(host, &p.fwd.origin, reply, out);
+                    self.stats.parked += 1;
+                    answered = true;
+                }
+                None => waiting.push(p),
+            }
+        }
+        if answered {
+            self.member.read_under(&k);
+        }
+        if !waiting.is_empty() {
+            self.parked.insert(k, waiting);
+        }
+    }
+
+    /// Serves again, from the start, the reads parked for [`PARK_TICKS`]: they renew.
+    pub(super) fn unpark_late(&mut self, host: &mut Host, now: Time, out: &mut Fx) {
+        let late = |p: &Parked| host.tick.saturating_sub(p.since) >= PARK_TICKS;
+        if !self.parked.values().flatten().any(late) {
+            return;
+        }
+        let mut due: Vec<(Key, Parked)> = Vec::new();
+        self.parked.retain(|k, waiting| {
+            let (gone, kept): (Vec<Parked>, Vec<Parked>) = std::mem::take(waiting).into_iter().partition(late);
+            due.extend(gone.into_iter().map(|p| (k.clone(), p)));
+            *waiting = kept;
+            !waiting.is_empty()
+        });
+        for ((chain, _), p) in due {
+            match self.groups.get(&chain).cloned() {
+                Some(g) => self.read_as(host, now, p.fwd, p.read, g, false, out),
+                None => self.bounce(host, p.fwd.origin, p.fwd.req, None, out),
+            }
+        }
+    }
+}
