@@ -154,6 +154,12 @@ impl Group {
         self.holders.len() / 2 + 1
     }
 
+    /// How many writers besides the master must hold a write durably: the rest of a majority of the holders, and
+    /// the joiner, which counts once its step is done.
+    pub fn others_needed(&self) -> usize {
+        self.majority() - 1 + usize::from(self.joiner.is_some())
+    }
+
     /// Whom a write goes to.
     pub fn writers(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.holders.iter().copied().chain(self.joiner)
