@@ -217,6 +217,8 @@ pub struct LeaseNode {
     routes: affiliates::Routes,
     /// Reads waiting for a commit of their key (`parked.rs`).
     parked: BTreeMap<Key, Vec<parked::Parked>>,
+    /// Keys whose parked reads waited in vain: their reads renew until a commit of the key arrives.
+    unawaited: BTreeSet<Key>,
     /// Writes this node drives as master, by number.
     ops: BTreeMap<u64, WriteOp>,
     next_op: u64,
@@ -383,6 +385,7 @@ impl KeyspaceProtocol for LeaseNode {
             grants: BTreeMap::new(),
             rounds: mastery::Rounds::default(),
             parked: BTreeMap::new(),
+            unawaited: BTreeSet::new(),
             ops: BTreeMap::new(),
             next_op: 0,
             numbering,
