@@ -381,6 +381,20 @@ fn a_lease_replica_clock_beyond_the_drift_bound_is_caught() {
     assert!(report.contains("not linearizable"), "{report}");
 }
 
+/// Sweeps `bug` planted in the lease core with `sweep`: at least one seed must fail, the first saying it is not
+/// linearizable, and the sound core must pass the same seeds.
+fn lease_bug_caught_on_seeds_the_sound_core_passes(
+    bug: meridian_proto::lease::LeasePlantedBug,
+    what: &str,
+    sweep: impl Fn(Option<meridian_proto::lease::LeasePlantedBug>) -> Vec<SeedResult>,
+) {
+    let planted = sweep(Some(bug));
+    let report = caught_at_least(&planted, 1, what)[0].failure.as_deref().unwrap();
+    assert!(report.contains("not linearizable"), "{report}");
+    let sound = sweep(None);
+    assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+}
+
 /// Seeds `from..from + seeds` of a lease keyspace with a replica in each region of globlease-4, one node each,
 /// and `affiliates` affiliated nodes.
 fn sweep_lease_wan(
@@ -443,12 +457,8 @@ fn a_moved_key_served_by_two_masters_is_caught() {
 #[test]
 fn an_affiliated_node_answering_a_key_written_since_is_caught() {
     use meridian_proto::lease::LeasePlantedBug;
-    let nemesis = "partition";
-    let planted = sweep_lease_wan(Some(LeasePlantedBug::AcksBeforeRevoking), 65..80, nemesis, 12);
-    let report = caught_at_least(&planted, 1, "secondary leases kept over writes")[0].failure.as_deref().unwrap();
-    assert!(report.contains("not linearizable"), "{report}");
-    let sound = sweep_lease_wan(None, 65..80, nemesis, 12);
-    assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+    let sweep = |bug| sweep_lease_wan(bug, 65..80, "partition", 12);
+    lease_bug_caught_on_seeds_the_sound_core_passes(LeasePlantedBug::AcksBeforeRevoking, "kept secondaries", sweep);
 }
 
 /// A replica that sends its client's write to the master drops its lease on the key first, and the master leaves
@@ -459,11 +469,8 @@ fn an_affiliated_node_answering_a_key_written_since_is_caught() {
 #[test]
 fn a_replica_keeping_the_lease_it_dropped_for_a_write_is_caught() {
     use meridian_proto::lease::LeasePlantedBug;
-    let planted = sweep_lease_wan(Some(LeasePlantedBug::KeepsLeaseItDropped), 395..410, "partition", 0);
-    let report = caught_at_least(&planted, 1, "a lease kept over its own write")[0].failure.as_deref().unwrap();
-    assert!(report.contains("not linearizable"), "{report}");
-    let sound = sweep_lease_wan(None, 395..410, "partition", 0);
-    assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+    let sweep = |bug| sweep_lease_wan(bug, 395..410, "partition", 0);
+    lease_bug_caught_on_seeds_the_sound_core_passes(LeasePlantedBug::KeepsLeaseItDropped, "a kept lease", sweep);
 }
 
 /// A replica parks a read of a key with a write under way only while it holds a lease on the key: every write
@@ -474,10 +481,6 @@ fn a_replica_keeping_the_lease_it_dropped_for_a_write_is_caught() {
 #[test]
 fn a_read_parked_without_a_lease_is_caught() {
     use meridian_proto::lease::LeasePlantedBug;
-    let nemesis = "partition";
-    let planted = sweep_lease(Some(LeasePlantedBug::ParksWithoutLease), 95, nemesis, CheckModel::Linearizable);
-    let report = caught_at_least(&planted, 1, "a read parked without a lease")[0].failure.as_deref().unwrap();
-    assert!(report.contains("not linearizable"), "{report}");
-    let sound = sweep_lease(None, 95, nemesis, CheckModel::Linearizable);
-    assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+    let sweep = |bug| sweep_lease(bug, 95, "partition", CheckModel::Linearizable);
+    lease_bug_caught_on_seeds_the_sound_core_passes(LeasePlantedBug::ParksWithoutLease, "a parked read", sweep);
 }
