@@ -59,9 +59,10 @@ pub(super) struct Member {
     /// Leases pushed with a write, each held only once the write's commit says the master recorded it, with the
     /// version that offered it.
     offers: BTreeMap<Key, (u64, Lease)>,
-    /// Keys whose lease this replica dropped to send a write of its client to the master, with when, and until
-    /// when a lease begun before could still be running: until then it takes none that began before the drop.
-    dropped: BTreeMap<Key, (Time, Time)>,
+    /// Keys with writes of this replica's clients on their way to the master, by when each was sent: the master
+    /// may commit them without this replica (`writes.rs`), so it answers no read of the key under a lease begun
+    /// before one of them until the write's push reaches it.
+    withheld: BTreeMap<Key, BTreeSet<Time>>,
 }
 
 /// A promise to a domain's master, given for a round of the member's table `epoch`.
@@ -174,22 +175,34 @@ impl Member {
     /// lease or of the master's confirmation, whichever comes first.
     pub fn serves_until(&self, g: &Group, key: &Bytes, now: Time) -> Option<Time> {
         let until = self.leased_until(g, key, now)?;
-        (!self.dirty.contains_key(&(g.chain, key.clone()))).then_some(until)
+        (!self.pending(&(g.chain, key.clone()))).then_some(until)
     }
 
     /// Whether this replica holds a lease on `key` in `g` that the master confirms, but has a pushed version of
-    /// the key that no commit named yet: a read then waits for a commit (`parked.rs`).
+    /// the key that no commit named yet, or a write of it on its way: a read then waits for a commit
+    /// (`parked.rs`).
     pub fn parks(&self, g: &Group, key: &Bytes, now: Time) -> bool {
-        self.leased_until(g, key, now).is_some() && self.dirty.contains_key(&(g.chain, key.clone()))
+        self.leased_until(g, key, now).is_some() && self.pending(&(g.chain, key.clone()))
     }
 
-    /// Whether this replica holds a pushed version of `key` no commit has named yet.
+    /// Whether this replica holds a pushed version of `key` no commit has named yet, or withholds its lease on
+    /// the key for a write of its own.
     pub fn pending(&self, key: &Key) -> bool {
-        self.dirty.contains_key(key)
+        self.dirty.contains_key(key) || self.withheld.contains_key(key)
+    }
+
+    /// Whether this replica withholds its lease on `key` for the write it sent at `at`.
+    pub fn withholds(&self, key: &Key, at: Time) -> bool {
+        self.withheld.get(key).is_some_and(|w| w.contains(&at))
+    }
+
+    /// When this replica sent the writes of `key` it withholds its lease for.
+    pub fn withheld(&self, key: &Key) -> Vec<Time> {
+        self.withheld.get(key).map_or(Vec::new(), |w| w.iter().copied().collect())
     }
 
     /// Until when this replica's lease on `key` in `g` and the master's confirmation both hold, if they do now.
-    fn leased_until(&self, g: &Group, key: &Bytes, now: Time) -> Option<Time> {
+    pub fn leased_until(&self, g: &Group, key: &Bytes, now: Time) -> Option<Time> {
         let domain = g.domain_of(key);
         let c = self.confirmations.get(&g.chain)?.get(domain)?;
         let confirmed = Some(c.master) == g.master_in(domain) && c.until > now;
@@ -206,11 +219,17 @@ impl Member {
         self.leases.get(&(g.chain, key.clone())).is_some_and(|l| l.master == master && l.until <= now)
     }
 
-    /// Holds `lease` on `key`, unless it began before this replica dropped the key's lease for a write (the
-    /// master leaves such leases out of that write); a lease of the same run only lengthens the one held.
+    /// Holds `lease` on `key`, which the master recorded; a lease of the same run only lengthens the one held.
+    /// A lease begun at or after this replica sent a write of the key ends its withholding for that write: the
+    /// master, recording it before the write commits, waits for this replica to store the write; recording it
+    /// after, it gave with it a value at least as new (a renewal's, or that of the newest write, which this
+    /// replica stored).
     pub fn lease(&mut self, key: Key, lease: Lease) {
-        if self.dropped.get(&key).is_some_and(|&(at, _)| lease.since < at) {
-            return;
+        if let Some(w) = self.withheld.get_mut(&key) {
+            w.retain(|&at| at > lease.since);
+            if w.is_empty() {
+                self.withheld.remove(&key);
+            }
         }
         let held = self.leases.entry(key).or_insert(lease);
         if (held.master, held.run) == (lease.master, lease.run) {
@@ -219,6 +238,14 @@ impl Member {
         } else if held.run < lease.run {
             // Runs only grow: an answer that left in an older run must not replace a lease of a newer one.
             *held = lease;
+        }
+    }
+
+    /// Lengthens the lease held on `key` from `master` in `run` to `until`, if it still holds one: an extension,
+    /// which carries no value, so it begins nothing (and ends no withholding).
+    pub fn extend(&mut self, key: &Key, master: NodeId, run: u64, until: Time) {
+        if let Some(held) = self.leases.get_mut(key).filter(|l| (l.master, l.run) == (master, run)) {
+            held.until = held.until.max(until);
         }
     }
 
@@ -242,17 +269,28 @@ impl Member {
         due
     }
 
-    /// Drops the lease on `key` before this replica sends its client's write of it to the master, and refuses
-    /// every lease that began before `now`, for as long as one of `lease_ns` begun then could run: the write
-    /// need not wait for this replica to store it (`writes.rs`).
-    pub fn drop_for_write(&mut self, key: Key, now: Time, lease_ns: u64) {
-        self.drop_lease(&key);
-        self.dropped.insert(key, (now, now.plus(std::time::Duration::from_nanos(lease_ns))));
+    /// Withholds the lease on `key` from `now`, when this replica sends its client's write of it to the master:
+    /// the write need not wait for this replica to store it (`writes.rs`).
+    pub fn withhold(&mut self, key: Key, now: Time) {
+        self.withheld.entry(key).or_default().insert(now);
     }
 
-    /// Forgets drops no lease begun before them could outlast.
-    pub fn forget_drops(&mut self, now: Time) {
-        self.dropped.retain(|_, &mut (_, until)| until > now);
+    /// The push of this replica's write sent at `at` arrived: the store holds its version or a newer one, and
+    /// the lease counts again once a commit names them.
+    pub fn unwithhold(&mut self, key: &Key, at: Time) {
+        if let Some(w) = self.withheld.get_mut(key) {
+            w.remove(&at);
+            if w.is_empty() {
+                self.withheld.remove(key);
+            }
+        }
+    }
+
+    /// Forgets withholdings of keys this replica holds no lease or offer on, unless `awaited` (a parked read
+    /// waits for them): any lease it takes from now on begins after them.
+    pub fn forget_withheld(&mut self, awaited: impl Fn(&Key) -> bool) {
+        let (leases, offers) = (&self.leases, &self.offers);
+        self.withheld.retain(|k, _| leases.contains_key(k) || offers.contains_key(k) || awaited(k));
     }
 
     /// `master`, in its run `incarnation`, confirms this replica on `domain` until `until`: the same run if the
@@ -389,17 +427,17 @@ pub(super) struct Grants {
 }
 
 /// A lease the master recorded: until when it runs on the master's clock, and when the newest lease it covers
-/// began on the holder's (compared only with the holder's own [`Dropped`] moments).
+/// began on the holder's (compared only with the holder's own [`Withheld`] moments).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Record {
     until: Time,
     since: Time,
 }
 
-/// A replica that dropped its lease on a write's key at `at` on its clock, before it sent the master the write:
-/// the write need not wait for it unless the master recorded a lease of it that began later.
+/// A replica that withholds its lease on a write's key from `at` on its clock, when it sent the master the
+/// write: the write need not wait for it unless the master recorded a lease of it that began then or later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Dropped {
+pub(super) struct Withheld {
     pub node: NodeId,
     pub at: Time,
 }
@@ -474,10 +512,10 @@ impl Mastery {
 
 impl Grants {
     /// The replicas that may be answering reads of `key` under a lease now: a write must reach each of them. A
-    /// replica that `dropped` the key's lease counts only by a lease that began after.
-    pub fn holders_of(&self, key: &Bytes, now: Time, dropped: Option<Dropped>) -> Vec<NodeId> {
+    /// replica that `withheld` the key's lease counts only by a lease that began then or after.
+    pub fn holders_of(&self, key: &Bytes, now: Time, withheld: Option<Withheld>) -> Vec<NodeId> {
         let window = |n: &NodeId| self.windows.get(n).is_some_and(|&w| w > now);
-        let gone = |n: &NodeId, r: &Record| dropped.is_some_and(|d| d.node == *n && r.since < d.at);
+        let gone = |n: &NodeId, r: &Record| withheld.is_some_and(|d| d.node == *n && r.since < d.at);
         let records = self.records.get(key).into_iter().flatten();
         records.filter(|&(n, r)| r.until > now && window(n) && !gone(n, r)).map(|(&n, _)| n).collect()
     }
@@ -487,6 +525,13 @@ impl Grants {
         let held = self.records.entry(key.clone()).or_default().entry(node).or_insert(Record { until, since });
         held.until = held.until.max(until);
         held.since = held.since.max(since);
+    }
+
+    /// Lengthens the lease recorded on `key` for `node` to `until`, without a new start: an extension.
+    pub fn extend(&mut self, key: &Bytes, node: NodeId, until: Time) {
+        if let Some(r) = self.records.get_mut(key).and_then(|holders| holders.get_mut(&node)) {
+            r.until = r.until.max(until);
+        }
     }
 
     /// Drops records and windows that ran out; says whether anything is left.
@@ -502,16 +547,23 @@ impl Grants {
 
 impl LeaseNode {
     /// The replicas that may be answering reads of `key` of `g` under a lease now, leaving out a replica that
-    /// `dropped` its leases on the key before it, except by a lease that began after.
-    pub(super) fn holders_of(&self, g: &Group, key: &Bytes, now: Time, dropped: Option<Dropped>) -> Vec<NodeId> {
+    /// `withheld` its leases on the key, except by a lease that began then or after.
+    pub(super) fn holders_of(&self, g: &Group, key: &Bytes, now: Time, withheld: Option<Withheld>) -> Vec<NodeId> {
         let domain = (g.chain, g.domain_of(key).to_string());
-        self.grants.get(&domain).map_or(Vec::new(), |grants| grants.holders_of(key, now, dropped))
+        self.grants.get(&domain).map_or(Vec::new(), |grants| grants.holders_of(key, now, withheld))
     }
 
     /// Records a lease on `key` of `g` held by `node` from `since` on its clock until `until` on this one.
     pub(super) fn record(&mut self, g: &Group, key: &Bytes, node: NodeId, since: Time, until: Time) {
         let domain = (g.chain, g.domain_of(key).to_string());
         self.grants.entry(domain).or_default().record(key, node, since, until);
+    }
+
+    /// Lengthens the lease recorded on `key` of `g` for `node` to `until` on this node's clock.
+    pub(super) fn extend_record(&mut self, g: &Group, key: &Bytes, node: NodeId, until: Time) {
+        if let Some(grants) = self.grants.get_mut(&(g.chain, g.domain_of(key).to_string())) {
+            grants.extend(key, node, until);
+        }
     }
 
     /// The masteries of `chain`'s domains.
@@ -763,10 +815,10 @@ mod tests {
         assert!(m.serves(&g, &key, at(5)));
     }
 
-    /// A replica that dropped a key's lease to send a write takes no lease that began before the drop, whether a
-    /// renewal's or a push's, until such a lease would have run out; a later one it takes.
+    /// A replica withholds its lease on a key from when it sends a write of it until the write's push arrives,
+    /// or until it takes a lease begun then or later; an offer or a renewal begun before ends nothing.
     #[test]
-    fn a_replica_that_dropped_a_lease_for_a_write_takes_none_begun_before() {
+    fn a_replica_withholds_its_lease_while_its_own_write_is_on_its_way() {
         let (g, key) = (group(), Bytes::from_static(b"k"));
         let k = (g.chain, key.clone());
         let mut m = Member::new(false);
@@ -775,37 +827,43 @@ mod tests {
         let lease = |since| Lease::new(NodeId(1), run, at(since), at(since + 60_000));
         m.lease(k.clone(), lease(10));
         m.pushed(k.clone(), 3, Some(lease(15)));
-        m.drop_for_write(k.clone(), at(20), 60_000_000_000);
-        assert!(!m.serves(&g, &key, at(21)), "dropped");
+        m.withhold(k.clone(), at(20));
+        m.withhold(k.clone(), at(25));
         m.committed(g.chain, &key, 3, Some(at(15)));
         m.lease(k.clone(), lease(19));
-        assert!(!m.serves(&g, &key, at(30)), "an offer and a renewal from before the drop are refused");
-        m.forget_drops(at(60_019));
-        assert!(!m.dropped.is_empty(), "a lease begun before the drop may still run");
-        m.forget_drops(at(60_020));
-        assert!(m.dropped.is_empty(), "none begun before the drop runs any more");
-        let mut m2 = Member::new(false);
-        m2.confirm((g.chain, HOME), (NodeId(1), 7), at(100_000), at(0));
-        m2.drop_for_write(k.clone(), at(20), 60_000_000_000);
-        m2.lease(k.clone(), lease(20));
-        assert!(m2.serves(&g, &key, at(30)), "a lease that began at the drop or after is held");
+        assert!(!m.serves(&g, &key, at(30)) && m.parks(&g, &key, at(30)), "an offer, a renewal begun before");
+        m.extend(&k, NodeId(1), run, at(90_000));
+        assert!(m.withholds(&k, at(20)), "an extension begins nothing");
+        m.unwithhold(&k, at(20));
+        assert!(!m.serves(&g, &key, at(31)), "the write sent at 25 is still on its way");
+        m.lease(k.clone(), lease(25));
+        assert!(m.serves(&g, &key, at(80_000)), "a lease begun when it was sent, lengthened by the extension");
+        m.withhold(k.clone(), at(30));
+        m.drop_lease(&k);
+        m.forget_withheld(|_| true);
+        assert!(m.pending(&k), "a parked read awaits it");
+        m.forget_withheld(|_| false);
+        assert!(!m.pending(&k), "with no lease nor offer, nothing begun before is held again");
     }
 
-    /// The master leaves out of a write the replica that dropped its lease before sending it, unless it
-    /// recorded a lease of that replica that began after the drop; other replicas' leases count as before.
+    /// The master leaves out of a write the replica that withheld its lease when it sent it, unless it recorded
+    /// a lease of that replica that began then or after; other replicas' leases count as before, and an
+    /// extension begins nothing.
     #[test]
-    fn a_write_waits_for_the_replica_that_dropped_its_lease_only_by_a_later_lease() {
+    fn a_write_waits_for_the_replica_it_came_from_only_by_a_later_lease() {
         let key = Bytes::from_static(b"k");
         let mut grants = Grants::default();
         grants.windows.insert(NodeId(2), at(10_000));
         grants.windows.insert(NodeId(3), at(10_000));
         grants.record(&key, NodeId(2), at(5), at(60_000));
         grants.record(&key, NodeId(3), at(5), at(60_000));
-        let dropped = Some(Dropped { node: NodeId(2), at: at(7) });
+        let withheld = Some(Withheld { node: NodeId(2), at: at(7) });
         assert_eq!(grants.holders_of(&key, at(100), None), vec![NodeId(2), NodeId(3)]);
-        assert_eq!(grants.holders_of(&key, at(100), dropped), vec![NodeId(3)], "n2 dropped its lease");
-        grants.record(&key, NodeId(2), at(8), at(60_000));
-        assert_eq!(grants.holders_of(&key, at(100), dropped), vec![NodeId(2), NodeId(3)], "a lease begun after");
+        assert_eq!(grants.holders_of(&key, at(100), withheld), vec![NodeId(3)], "n2 withholds its lease");
+        grants.extend(&key, NodeId(2), at(70_000));
+        assert_eq!(grants.holders_of(&key, at(100), withheld), vec![NodeId(3)], "extended, not begun again");
+        grants.record(&key, NodeId(2), at(7), at(60_000));
+        assert_eq!(grants.holders_of(&key, at(100), withheld), vec![NodeId(2), NodeId(3)], "a lease begun then");
     }
 
     /// A replica asks to extend the leases it answered reads under once they end within the window given, each

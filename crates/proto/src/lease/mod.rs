@@ -420,7 +420,7 @@ impl KeyspaceProtocol for LeaseNode {
 
     fn on_request(&mut self, host: &mut Host, now: Time, origin: Origin, req: Request, out: &mut Fx) {
         let stamped = self.stamped.remove(&origin.id).map(|(version, _)| version);
-        let fwd = msg::Forwarded { origin, req, hops: 0, stamped, dropped: None };
+        let fwd = msg::Forwarded { origin, req, hops: 0, stamped, withheld: None };
         self.on_forwarded(host, now, fwd, out);
     }
 
@@ -486,7 +486,8 @@ impl KeyspaceProtocol for LeaseNode {
         if heartbeat {
             self.heartbeat(now, out);
             self.ask_extensions(now, out);
-            self.member.forget_drops(now);
+            let parked = &self.parked;
+            self.member.forget_withheld(|k| parked.contains_key(k));
         }
         self.tend_affiliates(host.tick, now, heartbeat, out);
         self.drive_writes(host, now, out);

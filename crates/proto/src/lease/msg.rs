@@ -18,16 +18,16 @@ pub struct OpId {
 
 /// A client request on its way to the node that can serve it (the master for a write, the replica in the
 /// origin's region for a read); `stamped` is the version a write took before it was bounced, which it keeps.
-/// `dropped` is set on a write whose origin holds a replica of the key's partition: the moment, on the origin's
-/// clock, it dropped its lease on the key to send the write, after which it takes no lease that began earlier
-/// (`writes.rs`).
+/// `withheld` is set on a write whose origin holds a replica of the key's partition: the moment, on the origin's
+/// clock, it sent the write, from which it answers no read of the key under a lease begun earlier until the
+/// write's push reaches it (`writes.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Forwarded {
     pub origin: Origin,
     pub req: Request,
     pub hops: u8,
     pub stamped: Option<u64>,
-    pub dropped: Option<Time>,
+    pub withheld: Option<Time>,
 }
 
 /// Replica → master: a read it holds no valid lease for; the master answers with the value and a lease.
@@ -83,7 +83,8 @@ pub struct Extended {
 
 /// Master → replica: a write's value (Algorithm 2). `op` is None for a passive write's background update,
 /// which nobody waits for; `lease_ns` (0: none) is the lease the write issues with it. `epoch` is the master's
-/// table of who masters what: a replica takes no push from a table older than the key's last move.
+/// table of who masters what: a replica takes no push from a table older than the key's last move. `withheld`
+/// is set only in the push to the write's origin: the [`Forwarded::withheld`] it sent the write with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Push {
     pub op: Option<OpId>,
@@ -93,6 +94,7 @@ pub struct Push {
     pub key: Bytes,
     pub versioned: Versioned,
     pub lease_ns: u64,
+    pub withheld: Option<Time>,
 }
 
 /// One domain in a master's heartbeat (`domains.rs`): its partition's configuration, the master's table of who

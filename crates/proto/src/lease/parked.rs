@@ -8,7 +8,9 @@
 //! before the read began, and any committed version from `after` on is a value the read may return: the read is
 //! parked until the commit of such a version arrives, and answered with that version's value, if this replica
 //! holds it (the one held when it parked, or the store's). The lease need not last until then: what the answer
-//! needs was settled when the read arrived. A read parked longer than [`PARK_TICKS`] (its write failed, the commit
+//! needs was settled when the read arrived, except a write this replica sent itself, which may succeed without it
+//! (`writes.rs`): a read that arrives while one is on its way waits for its push too, and then counts from what
+//! the store holds once that arrived (the write's version or newer). A read parked longer than [`PARK_TICKS`] (its write failed, the commit
 //! was lost on a broken link, the master changed) is served again from the start, and renews; so do the key's
 //! later reads, until a commit of it arrives. A pushed version no commit will name would otherwise hold every read
 //! of its key for the whole wait (on real processes, `tk`'s reads of keys it wrote last: p99 515 ms).
@@ -31,6 +33,9 @@ pub(super) struct Parked {
     read: Read,
     /// What this replica's store held of the key when the read arrived: the oldest version it may return.
     after: Versioned,
+    /// When the writes of the key this replica sent, still on their way when the read arrived, were sent: until
+    /// their pushes arrive, `after` may be older than a write that succeeded.
+    awaits: Vec<Time>,
     /// The tick it was parked at.
     since: u64,
 }
@@ -49,8 +54,12 @@ impl LeaseNode {
     pub(super) fn park(&mut self, host: &mut Host, fwd: Forwarded, read: Read, g: &Group, key: Bytes, out: &mut Fx) {
         match self.cell(host, g.chain, &key) {
             Ok(after) => {
-                let since = host.tick;
-                self.parked.entry((g.chain, key)).or_default().push(Parked { fwd, read, after, since });
+                let (since, k) = (host.tick, (g.chain, key));
+                let awaits = match self.planted(LeasePlantedBug::ParksPastItsOwnWrite) {
+                    true => Vec::new(),
+                    false => self.member.withheld(&k),
+                };
+                self.parked.entry(k).or_default().push(Parked { fwd, read, after, since, awaits });
             }
             Err(e) => {
                 let reply = Reply::Error(meridian_core::ErrorKind::Storage, e.to_string());
@@ -64,9 +73,19 @@ impl LeaseNode {
         let k = (chain, key.clone());
         self.unawaited.remove(&k);
         let Some(mut waiting) = self.parked.remove(&k) else { return };
-        let stored = self.cell(host, chain, key).ok().filter(|v| v.version == version);
+        let held = self.cell(host, chain, key).ok();
+        let stored = held.clone().filter(|v| v.version == version);
         let mut answered = false;
-        for p in std::mem::take(&mut waiting) {
+        for mut p in std::mem::take(&mut waiting) {
+            if p.awaits.iter().any(|&at| self.member.withholds(&k, at)) {
+                waiting.push(p);
+                continue;
+            }
+            if !p.awaits.is_empty() {
+                // Leases begun since ended the waits (`Member::lease`): the store holds what the read needs.
+                p.awaits.clear();
+                p.after = held.clone().unwrap_or(p.after);
+            }
             let value = stored.as_ref().or(Some(&p.after).filter(|a| a.version == version));
             match value.filter(|_| p.after.version <= version) {
                 Some(v) => {
@@ -83,6 +102,17 @@ impl LeaseNode {
         }
         if !waiting.is_empty() {
             self.parked.insert(k, waiting);
+        }
+    }
+
+    /// The push of this replica's write of `key` sent at `at` arrived with `versioned`: the reads parked while
+    /// it was on its way may return it, or a newer committed version, but no older one.
+    pub(super) fn own_write_pushed(&mut self, key: &Key, at: Time, versioned: &Versioned) {
+        for p in self.parked.get_mut(key).into_iter().flatten().filter(|p| p.awaits.contains(&at)) {
+            p.awaits.retain(|&a| a != at);
+            if versioned.version > p.after.version {
+                p.after = versioned.clone();
+            }
         }
     }
 

@@ -20,12 +20,16 @@ pub enum LeasePlantedBug {
     /// A host acknowledges a push, and a master commits a write, without revoking the key's secondary leases:
     /// affiliated nodes answer the old value after the write succeeded.
     AcksBeforeRevoking,
-    /// A replica that sends its client's write to the master says it dropped its lease on the key, and keeps it:
-    /// the master commits without it, and it answers the old value under that lease until the push arrives.
-    KeepsLeaseItDropped,
+    /// A replica that sends its client's write to the master says it withholds its lease on the key, and goes on
+    /// answering under it: the master commits without it, and it answers the old value until the push arrives.
+    IgnoresItsOwnWrite,
     /// A replica with a pushed version of a key not yet committed parks reads of it even without a lease: a
     /// write may have succeeded without it, and the read then waits only for an older commit.
     ParksWithoutLease,
+    /// A replica parks a read while a write of its own client is on its way without waiting for that write's
+    /// push: the read counts from what the store held when it arrived, older than the write, which may have
+    /// succeeded without this replica.
+    ParksPastItsOwnWrite,
 }
 
 /// Whether `bug` is planted in a core of configuration `cfg`: never, without the `planted-bugs` feature.

@@ -32,7 +32,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((11, 0x9623_1e69), (7, 0xe33f_48b0), [14, 9, 16, 7, 21]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((12, 0xa9f2_4f09), (7, 0xe33f_48b0), [14, 9, 16, 7, 21]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -241,8 +241,16 @@ fn lease_messages() -> Vec<LeaseMsg> {
         incarnation: 4,
         run: Some(2),
     };
-    let push =
-        Push { op: Some(op), chain, fence, epoch: 3, key: key.clone(), versioned: versioned.clone(), lease_ns: 9 };
+    let push = Push {
+        op: Some(op),
+        chain,
+        fence,
+        epoch: 3,
+        key: key.clone(),
+        versioned: versioned.clone(),
+        lease_ns: 9,
+        withheld: Some(meridian_core::Time::from_nanos(17)),
+    };
     let beat = Beat { chain, domain: "eu".into(), fence, epoch: 3, confirm_ns: 1_000 };
     let takeover = LeaseCopyFor::Takeover { domain: "eu".into(), epoch: 3 };
     let fetch = LeaseFetch { chain, domain: "us".into(), fence, epoch: 4, keys: vec![key.clone()] };
@@ -261,7 +269,7 @@ fn lease_messages() -> Vec<LeaseMsg> {
             req: get,
             hops: 1,
             stamped: Some(3),
-            dropped: Some(meridian_core::Time::from_nanos(14)),
+            withheld: Some(meridian_core::Time::from_nanos(14)),
         }),
         LeaseMsg::Answer { origin: origin(), reply: Reply::Written { applied: true, existed: false } },
         LeaseMsg::Bounce { origin: origin(), stamped: None },
