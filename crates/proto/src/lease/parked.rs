@@ -8,11 +8,11 @@
 //! before the read began, and any committed version from `after` on is a value the read may return: the read is
 //! parked until the commit of such a version arrives, and answered with that version's value, if this replica
 //! holds it (the one held when it parked, or the store's). The lease need not last until then: what the answer
-//! needs was settled when the read arrived, except a write this replica sent itself, which may succeed without it
-//! (`writes.rs`): a read that arrives while one is on its way waits for its push too, and then counts from what
-//! the store holds once that arrived (the write's version or newer). A read parked longer than [`PARK_TICKS`] (its write failed, the commit
-//! was lost on a broken link, the master changed) is served again from the start, and renews; so do the key's
-//! later reads, until a commit of it arrives. A pushed version no commit will name would otherwise hold every read
+//! needs was settled when the read arrived, except a write this replica sent itself, which may succeed without
+//! it (`writes.rs`): a read that arrives while one is on its way waits for its push too, and then counts from
+//! that write's version. A read parked longer than [`PARK_TICKS`] (its write failed, the commit was lost on a
+//! broken link, the master changed) is served again from the start, and renews; so do the key's later reads,
+//! until a commit of it arrives. A pushed version no commit will name would otherwise hold every read
 //! of its key for the whole wait (on real processes, `tk`'s reads of keys it wrote last: p99 515 ms).
 
 use super::msg::Forwarded;

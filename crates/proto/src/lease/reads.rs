@@ -3,9 +3,9 @@
 //! confirms it (`mastery.rs`) and no pushed version of the key awaits its commit; otherwise it asks the master,
 //! which records a lease for it and answers with its value, and the replica answers its client with that value.
 //! A replica that holds a lease but also a pushed version not yet committed, or a write of its own on its way to
-//! the master, waits for the commit instead (`parked.rs`). A node that holds no replica of the partition sends the read to the replica in its own region,
-//! or else to the master. An affiliated node answers the keys it holds secondary leases on, and a host sends reads
-//! of those keys on to its affiliated nodes (`affiliates.rs`).
+//! the master, waits for the commit instead (`parked.rs`). A node that holds no replica of the partition sends
+//! the read to the replica in its own region, or else to the master. An affiliated node answers the keys it holds
+//! secondary leases on, and a host sends reads of those keys on to its affiliated nodes (`affiliates.rs`).
 
 use super::mastery::Lease;
 use super::msg::{Forwarded, Granted, Renew};
