@@ -225,12 +225,7 @@ impl Member {
     /// after, it gave with it a value at least as new (a renewal's, or that of the newest write, which this
     /// replica stored).
     pub fn lease(&mut self, key: Key, lease: Lease) {
-        if let Some(w) = self.withheld.get_mut(&key) {
-            w.retain(|&at| at > lease.since);
-            if w.is_empty() {
-                self.withheld.remove(&key);
-            }
-        }
+        self.end_withholdings(&key, |at| at <= lease.since);
         let held = self.leases.entry(key).or_insert(lease);
         if (held.master, held.run) == (lease.master, lease.run) {
             held.until = held.until.max(lease.until);
@@ -278,8 +273,13 @@ impl Member {
     /// The push of this replica's write sent at `at` arrived: the store holds its version or a newer one, and
     /// the lease counts again once a commit names them.
     pub fn unwithhold(&mut self, key: &Key, at: Time) {
+        self.end_withholdings(key, |sent| sent == at);
+    }
+
+    /// Ends the withholdings on `key` for the writes sent at the moments `ended` picks.
+    fn end_withholdings(&mut self, key: &Key, ended: impl Fn(Time) -> bool) {
         if let Some(w) = self.withheld.get_mut(key) {
-            w.remove(&at);
+            w.retain(|&at| !ended(at));
             if w.is_empty() {
                 self.withheld.remove(key);
             }
