@@ -549,19 +549,17 @@ impl LeaseNode {
     /// The replicas that may be answering reads of `key` of `g` under a lease now, leaving out a replica that
     /// `withheld` its leases on the key, except by a lease that began then or after.
     pub(super) fn holders_of(&self, g: &Group, key: &Bytes, now: Time, withheld: Option<Withheld>) -> Vec<NodeId> {
-        let domain = (g.chain, g.domain_of(key).to_string());
-        self.grants.get(&domain).map_or(Vec::new(), |grants| grants.holders_of(key, now, withheld))
+        self.grants.get(&g.domain_key(key)).map_or(Vec::new(), |grants| grants.holders_of(key, now, withheld))
     }
 
     /// Records a lease on `key` of `g` held by `node` from `since` on its clock until `until` on this one.
     pub(super) fn record(&mut self, g: &Group, key: &Bytes, node: NodeId, since: Time, until: Time) {
-        let domain = (g.chain, g.domain_of(key).to_string());
-        self.grants.entry(domain).or_default().record(key, node, since, until);
+        self.grants.entry(g.domain_key(key)).or_default().record(key, node, since, until);
     }
 
     /// Lengthens the lease recorded on `key` of `g` for `node` to `until` on this node's clock.
     pub(super) fn extend_record(&mut self, g: &Group, key: &Bytes, node: NodeId, until: Time) {
-        if let Some(grants) = self.grants.get_mut(&(g.chain, g.domain_of(key).to_string())) {
+        if let Some(grants) = self.grants.get_mut(&g.domain_key(key)) {
             grants.extend(key, node, until);
         }
     }
@@ -573,7 +571,7 @@ impl LeaseNode {
 
     /// The mastery that serves `key` of `g`, if this node masters it.
     pub(super) fn mastery_of(&self, g: &Group, key: &[u8]) -> Option<&Mastery> {
-        self.masteries.get(&(g.chain, g.domain_of(key).to_string()))
+        self.masteries.get(&g.domain_key(key))
     }
 
     /// Builds the masteries the map gives this node: kept when only the step changed (its lease starts again

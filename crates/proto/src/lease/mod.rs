@@ -174,6 +174,11 @@ impl Group {
         self.domains.of_key(key)
     }
 
+    /// The domain `key` is mastered in, named with this partition: what masteries and grants are kept by.
+    pub fn domain_key(&self, key: &[u8]) -> Domain {
+        (self.chain, self.domain_of(key).to_string())
+    }
+
     /// The master of `key`.
     pub fn master_of(&self, key: &[u8]) -> NodeId {
         self.domains.master(self.domain_of(key)).expect("every domain has a master")

@@ -212,7 +212,7 @@ impl LeaseNode {
         for to in g.writers().filter(|&n| n != self.me) {
             let (chain, fence, epoch, key, versioned) =
                 (g.chain, g.fence, g.domains.epoch, key.clone(), versioned.clone());
-            let withheld = withheld.filter(|w| w.node == to).map(|w| w.at);
+            let withheld = told(withheld, to);
             out.send(to, LeaseMsg::Push(Push { op: None, chain, fence, epoch, key, versioned, lease_ns: 0, withheld }));
         }
         self.answer_as(host, &origin, Reply::Written { applied: true, existed }, true, out);
@@ -420,6 +420,11 @@ impl LeaseNode {
 fn push(id: OpId, o: &WriteOp, to: NodeId) -> LeaseMsg {
     let (chain, fence, epoch, key, versioned) = (o.chain, o.fence, o.epoch, o.key.clone(), o.versioned.clone());
     let lease_ns = if o.offered.contains(&to) { o.lease_ns } else { 0 };
-    let withheld = o.withheld.filter(|w| w.node == to).map(|w| w.at);
+    let withheld = told(o.withheld, to);
     LeaseMsg::Push(Push { op: Some(id), chain, fence, epoch, key, versioned, lease_ns, withheld })
+}
+
+/// What a push to `to` says of the write's origin withholding its lease: when, if `to` is that origin.
+fn told(withheld: Option<Withheld>, to: NodeId) -> Option<Time> {
+    withheld.filter(|w| w.node == to).map(|w| w.at)
 }
