@@ -40,8 +40,19 @@ fn sweep_nodes(
     default: KeyspaceConfig,
     protocols: ProtocolConfigs,
 ) -> Vec<SeedResult> {
+    sweep_seeds(0..seeds, nemesis, check, default, protocols)
+}
+
+/// [`sweep_nodes`] over the seeds `seeds`.
+fn sweep_seeds(
+    seeds: std::ops::Range<u64>,
+    nemesis: &str,
+    check: CheckModel,
+    default: KeyspaceConfig,
+    protocols: ProtocolConfigs,
+) -> Vec<SeedResult> {
     let s = ChainSweep {
-        seeds: 0..seeds,
+        seeds,
         nemesis: parse_kinds(nemesis).unwrap(),
         check,
         nodes: 3,
@@ -498,4 +509,51 @@ fn a_read_parked_past_its_own_write_is_caught() {
     use meridian_proto::lease::LeasePlantedBug;
     let sweep = |bug| sweep_lease_wan(bug, 780..790, "partition", 0);
     lease_bug_caught_on_seeds_the_sound_core_passes(LeasePlantedBug::ParksPastItsOwnWrite, "own write", sweep);
+}
+
+/// Seeds `seeds` of a meteor keyspace of three log replicas (three nodes, two spares) whose clock bound is
+/// `clock_bound_ms`, under `nemesis`, checked for sequential consistency.
+fn sweep_meteor(
+    bug: Option<meridian_proto::meteor::MeteorPlantedBug>,
+    seeds: std::ops::Range<u64>,
+    nemesis: &str,
+    clock_bound_ms: u32,
+) -> Vec<SeedResult> {
+    use meridian_core::{MeteorOptions, ProtocolConfig};
+    let protocol = ProtocolConfig::Meteor(MeteorOptions { clock_bound_ms, ..MeteorOptions::default() });
+    let default = KeyspaceConfig { protocol, ..KeyspaceConfig::durable(3) };
+    let meteor = meridian_proto::meteor::MeteorConfig { planted_bug: bug };
+    let protocols = ProtocolConfigs { meteor, ..ProtocolConfigs::default() };
+    sweep_seeds(seeds, nemesis, CheckModel::Sequential, default, protocols)
+}
+
+/// The simulator's wall clocks keep within ±100 ms of true time, so within 200 ms of each other.
+const SIM_CLOCK_SPREAD_MS: u32 = 200;
+
+/// A meteor read that counts a peer's status however old (not only one sent after the read arrived) answers
+/// from majorities that predate writes its own client saw succeed: caught by the sequential-consistency check
+/// (`partition` catches it on seeds 0, 5 and 6 of 0..7, and on 20 of 0..60); the sound core passes the same seeds.
+#[test]
+fn a_meteor_read_counting_stale_statuses_is_caught() {
+    use meridian_proto::meteor::MeteorPlantedBug;
+    let sweep = |bug| sweep_meteor(bug, 0..7, "partition", SIM_CLOCK_SPREAD_MS);
+    let planted = sweep(Some(MeteorPlantedBug::CountsStaleStatuses));
+    let report = caught_at_least(&planted, 1, "reads counting stale statuses")[0].failure.as_deref().unwrap();
+    assert!(report.contains("not sequentially consistent"), "{report}");
+    let sound = sweep(None);
+    assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
+}
+
+/// Clocks further apart than a meteor keyspace's bound break its guarantee: with the bound at 0 and the `clock`
+/// nemesis stepping wall clocks up to 100 ms off, a read counts statuses sent before it arrived (3 of seeds
+/// 0..200 fail the sequential-consistency check, 12 the first); with the bound at the clocks' real spread, the
+/// same seed passes.
+#[test]
+fn a_meteor_keyspace_whose_clocks_leave_their_bound_is_caught() {
+    let nemesis = "clock,partition,pause";
+    let beyond = sweep_meteor(None, 12..13, nemesis, 0);
+    let report = caught_at_least(&beyond, 1, "clocks beyond their bound")[0].failure.as_deref().unwrap();
+    assert!(report.contains("not sequentially consistent"), "{report}");
+    let within = sweep_meteor(None, 12..13, nemesis, SIM_CLOCK_SPREAD_MS);
+    assert!(caught(&within).is_empty(), "{:?}", caught(&within).first().map(|r| &r.failure));
 }

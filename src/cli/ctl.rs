@@ -82,8 +82,9 @@ struct CreateArgs {
     /// A cache keyspace's cap per node (e.g. 256mb): its keys' and values' bytes plus a fixed overhead per key.
     #[arg(long, requires = "cache", value_parser = parse_size)]
     maxmemory: Option<u64>,
-    /// How the replicas agree on writes: `chain`, `quorum` or `lease` (docs/keyspaces.md, docs/protocols/).
-    #[arg(long, default_value = "chain", value_parser = ["chain", "quorum", "lease"])]
+    /// How the replicas agree on writes: `chain`, `quorum`, `lease` or `meteor` (docs/keyspaces.md,
+    /// docs/protocols/).
+    #[arg(long, default_value = "chain", value_parser = protocol_names())]
     protocol: String,
     #[command(flatten)]
     knobs: ProtocolArgs,
@@ -187,7 +188,8 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
         durability,
         maxmemory,
         protocol,
-        knobs: ProtocolArgs { read_quorum, write_quorum, timestamps, lease_ms, write_mode },
+        knobs:
+            ProtocolArgs { read_quorum, write_quorum, timestamps, lease_ms, write_mode, status_interval_ms, clock_bound_ms },
         master_region,
         regions,
         placement,
@@ -215,7 +217,8 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
     Ok(json!({
         "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
         "maxmemory": maxmemory, "protocol": protocol, "read_quorum": read_quorum, "write_quorum": write_quorum,
-        "timestamps": timestamps, "lease_ms": lease_ms, "write_mode": write_mode, "placement": placed.regions,
+        "timestamps": timestamps, "lease_ms": lease_ms, "write_mode": write_mode,
+        "status_interval_ms": status_interval_ms, "clock_bound_ms": clock_bound_ms, "placement": placed.regions,
         "ban_regions": placed.banned,
     }))
 }
@@ -328,6 +331,9 @@ fn keyspaces(list: &Value) -> String {
                 text(&k["timestamps"])
             ),
             Some("lease") => format!("lease {} ms {}", text(&k["lease_ms"]), text(&k["write_mode"])),
+            Some("meteor") => {
+                format!("meteor every {} ms ε {} ms", text(&k["status_interval_ms"]), text(&k["clock_bound_ms"]))
+            }
             _ => text(&k["protocol"]),
         };
         out += &format!(
@@ -380,4 +386,9 @@ fn chains(s: &Value) -> String {
         out += &format!("  {:<6} v{:<4} {}{step}{lost}\n", chain_name(&c["id"]), text(&c["view"]), ids(&c["members"]));
     }
     out
+}
+
+/// The protocols `--protocol` takes, by name.
+fn protocol_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(meridian_core::Protocol::ALL.iter().map(|p| p.name()))
 }

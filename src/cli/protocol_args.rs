@@ -1,7 +1,7 @@
 //! The protocols' own options, as `ctl keyspace create` and `sim` both take them.
 
 use clap::Args;
-use meridian_core::{Protocol, ProtocolConfig, ProtocolKnobs};
+use meridian_core::ProtocolKnobs;
 
 #[derive(Args, Debug)]
 pub struct ProtocolArgs {
@@ -25,6 +25,15 @@ pub struct ProtocolArgs {
     /// and spreads in the background; lost if the master fails first).
     #[arg(long)]
     pub write_mode: Option<String>,
+    /// With `--protocol meteor`: how often each replica sends the others its status, in milliseconds (default
+    /// 10).
+    #[arg(long)]
+    pub status_interval_ms: Option<u32>,
+    /// With `--protocol meteor`: ε, how far apart any two nodes' wall clocks may be, in milliseconds (default
+    /// 10). Reads count only statuses sent this much after they arrived; clocks further apart break the
+    /// keyspace's guarantee.
+    #[arg(long)]
+    pub clock_bound_ms: Option<u32>,
 }
 
 impl ProtocolArgs {
@@ -35,11 +44,8 @@ impl ProtocolArgs {
             timestamps: self.timestamps.as_deref(),
             lease_ms: self.lease_ms,
             write_mode: self.write_mode.as_deref(),
+            status_interval_ms: self.status_interval_ms,
+            clock_bound_ms: self.clock_bound_ms,
         }
-    }
-
-    /// `protocol`'s config with these options, which a protocol they do not belong to refuses by name.
-    pub fn config(&self, protocol: Protocol) -> Result<ProtocolConfig, String> {
-        ProtocolConfig::from_options(protocol, &self.knobs()).map_err(|e| e.to_string())
     }
 }

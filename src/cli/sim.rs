@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// The `default` keyspace's replication protocol: `chain`, `quorum` or `lease` (docs/protocols/). A lease
+    /// The `default` keyspace's replication protocol: `chain`, `quorum`, `lease` or `meteor` (docs/protocols/). A lease
     /// keyspace has a replica in each of the topology's regions (in region `default` without --topology), its
     /// master in the first.
     #[arg(long, default_value = "chain")]
@@ -204,10 +204,15 @@ fn lease_placement(topology: Option<&Topology>, replicas: usize) -> Placement {
     Placement { regions, banned: Vec::new() }
 }
 
-/// The `default` keyspace's protocol and its knobs, as the options give them.
+/// The `default` keyspace's protocol and its knobs, as the options give them. A meteor keyspace's clock bound
+/// defaults to what the simulator's wall clocks keep to (each within ±`WALL_ERROR_MS` of true time), so that the
+/// `clock` nemesis stays within its model unless the bound is given.
 fn protocol_config(args: &SimArgs) -> Result<ProtocolConfig, String> {
     let protocol: Protocol = args.protocol.parse().map_err(|e: UnknownName| e.to_string())?;
-    args.knobs.config(protocol)
+    let wall_spread_ms = 2 * meridian_sim::clock::WALL_ERROR_MS as u32;
+    let clock_bound_ms = args.knobs.clock_bound_ms.or((protocol == Protocol::Meteor).then_some(wall_spread_ms));
+    ProtocolConfig::from_options(protocol, &meridian_core::ProtocolKnobs { clock_bound_ms, ..args.knobs.knobs() })
+        .map_err(|e| e.to_string())
 }
 
 fn print_seed(r: &SeedResult) {
@@ -293,7 +298,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
         "reproduce: meridian sim --protocol {}{} --seed {} --seeds 1 --nodes {} --spares {} --affiliates {} --vnodes {} \
-         --replicas {} --update {} --read-from {}{}{}{}{} --nemesis {} --check {}",
+         --replicas {} --update {} --read-from {}{}{}{} --nemesis {} --check {}",
         args.protocol,
         args.topology.as_ref().map_or(String::new(), |t| format!(" --topology {t}")),
         first.seed,
@@ -306,15 +311,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         sweep.default.read_from,
         sweep.default.maxmemory.map_or(String::new(), |m| format!(" --maxmemory {m}")),
         sweep.default.durability.map_or(String::new(), |m| format!(" --durability {m}")),
-        sweep.default.protocol.quorum().map_or(String::new(), |q| format!(
-            " --read-quorum {} --write-quorum {} --timestamps {}",
-            q.read, q.write, q.timestamps
-        )),
-        sweep
-            .default
-            .protocol
-            .lease()
-            .map_or(String::new(), |l| format!(" --lease-ms {} --write-mode {}", l.lease_ms, l.write_mode)),
+        sweep.default.protocol.as_args(),
         args.nemesis,
         sweep.check
     );

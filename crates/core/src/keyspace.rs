@@ -47,6 +47,10 @@ pub enum KeyspaceError {
     LeaseWithoutRegions,
     #[error("a lease of {0} ms is shorter than the least a lease keyspace grants, {LEASE_MIN_MS} ms")]
     LeaseTooShort(u32),
+    #[error("a meteor keyspace needs at least {METEOR_REPLICAS_MIN} replicas (a majority that survives one failure), not {0}")]
+    MeteorTooFewReplicas(usize),
+    #[error("a meteor keyspace's status interval must be at least 1 ms")]
+    MeteorIntervalZero,
     #[error("consistency level {level} is more than the keyspace's {replicas} replicas")]
     LevelAbove { level: Level, replicas: usize },
     #[error(transparent)]
@@ -162,6 +166,9 @@ named! {
         Quorum = "quorum",
         /// `lease`: GlobLease (seed 001 §4.1): a master per key, leases that let every region read locally.
         Lease = "lease",
+        /// `meteor`: MeteorShower (seed 001 §4.2): majority quorums whose reads are answered from the status
+        /// messages replicas push to each other, without a round trip of their own.
+        Meteor = "meteor",
     }
 }
 
@@ -170,7 +177,7 @@ impl Protocol {
     /// majorities (dropping a replica could leave a written value on fewer than it needs), unlike a chain,
     /// which repairs around a failed member first.
     pub fn replaces_before_removing(self) -> bool {
-        matches!(self, Protocol::Quorum | Protocol::Lease)
+        matches!(self, Protocol::Quorum | Protocol::Lease | Protocol::Meteor)
     }
 }
 
@@ -292,6 +299,32 @@ impl Default for LeaseOptions {
     }
 }
 
+/// Fewest replicas a meteor keyspace keeps.
+pub const METEOR_REPLICAS_MIN: usize = 3;
+
+/// A meteor keyspace's knobs (docs/protocols/meteor.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeteorOptions {
+    /// How often a replica tells each other replica which versions it took since (the seed's dispatchInterval).
+    pub status_interval_ms: u32,
+    /// ε: how far apart any two nodes' wall clocks may be. A read counts a status only if it was sent after the
+    /// read arrived by more than this, so clocks that stay within it never let a read count an older status.
+    pub clock_bound_ms: u32,
+}
+
+impl Default for MeteorOptions {
+    fn default() -> Self {
+        MeteorOptions { status_interval_ms: 10, clock_bound_ms: 10 }
+    }
+}
+
+impl MeteorOptions {
+    /// How a meteor keyspace's writes go: to every replica, stamped by the coordinator's clock, acknowledged by
+    /// a majority (its reads are its own).
+    pub const QUORUMS: QuorumOptions =
+        QuorumOptions { read: Level::Quorum, write: Level::Quorum, timestamps: Stamps::Clock };
+}
+
 /// The protocol knobs `keyspace create` and `sim` take by name, each None when not given.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProtocolKnobs<'a> {
@@ -300,6 +333,8 @@ pub struct ProtocolKnobs<'a> {
     pub timestamps: Option<&'a str>,
     pub lease_ms: Option<u32>,
     pub write_mode: Option<&'a str>,
+    pub status_interval_ms: Option<u32>,
+    pub clock_bound_ms: Option<u32>,
 }
 
 /// A keyspace's protocol with its own knobs. Chain replication keeps its knobs (`update`, `read_from`) in the
@@ -312,6 +347,7 @@ pub enum ProtocolConfig {
     Chain,
     Quorum(QuorumOptions),
     Lease(LeaseOptions),
+    Meteor(MeteorOptions),
 }
 
 impl ProtocolConfig {
@@ -320,6 +356,7 @@ impl ProtocolConfig {
             ProtocolConfig::Chain => Protocol::Chain,
             ProtocolConfig::Quorum(_) => Protocol::Quorum,
             ProtocolConfig::Lease(_) => Protocol::Lease,
+            ProtocolConfig::Meteor(_) => Protocol::Meteor,
         }
     }
 
@@ -329,6 +366,7 @@ impl ProtocolConfig {
             Protocol::Chain => ProtocolConfig::Chain,
             Protocol::Quorum => ProtocolConfig::Quorum(QuorumOptions::default()),
             Protocol::Lease => ProtocolConfig::Lease(LeaseOptions::default()),
+            Protocol::Meteor => ProtocolConfig::Meteor(MeteorOptions::default()),
         }
     }
 
@@ -342,6 +380,8 @@ impl ProtocolConfig {
             ("--timestamps", k.timestamps.is_some(), Protocol::Quorum),
             ("--lease-ms", k.lease_ms.is_some(), Protocol::Lease),
             ("--write-mode", k.write_mode.is_some(), Protocol::Lease),
+            ("--status-interval-ms", k.status_interval_ms.is_some(), Protocol::Meteor),
+            ("--clock-bound-ms", k.clock_bound_ms.is_some(), Protocol::Meteor),
         ];
         if let Some((knob, ..)) = given.into_iter().find(|&(_, set, owner)| set && owner != protocol) {
             return Err(KeyspaceError::NotForProtocol { knob, protocol });
@@ -356,15 +396,42 @@ impl ProtocolConfig {
                 lease_ms: k.lease_ms.unwrap_or(l.lease_ms),
                 write_mode: k.write_mode.map_or(Ok(l.write_mode), str::parse)?,
             })),
+            ProtocolConfig::Meteor(m) => Ok(ProtocolConfig::Meteor(MeteorOptions {
+                status_interval_ms: k.status_interval_ms.unwrap_or(m.status_interval_ms),
+                clock_bound_ms: k.clock_bound_ms.unwrap_or(m.clock_bound_ms),
+            })),
             chain => Ok(chain),
         }
     }
 
-    /// The quorum knobs, for a quorum keyspace.
+    /// The quorum knobs, for a quorum keyspace, and the quorums a meteor keyspace's writes use.
     pub fn quorum(&self) -> Option<&QuorumOptions> {
         match self {
             ProtocolConfig::Quorum(q) => Some(q),
+            ProtocolConfig::Meteor(_) => Some(&MeteorOptions::QUORUMS),
             ProtocolConfig::Chain | ProtocolConfig::Lease(_) => None,
+        }
+    }
+
+    /// The knobs as `keyspace create` and `sim` take them, each with a leading space (none for a chain).
+    pub fn as_args(&self) -> String {
+        match self {
+            ProtocolConfig::Chain => String::new(),
+            ProtocolConfig::Quorum(q) => {
+                format!(" --read-quorum {} --write-quorum {} --timestamps {}", q.read, q.write, q.timestamps)
+            }
+            ProtocolConfig::Lease(l) => format!(" --lease-ms {} --write-mode {}", l.lease_ms, l.write_mode),
+            ProtocolConfig::Meteor(m) => {
+                format!(" --status-interval-ms {} --clock-bound-ms {}", m.status_interval_ms, m.clock_bound_ms)
+            }
+        }
+    }
+
+    /// The meteor knobs, for a meteor keyspace.
+    pub fn meteor(&self) -> Option<&MeteorOptions> {
+        match self {
+            ProtocolConfig::Meteor(m) => Some(m),
+            _ => None,
         }
     }
 
@@ -372,7 +439,7 @@ impl ProtocolConfig {
     pub fn lease(&self) -> Option<&LeaseOptions> {
         match self {
             ProtocolConfig::Lease(l) => Some(l),
-            ProtocolConfig::Chain | ProtocolConfig::Quorum(_) => None,
+            ProtocolConfig::Chain | ProtocolConfig::Quorum(_) | ProtocolConfig::Meteor(_) => None,
         }
     }
 }
@@ -454,6 +521,7 @@ impl KeyspaceConfig {
         match &self.protocol {
             ProtocolConfig::Quorum(q) => self.validate_quorum(q)?,
             ProtocolConfig::Lease(l) => self.validate_lease(l)?,
+            ProtocolConfig::Meteor(m) => self.validate_meteor(m)?,
             ProtocolConfig::Chain => {}
         }
         Ok(self.placement.validate(self.replicas.len())?)
@@ -495,6 +563,18 @@ impl KeyspaceConfig {
         }
         if l.lease_ms < LEASE_MIN_MS {
             return Err(KeyspaceError::LeaseTooShort(l.lease_ms));
+        }
+        Ok(())
+    }
+
+    /// A meteor keyspace's reads need a majority of replicas that still stands after one fails.
+    fn validate_meteor(&self, m: &MeteorOptions) -> Result<(), KeyspaceError> {
+        self.validate_majorities(Protocol::Meteor)?;
+        if self.replicas.len() < METEOR_REPLICAS_MIN {
+            return Err(KeyspaceError::MeteorTooFewReplicas(self.replicas.len()));
+        }
+        if m.status_interval_ms == 0 {
+            return Err(KeyspaceError::MeteorIntervalZero);
         }
         Ok(())
     }

@@ -216,6 +216,21 @@ impl<M, T> Effects<M, T> {
         self.items.is_empty() && !self.is_dirty()
     }
 
+    /// Moves `inner`'s effects and writes into this collector, wrapping its messages and timers: how a core that
+    /// runs another core (a node its protocols, a protocol a shared engine) takes what that core did.
+    #[inline]
+    pub fn absorb<M2, T2>(&mut self, inner: &mut Effects<M2, T2>, msg: impl Fn(M2) -> M, timer: impl Fn(T2) -> T) {
+        let (items, dirt) = inner.drain();
+        self.add_dirt(dirt);
+        self.items.extend(items.map(|e| match e {
+            Effect::Send { to, msg: m, after_sync } => Effect::Send { to, msg: msg(m), after_sync },
+            Effect::Reply { id, reply, after_sync } => Effect::Reply { id, reply, after_sync },
+            Effect::SetTimer { timer: t, after } => Effect::SetTimer { timer: timer(t), after },
+            Effect::CancelTimer { timer: t } => Effect::CancelTimer { timer: timer(t) },
+            Effect::Address { node, addr } => Effect::Address { node, addr },
+        }));
+    }
+
     /// Takes the effects out, leaving the collector empty and clean. It keeps its room, so a runner that keeps
     /// one collector allocates nothing per step.
     pub fn drain(&mut self) -> (std::vec::Drain<'_, Effect<M, T>>, Dirt) {

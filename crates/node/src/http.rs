@@ -223,7 +223,7 @@ pub(crate) struct NewKeyspace {
     durability: Option<String>,
     /// A cache keyspace's cap per node: bytes, as a number or a size such as `"256mb"`.
     maxmemory: Option<Value>,
-    /// `chain` (the default), `quorum` or `lease`.
+    /// `chain` (the default), `quorum`, `lease` or `meteor`.
     protocol: Option<String>,
     /// A quorum keyspace's read and write consistency levels: `one`, `quorum` (the default), `all` or a count.
     read_quorum: Option<String>,
@@ -234,6 +234,9 @@ pub(crate) struct NewKeyspace {
     lease_ms: Option<u32>,
     /// A lease keyspace's write mode: `active` (the default) or `passive`.
     write_mode: Option<String>,
+    /// A meteor keyspace's status interval (default 10) and clock bound ε (default 10), in milliseconds.
+    status_interval_ms: Option<u32>,
+    clock_bound_ms: Option<u32>,
     /// Replicas per region, the home region first: `[["eu", 2], ["us", 1]]`; absent or empty: spread.
     #[serde(default)]
     placement: Vec<(String, u32)>,
@@ -269,6 +272,8 @@ impl NewKeyspace {
             timestamps: self.timestamps.as_deref(),
             lease_ms: self.lease_ms,
             write_mode: self.write_mode.as_deref(),
+            status_interval_ms: self.status_interval_ms,
+            clock_bound_ms: self.clock_bound_ms,
         };
         config.protocol =
             ProtocolConfig::from_options(protocol.unwrap_or_default(), &knobs).map_err(|e| e.to_string())?;

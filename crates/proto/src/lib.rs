@@ -49,6 +49,7 @@ pub mod host;
 pub mod lease;
 pub mod manager;
 pub mod map;
+pub mod meteor;
 pub mod node;
 pub mod ops;
 pub mod protocol;

@@ -31,6 +31,9 @@ pub enum Claim {
     Linearizable,
     /// Reads may be stale; no read returns a value no write wrote. The simulator measures the staleness.
     Staleness,
+    /// Per key, one order of the writes that every client's reads follow in its own order, reading its own
+    /// writes and never going back (sequential consistency with session guarantees).
+    Sequential,
 }
 
 /// The requests beyond plain reads, puts and deletes that a keyspace's protocol takes in a configuration; it

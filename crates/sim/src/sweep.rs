@@ -44,6 +44,7 @@ impl CheckModel {
         match Protocols::claim(config) {
             Claim::Linearizable => CheckModel::Linearizable,
             Claim::Staleness => CheckModel::Staleness,
+            Claim::Sequential => CheckModel::Sequential,
         }
     }
 }

@@ -123,3 +123,19 @@ fn lease_seeds() {
     let sweep = seed(54_000_108, faults, lease(placement.clone()));
     passes(&ChainSweep { nodes: 4, topology: Some(topology.clone()), ..sweep });
 }
+
+/// The meteor keyspace's seeds on `globlease-4` (docs/protocols/meteor.md), each with its clock bound at the
+/// simulator's clock spread: 3100405 (a write resent with its version was rejected by replicas that had taken it
+/// in its first attempt and a newer one since, and failed though reads had returned it) and 3100225 (a restarted
+/// node's statuses ignored because its new run was numbered below its old one: runs are numbered at random).
+#[test]
+fn meteor_seeds() {
+    use meridian_core::{MeteorOptions, ProtocolConfig};
+    let meteor = MeteorOptions { clock_bound_ms: 200, ..MeteorOptions::default() };
+    let default = KeyspaceConfig { protocol: ProtocolConfig::Meteor(meteor), ..KeyspaceConfig::durable(3) };
+    let topology = std::sync::Arc::new(meridian_core::topology::Topology::load("globlease-4").unwrap());
+    for s in [3_100_405, 3_100_225] {
+        let sweep = seed(s, "crash,partition,pause,clock,region", default.clone());
+        passes(&ChainSweep { nodes: 4, topology: Some(topology.clone()), ..sweep });
+    }
+}

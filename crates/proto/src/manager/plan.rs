@@ -125,7 +125,9 @@ pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u
     for (id, c) in map.chains.iter().filter(|(_, c)| c.change.is_none()) {
         let protocol = map.keyspaces.get(&id.keyspace()).map(|k| k.config.protocol.protocol());
         let change = match protocol {
-            Some(Protocol::Quorum | Protocol::Lease) => crate::quorum::rules::next_change(map, c, &targets[id], step),
+            Some(Protocol::Quorum | Protocol::Lease | Protocol::Meteor) => {
+                crate::quorum::rules::next_change(map, c, &targets[id], step)
+            }
             _ => next_change(map, c, &targets[id], step),
         };
         let Some(change) = change else {

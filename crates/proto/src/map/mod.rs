@@ -316,20 +316,22 @@ pub enum Applied {
 /// node refuses files of another version, naming both. Format 3 added quorum keyspaces (a protocol variant
 /// with its knobs) to format 2, format 4 lease keyspaces to format 3, and format 5 the command
 /// [`MapCommand::SetMasterRegion`], each keeping the encoding before it; format 6 added [`ClusterMap::masters`]
-/// and [`MapCommand::SetKeyMaster`], format 7 [`ClusterMap::hosts`] and [`MapCommand::AddAffiliate`]. Commands
-/// of formats 2 to 6 decode as they are, and their maps through [`older_map`] ([`ENCODED_AS_CURRENT`]), while
-/// an older build refuses a newer file rather than misread it.
-pub const MAP_FORMAT: u8 = 7;
+/// and [`MapCommand::SetKeyMaster`], format 7 [`ClusterMap::hosts`] and [`MapCommand::AddAffiliate`], format 8
+/// meteor keyspaces. Commands of formats 2 to 7 decode as they are, and their maps through [`older_map`]
+/// ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than misread it.
+pub const MAP_FORMAT: u8 = 8;
 
 /// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps lack later
 /// fields: [`older_map`] reads them).
-pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6];
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6, 7];
 
 /// Decodes a map of `format`, one before [`MAP_FORMAT`], through the frozen copy of its shape.
 pub(crate) fn older_map(format: u8, bytes: &[u8]) -> postcard::Result<ClusterMap> {
     match format {
         1 => format1::map(bytes),
         6 => format6::map(bytes),
+        // Format 8 only added a protocol variant: a map of format 7 is one of the current shape.
+        7 => postcard::from_bytes(bytes),
         _ => format5::map(bytes),
     }
 }

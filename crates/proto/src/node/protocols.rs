@@ -16,7 +16,7 @@ use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
 use crate::reports::ReplicaReports;
 use crate::requests::Origin;
 use crate::stores::Stores;
-use meridian_core::{ChainId, Effect, Effects, KeyspaceId, NodeId, Protocol, Reply, Request, Time};
+use meridian_core::{ChainId, Effects, KeyspaceId, NodeId, Protocol, Reply, Request, Time};
 use meridian_store::StoreError;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -182,6 +182,7 @@ protocols! {
     Chain => chain: crate::chain::ChainNode,
     Quorum => quorum: crate::quorum::QuorumNode,
     Lease => lease: crate::lease::LeaseNode,
+    Meteor => meteor: crate::meteor::MeteorNode,
 }
 
 /// A protocol's core, with the collector its effects go into before the node wraps them into its own (kept, so
@@ -207,19 +208,7 @@ impl<P: KeyspaceProtocol> Plug<P> {
         f: impl FnOnce(&mut P, &mut Host, &mut Effects<P::Msg, P::Timer>),
     ) {
         f(&mut self.core, host, &mut self.fx);
-        let (items, dirt) = self.fx.drain();
-        out.add_dirt(dirt);
-        for e in items {
-            match e {
-                Effect::Send { to, msg: m, after_sync: false } => out.send(to, msg(m)),
-                Effect::Send { to, msg: m, after_sync: true } => out.send_after_sync(to, msg(m)),
-                Effect::Reply { id, reply, after_sync: false } => out.reply(id, reply),
-                Effect::Reply { id, reply, after_sync: true } => out.reply_after_sync(id, reply),
-                Effect::SetTimer { timer: t, after } => out.set_timer(timer(t), after),
-                Effect::CancelTimer { timer: t } => out.cancel_timer(timer(t)),
-                Effect::Address { node, addr } => out.address(node, addr),
-            }
-        }
+        out.absorb(&mut self.fx, msg, timer);
     }
 }
 

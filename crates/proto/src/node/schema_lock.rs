@@ -17,6 +17,7 @@ use crate::lease::msg::{
 use crate::lease::{LeaseMsg, OpId as LeaseOpId};
 use crate::manager::msg::{Heartbeat, HeartbeatReply, MgrMsg};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeAddrs, MAP_FORMAT};
+use crate::meteor::msg::{Ack, LocalRead, MeteorMsg, Page, Status};
 use crate::quorum::msg::{CopyData as QuorumCopyData, CopyReq as QuorumCopyReq};
 use crate::quorum::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
 use crate::reports::{KeyMove, ReplicaReports, StepReport};
@@ -24,15 +25,15 @@ use bytes::Bytes;
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
     ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, LeaseOptions, Level, Location,
-    NodeId, Placement, ProtocolConfig, QuorumOptions, Read, ReplicaKind, Reply, RequestId, Scan, ScanWant, Stamps,
-    Write, WriteMode, WriteOp,
+    MeteorOptions, NodeId, Placement, ProtocolConfig, QuorumOptions, Read, ReplicaKind, Reply, RequestId, Scan,
+    ScanWant, Stamps, Write, WriteMode, WriteOp,
 };
 use std::time::Duration;
 
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
-/// `QuorumMsg` and `LeaseMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 5]) = ((12, 0xa9f2_4f09), (7, 0xe33f_48b0), [14, 9, 16, 7, 21]);
+/// `QuorumMsg`, `LeaseMsg` and `MeteorMsg`.
+const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0x53dd_17b6), (8, 0x3f23_0802), [14, 9, 16, 8, 21, 9]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -183,6 +184,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::CreateKeyspace { name: "md".into(), config },
         MapCommand::CreateKeyspace { name: "q".into(), config: quorum_keyspace() },
         MapCommand::CreateKeyspace { name: "l".into(), config: lease_keyspace() },
+        MapCommand::CreateKeyspace { name: "m".into(), config: meteor_keyspace() },
         MapCommand::DropKeyspace { name: "md".into() },
         MapCommand::ReplicaLost { chain, node, incarnation: 5 },
         MapCommand::ReplicaRestored { chain, node, incarnation: 5 },
@@ -223,6 +225,12 @@ fn lease_keyspace() -> KeyspaceConfig {
     let l = LeaseOptions { lease_ms: 5_000, write_mode: WriteMode::Passive };
     let placement = Placement::one_in_each("us,eu").unwrap();
     KeyspaceConfig { protocol: ProtocolConfig::Lease(l), placement, ..KeyspaceConfig::durable(2) }
+}
+
+/// A meteor keyspace with every knob away from its default.
+fn meteor_keyspace() -> KeyspaceConfig {
+    let m = MeteorOptions { status_interval_ms: 25, clock_bound_ms: 3 };
+    KeyspaceConfig { protocol: ProtocolConfig::Meteor(m), ..KeyspaceConfig::durable(3) }
 }
 
 /// One of each `LeaseMsg` variant, as for [`chain_messages`].
@@ -346,6 +354,7 @@ fn quorum_messages() -> Vec<QuorumMsg> {
         QuorumMsg::Write(WriteReq { op: Some(op), chain, fence, key: key.clone(), versioned: versioned.clone() }),
         QuorumMsg::Written { op, existed: true },
         QuorumMsg::Refused { op },
+        QuorumMsg::Rejected { op, held: 1 << 21 | 4 },
         QuorumMsg::CopyReq(QuorumCopyReq { chain, fence, after: Some(key.clone()) }),
         QuorumMsg::CopyData(QuorumCopyData { chain, fence, entries: vec![(key, versioned)], more: false }),
     ];
@@ -357,8 +366,53 @@ fn quorum_messages() -> Vec<QuorumMsg> {
         QuorumMsg::Refused { .. } => 4,
         QuorumMsg::CopyReq(_) => 5,
         QuorumMsg::CopyData(_) => 6,
+        QuorumMsg::Rejected { .. } => 7,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[3] - 1, "QuorumMsg");
+    samples
+}
+
+/// One of each `MeteorMsg` variant, as for [`chain_messages`].
+fn meteor_messages() -> Vec<MeteorMsg> {
+    let (chain, fence, key) = (ChainId(5), Fence { view: 2, step: 7 }, Bytes::from_static(b"k"));
+    let versioned = Versioned { version: 1 << 20 | 3, value: Some(Bytes::from_static(b"\x00v")) };
+    let read = LocalRead { origin: origin(), chain, fence, key: key.clone(), read: Read::Value };
+    let ack = Some(Ack { of: 4, seq: 9, gap: true });
+    let changes = vec![(chain, key.clone(), 1 << 20 | 3)];
+    let status = Status {
+        incarnation: 3,
+        seq: 10,
+        covers_from: 8,
+        sent_ms: 1_800_000,
+        ack,
+        changes,
+        fences: vec![(chain, fence)],
+    };
+    let versions = vec![(key.clone(), 7)];
+    let page = Page { incarnation: 3, chain, after: Some(key.clone()), seq: 6, fence, versions, more: true };
+    let samples = vec![
+        MeteorMsg::Quorum(QuorumMsg::Refused { op: OpId { incarnation: 3, seq: 8 } }),
+        MeteorMsg::Read(read),
+        MeteorMsg::Answer { origin: origin(), reply: Reply::Value(Some(Bytes::from_static(b"v"))) },
+        MeteorMsg::Bounce { origin: origin() },
+        MeteorMsg::Status(status),
+        MeteorMsg::PageReq { chain, after: None },
+        MeteorMsg::Page(page),
+        MeteorMsg::Fetch { chain, key: key.clone(), version: 7 },
+        MeteorMsg::Fetched { chain, key, found: Some(versioned) },
+    ];
+    let numbered = |m: &MeteorMsg| match m {
+        MeteorMsg::Quorum(_) => 0,
+        MeteorMsg::Read(_) => 1,
+        MeteorMsg::Answer { .. } => 2,
+        MeteorMsg::Bounce { .. } => 3,
+        MeteorMsg::Status(_) => 4,
+        MeteorMsg::PageReq { .. } => 5,
+        MeteorMsg::Page(_) => 6,
+        MeteorMsg::Fetch { .. } => 7,
+        MeteorMsg::Fetched { .. } => 8,
+    };
+    assert_covers(samples.iter().map(numbered), RECORDED.2[5] - 1, "MeteorMsg");
     samples
 }
 
@@ -451,7 +505,9 @@ fn the_wire_version_names_the_encoding_of_every_peer_message() {
     let chain = chain_messages().into_iter().map(NodeMsg::Chain);
     let quorum = quorum_messages().into_iter().map(NodeMsg::Quorum);
     let lease = lease_messages().into_iter().map(NodeMsg::Lease);
-    let messages = chain.chain(manager_messages().into_iter().map(NodeMsg::Mgr)).chain(quorum).chain(lease);
+    let meteor = meteor_messages().into_iter().map(NodeMsg::Meteor);
+    let messages =
+        chain.chain(manager_messages().into_iter().map(NodeMsg::Mgr)).chain(quorum).chain(lease).chain(meteor);
     assert_eq!(
         (WIRE_VERSION, checksum(messages)),
         RECORDED.0,

@@ -76,6 +76,8 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "timestamps": k.config.protocol.quorum().map(|q| q.timestamps.name()),
                 "lease_ms": k.config.protocol.lease().map(|l| l.lease_ms),
                 "write_mode": k.config.protocol.lease().map(|l| l.write_mode.name()),
+                "status_interval_ms": k.config.protocol.meteor().map(|m| m.status_interval_ms),
+                "clock_bound_ms": k.config.protocol.meteor().map(|m| m.clock_bound_ms),
             })
         })
         .collect();

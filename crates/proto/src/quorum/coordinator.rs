@@ -33,6 +33,11 @@ pub(super) struct Op {
     pub cfg: Config,
     /// Replicas that refused (another configuration): once the rest cannot make up the phase, it gives up.
     pub refused: BTreeSet<NodeId>,
+    /// Replicas that held a newer version than the write's (meteor keyspaces).
+    pub rejected: BTreeSet<NodeId>,
+    /// A write sent again with the version an earlier attempt may have stored: a replica that rejects it now may
+    /// have taken it then, and a newer one since.
+    pub resent: bool,
     /// The tick it started at; it is dropped once its request timed out.
     pub started: u64,
 }
@@ -47,7 +52,17 @@ impl Op {
             }
             Phase::Settle { .. } => return false,
         };
-        have + counted.saturating_sub(have + self.refused.len()) < need
+        have + counted.saturating_sub(have + self.refused.len() + self.rejected.len()) < need
+    }
+
+    /// Whether a majority of the partition's replicas hold newer versions than the write's, with no joiner
+    /// taking writes: then no majority of this configuration or a later one ever agrees on the write's version
+    /// (a joiner copies from a set that meets that majority). With a joiner, the replicas that took the write
+    /// and the joiner could become a majority once the joiner counts; so only a majority of holders decides.
+    pub fn outvoted(&self) -> bool {
+        let holders = &self.cfg.holders;
+        let rejecting = self.rejected.iter().filter(|n| holders.contains(n)).count();
+        matches!(self.phase, Phase::Store { .. }) && self.cfg.joiner.is_none() && rejecting > holders.len() / 2
     }
 
     /// Whether `from`'s reply counts in the phase under way.

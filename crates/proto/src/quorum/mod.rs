@@ -30,7 +30,7 @@ pub mod msg;
 pub mod rules;
 
 use crate::chain::ReplicaStatus;
-use crate::host::{Host, Syncs};
+use crate::host::{timed_out, Host, Syncs};
 use crate::map::{ChainChange, ChainView, ClusterMap};
 use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
 use crate::reports::{ReplicaReports, StepReport};
@@ -75,32 +75,40 @@ pub struct QuorumStats {
     pub repairs: u64,
     /// Operations handed back to the front-end because the partition's configuration changed under them.
     pub bounced: u64,
+    /// Writes that failed because enough replicas held newer versions (meteor keyspaces).
+    pub rejected: u64,
     /// Copies this node finished as a joiner.
     pub copies: u64,
 }
 
 /// A partition's configuration in a map: who counts, who joins, and the keyspace's levels.
 #[derive(Clone, Debug)]
-struct Config {
-    chain: ChainId,
-    fence: Fence,
+pub(crate) struct Config {
+    pub(crate) chain: ChainId,
+    pub(crate) fence: Fence,
     /// Members with a whole replica: N, and whom reads ask.
-    holders: Vec<NodeId>,
+    pub(crate) holders: Vec<NodeId>,
     /// The node an Add in flight brings in: it takes writes, and counts once the step is done.
     joiner: Option<NodeId>,
     opts: QuorumOptions,
+    /// A replica refuses a write older than what it holds (MeteorShower's writeLocal), rather than taking
+    /// nothing and acknowledging it: the write then fails, so no client sees it succeed after a newer one.
+    rejects_older: bool,
 }
 
 impl Config {
-    fn of(map: &ClusterMap, c: &ChainView) -> Option<Config> {
-        let opts = *map.keyspaces.get(&c.id.keyspace())?.config.protocol.quorum()?;
+    /// `c`'s configuration, if its keyspace runs `protocol` (quorum, or meteor, whose writes are quorum writes).
+    pub(crate) fn of(map: &ClusterMap, c: &ChainView, protocol: Protocol) -> Option<Config> {
+        let config = &map.keyspaces.get(&c.id.keyspace())?.config.protocol;
+        let opts = *config.quorum().filter(|_| config.protocol() == protocol)?;
         let joiner = match c.change {
             Some(ChainChange::Add { node, .. }) => Some(node),
             _ => None,
         };
         let holders = c.holders();
         let step = c.change.as_ref().map_or(0, ChainChange::step);
-        Some(Config { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, opts })
+        let rejects_older = protocol == Protocol::Meteor;
+        Some(Config { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, opts, rejects_older })
     }
 
     /// Replies a read (or a version query) waits for.
@@ -121,16 +129,18 @@ impl Config {
     }
 
     /// Whom a write goes to.
-    fn writers(&self) -> impl Iterator<Item = NodeId> + '_ {
+    pub(crate) fn writers(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.holders.iter().copied().chain(self.joiner)
     }
 
-    fn takes_part(&self, node: NodeId) -> bool {
+    pub(crate) fn takes_part(&self, node: NodeId) -> bool {
         self.holders.contains(&node) || self.joiner == Some(node)
     }
 }
 
 pub struct QuorumNode {
+    /// The protocol whose keyspaces this core serves: quorum, or meteor's writes and copies.
+    protocol: Protocol,
     me: NodeId,
     incarnation: u64,
     map: Option<Arc<ClusterMap>>,
@@ -152,18 +162,45 @@ pub struct QuorumNode {
 }
 
 impl QuorumNode {
+    /// A core for the keyspaces of `protocol`: quorum's own, or meteor's writes and copies.
+    pub(crate) fn serving(protocol: Protocol, me: NodeId, incarnation: u64) -> QuorumNode {
+        QuorumNode {
+            protocol,
+            me,
+            incarnation,
+            map: None,
+            ops: BTreeMap::new(),
+            next_op: 0,
+            last_counter: 0,
+            stamped: BTreeMap::new(),
+            marked: BTreeSet::new(),
+            copies: BTreeMap::new(),
+            finished: BTreeMap::new(),
+            stats: QuorumStats::default(),
+        }
+    }
+
     pub fn stats(&self) -> QuorumStats {
         self.stats
     }
 
-    fn config(&self, chain: ChainId) -> Option<Config> {
+    /// This node's run: what its operation ids and a meteor replica's statuses and pages name.
+    pub(crate) fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    pub(crate) fn config(&self, chain: ChainId) -> Option<Config> {
         let map = self.map.as_ref()?;
-        Config::of(map, map.chains.get(&chain)?)
+        Config::of(map, map.chains.get(&chain)?, self.protocol)
     }
 
     /// The store `chain`'s replica lives in, opened if need be, with the watermark that lets compaction reclaim
     /// superseded versions.
-    fn store<'h>(&mut self, host: &'h mut Host, chain: ChainId) -> Result<&'h mut dyn Datastore, StoreError> {
+    pub(crate) fn store<'h>(
+        &mut self,
+        host: &'h mut Host,
+        chain: ChainId,
+    ) -> Result<&'h mut dyn Datastore, StoreError> {
         let store = host.stores.get_or_open((chain.keyspace(), ReplicaKind::Log), false)?;
         if self.marked.insert(chain) {
             store.append(&replica::reclaim_all(chain))?;
@@ -172,7 +209,7 @@ impl QuorumNode {
     }
 
     /// Records a write to `chain`'s store: the runner owes a sync in its keyspace's durability mode.
-    fn mark_written(&self, chain: ChainId, out: &mut Fx) {
+    pub(crate) fn mark_written(&self, chain: ChainId, out: &mut Fx) {
         let durability = self.map.as_ref().and_then(|m| m.keyspaces.get(&chain.keyspace())?.config.durability);
         out.mark_dirty_as(durability);
     }
@@ -183,7 +220,7 @@ impl QuorumNode {
         version::of(self.last_counter, self.me)
     }
 
-    fn answer(&mut self, host: &mut Host, origin: &Origin, reply: Reply, out: &mut Fx) {
+    pub(crate) fn answer(&mut self, host: &mut Host, origin: &Origin, reply: Reply, out: &mut Fx) {
         if let Some(id) = host.requests.complete(origin) {
             out.reply(id, reply);
         }
@@ -214,8 +251,8 @@ impl QuorumNode {
                 Phase::Query { need: cfg.read_need(), found: BTreeMap::new() }
             }
         };
-        let refused = BTreeSet::new();
-        let op = Op { origin, req, key, asked, phase, cfg, refused, started: host.tick };
+        let (refused, rejected, resent) = (BTreeSet::new(), BTreeSet::new(), stamped.is_some());
+        let op = Op { origin, req, key, asked, phase, cfg, refused, rejected, resent, started: host.tick };
         self.ops.insert(seq, op);
     }
 
@@ -323,17 +360,46 @@ impl QuorumNode {
         self.answer(host, &o.origin, reply, out);
     }
 
+    /// A replica held a newer version than `op`'s write. Once a majority did (`Op::outvoted`), the write fails,
+    /// certainly not taking effect in the order of versions (a minority may keep it, but no majority ever agrees
+    /// on it), unless it was sent before with the same version: then it may have taken effect, and been
+    /// overwritten since. Rejections that leave the write short otherwise (a joiner taking writes) leave its
+    /// outcome unknown too. The next write this node stamps is newer than what was held.
+    fn on_rejected(&mut self, host: &mut Host, from: NodeId, op: OpId, held: u64, out: &mut Fx) {
+        self.last_counter = self.last_counter.max(version::counter(held));
+        let Some(o) = self.op_for(op, from) else { return };
+        o.rejected.insert(from);
+        let (outvoted, short) = (o.outvoted(), o.hopeless() && o.refused.is_empty());
+        if !outvoted && !short {
+            return self.give_back_if_hopeless(host, op);
+        }
+        let o = self.ops.remove(&op.seq).expect("the operation under way");
+        self.stats.rejected += 1;
+        let why = "a newer write of the key came first (writes are ordered by their coordinator's clock)";
+        let reply = match outvoted && !o.resent {
+            true => Reply::Error(ErrorKind::Unavailable, format!("{why}; retry")),
+            false => timed_out(true, why),
+        };
+        self.answer(host, &o.origin, reply, out);
+    }
+
     fn on_refused(&mut self, host: &mut Host, from: NodeId, op: OpId) {
         let Some(o) = self.op_for(op, from) else { return };
         o.refused.insert(from);
-        if o.hopeless() {
-            let o = self.ops.remove(&op.seq).expect("the operation under way");
-            self.stats.bounced += 1;
-            if let (Asked::Write(_), Phase::Store { versioned, .. }) = (&o.asked, &o.phase) {
-                self.stamped.insert(o.origin.id, (versioned.version, host.tick));
-            }
-            host.requests.bounce_here(&o.origin, o.req);
+        self.give_back_if_hopeless(host, op);
+    }
+
+    /// Hands `op` back to the front-end once the replies still missing cannot make up its phase.
+    fn give_back_if_hopeless(&mut self, host: &mut Host, op: OpId) {
+        if !self.ops.get(&op.seq).is_some_and(Op::hopeless) {
+            return;
         }
+        let o = self.ops.remove(&op.seq).expect("the operation under way");
+        self.stats.bounced += 1;
+        if let (Asked::Write(_), Phase::Store { versioned, .. }) = (&o.asked, &o.phase) {
+            self.stamped.insert(o.origin.id, (versioned.version, host.tick));
+        }
+        host.requests.bounce_here(&o.origin, o.req);
     }
 
     /// A replica's answer to a read or version query, in the configuration it was sent in only.
@@ -355,12 +421,17 @@ impl QuorumNode {
             }
             return;
         }
-        match self.store(host, w.chain).and_then(|s| replica::apply(s, w.chain, &w.key, &w.versioned)) {
-            Ok(existed) => {
+        let rejects_older = self.config(w.chain).is_some_and(|c| c.rejects_older);
+        match self.store(host, w.chain).and_then(|s| replica::offer(s, w.chain, &w.key, &w.versioned)) {
+            Ok(offered) => {
                 self.mark_written(w.chain, out);
-                if let Some(op) = w.op {
-                    out.send_after_sync(from, QuorumMsg::Written { op, existed });
-                }
+                let Some(op) = w.op else { return };
+                // What it holds instead may not be durable yet: the refusal waits for it, as an ack would.
+                let reply = match offered.held > w.versioned.version && rejects_older {
+                    true => QuorumMsg::Rejected { op, held: offered.held },
+                    false => QuorumMsg::Written { op, existed: offered.existed },
+                };
+                out.send_after_sync(from, reply);
             }
             Err(e) => tracing::warn!(chain = %w.chain, "quorum replica cannot write: {e}"),
         }
@@ -399,25 +470,16 @@ impl KeyspaceProtocol for QuorumNode {
         incarnation: u64,
         _previous: PreviousRun,
     ) -> Result<QuorumNode, StoreError> {
-        Ok(QuorumNode {
-            me,
-            incarnation,
-            map: None,
-            ops: BTreeMap::new(),
-            next_op: 0,
-            last_counter: 0,
-            stamped: BTreeMap::new(),
-            marked: BTreeSet::new(),
-            copies: BTreeMap::new(),
-            finished: BTreeMap::new(),
-            stats: QuorumStats::default(),
-        })
+        Ok(QuorumNode::serving(Protocol::Quorum, me, incarnation))
     }
 
     fn adopt(&mut self, host: &mut Host, map: &Arc<ClusterMap>, _now: Time, out: &mut Fx) {
         self.map = Some(map.clone());
-        let configs: Vec<(ChainId, Config, Option<ChainChange>)> =
-            map.chains.values().filter_map(|c| Some((c.id, Config::of(map, c)?, c.change.clone()))).collect();
+        let configs: Vec<(ChainId, Config, Option<ChainChange>)> = map
+            .chains
+            .values()
+            .filter_map(|c| Some((c.id, Config::of(map, c, self.protocol)?, c.change.clone())))
+            .collect();
         self.finished.retain(|chain, (report, _)| {
             configs.iter().any(|(c, _, change)| c == chain && still_wanted(report, change.as_ref()))
         });
@@ -447,11 +509,11 @@ impl KeyspaceProtocol for QuorumNode {
             }
             return;
         };
-        let asked = match Asked::of(&req, Protocol::Quorum) {
+        let asked = match Asked::of(&req, self.protocol) {
             Ok(asked) => asked,
             Err(why) => return self.answer(host, &origin, Reply::Error(ErrorKind::Invalid, why), out),
         };
-        let cfg = Config::of(&map, c).expect("a quorum keyspace's partition");
+        let cfg = Config::of(&map, c, self.protocol).expect("a partition of the protocol's keyspace");
         self.start(host, origin, req, asked, cfg, out);
     }
 
@@ -462,6 +524,7 @@ impl KeyspaceProtocol for QuorumNode {
             QuorumMsg::Write(w) => self.on_write(host, from, w, out),
             QuorumMsg::Written { op, existed } => self.on_written(host, from, op, existed, out),
             QuorumMsg::Refused { op } => self.on_refused(host, from, op),
+            QuorumMsg::Rejected { op, held } => self.on_rejected(host, from, op, held, out),
             QuorumMsg::CopyReq(req) => self.on_copy_req(host, from, req, out),
             QuorumMsg::CopyData(data) => self.on_copy_data(host, from, data, out),
         }
@@ -488,7 +551,7 @@ impl KeyspaceProtocol for QuorumNode {
 
     fn status(&self, _stores: &Stores, _now: Time) -> Vec<ReplicaStatus> {
         let Some(map) = self.map.as_ref() else { return Vec::new() };
-        let mine = map.chains.values().filter_map(|c| Some((c, Config::of(map, c)?)));
+        let mine = map.chains.values().filter_map(|c| Some((c, Config::of(map, c, self.protocol)?)));
         mine.filter(|(_, cfg)| cfg.takes_part(self.me))
             .map(|(c, cfg)| {
                 let holds = cfg.holders.contains(&self.me);
@@ -504,6 +567,7 @@ impl KeyspaceProtocol for QuorumNode {
             ("quorum writes", s.writes),
             ("quorum repairs", s.repairs),
             ("quorum operations bounced", s.bounced),
+            ("quorum writes rejected", s.rejected),
             ("quorum copies", s.copies),
         ]
     }
@@ -591,7 +655,7 @@ mod tests {
             })
             .collect();
         assert_eq!(asked.iter().copied().collect::<BTreeSet<_>>(), (1..=3).map(NodeId).collect(), "every replica");
-        let fence = Config::of(&map, &map.chains[&ChainId(0)]).unwrap().fence;
+        let fence = Config::of(&map, &map.chains[&ChainId(0)], Protocol::Quorum).unwrap().fence;
         let key = Bytes::from_static(b"k");
         let page = |version| msg::CopyData {
             chain: ChainId(0),

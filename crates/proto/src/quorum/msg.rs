@@ -55,6 +55,12 @@ pub enum QuorumMsg {
     Refused {
         op: OpId,
     },
+    /// Replica → coordinator: it holds `held`, newer than `op`'s version, and took nothing (meteor keyspaces
+    /// only; a quorum replica acknowledges a version it did not need).
+    Rejected {
+        op: OpId,
+        held: u64,
+    },
     CopyReq(CopyReq),
     CopyData(CopyData),
 }
@@ -64,7 +70,10 @@ impl QuorumMsg {
     pub fn label(&self) -> &'static str {
         match self {
             QuorumMsg::Read(_) | QuorumMsg::Found { .. } => "quorum-read",
-            QuorumMsg::Write(_) | QuorumMsg::Written { .. } | QuorumMsg::Refused { .. } => "quorum-write",
+            QuorumMsg::Write(_)
+            | QuorumMsg::Written { .. }
+            | QuorumMsg::Refused { .. }
+            | QuorumMsg::Rejected { .. } => "quorum-write",
             QuorumMsg::CopyReq(_) | QuorumMsg::CopyData(_) => "copy",
         }
     }

@@ -22,11 +22,25 @@ fn versioned(e: Entry) -> Versioned {
 
 /// Takes `v` for `key` if it is newer than what the store holds; says whether the key had a value before.
 pub fn apply(store: &mut dyn Datastore, chain: ChainId, key: &Bytes, v: &Versioned) -> Result<bool, StoreError> {
+    Ok(offer(store, chain, key, v)?.existed)
+}
+
+/// What a replica held of a key when it was offered a version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offered {
+    /// The key had a value.
+    pub existed: bool,
+    /// Its version then: the offer was taken if it was older.
+    pub held: u64,
+}
+
+/// Takes `v` for `key` if it is newer than what the store holds, and says what it held.
+pub fn offer(store: &mut dyn Datastore, chain: ChainId, key: &Bytes, v: &Versioned) -> Result<Offered, StoreError> {
     let held = cell(store, key)?;
     if v.version > held.version {
         put(store, chain, key, v)?;
     }
-    Ok(held.value.is_some())
+    Ok(Offered { existed: held.value.is_some(), held: held.version })
 }
 
 /// Stores `v` for `key` whatever the store holds: the last record of a key is its cell.
