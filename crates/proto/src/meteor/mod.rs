@@ -299,8 +299,16 @@ impl MeteorNode {
         self.wake(host, |p| p.chain == chain && p.key == key, out);
     }
 
+    /// The statuses due (`Statuses::next`): every interval to the peers that reads waiting here count, so that
+    /// idle peers, which hear from this node only now and then, send theirs every interval too.
     fn send_statuses(&mut self, out: &mut Fx) {
-        for (to, status) in self.statuses.next(self.clock_ms) {
+        let chains: BTreeSet<ChainId> = self.parked.values().map(|p| p.chain).collect();
+        let wanting: BTreeSet<NodeId> = (chains.into_iter())
+            .filter_map(|c| self.quorum.config(c))
+            .flat_map(|cfg| cfg.holders)
+            .filter(|&n| n != self.me)
+            .collect();
+        for (to, status) in self.statuses.next(self.clock_ms, &wanting) {
             // A status says what this replica holds: only what is durable.
             out.send_after_sync(to, MeteorMsg::Status(status));
         }

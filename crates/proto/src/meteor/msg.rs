@@ -45,6 +45,9 @@ pub struct Status {
     /// The sender's configuration of each partition whose configuration changed, carried as `changes` are: a
     /// receiver counts the sender in a read only in the configuration the read was sent in.
     pub fences: Vec<(ChainId, Fence)>,
+    /// The sender has reads waiting that count the receiver: send statuses every interval for a while,
+    /// not only now and then.
+    pub want: bool,
 }
 
 /// Replica → replica: the versions of its keys of `chain` after `after`, a page at a time, so that the asker's

@@ -33,7 +33,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg`, `LeaseMsg` and `MeteorMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0x53dd_17b6), (8, 0x3f23_0802), [14, 9, 16, 8, 21, 9]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0xd28a_5b9f), (8, 0x3f23_0802), [14, 9, 16, 8, 21, 9]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -387,6 +387,7 @@ fn meteor_messages() -> Vec<MeteorMsg> {
         ack,
         changes,
         fences: vec![(chain, fence)],
+        want: true,
     };
     let versions = vec![(key.clone(), 7)];
     let page = Page { incarnation: 3, chain, after: Some(key.clone()), seq: 6, fence, versions, more: true };
