@@ -64,6 +64,7 @@ fn sweep_seeds(
         threads: 2,
         trace: false,
         topology: None,
+        staleness_bound: None,
     };
     sweep_chain(&s, &|_| {})
 }
@@ -406,39 +407,48 @@ fn lease_bug_caught_on_seeds_the_sound_core_passes(
     assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
 }
 
-/// Seeds `from..from + seeds` of a lease keyspace with a replica in each region of globlease-4, one node each,
-/// and `affiliates` affiliated nodes.
+/// Seeds `seeds` of one node in each region of globlease-4, under `nemesis`.
+fn globlease_4(
+    seeds: std::ops::Range<u64>,
+    nemesis: &str,
+    check: CheckModel,
+    default: KeyspaceConfig,
+    protocols: ProtocolConfigs,
+) -> ChainSweep {
+    let topology = meridian_core::topology::Topology::load("globlease-4").unwrap();
+    ChainSweep {
+        seeds,
+        nemesis: parse_kinds(nemesis).unwrap(),
+        check,
+        nodes: 4,
+        spares: 0,
+        affiliates: 0,
+        default,
+        vnodes: 4,
+        node: NodeConfig { protocols, ..NodeConfig::default() },
+        threads: 2,
+        trace: false,
+        topology: Some(std::sync::Arc::new(topology)),
+        staleness_bound: None,
+    }
+}
+
+/// Seeds `seeds` of a lease keyspace with a replica in each region of globlease-4, one node each, and
+/// `affiliates` affiliated nodes.
 fn sweep_lease_wan(
     bug: Option<meridian_proto::lease::LeasePlantedBug>,
     seeds: std::ops::Range<u64>,
     nemesis: &str,
     affiliates: usize,
 ) -> Vec<SeedResult> {
-    use meridian_core::topology::Topology;
     use meridian_core::{Placement, Protocol, ProtocolConfig};
-    let topology = std::sync::Arc::new(Topology::load("globlease-4").unwrap());
-    let regions = topology.regions().iter().map(|r| (r.name.clone(), 1)).collect();
+    let regions = ["or", "va", "ir", "tk"].map(|r| (r.to_string(), 1)).to_vec();
     let placement = Placement { regions, banned: Vec::new() };
     let protocol = ProtocolConfig::default_for(Protocol::Lease);
     let default = KeyspaceConfig { protocol, placement, ..KeyspaceConfig::durable(4) };
     let lease = meridian_proto::lease::LeaseConfig { planted_bug: bug, ..Default::default() };
-    let s = ChainSweep {
-        seeds,
-        nemesis: parse_kinds(nemesis).unwrap(),
-        check: CheckModel::Linearizable,
-        nodes: 4,
-        spares: 0,
-        affiliates,
-        default,
-        vnodes: 4,
-        node: NodeConfig {
-            protocols: ProtocolConfigs { lease, ..ProtocolConfigs::default() },
-            ..NodeConfig::default()
-        },
-        threads: 2,
-        trace: false,
-        topology: Some(topology),
-    };
+    let protocols = ProtocolConfigs { lease, ..ProtocolConfigs::default() };
+    let s = ChainSweep { affiliates, ..globlease_4(seeds, nemesis, CheckModel::Linearizable, default, protocols) };
     sweep_chain(&s, &|_| {})
 }
 
@@ -556,4 +566,26 @@ fn a_meteor_keyspace_whose_clocks_leave_their_bound_is_caught() {
     assert!(report.contains("not sequentially consistent"), "{report}");
     let within = sweep_meteor(None, 12..13, nemesis, SIM_CLOCK_SPREAD_MS);
     assert!(caught(&within).is_empty(), "{:?}", caught(&within).first().map(|r| &r.failure));
+}
+
+/// θt above the bound measured round trips make safe lets reads miss writes that succeeded longer ago than the
+/// least one-way trip between replicas, which the staleness bound of `auto` keeps under. On globlease-4 with ε =
+/// 2 ms (no `clock` nemesis), the least round trip is 66 ms, so `auto` counts statuses up to 0.45 × 66 − 2 ≈ 27 ms
+/// old: a forced θt of 500 ms misses a write 53 ms old on seed 6 (6 of seeds 0..20 without faults), and `auto`
+/// stays within 28 ms on the same seed.
+#[test]
+fn a_meteor_theta_above_its_bound_is_caught_by_the_staleness_bound() {
+    use meridian_core::{MeteorOptions, ProtocolConfig, Theta};
+    let sweep = |theta, unsafe_theta| {
+        let m = MeteorOptions { clock_bound_ms: 2, theta, unsafe_theta, ..MeteorOptions::default() };
+        let default = KeyspaceConfig { protocol: ProtocolConfig::Meteor(m), ..KeyspaceConfig::durable(3) };
+        let s = globlease_4(6..7, "", CheckModel::Sequential, default, ProtocolConfigs::default());
+        sweep_chain(&ChainSweep { staleness_bound: Some(std::time::Duration::from_millis(28)), ..s }, &|_| {})
+    };
+    let forced = sweep(Theta::Fixed(500), true);
+    let report = caught_at_least(&forced, 1, "θt above its bound")[0].failure.as_deref().unwrap();
+    assert!(report.contains("beyond the bound of 28 ms"), "{report}");
+    let auto = sweep(Theta::Auto, false);
+    assert!(caught(&auto).is_empty(), "{:?}", caught(&auto).first().map(|r| &r.failure));
+    assert!(auto[0].staleness.as_ref().is_some_and(|s| s.stale > 0), "auto counts statuses older than the read");
 }

@@ -189,7 +189,17 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
         maxmemory,
         protocol,
         knobs:
-            ProtocolArgs { read_quorum, write_quorum, timestamps, lease_ms, write_mode, status_interval_ms, clock_bound_ms },
+            ProtocolArgs {
+                read_quorum,
+                write_quorum,
+                timestamps,
+                lease_ms,
+                write_mode,
+                status_interval_ms,
+                clock_bound_ms,
+                theta_ms,
+                unsafe_theta,
+            },
         master_region,
         regions,
         placement,
@@ -218,8 +228,8 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
         "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
         "maxmemory": maxmemory, "protocol": protocol, "read_quorum": read_quorum, "write_quorum": write_quorum,
         "timestamps": timestamps, "lease_ms": lease_ms, "write_mode": write_mode,
-        "status_interval_ms": status_interval_ms, "clock_bound_ms": clock_bound_ms, "placement": placed.regions,
-        "ban_regions": placed.banned,
+        "status_interval_ms": status_interval_ms, "clock_bound_ms": clock_bound_ms, "theta_ms": theta_ms,
+        "unsafe": unsafe_theta, "placement": placed.regions, "ban_regions": placed.banned,
     }))
 }
 
@@ -331,9 +341,13 @@ fn keyspaces(list: &Value) -> String {
                 text(&k["timestamps"])
             ),
             Some("lease") => format!("lease {} ms {}", text(&k["lease_ms"]), text(&k["write_mode"])),
-            Some("meteor") => {
-                format!("meteor every {} ms ε {} ms", text(&k["status_interval_ms"]), text(&k["clock_bound_ms"]))
-            }
+            Some("meteor") => format!(
+                "meteor every {} ms ε {} ms θ {}{}",
+                text(&k["status_interval_ms"]),
+                text(&k["clock_bound_ms"]),
+                text(&k["theta_ms"]),
+                if k["unsafe"] == true { " UNSAFE" } else { "" }
+            ),
             _ => text(&k["protocol"]),
         };
         out += &format!(

@@ -34,6 +34,15 @@ pub struct ProtocolArgs {
     /// keyspace's guarantee.
     #[arg(long)]
     pub clock_bound_ms: Option<u32>,
+    /// With `--protocol meteor`: θt, how old a status a read may count, in milliseconds: `0` (the default;
+    /// MeteorShower1), `auto` (the largest its replicas' measured round trips make safe; MeteorShower2) or N (at
+    /// most N, and no more than that bound unless --unsafe).
+    #[arg(long)]
+    pub theta_ms: Option<String>,
+    /// With a fixed `--theta-ms`: apply it even above the bound measured round trips make safe, where reads may
+    /// miss writes that succeeded before they began, their own included.
+    #[arg(long = "unsafe")]
+    pub unsafe_theta: bool,
 }
 
 impl ProtocolArgs {
@@ -46,6 +55,8 @@ impl ProtocolArgs {
             write_mode: self.write_mode.as_deref(),
             status_interval_ms: self.status_interval_ms,
             clock_bound_ms: self.clock_bound_ms,
+            theta: self.theta_ms.as_deref(),
+            unsafe_theta: self.unsafe_theta,
         }
     }
 }

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -50,6 +51,10 @@ pub struct SimArgs {
     /// configuration) or none.
     #[arg(long, default_value = "linearizable")]
     check: String,
+    /// With --check staleness or sequential: fail a run with a read that missed a write acknowledged longer
+    /// than this many milliseconds before it began (a keyspace's documented staleness bound).
+    #[arg(long)]
+    bound_ms: Option<u64>,
     /// Nodes of the initial cluster; three of them, spread over the topology's regions, run the manager.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
@@ -170,6 +175,9 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         "auto" => CheckModel::claimed(&default),
         other => other.parse::<CheckModel>()?,
     };
+    if args.bound_ms.is_some() && !matches!(check, CheckModel::Staleness | CheckModel::Sequential) {
+        return Err(format!("--bound-ms judges stale reads, which --check {check} does not measure"));
+    }
     let sweep = ChainSweep {
         seeds: args.seed..args.seed.checked_add(args.seeds).ok_or("--seed + --seeds overflows")?,
         nemesis,
@@ -183,6 +191,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         threads: args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         trace: args.trace,
         topology,
+        staleness_bound: args.bound_ms.map(Duration::from_millis),
     };
     meridian_sim::protocols::cluster(args.nodes, &sweep.default, args.vnodes).map_err(|e| e.to_string())?;
     let saved = std::sync::Mutex::new(None);

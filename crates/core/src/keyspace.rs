@@ -51,6 +51,8 @@ pub enum KeyspaceError {
     MeteorTooFewReplicas(usize),
     #[error("a meteor keyspace's status interval must be at least 1 ms")]
     MeteorIntervalZero,
+    #[error("--unsafe forces a fixed --theta-ms above its measured bound; θt {0} needs no forcing")]
+    MeteorUnsafeWithoutFixedTheta(Theta),
     #[error("consistency level {level} is more than the keyspace's {replicas} replicas")]
     LevelAbove { level: Level, replicas: usize },
     #[error(transparent)]
@@ -302,19 +304,58 @@ impl Default for LeaseOptions {
 /// Fewest replicas a meteor keyspace keeps.
 pub const METEOR_REPLICAS_MIN: usize = 3;
 
+/// θt, how old a status a read may count (seed 001 §4.2.2, "Summary of θt"): 0 counts only statuses sent after
+/// the read arrived (MeteorShower1); `auto` the largest θt its replicas' measured round trips make safe
+/// (MeteorShower2); a fixed N at most N, and no more than that bound unless the keyspace is `unsafe`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Theta {
+    Fixed(u32),
+    Auto,
+}
+
+impl fmt::Display for Theta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Theta::Fixed(ms) => write!(f, "{ms}"),
+            Theta::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl FromStr for Theta {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "auto" => Ok(Theta::Auto),
+            ms => ms.parse().map(Theta::Fixed).map_err(|_| UnknownName {
+                knob: "θt",
+                given: s.into(),
+                expected: "auto, 0 (MeteorShower1) or milliseconds".into(),
+            }),
+        }
+    }
+}
+
 /// A meteor keyspace's knobs (docs/protocols/meteor.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MeteorOptions {
     /// How often a replica tells each other replica which versions it took since (the seed's dispatchInterval).
     pub status_interval_ms: u32,
     /// ε: how far apart any two nodes' wall clocks may be. A read counts a status only if it was sent after the
-    /// read arrived by more than this, so clocks that stay within it never let a read count an older status.
+    /// read arrived, less θt, by more than this, so clocks that stay within it never let a read count an older
+    /// status.
     pub clock_bound_ms: u32,
+    pub theta: Theta,
+    /// A fixed θt is applied even above the bound measured round trips make safe: reads may then miss their own
+    /// writes.
+    pub unsafe_theta: bool,
 }
 
 impl Default for MeteorOptions {
     fn default() -> Self {
-        MeteorOptions { status_interval_ms: 10, clock_bound_ms: 10 }
+        MeteorOptions { status_interval_ms: 10, clock_bound_ms: 10, theta: Theta::Fixed(0), unsafe_theta: false }
     }
 }
 
@@ -335,6 +376,8 @@ pub struct ProtocolKnobs<'a> {
     pub write_mode: Option<&'a str>,
     pub status_interval_ms: Option<u32>,
     pub clock_bound_ms: Option<u32>,
+    pub theta: Option<&'a str>,
+    pub unsafe_theta: bool,
 }
 
 /// A keyspace's protocol with its own knobs. Chain replication keeps its knobs (`update`, `read_from`) in the
@@ -382,6 +425,8 @@ impl ProtocolConfig {
             ("--write-mode", k.write_mode.is_some(), Protocol::Lease),
             ("--status-interval-ms", k.status_interval_ms.is_some(), Protocol::Meteor),
             ("--clock-bound-ms", k.clock_bound_ms.is_some(), Protocol::Meteor),
+            ("--theta-ms", k.theta.is_some(), Protocol::Meteor),
+            ("--unsafe", k.unsafe_theta, Protocol::Meteor),
         ];
         if let Some((knob, ..)) = given.into_iter().find(|&(_, set, owner)| set && owner != protocol) {
             return Err(KeyspaceError::NotForProtocol { knob, protocol });
@@ -399,6 +444,8 @@ impl ProtocolConfig {
             ProtocolConfig::Meteor(m) => Ok(ProtocolConfig::Meteor(MeteorOptions {
                 status_interval_ms: k.status_interval_ms.unwrap_or(m.status_interval_ms),
                 clock_bound_ms: k.clock_bound_ms.unwrap_or(m.clock_bound_ms),
+                theta: k.theta.map_or(Ok(m.theta), str::parse)?,
+                unsafe_theta: k.unsafe_theta,
             })),
             chain => Ok(chain),
         }
@@ -421,9 +468,13 @@ impl ProtocolConfig {
                 format!(" --read-quorum {} --write-quorum {} --timestamps {}", q.read, q.write, q.timestamps)
             }
             ProtocolConfig::Lease(l) => format!(" --lease-ms {} --write-mode {}", l.lease_ms, l.write_mode),
-            ProtocolConfig::Meteor(m) => {
-                format!(" --status-interval-ms {} --clock-bound-ms {}", m.status_interval_ms, m.clock_bound_ms)
-            }
+            ProtocolConfig::Meteor(m) => format!(
+                " --status-interval-ms {} --clock-bound-ms {} --theta-ms {}{}",
+                m.status_interval_ms,
+                m.clock_bound_ms,
+                m.theta,
+                if m.unsafe_theta { " --unsafe" } else { "" }
+            ),
         }
     }
 
@@ -576,6 +627,9 @@ impl KeyspaceConfig {
         if m.status_interval_ms == 0 {
             return Err(KeyspaceError::MeteorIntervalZero);
         }
+        if m.unsafe_theta && matches!(m.theta, Theta::Auto | Theta::Fixed(0)) {
+            return Err(KeyspaceError::MeteorUnsafeWithoutFixedTheta(m.theta));
+        }
         Ok(())
     }
 
@@ -649,6 +703,25 @@ mod tests {
         let short = ProtocolConfig::Lease(LeaseOptions { lease_ms: LEASE_MIN_MS - 1, ..LeaseOptions::default() });
         let short = KeyspaceConfig { protocol: short, ..placed };
         assert_eq!(short.validate(), Err(KeyspaceError::LeaseTooShort(LEASE_MIN_MS - 1)));
+    }
+
+    #[test]
+    fn a_meteor_theta_is_zero_auto_or_milliseconds_and_forcing_needs_a_fixed_one() {
+        let knobs = |theta, unsafe_theta| ProtocolKnobs { theta, unsafe_theta, ..ProtocolKnobs::default() };
+        let meteor = |k: &ProtocolKnobs| ProtocolConfig::from_options(Protocol::Meteor, k);
+        let config = |p| KeyspaceConfig { protocol: p, ..KeyspaceConfig::durable(3) };
+        let auto = meteor(&knobs(Some("auto"), false)).unwrap();
+        assert_eq!(auto.meteor().map(|m| m.theta), Some(Theta::Auto));
+        assert!(auto.as_args().ends_with(" --theta-ms auto"), "{}", auto.as_args());
+        let forced = meteor(&knobs(Some("40"), true)).unwrap();
+        assert!(forced.as_args().ends_with(" --theta-ms 40 --unsafe"), "{}", forced.as_args());
+        assert_eq!(config(forced).validate(), Ok(()));
+        let pointless = meteor(&knobs(Some("auto"), true)).unwrap();
+        assert_eq!(config(pointless).validate(), Err(KeyspaceError::MeteorUnsafeWithoutFixedTheta(Theta::Auto)));
+        let wrong = meteor(&knobs(Some("soon"), false)).unwrap_err().to_string();
+        assert!(wrong.contains("expected one of auto, 0 (MeteorShower1) or milliseconds"), "{wrong}");
+        let chain = ProtocolConfig::from_options(Protocol::Chain, &knobs(Some("5"), false));
+        assert_eq!(chain, Err(KeyspaceError::NotForProtocol { knob: "--theta-ms", protocol: Protocol::Chain }));
     }
 
     #[test]

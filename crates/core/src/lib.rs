@@ -52,7 +52,7 @@ pub use config::{ClusterConfig, ConfigError, NodeSpec};
 pub use ids::{ChainId, KeyspaceId, NodeId, RequestId};
 pub use keyspace::{
     DurabilityMode, KeyspaceConfig, LeaseOptions, Level, MeteorOptions, Protocol, ProtocolConfig, ProtocolKnobs,
-    QueryNode, QuorumOptions, ReplicaKind, Stamps, UpdateMode, WriteMode, LEASE_MIN_MS,
+    QueryNode, QuorumOptions, ReplicaKind, Stamps, Theta, UpdateMode, WriteMode, LEASE_MIN_MS,
 };
 pub use kv::{
     Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, NodeToAdd, Read, Reply, Request,

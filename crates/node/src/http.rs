@@ -237,6 +237,11 @@ pub(crate) struct NewKeyspace {
     /// A meteor keyspace's status interval (default 10) and clock bound ε (default 10), in milliseconds.
     status_interval_ms: Option<u32>,
     clock_bound_ms: Option<u32>,
+    /// A meteor keyspace's θt: milliseconds (a number or its text) or `"auto"`; and whether a fixed one is
+    /// applied even above its measured bound.
+    theta_ms: Option<Value>,
+    #[serde(default, rename = "unsafe")]
+    unsafe_theta: bool,
     /// Replicas per region, the home region first: `[["eu", 2], ["us", 1]]`; absent or empty: spread.
     #[serde(default)]
     placement: Vec<(String, u32)>,
@@ -266,6 +271,12 @@ impl NewKeyspace {
             Some(other) => return Err(format!("maxmemory must be bytes or a size such as \"256mb\", not {other}")),
         };
         let protocol = self.protocol.as_deref().map(str::parse).transpose().map_err(text)?;
+        let theta = match &self.theta_ms {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            Some(other) => return Err(format!("theta_ms must be milliseconds or \"auto\", not {other}")),
+        };
         let knobs = ProtocolKnobs {
             read: self.read_quorum.as_deref(),
             write: self.write_quorum.as_deref(),
@@ -274,6 +285,8 @@ impl NewKeyspace {
             write_mode: self.write_mode.as_deref(),
             status_interval_ms: self.status_interval_ms,
             clock_bound_ms: self.clock_bound_ms,
+            theta: theta.as_deref(),
+            unsafe_theta: self.unsafe_theta,
         };
         config.protocol =
             ProtocolConfig::from_options(protocol.unwrap_or_default(), &knobs).map_err(|e| e.to_string())?;

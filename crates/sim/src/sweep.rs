@@ -94,6 +94,9 @@ pub struct ChainSweep {
     pub trace: bool,
     /// Regions to place the nodes in (`RunOptions::topology`); None: a network drawn per seed.
     pub topology: Option<Arc<Topology>>,
+    /// With `CheckModel::Staleness` or `Sequential`: fail a run with a read that missed a write acknowledged
+    /// longer than this before it began (a keyspace's documented staleness bound).
+    pub staleness_bound: Option<Duration>,
 }
 
 /// The verdict on one seed.
@@ -120,7 +123,8 @@ pub struct SeedResult {
     pub failure: Option<String>,
 }
 
-pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
+/// Checks `report`'s history as `model` says, and its stalest read against `bound` if given.
+pub fn judge(report: &RunReport, model: CheckModel, bound: Option<Duration>) -> SeedResult {
     let ops = &report.history.ops;
     let mut failure = report.failure.clone();
     if failure.is_none() && model == CheckModel::Linearizable {
@@ -145,6 +149,14 @@ pub fn judge(report: &RunReport, model: CheckModel) -> SeedResult {
     let stale = measured.then(|| staleness(&report.history));
     if let Some(invented) = stale.as_ref().and_then(|s| s.invented.first()).filter(|_| failure.is_none()) {
         failure = Some(format!("a read returned a value no write wrote: {invented}"));
+    }
+    let beyond = |s: &&Staleness| bound.is_some_and(|b| s.max_ns > b.as_nanos() as u64);
+    if let Some(s) = stale.as_ref().filter(beyond).filter(|_| failure.is_none()) {
+        failure = Some(format!(
+            "a read missed a write acknowledged {:.1} ms before it began, beyond the bound of {} ms",
+            s.max_ns as f64 / 1e6,
+            bound.expect("beyond a bound").as_millis()
+        ));
     }
     SeedResult {
         seed: report.seed,
@@ -227,7 +239,7 @@ pub fn sweep_chain(s: &ChainSweep, keep: &(dyn Fn(&RunReport) + Sync)) -> Vec<Se
                     break;
                 }
                 let report = run_chain_seed(s, seed);
-                let result = judge(&report, s.check);
+                let result = judge(&report, s.check, s.staleness_bound);
                 if result.failure.is_some() {
                     keep(&report);
                 }

@@ -21,6 +21,7 @@ fn sweep(seeds: std::ops::Range<u64>, nemesis: &str) -> ChainSweep {
         threads: 2,
         trace: false,
         topology: None,
+        staleness_bound: None,
     }
 }
 

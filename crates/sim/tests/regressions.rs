@@ -24,6 +24,7 @@ fn seed(seed: u64, nemesis: &str, default: KeyspaceConfig) -> ChainSweep {
         threads: 1,
         trace: false,
         topology: None,
+        staleness_bound: None,
     }
 }
 

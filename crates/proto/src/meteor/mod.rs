@@ -8,15 +8,17 @@
 //! newer than its own and otherwise rejects it (the seed's writeLocal), and the write succeeds once a majority
 //! took it, or fails once so many rejected it that no majority can. Joins copy as a quorum joiner does.
 //!
-//! The guarantee is sequential consistency, with reads that follow their own process's writes (θt = 0, the
-//! seed's MeteorShower1: a read counts only statuses sent after it arrived). What it assumes: wall clocks stay
-//! within the keyspace's `clock_bound_ms` (ε) of each other, messages may be lost or delayed, nodes crash and
-//! restart with what they synced.
+//! The guarantee is sequential consistency, with reads that follow their own process's writes: with θt = 0 (the
+//! seed's MeteorShower1) a read counts only statuses sent after it arrived; with θt > 0 (MeteorShower2,
+//! `theta.rs`) statuses up to θt older, within the bound measured round trips make safe. What it assumes: wall
+//! clocks stay within the keyspace's `clock_bound_ms` (ε) of each other, messages may be lost or delayed, nodes
+//! crash and restart with what they synced, and (for θt > 0) one-way trips last at least what probes measured.
 
 pub mod msg;
 mod planted;
 mod reads;
 mod statuses;
+mod theta;
 
 use crate::chain::ReplicaStatus;
 use crate::host::{timed_out, Host, Syncs};
@@ -29,7 +31,7 @@ use crate::stores::Stores;
 use crate::versioned::cells;
 use crate::versioned::{read_reply, Asked, Fence, Versioned};
 use bytes::Bytes;
-use meridian_core::{ChainId, Effects, KeyspaceConfig, NodeId, Protocol, Reply, Request, Time};
+use meridian_core::{ChainId, Effects, KeyspaceConfig, MeteorOptions, NodeId, Protocol, Reply, Request, Time};
 use meridian_store::StoreError;
 use msg::{LocalRead, MeteorMsg, Page};
 use reads::{Next, Parked};
@@ -37,6 +39,7 @@ use statuses::Statuses;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+use theta::RoundTrips;
 
 pub type Fx = Effects<MeteorMsg, MeteorTimer>;
 
@@ -60,6 +63,11 @@ pub struct MeteorConfig {
 pub struct MeteorStats {
     /// Reads this node answered as a replica.
     pub reads: u64,
+    /// Of the reads that came to this replica, those answered at once and those that waited for statuses.
+    pub reads_at_once: u64,
+    pub reads_parked: u64,
+    /// Milliseconds that reads answered after waiting waited, summed.
+    pub parked_ms: u64,
     /// Values fetched for reads that agreed on a version this replica lacked.
     pub fetches: u64,
     /// Reads that no majority agreed on within `reads::WAIT_MAX`.
@@ -87,6 +95,8 @@ pub struct MeteorNode {
     fetched: BTreeMap<(ChainId, Bytes), Versioned>,
     /// The wall clock as this node has seen it, never going back: statuses are stamped and reads timed by it.
     clock_ms: u64,
+    /// Round trips to the peers, for θt's bound.
+    trips: RoundTrips,
     stats: MeteorStats,
 }
 
@@ -105,11 +115,22 @@ impl MeteorNode {
         self.clock_ms = self.clock_ms.max(host.wall_ms);
     }
 
-    /// ε for `chain`'s keyspace.
-    fn clock_bound_ms(&self, chain: ChainId) -> u64 {
+    /// The knobs of `chain`'s keyspace.
+    fn options(&self, chain: ChainId) -> MeteorOptions {
         let map = self.map.as_ref();
         let keyspace = map.and_then(|m| m.keyspaces.get(&chain.keyspace()));
-        keyspace.and_then(|k| k.config.protocol.meteor()).map_or(0, |m| u64::from(m.clock_bound_ms))
+        keyspace.and_then(|k| k.config.protocol.meteor()).copied().unwrap_or_default()
+    }
+
+    /// What a read of `chain` waiting here counts a peer's status by: sent (on the peer's clock) after this.
+    fn fresh_after(&self, p: &Parked, holders: &[NodeId]) -> u64 {
+        if planted::planted_in(&self.cfg, MeteorPlantedBug::CountsStaleStatuses) {
+            return 0;
+        }
+        let m = self.options(p.chain);
+        let floor = self.trips.floor_ms(holders.iter().copied().filter(|&h| h != self.me));
+        let theta = theta::in_force(&m, floor, p.origin.node == self.me);
+        (p.arrived_ms + u64::from(m.clock_bound_ms)).saturating_sub(theta)
     }
 
     /// Whether this node holds `chain` in configuration `fence`.
@@ -182,6 +203,10 @@ impl MeteorNode {
         let parked = Parked { origin, chain, fence, key, read, arrived_ms: self.clock_ms, since: now, fetching: None };
         self.parked.insert(id, parked);
         self.evaluate(host, id, out);
+        match self.parked.contains_key(&id) {
+            true => self.stats.reads_parked += 1,
+            false => self.stats.reads_at_once += 1,
+        }
     }
 
     /// Answers waiting read `id` if a majority agree now; asks for a value it lacks.
@@ -192,11 +217,8 @@ impl MeteorNode {
             return self.bounce(host, origin, out);
         }
         let (chain, key, fence) = (p.chain, p.key.clone(), p.fence);
-        let fresh_after = match planted::planted_in(&self.cfg, MeteorPlantedBug::CountsStaleStatuses) {
-            true => 0,
-            false => p.arrived_ms + self.clock_bound_ms(chain),
-        };
         let holders = self.quorum.config(chain).expect("a partition this node holds").holders;
+        let fresh_after = self.fresh_after(p, &holders);
         let own = match self.quorum.store(host, chain).and_then(|s| cells::cell(s, &key)) {
             Ok(own) => own,
             Err(e) => return tracing::warn!(%chain, "meteor replica cannot read: {e}"),
@@ -212,6 +234,7 @@ impl MeteorNode {
             Next::Answer(v) => {
                 let p = self.parked.remove(&id).expect("the read waiting");
                 self.stats.reads += 1;
+                self.stats.parked_ms += self.clock_ms.saturating_sub(p.arrived_ms);
                 self.answer(host, &p.origin, read_reply(p.read, &v, host.wall_ms), out);
             }
             Next::Fetch { version, from } => {
@@ -358,6 +381,7 @@ impl KeyspaceProtocol for MeteorNode {
             next_read: 0,
             fetched: BTreeMap::new(),
             clock_ms: 0,
+            trips: RoundTrips::default(),
             stats: MeteorStats::default(),
         })
     }
@@ -409,6 +433,12 @@ impl KeyspaceProtocol for MeteorNode {
             MeteorMsg::Page(p) => self.statuses.on_page(from, p),
             MeteorMsg::Fetch { chain, key, version } => self.on_fetch(host, from, chain, key, version, out),
             MeteorMsg::Fetched { chain, key, found } => self.on_fetched(host, chain, key, found, out),
+            MeteorMsg::Probe { sent_ns } => out.send(from, MeteorMsg::ProbeAnswer { sent_ns }),
+            MeteorMsg::ProbeAnswer { sent_ns } => {
+                if let Some(rtt) = now.0.checked_sub(sent_ns) {
+                    self.trips.on_probe_answered(from, Duration::from_nanos(rtt));
+                }
+            }
         }
     }
 
@@ -420,6 +450,9 @@ impl KeyspaceProtocol for MeteorNode {
                 self.ticking = false;
                 let Some(every) = self.interval else { return };
                 self.send_statuses(out);
+                for peer in self.trips.due(self.statuses.peers()) {
+                    out.send(peer, MeteorMsg::Probe { sent_ns: now.0 });
+                }
                 self.ticking = true;
                 out.set_timer(MeteorTimer::Status, every);
             }
@@ -454,11 +487,16 @@ impl KeyspaceProtocol for MeteorNode {
         let mut all = self.quorum.counters();
         all.extend([
             ("meteor reads", m.reads),
+            ("meteor reads answered at once", m.reads_at_once),
+            ("meteor reads parked", m.reads_parked),
+            ("meteor parked ms", m.parked_ms),
             ("meteor values fetched", m.fetches),
             ("meteor reads timed out waiting", m.waits_timed_out),
             ("meteor reads bounced", m.bounced),
             ("statuses sent", s.sent),
             ("statuses received", s.received),
+            ("status bytes sent", s.bytes_sent),
+            ("status bytes received", s.bytes_received),
             ("status entries sent", s.entries_sent),
             ("statuses with gaps", s.gaps),
             ("status views restarted", s.restarts),

@@ -97,6 +97,14 @@ pub enum MeteorMsg {
         key: Bytes,
         found: Option<Versioned>,
     },
+    /// Replica → replica: answer at once, so that the round trip between them is measured (`theta.rs`);
+    /// `sent_ns` is the asker's monotonic clock.
+    Probe {
+        sent_ns: u64,
+    },
+    ProbeAnswer {
+        sent_ns: u64,
+    },
 }
 
 impl MeteorMsg {
@@ -108,6 +116,7 @@ impl MeteorMsg {
             MeteorMsg::Status(_) => "status",
             MeteorMsg::PageReq { .. } | MeteorMsg::Page(_) => "status-page",
             MeteorMsg::Fetch { .. } | MeteorMsg::Fetched { .. } => "fetch",
+            MeteorMsg::Probe { .. } | MeteorMsg::ProbeAnswer { .. } => "probe",
         }
     }
 }

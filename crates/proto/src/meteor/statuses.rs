@@ -120,6 +120,9 @@ pub struct Seen {
 pub struct StatusStats {
     pub sent: u64,
     pub received: u64,
+    /// Their size as encoded, sent and taken.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
     /// Versions and configurations carried, sent and taken.
     pub entries_sent: u64,
     pub entries_received: u64,
@@ -218,7 +221,6 @@ impl Statuses {
             let fences: Vec<(ChainId, Fence)> =
                 o.fences.iter().filter(|(_, (_, since))| carries(*since)).map(|(c, (f, _))| (*c, *f)).collect();
             let ack = self.inboxes.get(&peer).map(|i| Ack { of: i.incarnation, seq: i.seq, gap: i.gap });
-            self.stats.sent += 1;
             self.stats.entries_sent += (changes.len() + fences.len()) as u64;
             let status = Status {
                 incarnation: self.incarnation,
@@ -230,6 +232,8 @@ impl Statuses {
                 fences,
                 want,
             };
+            self.stats.sent += 1;
+            self.stats.bytes_sent += encoded_size(&status);
             sent.push((peer, status));
         }
         sent
@@ -239,6 +243,7 @@ impl Statuses {
     /// of it moved on (reads waiting for newer statuses may now be answered).
     pub fn on_status(&mut self, from: NodeId, s: Status) -> bool {
         self.stats.received += 1;
+        self.stats.bytes_received += encoded_size(&s);
         if let Some(o) = self.outboxes.get_mut(&from) {
             if s.want {
                 o.eager = EAGER_FOR;
@@ -327,6 +332,11 @@ impl Statuses {
         Some(Seen { version, fence: view.fence?, sent_ms: inbox.sent_ms })
     }
 
+    /// The peers this node shares partitions with.
+    pub fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.outboxes.keys().copied()
+    }
+
     /// The invariants of the streams: every follower has an outbox, and no view is whole without a fence.
     pub fn check(&self) -> Result<(), String> {
         for (c, followers) in &self.followers {
@@ -343,6 +353,10 @@ impl Statuses {
         }
         Ok(())
     }
+}
+
+fn encoded_size(s: &Status) -> u64 {
+    postcard::experimental::serialized_size(s).map_or(0, |n| n as u64)
 }
 
 #[cfg(test)]
@@ -415,18 +429,18 @@ mod tests {
         let seq = two.follow(NodeId(1), C);
         one.on_page(NodeId(2), Page { incarnation: 9, chain: C, after: None, seq, fence: F, versions, more: false });
         let (interval_ms, seconds) = (10, 10);
-        let mut bytes = 0;
         for tick in 0..seconds * 1000 / interval_ms {
             let now = 1_000 + tick * interval_ms;
             let (from_one, from_two) = (one.next(now, &BTreeSet::new()), two.next(now, &BTreeSet::new()));
             for (to, status) in from_one.into_iter().chain(from_two) {
-                bytes += postcard::to_allocvec(&status).unwrap().len() as u64;
                 let (receiver, from) = if to == NodeId(2) { (&mut two, NodeId(1)) } else { (&mut one, NodeId(2)) };
                 receiver.on_status(from, status);
             }
         }
         let seen = one.seen(NodeId(2), C, b"key0999999").expect("a whole view");
         assert_eq!(seen.version, 999_999 << 16 | 1);
+        let bytes = one.stats.bytes_sent + two.stats.bytes_sent;
+        assert_eq!(bytes, one.stats.bytes_received + two.stats.bytes_received, "none lost");
         assert!(bytes / seconds < 1_000, "{} B/s for the pair", bytes / seconds);
     }
 

@@ -26,14 +26,14 @@ use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
     ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, LeaseOptions, Level, Location,
     MeteorOptions, NodeId, Placement, ProtocolConfig, QuorumOptions, Read, ReplicaKind, Reply, RequestId, Scan,
-    ScanWant, Stamps, Write, WriteMode, WriteOp,
+    ScanWant, Stamps, Theta, Write, WriteMode, WriteOp,
 };
 use std::time::Duration;
 
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg`, `LeaseMsg` and `MeteorMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0xd28a_5b9f), (8, 0x3f23_0802), [14, 9, 16, 8, 21, 9]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0x8ef7_3d53), (8, 0x2729_b6dc), [14, 9, 16, 8, 21, 11]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -229,7 +229,7 @@ fn lease_keyspace() -> KeyspaceConfig {
 
 /// A meteor keyspace with every knob away from its default.
 fn meteor_keyspace() -> KeyspaceConfig {
-    let m = MeteorOptions { status_interval_ms: 25, clock_bound_ms: 3 };
+    let m = MeteorOptions { status_interval_ms: 25, clock_bound_ms: 3, theta: Theta::Fixed(40), unsafe_theta: true };
     KeyspaceConfig { protocol: ProtocolConfig::Meteor(m), ..KeyspaceConfig::durable(3) }
 }
 
@@ -401,6 +401,8 @@ fn meteor_messages() -> Vec<MeteorMsg> {
         MeteorMsg::Page(page),
         MeteorMsg::Fetch { chain, key: key.clone(), version: 7 },
         MeteorMsg::Fetched { chain, key, found: Some(versioned) },
+        MeteorMsg::Probe { sent_ns: 1_234_567 },
+        MeteorMsg::ProbeAnswer { sent_ns: 7_654_321 },
     ];
     let numbered = |m: &MeteorMsg| match m {
         MeteorMsg::Quorum(_) => 0,
@@ -412,6 +414,8 @@ fn meteor_messages() -> Vec<MeteorMsg> {
         MeteorMsg::Page(_) => 6,
         MeteorMsg::Fetch { .. } => 7,
         MeteorMsg::Fetched { .. } => 8,
+        MeteorMsg::Probe { .. } => 9,
+        MeteorMsg::ProbeAnswer { .. } => 10,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[5] - 1, "MeteorMsg");
     samples

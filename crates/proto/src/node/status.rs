@@ -78,6 +78,8 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "write_mode": k.config.protocol.lease().map(|l| l.write_mode.name()),
                 "status_interval_ms": k.config.protocol.meteor().map(|m| m.status_interval_ms),
                 "clock_bound_ms": k.config.protocol.meteor().map(|m| m.clock_bound_ms),
+                "theta_ms": k.config.protocol.meteor().map(|m| m.theta.to_string()),
+                "unsafe": k.config.protocol.meteor().map(|m| m.unsafe_theta),
             })
         })
         .collect();
