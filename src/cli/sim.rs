@@ -13,6 +13,7 @@ use meridian_sim::experiments::affiliates::AffiliatesExperiment;
 use meridian_sim::experiments::geo::GeoExperiment;
 use meridian_sim::experiments::globlease::GlobLeaseExperiment;
 use meridian_sim::experiments::join::JoinExperiment;
+use meridian_sim::experiments::meteor::MeteorExperiment;
 use meridian_sim::nemesis::NemesisStats;
 use meridian_sim::sweep::{sweep_chain, ChainSweep, CheckModel, SeedResult};
 use meridian_sim::world::Traffic;
@@ -115,8 +116,10 @@ pub struct SimArgs {
     /// lease keyspace against the seed's quorum baselines under open-loop YCSB-style mixes; --topology defaults
     /// to globlease-4; uses --seed, --lease-ms, --write-mode, --rate and --kill-master-after) or `affiliates` (seed
     /// 001 §4.1.5, Fig. 4.10: Zipf-4 reads jumping from 400 to 1,800 req/s, with and without affiliated nodes
-    /// started at the jump, on nodes of finite capacity; --topology defaults to globlease-4; uses --seed).
-    #[arg(long, value_parser = ["join", "geo", "globlease", "affiliates"])]
+    /// started at the jump, on nodes of finite capacity; --topology defaults to globlease-4; uses --seed) or
+    /// `meteor` (seed 001 §4.2.5: read and write latency of quorum reads, MeteorShower1 and MeteorShower2 on three
+    /// datacenters 10 to 150 ms apart one way, then at Ireland, Virginia and Tokyo; uses --seed).
+    #[arg(long, value_parser = ["join", "geo", "globlease", "affiliates", "meteor"])]
     experiment: Option<String>,
     /// With --experiment globlease: requests per second, all clients together (the seed's 100 to 2,500).
     #[arg(long, default_value_t = 1000.0)]
@@ -139,6 +142,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some("join") => return join_experiment(&args),
         Some("globlease") => return globlease_experiment(&args),
         Some("affiliates") => return affiliates_experiment(&args),
+        Some("meteor") => return meteor_experiment(&args),
         Some(_) => return geo_experiment(&args),
         None => {}
     }
@@ -425,6 +429,13 @@ fn affiliates_experiment(args: &SimArgs) -> Result<ExitCode, String> {
     let report = meridian_sim::experiments::affiliates::run(&x).map_err(|e| e.to_string())?;
     print!("{}", report.table(&x));
     write_svg(args, &report.svg(&x))
+}
+
+fn meteor_experiment(args: &SimArgs) -> Result<ExitCode, String> {
+    let x = MeteorExperiment::new(args.seed);
+    let report = meridian_sim::experiments::meteor::run(&x).map_err(|e| e.to_string())?;
+    print!("{}", report.table(&x));
+    write_svg(args, &report.svg())
 }
 
 fn write_svg(args: &SimArgs, svg: &str) -> Result<ExitCode, String> {

@@ -129,8 +129,14 @@ impl MeteorNode {
         }
         let m = self.options(p.chain);
         let floor = self.trips.floor_ms(holders.iter().copied().filter(|&h| h != self.me));
-        let theta = theta::in_force(&m, floor, p.origin.node == self.me);
+        let theta = theta::in_force(&m, floor, self.in_my_region(p.origin.node));
         (p.arrived_ms + u64::from(m.clock_bound_ms)).saturating_sub(theta)
+    }
+
+    /// Whether `node` is this one or in its region.
+    fn in_my_region(&self, node: NodeId) -> bool {
+        let region = |n: NodeId| self.map.as_ref().and_then(|m| m.nodes.get(&n)).map(|i| &i.location.region);
+        node == self.me || region(node).is_some_and(|r| Some(r) == region(self.me))
     }
 
     /// Whether this node holds `chain` in configuration `fence`.

@@ -5,16 +5,16 @@
 //! acknowledgement left after it took the write. If the acknowledgement's trip to the write's coordinator lasts
 //! at least L, every replica of that majority took the write at least L before the coordinator answered, so
 //! before any later read there arrived; a status sent after the read arrived, less L, reports it. So θt ≤ L − ε
-//! keeps the argument of `reads.rs` whole for reads asked at a replica, L being the least one-way trip between
-//! that replica and another of the partition: a client's writes go through a node of its region, whose trips to
-//! the other regions are those of the replica next to it. The least trip is taken as [`ONE_WAY_SHARE`] of the
-//! least round trip probes measured, once [`PROBES_MIN`] came back: an assumption about the network (trips never
-//! shorter than that), which the docs state with the guarantee.
+//! keeps the argument of `reads.rs` whole for reads from the replica's region, L being the least one-way trip
+//! between the replica and another of the partition: a client's writes go through a node of its region, whose
+//! trips to the other regions are the replica's. The least trip is taken as [`ONE_WAY_SHARE`] of the least round
+//! trip probes measured, once [`PROBES_MIN`] came back: an assumption about the network (trips never shorter than
+//! that, from any node of the region), which the docs state with the guarantee.
 //!
-//! Only reads asked at the replica itself count statuses up to θt old; a read sent on from another node counts
-//! only statuses sent after it arrived. A replica's views of its peers only grow, so its reads never go back
-//! whatever θt (a majority that agrees meets the majority an earlier read agreed with), and a peer counts in a
-//! read only in the read's configuration, whose statuses come after those of the configuration before.
+//! A read sent on from another region counts only statuses sent after it arrived: the argument says nothing of
+//! the trips from there. A replica's views of its peers only grow, so its reads never go back whatever θt (a
+//! majority that agrees meets the majority an earlier read agreed with), and a peer counts in a read only in the
+//! read's configuration, whose statuses come after those of the configuration before.
 
 use meridian_core::{MeteorOptions, NodeId, Theta};
 use std::collections::BTreeMap;
@@ -70,11 +70,11 @@ impl RoundTrips {
 
 /// The θt a read counts statuses by, in milliseconds: the keyspace's, within the bound `floor_ms` (the least
 /// one-way trip to another replica, None until measured) makes safe unless the keyspace forces it, and 0 for a
-/// read sent on from another node.
-pub fn in_force(m: &MeteorOptions, floor_ms: Option<u64>, asked_here: bool) -> u64 {
+/// read from another region.
+pub fn in_force(m: &MeteorOptions, floor_ms: Option<u64>, same_region: bool) -> u64 {
     let bound = floor_ms.map_or(0, |f| f.saturating_sub(u64::from(m.clock_bound_ms)));
     match m.theta {
-        _ if !asked_here => 0,
+        _ if !same_region => 0,
         Theta::Auto => bound,
         Theta::Fixed(ms) if m.unsafe_theta => u64::from(ms),
         Theta::Fixed(ms) => u64::from(ms).min(bound),
@@ -110,7 +110,7 @@ mod tests {
         assert_eq!(in_force(&m(Theta::Fixed(20), false), Some(40), true), 20);
         assert_eq!(in_force(&m(Theta::Fixed(80), false), Some(40), true), 35, "clamped to the bound");
         assert_eq!(in_force(&m(Theta::Fixed(80), true), Some(40), true), 80, "forced");
-        assert_eq!(in_force(&m(Theta::Fixed(80), true), Some(40), false), 0, "a read sent on from another node");
+        assert_eq!(in_force(&m(Theta::Fixed(80), true), Some(40), false), 0, "a read from another region");
         assert_eq!(in_force(&m(Theta::Fixed(0), false), Some(40), true), 0);
     }
 }

@@ -66,22 +66,26 @@ impl GeoExperiment {
 /// and ALL for reads and writes alike, stamped by the coordinator's clock (Cassandra's behaviour), and at
 /// QUORUM stamped by a quorum (ABD, linearizable).
 pub fn baseline_settings() -> Vec<GeoSetting> {
-    let quorum = |level: &str, stamps: &str| {
-        let knobs =
-            ProtocolKnobs { read: Some(level), write: Some(level), timestamps: Some(stamps), ..Default::default() };
-        let protocol =
-            ProtocolConfig::from_options(Protocol::Quorum, &knobs).expect("the levels and stamps are valid names");
-        let stamps_name = if stamps == "quorum" { "ABD" } else { stamps };
-        let name = format!("quorum {} {stamps_name}", level.to_uppercase());
-        GeoSetting { name, keyspace: KeyspaceConfig { protocol, ..KeyspaceConfig::durable(3) } }
-    };
     vec![
         GeoSetting { name: "chain".into(), keyspace: KeyspaceConfig::durable(3) },
-        quorum("one", "clock"),
-        quorum("quorum", "clock"),
-        quorum("all", "clock"),
-        quorum("quorum", "quorum"),
+        quorum_setting("one", "one", "clock"),
+        quorum_setting("quorum", "quorum", "clock"),
+        quorum_setting("all", "all", "clock"),
+        quorum_setting("quorum", "quorum", "quorum"),
     ]
+}
+
+/// A quorum keyspace of three `log` replicas at levels `read` and `write`, stamped by `stamps`.
+pub fn quorum_setting(read: &str, write: &str, stamps: &str) -> GeoSetting {
+    let knobs = ProtocolKnobs { read: Some(read), write: Some(write), timestamps: Some(stamps), ..Default::default() };
+    let protocol =
+        ProtocolConfig::from_options(Protocol::Quorum, &knobs).expect("the levels and stamps are valid names");
+    let stamps = if stamps == "quorum" { "ABD" } else { stamps };
+    let name = match read == write {
+        true => format!("quorum {} {stamps}", read.to_uppercase()),
+        false => format!("quorum R={} W={} {stamps}", read.to_uppercase(), write.to_uppercase()),
+    };
+    GeoSetting { name, keyspace: KeyspaceConfig { protocol, ..KeyspaceConfig::durable(3) } }
 }
 
 /// A lease keyspace (docs/protocols/lease.md) with a replica in each of `topology`'s regions, mastered in the

@@ -6,4 +6,5 @@ pub mod failover;
 pub mod geo;
 pub mod globlease;
 pub mod join;
+pub mod meteor;
 pub mod wan;
