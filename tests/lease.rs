@@ -64,12 +64,7 @@ fn lease_keyspaces_serve_plain_commands_and_keep_acknowledged_writes_when_the_ma
     // A replica holds the lease a renewal brings only once its master confirms it, a heartbeat after the keyspace
     // began (and that node may be the master itself, which answers its own reads): within seconds, reads of `k`
     // through it are answered there.
-    let local_reads = || {
-        let metrics = cluster.servers[2].http_get("/metrics");
-        let line =
-            metrics.lines().find(|l| l.starts_with("meridian_protocol_events_total{event=\"lease_local_reads\"}"));
-        line.and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).expect("the lease counters on /metrics")
-    };
+    let local_reads = || cluster.servers[2].protocol_events("lease_local_reads");
     let deadline = Instant::now() + Duration::from_secs(10);
     while local_reads() == 0 {
         assert!(Instant::now() < deadline, "no read of k was answered locally at node 3");
@@ -103,14 +98,6 @@ fn lease_keyspaces_serve_plain_commands_and_keep_acknowledged_writes_when_the_ma
     assert_eq!(survivor.keyspace_conn("pages").cmd(&["GET", "after"]).unwrap(), Resp::bulk("kill"));
 }
 
-/// A lease event counter from a node's /metrics.
-fn lease_events(server: &Server, event: &str) -> u64 {
-    let metrics = server.http_get("/metrics");
-    let name = format!("meridian_protocol_events_total{{event=\"{event}\"}}");
-    let line = metrics.lines().find(|l| l.starts_with(&name));
-    line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
-}
-
 /// `ctl keyspace master` moves every partition's master to the named region: the node there takes each over,
 /// every acknowledged write is read back and new writes succeed; a region the placement does not name, a keyspace
 /// that is not a lease keyspace and an unknown one are refused with a clear error, changing nothing. `ctl
@@ -136,7 +123,7 @@ fn a_master_region_move_hands_every_partition_over_and_keeps_every_write() {
     for i in 1..20 {
         assert_eq!(c.cmd(&["SET", &format!("k{i}"), &format!("v{i}")]).unwrap(), Resp::Simple("OK".into()));
     }
-    assert_eq!(lease_events(&servers[1], "lease_takeovers"), 0, "us masters nothing yet");
+    assert_eq!(servers[1].protocol_events("lease_takeovers"), 0, "us masters nothing yet");
 
     for (args, why) in [
         (["keyspace", "master", "pages", "mars"], "region 'mars' is not one the placement names"),
@@ -158,7 +145,7 @@ fn a_master_region_move_hands_every_partition_over_and_keeps_every_write() {
     }
     eventually(&servers[0], &["SET", "after", "move"], &Resp::Simple("OK".into()), Duration::from_secs(20));
     assert_eq!(servers[2].keyspace_conn("pages").cmd(&["GET", "after"]).unwrap(), Resp::bulk("move"));
-    assert!(lease_events(&servers[1], "lease_takeovers") > 0, "us took its partitions over");
+    assert!(servers[1].protocol_events("lease_takeovers") > 0, "us took its partitions over");
 
     // One key's master moves to asia and stays there: asia's node takes the key over and masters its writes.
     let pinned = servers[1].ctl(&["keyspace", "master", "pages", "k3", "asia"]);
@@ -169,7 +156,7 @@ fn a_master_region_move_hands_every_partition_over_and_keeps_every_write() {
     eventually(&servers[1], &["SET", "k3", "pinned"], &Resp::Simple("OK".into()), Duration::from_secs(20));
     // Asia masters nothing else, so it copies k3's partition whole (a master that already ran the domain would
     // copy the key alone: `lease_keys_moved_in`).
-    assert!(lease_events(&servers[2], "lease_takeovers") > 0, "asia took k3 over");
+    assert!(servers[2].protocol_events("lease_takeovers") > 0, "asia took k3 over");
     for server in &servers {
         eventually(server, &["GET", "k3"], &Resp::bulk("pinned"), Duration::from_secs(20));
     }
@@ -214,19 +201,19 @@ fn an_affiliated_node_answers_its_hosts_hot_key_and_never_an_overwritten_value()
     // window) and the affiliated node pulls it (every 200 ms), the affiliated node answers them itself.
     let mut reads = node.keyspace_conn("pages");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while lease_events(&node, "lease_affiliate_reads") == 0 {
+    while node.protocol_events("lease_affiliate_reads") == 0 {
         assert!(Instant::now() < deadline, "node 4 answered no read of k:\n{}", node.log());
         for _ in 0..20 {
             assert_eq!(reads.cmd(&["GET", "k"]).unwrap(), Resp::bulk("v1"));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(lease_events(host, "lease_secondary_leases_granted") > 0);
+    assert!(host.protocol_events("lease_secondary_leases_granted") > 0);
     assert_eq!(cluster.servers[2].keyspace_conn("pages").cmd(&["SET", "k", "v2"]).unwrap(), Resp::Simple("OK".into()));
     for _ in 0..200 {
         assert_eq!(reads.cmd(&["GET", "k"]).unwrap(), Resp::bulk("v2"), "a read after the write");
     }
-    let revoked = lease_events(host, "lease_secondary_leases_revoked");
-    let served = lease_events(&node, "lease_affiliate_reads");
+    let revoked = host.protocol_events("lease_secondary_leases_revoked");
+    let served = node.protocol_events("lease_affiliate_reads");
     println!("host revoked {revoked} secondary leases; the affiliated node answered {served} reads");
 }

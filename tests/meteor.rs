@@ -5,8 +5,12 @@
 
 mod support;
 
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
 use support::resp::Resp;
-use support::Cluster;
+use support::ycsb::{phase, ycsb};
+use support::{free_port, Cluster, Server};
 
 #[test]
 fn meteor_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
@@ -63,4 +67,58 @@ fn meteor_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
     let mut c = cluster.servers[2].keyspace_conn("m");
     assert_eq!(c.cmd(&["SET", "after", "kill"]).unwrap(), Resp::Simple("OK".into()));
     assert_eq!(cluster.servers[0].keyspace_conn("m").cmd(&["GET", "after"]).unwrap(), Resp::bulk("kill"));
+}
+
+/// Three nodes in Oregon, Virginia and Ireland on globlease-4's emulated WAN (`--wan`), and a meteor keyspace
+/// `db1` with a replica in each and θt `auto`: redis-py writes through every node and reads its own writes back
+/// there at once and every other node's after 200 ms (more than θt); `meridian bench ycsb` (workload A, `--db 1`)
+/// runs against Oregon without an error, and Oregon's replica answers its reads itself, each after less than the
+/// least round trip between the regions (66 ms) on average: no read crosses the WAN and back.
+#[test]
+fn meteor_reads_on_an_emulated_wan_stay_in_their_region() {
+    let dir = tempfile::tempdir().unwrap();
+    let regions = ["or", "va", "ir"];
+    let peers: Vec<SocketAddr> =
+        (1..=3).map(|i| format!("127.0.0.{i}:{}", free_port(&format!("127.0.0.{i}"))).parse().unwrap()).collect();
+    let list: Vec<String> =
+        peers.iter().zip(regions).enumerate().map(|(i, (a, r))| format!("{}={a}@{r}", i + 1)).collect();
+    let start = ["--peers".to_string(), list.join(","), "--wan".into(), "globlease-4".into()];
+    let servers: Vec<Server> = (1..=3)
+        .map(|id| Server::launch(id, &format!("127.0.0.{id}"), peers[id as usize - 1], &start, dir.path()))
+        .collect();
+    servers.iter().for_each(|s| s.wait_ready(Duration::from_secs(30)));
+    let create = ["keyspace", "create", "db1", "--protocol", "meteor", "--regions", "or,va,ir"];
+    servers[0].ctl(&[&create[..], &["--theta-ms", "auto", "--clock-bound-ms", "2"]].concat());
+
+    let script = "import redis, sys, time\n\
+        rs = [redis.Redis(host=a.split(':')[0], port=int(a.split(':')[1]), db=1) for a in sys.argv[1:]]\n\
+        for i, r in enumerate(rs):\n\
+        \x20   r.set(f'py{i}', f'v{i}')\n\
+        \x20   assert r.get(f'py{i}') == f'v{i}'.encode(), 'its own write, at once'\n\
+        time.sleep(0.2)\n\
+        print(' '.join(r.get(f'py{j}').decode() for r in rs for j in range(len(rs))))\n";
+    let addrs: Vec<String> = servers.iter().map(|s| s.resp.to_string()).collect();
+    let out = Command::new(support::python_with("redis", "python3-redis"))
+        .args([&["-c", script][..], &addrs.iter().map(String::as_str).collect::<Vec<_>>()].concat())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "v0 v1 v2 v0 v1 v2 v0 v1 v2");
+
+    let oregon = &servers[0];
+    let before = (oregon.protocol_events("meteor_reads"), oregon.protocol_events("meteor_reads_parked"));
+    let waited_before = oregon.protocol_events("meteor_parked_ms");
+    let a = ["--db", "1", "--workload", "a", "--records", "100", "--operations", "400", "--clients", "4"];
+    let report = ycsb(oregon.resp, &a, dir.path());
+    phase(&report, "load");
+    let (_, ops) = phase(&report, "run");
+    let reads = ops.iter().find(|(op, _)| op == "READ").map_or(0, |(_, n)| *n);
+    let answered = oregon.protocol_events("meteor_reads") - before.0;
+    assert!(reads > 0 && answered >= reads, "Oregon's replica answered {answered} of the run's {reads} reads");
+    let parked = oregon.protocol_events("meteor_reads_parked") - before.1;
+    let waited_ms = oregon.protocol_events("meteor_parked_ms") - waited_before;
+    println!(
+        "Oregon answered {answered} reads ({reads} of the run), {parked} of them after waiting {waited_ms} ms in all"
+    );
+    assert!(waited_ms < 66 * parked.max(1), "{parked} reads waited {waited_ms} ms in all");
 }

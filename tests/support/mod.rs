@@ -4,6 +4,7 @@
 
 pub mod load;
 pub mod resp;
+pub mod ycsb;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -184,6 +185,14 @@ impl Server {
     /// The node's `/v1/cluster`.
     pub fn cluster_status(&self) -> serde_json::Value {
         serde_json::from_str(&self.http_get("/v1/cluster")).unwrap_or_default()
+    }
+
+    /// A protocol core's counter (`meridian_protocol_events_total{event=…}`) from the node's /metrics; 0 if absent.
+    pub fn protocol_events(&self, event: &str) -> u64 {
+        let metrics = self.http_get("/metrics");
+        let name = format!("meridian_protocol_events_total{{event=\"{event}\"}}");
+        let line = metrics.lines().find(|l| l.starts_with(&name));
+        line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
     }
 
     /// The body of a GET of `path` from the node's HTTP server.
