@@ -444,6 +444,40 @@ mod tests {
         assert!(bytes / seconds < 1_000, "{} B/s for the pair", bytes / seconds);
     }
 
+    /// What a replica's statuses to one peer cost as keys are written: each changed key rides in up to
+    /// `REDUNDANCY` statuses (fewer once acknowledged) with its version, so the cost grows by about that many
+    /// times a key and a version per key written, over a floor of a status per interval (the peer keeps getting
+    /// them while changes flow). Keys of 14 bytes, statuses every 10 ms, acknowledged by the next status back.
+    #[test]
+    fn status_bytes_grow_with_the_keys_written_per_interval() {
+        let mut per_second = Vec::new();
+        for written in [0u64, 1, 10, 100] {
+            let (mut one, mut two) = pair();
+            for tick in 0..100u64 {
+                for k in 0..written {
+                    one.changed(C, &key(&format!("user{:010}", tick * written + k)), tick << 16 | 1);
+                }
+                let now = 1_000 + tick * 10;
+                for (_, status) in one.next(now, &BTreeSet::new()) {
+                    two.on_status(NodeId(1), status);
+                }
+                for (_, status) in two.next(now, &BTreeSet::new()) {
+                    one.on_status(NodeId(2), status);
+                }
+            }
+            per_second.push((written, one.stats.bytes_sent));
+            println!("{written:>4} keys written per interval: {} B/s of statuses to the peer", one.stats.bytes_sent);
+        }
+        let bytes_per_key = |w: u64| {
+            let (idle, busy) = (per_second[0].1, per_second.iter().find(|(n, _)| *n == w).unwrap().1);
+            (busy - idle) as f64 / (w * 100) as f64
+        };
+        for w in [10, 100] {
+            let per_key = bytes_per_key(w);
+            assert!((14.0..=REDUNDANCY as f64 * 30.0).contains(&per_key), "{per_key:.1} B per key written at {w}");
+        }
+    }
+
     #[test]
     fn a_new_run_starts_the_views_again_and_old_acknowledgements_drop_nothing() {
         let (mut one, mut two) = pair();
