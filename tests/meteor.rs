@@ -1,5 +1,5 @@
 //! Meteor keyspaces on real processes (docs/protocols/meteor.md): created with their status interval, clock
-//! bound and θt, listed with them (a forced θt flagged), refused with a clear error when misconfigured; plain reads, writes and deletes
+//! bound, θt and redundancy, listed with them (a forced θt flagged), refused with a clear error when misconfigured; plain reads, writes and deletes
 //! through any node, reads answered from the replicas' statuses; and every acknowledged write still read back
 //! with one of three nodes killed.
 
@@ -25,6 +25,7 @@ fn meteor_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
         (&["--lease-ms", "1000"][..], "--lease-ms is not an option of protocol meteor"),
         (&["--theta-ms", "soon"][..], "unknown θt \"soon\"; expected one of auto, 0 (MeteorShower1) or milliseconds"),
         (&["--theta-ms", "auto", "--unsafe"][..], "--unsafe forces a fixed --theta-ms above its measured bound"),
+        (&["--redundancy", "0"][..], "a meteor keyspace's status redundancy must be 1 to 8 statuses, not 0"),
     ];
     for (args, why) in misconfigured {
         let err = first.ctl_fails(&[&["keyspace", "create", "m", "--protocol", "meteor"][..], args].concat());
@@ -34,14 +35,14 @@ fn meteor_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
     assert!(err.contains("--clock-bound-ms is not an option of protocol chain"), "{err}");
     assert!(!first.ctl(&["keyspace", "list"]).contains(" m "), "nothing was created");
 
-    let knobs = ["--status-interval-ms", "5", "--clock-bound-ms", "3", "--theta-ms", "auto"];
+    let knobs = ["--status-interval-ms", "5", "--clock-bound-ms", "3", "--theta-ms", "auto", "--redundancy", "3"];
     let args = [&["keyspace", "create", "m", "--protocol", "meteor"][..], &knobs].concat();
     assert_eq!(first.ctl(&args).trim(), "created keyspace m (number 1)");
     let list = first.ctl(&["keyspace", "list"]);
-    assert!(list.contains("meteor every 5 ms ε 3 ms θ auto"), "{list}");
+    assert!(list.contains("meteor every 5 ms ε 3 ms θ auto ×3"), "{list}");
     first.ctl(&["keyspace", "create", "forced", "--protocol", "meteor", "--theta-ms", "40", "--unsafe"]);
     let list = first.ctl(&["keyspace", "list"]);
-    assert!(list.contains("meteor every 10 ms ε 10 ms θ 40 UNSAFE"), "flagged: {list}");
+    assert!(list.contains("meteor every 10 ms ε 10 ms θ 40 ×2 UNSAFE"), "flagged: {list}");
 
     let mut c = first.keyspace_conn("m");
     assert_eq!(c.cmd(&["SET", "k", "v1"]).unwrap(), Resp::Simple("OK".into()));

@@ -198,6 +198,7 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
                 status_interval_ms,
                 clock_bound_ms,
                 theta_ms,
+                redundancy,
                 unsafe_theta,
             },
         master_region,
@@ -228,7 +229,7 @@ fn create_body(create: &CreateArgs) -> Result<Value, String> {
         "name": name, "replicas": names, "update": update, "read_from": read_from, "durability": durability,
         "maxmemory": maxmemory, "protocol": protocol, "read_quorum": read_quorum, "write_quorum": write_quorum,
         "timestamps": timestamps, "lease_ms": lease_ms, "write_mode": write_mode,
-        "status_interval_ms": status_interval_ms, "clock_bound_ms": clock_bound_ms, "theta_ms": theta_ms,
+        "status_interval_ms": status_interval_ms, "clock_bound_ms": clock_bound_ms, "theta_ms": theta_ms, "redundancy": redundancy,
         "unsafe": unsafe_theta, "placement": placed.regions, "ban_regions": placed.banned,
     }))
 }
@@ -342,10 +343,11 @@ fn keyspaces(list: &Value) -> String {
             ),
             Some("lease") => format!("lease {} ms {}", text(&k["lease_ms"]), text(&k["write_mode"])),
             Some("meteor") => format!(
-                "meteor every {} ms ε {} ms θ {}{}",
+                "meteor every {} ms ε {} ms θ {} ×{}{}",
                 text(&k["status_interval_ms"]),
                 text(&k["clock_bound_ms"]),
                 text(&k["theta_ms"]),
+                text(&k["redundancy"]),
                 if k["unsafe"] == true { " UNSAFE" } else { "" }
             ),
             _ => text(&k["protocol"]),

@@ -39,6 +39,10 @@ pub struct ProtocolArgs {
     /// most N, and no more than that bound unless --unsafe).
     #[arg(long)]
     pub theta_ms: Option<String>,
+    /// With `--protocol meteor`: how many statuses in a row carry each change before it is left to the
+    /// receiver's acknowledgement, 1 to 8 (default 2): a status lost now and then then costs nothing.
+    #[arg(long)]
+    pub redundancy: Option<u32>,
     /// With a fixed `--theta-ms`: apply it even above the bound measured round trips make safe, where reads may
     /// miss writes that succeeded before they began, their own included.
     #[arg(long = "unsafe")]
@@ -56,6 +60,7 @@ impl ProtocolArgs {
             status_interval_ms: self.status_interval_ms,
             clock_bound_ms: self.clock_bound_ms,
             theta: self.theta_ms.as_deref(),
+            redundancy: self.redundancy,
             unsafe_theta: self.unsafe_theta,
         }
     }

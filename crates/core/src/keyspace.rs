@@ -51,6 +51,8 @@ pub enum KeyspaceError {
     MeteorTooFewReplicas(usize),
     #[error("a meteor keyspace's status interval must be at least 1 ms")]
     MeteorIntervalZero,
+    #[error("a meteor keyspace's status redundancy must be 1 to {METEOR_REDUNDANCY_MAX} statuses, not {0}")]
+    MeteorRedundancy(u32),
     #[error("--unsafe forces a fixed --theta-ms above its measured bound; θt {0} needs no forcing")]
     MeteorUnsafeWithoutFixedTheta(Theta),
     #[error("consistency level {level} is more than the keyspace's {replicas} replicas")]
@@ -303,6 +305,8 @@ impl Default for LeaseOptions {
 
 /// Fewest replicas a meteor keyspace keeps.
 pub const METEOR_REPLICAS_MIN: usize = 3;
+/// Most statuses a change rides in before it is left to the receiver's acknowledgement.
+pub const METEOR_REDUNDANCY_MAX: u32 = 8;
 
 /// θt, how old a status a read may count (seed 001 §4.2.2, "Summary of θt"): 0 counts only statuses sent after
 /// the read arrived (MeteorShower1); `auto` the largest θt its replicas' measured round trips make safe
@@ -348,6 +352,9 @@ pub struct MeteorOptions {
     /// status.
     pub clock_bound_ms: u32,
     pub theta: Theta,
+    /// How many statuses in a row carry a change before it is left to the receiver's acknowledgement (the seed's
+    /// repeated messages against loss): a status lost now and then then costs nothing.
+    pub redundancy: u32,
     /// A fixed θt is applied even above the bound measured round trips make safe: reads may then miss their own
     /// writes.
     pub unsafe_theta: bool,
@@ -355,7 +362,13 @@ pub struct MeteorOptions {
 
 impl Default for MeteorOptions {
     fn default() -> Self {
-        MeteorOptions { status_interval_ms: 10, clock_bound_ms: 10, theta: Theta::Fixed(0), unsafe_theta: false }
+        MeteorOptions {
+            status_interval_ms: 10,
+            clock_bound_ms: 10,
+            theta: Theta::Fixed(0),
+            redundancy: 2,
+            unsafe_theta: false,
+        }
     }
 }
 
@@ -377,6 +390,7 @@ pub struct ProtocolKnobs<'a> {
     pub status_interval_ms: Option<u32>,
     pub clock_bound_ms: Option<u32>,
     pub theta: Option<&'a str>,
+    pub redundancy: Option<u32>,
     pub unsafe_theta: bool,
 }
 
@@ -426,6 +440,7 @@ impl ProtocolConfig {
             ("--status-interval-ms", k.status_interval_ms.is_some(), Protocol::Meteor),
             ("--clock-bound-ms", k.clock_bound_ms.is_some(), Protocol::Meteor),
             ("--theta-ms", k.theta.is_some(), Protocol::Meteor),
+            ("--redundancy", k.redundancy.is_some(), Protocol::Meteor),
             ("--unsafe", k.unsafe_theta, Protocol::Meteor),
         ];
         if let Some((knob, ..)) = given.into_iter().find(|&(_, set, owner)| set && owner != protocol) {
@@ -445,6 +460,7 @@ impl ProtocolConfig {
                 status_interval_ms: k.status_interval_ms.unwrap_or(m.status_interval_ms),
                 clock_bound_ms: k.clock_bound_ms.unwrap_or(m.clock_bound_ms),
                 theta: k.theta.map_or(Ok(m.theta), str::parse)?,
+                redundancy: k.redundancy.unwrap_or(m.redundancy),
                 unsafe_theta: k.unsafe_theta,
             })),
             chain => Ok(chain),
@@ -469,10 +485,11 @@ impl ProtocolConfig {
             }
             ProtocolConfig::Lease(l) => format!(" --lease-ms {} --write-mode {}", l.lease_ms, l.write_mode),
             ProtocolConfig::Meteor(m) => format!(
-                " --status-interval-ms {} --clock-bound-ms {} --theta-ms {}{}",
+                " --status-interval-ms {} --clock-bound-ms {} --theta-ms {} --redundancy {}{}",
                 m.status_interval_ms,
                 m.clock_bound_ms,
                 m.theta,
+                m.redundancy,
                 if m.unsafe_theta { " --unsafe" } else { "" }
             ),
         }
@@ -627,6 +644,9 @@ impl KeyspaceConfig {
         if m.status_interval_ms == 0 {
             return Err(KeyspaceError::MeteorIntervalZero);
         }
+        if !(1..=METEOR_REDUNDANCY_MAX).contains(&m.redundancy) {
+            return Err(KeyspaceError::MeteorRedundancy(m.redundancy));
+        }
         if m.unsafe_theta && matches!(m.theta, Theta::Auto | Theta::Fixed(0)) {
             return Err(KeyspaceError::MeteorUnsafeWithoutFixedTheta(m.theta));
         }
@@ -706,15 +726,17 @@ mod tests {
     }
 
     #[test]
-    fn a_meteor_theta_is_zero_auto_or_milliseconds_and_forcing_needs_a_fixed_one() {
+    fn meteor_knobs_parse_print_and_refuse_what_cannot_work() {
         let knobs = |theta, unsafe_theta| ProtocolKnobs { theta, unsafe_theta, ..ProtocolKnobs::default() };
         let meteor = |k: &ProtocolKnobs| ProtocolConfig::from_options(Protocol::Meteor, k);
         let config = |p| KeyspaceConfig { protocol: p, ..KeyspaceConfig::durable(3) };
         let auto = meteor(&knobs(Some("auto"), false)).unwrap();
         assert_eq!(auto.meteor().map(|m| m.theta), Some(Theta::Auto));
-        assert!(auto.as_args().ends_with(" --theta-ms auto"), "{}", auto.as_args());
+        assert!(auto.as_args().ends_with(" --theta-ms auto --redundancy 2"), "{}", auto.as_args());
+        let none = ProtocolKnobs { redundancy: Some(0), ..ProtocolKnobs::default() };
+        assert_eq!(config(meteor(&none).unwrap()).validate(), Err(KeyspaceError::MeteorRedundancy(0)));
         let forced = meteor(&knobs(Some("40"), true)).unwrap();
-        assert!(forced.as_args().ends_with(" --theta-ms 40 --unsafe"), "{}", forced.as_args());
+        assert!(forced.as_args().ends_with(" --theta-ms 40 --redundancy 2 --unsafe"), "{}", forced.as_args());
         assert_eq!(config(forced).validate(), Ok(()));
         let pointless = meteor(&knobs(Some("auto"), true)).unwrap();
         assert_eq!(config(pointless).validate(), Err(KeyspaceError::MeteorUnsafeWithoutFixedTheta(Theta::Auto)));

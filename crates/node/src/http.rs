@@ -240,6 +240,8 @@ pub(crate) struct NewKeyspace {
     /// A meteor keyspace's θt: milliseconds (a number or its text) or `"auto"`; and whether a fixed one is
     /// applied even above its measured bound.
     theta_ms: Option<Value>,
+    /// A meteor keyspace's statuses in a row that carry each change (default 2).
+    redundancy: Option<u32>,
     #[serde(default, rename = "unsafe")]
     unsafe_theta: bool,
     /// Replicas per region, the home region first: `[["eu", 2], ["us", 1]]`; absent or empty: spread.
@@ -286,6 +288,7 @@ impl NewKeyspace {
             status_interval_ms: self.status_interval_ms,
             clock_bound_ms: self.clock_bound_ms,
             theta: theta.as_deref(),
+            redundancy: self.redundancy,
             unsafe_theta: self.unsafe_theta,
         };
         config.protocol =

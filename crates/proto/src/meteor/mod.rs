@@ -397,16 +397,19 @@ impl KeyspaceProtocol for MeteorNode {
         self.map = Some(map.clone());
         self.engine(out, |e, fx| e.adopt(host, map, now, fx));
         let mut shared: BTreeMap<NodeId, BTreeMap<ChainId, Fence>> = BTreeMap::new();
-        let mut interval: Option<u32> = None;
+        let (mut interval, mut redundancy): (Option<u32>, u32) = (None, 1);
         for c in map.chains.values() {
             let Some(cfg) = self.quorum.config(c.id).filter(|cfg| cfg.takes_part(self.me)) else { continue };
             for peer in cfg.writers().filter(|&p| p != self.me) {
                 shared.entry(peer).or_default().insert(c.id, cfg.fence);
             }
-            let every = map.keyspaces.get(&c.id.keyspace()).and_then(|k| k.config.protocol.meteor());
-            interval = interval.min(every.map(|m| m.status_interval_ms)).or(every.map(|m| m.status_interval_ms));
+            let Some(m) = map.keyspaces.get(&c.id.keyspace()).and_then(|k| k.config.protocol.meteor()) else {
+                continue;
+            };
+            interval = Some(interval.map_or(m.status_interval_ms, |i| i.min(m.status_interval_ms)));
+            redundancy = redundancy.max(m.redundancy);
         }
-        self.statuses.adopt(&shared);
+        self.statuses.adopt(&shared, u64::from(redundancy));
         self.interval = interval.map(|ms| Duration::from_millis(u64::from(ms)));
         if let (Some(every), false) = (self.interval, self.ticking) {
             self.ticking = true;

@@ -9,8 +9,8 @@
 //!   receiver's map shows the partition shared. Asking makes the receiver a follower: every change the sender
 //!   takes from then on is owed to it. The view is whole once a status sent after the last page is taken.
 //! - A change is owed until the receiver acknowledges a status that carried it. It rides in the next
-//!   [`REDUNDANCY`] statuses; a status carries every change first carried after its `covers_from`, so a
-//!   receiver whole up to `covers_from` is whole up to the status. One that is not says so in its next
+//!   `redundancy` statuses (the keyspaces' knob); a status carries every change first carried after its
+//!   `covers_from`, so a receiver whole up to `covers_from` is whole up to the status. One that is not says so in its next
 //!   acknowledgement (`gap`), and the sender's next status carries everything owed since that acknowledgement.
 //! - A status names its sender's run: a receiver that sees another run starts its views again, and an
 //!   acknowledgement names the receiver's run, so one from an earlier run drops nothing owed to the new one.
@@ -26,9 +26,6 @@ use bytes::Bytes;
 use meridian_core::{ChainId, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How many statuses in a row carry a change before it is left to the receiver's acknowledgement: a status lost
-/// now and then costs nothing, and a run of losses costs one status carrying everything owed.
-pub const REDUNDANCY: u64 = 2;
 /// An idle peer (nothing to carry to it, nothing to acknowledge at once, no reads waiting on either side) gets a
 /// status every this many intervals rather than every one: about 40 bytes ten times a second at 10 ms.
 pub const IDLE_EVERY: u32 = 10;
@@ -62,12 +59,12 @@ impl Outbox {
         owed.insert(key, (value, next));
     }
 
-    /// The sequence number after which the next status must carry every change: the last `REDUNDANCY`
+    /// The sequence number after which the next status must carry every change: the last `redundancy`
     /// statuses' share, or everything since the peer's acknowledgement if it said it missed some.
-    fn covers_from(&self, seq: u64) -> u64 {
+    fn covers_from(&self, seq: u64, redundancy: u64) -> u64 {
         match self.ack {
-            Some(a) if a.gap => a.seq.min(seq.saturating_sub(REDUNDANCY)),
-            _ => seq.saturating_sub(REDUNDANCY),
+            Some(a) if a.gap => a.seq.min(seq.saturating_sub(redundancy)),
+            _ => seq.saturating_sub(redundancy),
         }
     }
 }
@@ -142,6 +139,9 @@ pub struct Statuses {
     inboxes: BTreeMap<NodeId, Inbox>,
     /// This node's configuration of each partition it shares, as last owed to the followers.
     fences: BTreeMap<ChainId, Fence>,
+    /// How many statuses in a row carry a change before it is left to the receiver's acknowledgement: the most
+    /// the keyspaces of the shared partitions ask for.
+    redundancy: u64,
     pub stats: StatusStats,
 }
 
@@ -153,14 +153,17 @@ impl Statuses {
             followers: BTreeMap::new(),
             inboxes: BTreeMap::new(),
             fences: BTreeMap::new(),
+            redundancy: 1,
             stats: StatusStats::default(),
         }
     }
 
     /// Follows the map: `shared` names, per peer, the partitions it shares with this node, each with this
-    /// node's configuration of it. Views of partitions newly shared start paging; those no longer shared go,
-    /// and so does a follower the map no longer has in a partition, once told of the new configuration.
-    pub fn adopt(&mut self, shared: &BTreeMap<NodeId, BTreeMap<ChainId, Fence>>) {
+    /// node's configuration of it, and `redundancy` the statuses in a row that carry a change. Views of
+    /// partitions newly shared start paging; those no longer shared go, and so does a follower the map no longer
+    /// has in a partition, once told of the new configuration.
+    pub fn adopt(&mut self, shared: &BTreeMap<NodeId, BTreeMap<ChainId, Fence>>, redundancy: u64) {
+        self.redundancy = redundancy.max(1);
         for (&peer, chains) in shared {
             let inbox = self.inboxes.entry(peer).or_default();
             inbox.views.retain(|c, _| chains.contains_key(c));
@@ -201,7 +204,7 @@ impl Statuses {
     pub fn next(&mut self, now_ms: u64, wanting: &BTreeSet<NodeId>) -> Vec<(NodeId, Status)> {
         let mut sent = Vec::with_capacity(self.outboxes.len());
         for (&peer, o) in &mut self.outboxes {
-            let covers_from = o.covers_from(o.seq + 1);
+            let covers_from = o.covers_from(o.seq + 1, self.redundancy);
             let carries = |since: u64| since > covers_from;
             let owed = o.versions.values().any(|(_, s)| carries(*s)) || o.fences.values().any(|(_, s)| carries(*s));
             let gap = self.inboxes.get(&peer).is_some_and(|i| i.gap);
@@ -364,6 +367,8 @@ mod tests {
     use super::*;
 
     const C: ChainId = ChainId(0);
+    /// The statuses in a row that carry a change, the default.
+    const REDUNDANCY: u64 = 2;
     const F: Fence = Fence { view: 1, step: 0 };
 
     fn key(k: &str) -> Bytes {
@@ -374,8 +379,8 @@ mod tests {
     fn pair() -> (Statuses, Statuses) {
         let shared = |peer| BTreeMap::from([(NodeId(peer), BTreeMap::from([(C, F)]))]);
         let (mut one, mut two) = (Statuses::new(7), Statuses::new(9));
-        one.adopt(&shared(2));
-        two.adopt(&shared(1));
+        one.adopt(&shared(2), REDUNDANCY);
+        two.adopt(&shared(1), REDUNDANCY);
         assert_eq!(two.page_requests(), [(NodeId(1), C, None)]);
         let seq = one.follow(NodeId(2), C);
         let page = Page { incarnation: 7, chain: C, after: None, seq, fence: F, versions: vec![], more: false };
@@ -483,7 +488,7 @@ mod tests {
         let (mut one, mut two) = pair();
         assert!(two.on_status(NodeId(1), status_to(&mut one, NodeId(2), 100)));
         let mut restarted = Statuses::new(8);
-        restarted.adopt(&BTreeMap::from([(NodeId(2), BTreeMap::from([(C, F)]))]));
+        restarted.adopt(&BTreeMap::from([(NodeId(2), BTreeMap::from([(C, F)]))]), REDUNDANCY);
         two.on_status(NodeId(1), status_to(&mut restarted, NodeId(2), 200));
         assert_eq!(two.seen(NodeId(1), C, b"k"), None, "its views page again");
         assert_eq!(two.page_requests(), [(NodeId(1), C, None)]);
@@ -500,7 +505,7 @@ mod tests {
         let (mut one, mut two) = pair();
         let (moved, other) = (Fence { view: 2, step: 0 }, ChainId(1));
         let shared = [(NodeId(2), BTreeMap::from([(other, F)])), (NodeId(3), BTreeMap::from([(C, moved)]))];
-        one.adopt(&BTreeMap::from(shared));
+        one.adopt(&BTreeMap::from(shared), REDUNDANCY);
         let told = status_to(&mut one, NodeId(2), 100);
         assert_eq!(told.fences, [(C, moved)], "the dropped follower hears of the new configuration");
         assert!(two.on_status(NodeId(1), told));

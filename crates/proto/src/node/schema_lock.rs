@@ -33,7 +33,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg`, `LeaseMsg` and `MeteorMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0x8ef7_3d53), (8, 0x2729_b6dc), [14, 9, 16, 8, 21, 11]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0xb729_d06c), (8, 0x2cda_9c58), [14, 9, 16, 8, 21, 11]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -229,7 +229,13 @@ fn lease_keyspace() -> KeyspaceConfig {
 
 /// A meteor keyspace with every knob away from its default.
 fn meteor_keyspace() -> KeyspaceConfig {
-    let m = MeteorOptions { status_interval_ms: 25, clock_bound_ms: 3, theta: Theta::Fixed(40), unsafe_theta: true };
+    let m = MeteorOptions {
+        status_interval_ms: 25,
+        clock_bound_ms: 3,
+        theta: Theta::Fixed(40),
+        redundancy: 3,
+        unsafe_theta: true,
+    };
     KeyspaceConfig { protocol: ProtocolConfig::Meteor(m), ..KeyspaceConfig::durable(3) }
 }
 

@@ -79,6 +79,7 @@ pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
                 "status_interval_ms": k.config.protocol.meteor().map(|m| m.status_interval_ms),
                 "clock_bound_ms": k.config.protocol.meteor().map(|m| m.clock_bound_ms),
                 "theta_ms": k.config.protocol.meteor().map(|m| m.theta.to_string()),
+                "redundancy": k.config.protocol.meteor().map(|m| m.redundancy),
                 "unsafe": k.config.protocol.meteor().map(|m| m.unsafe_theta),
             })
         })

@@ -49,7 +49,7 @@ impl MeteorExperiment {
                 status_interval_ms: self.status_interval_ms,
                 clock_bound_ms: self.clock_bound_ms,
                 theta,
-                unsafe_theta: false,
+                ..MeteorOptions::default()
             };
             let protocol = ProtocolConfig::Meteor(m);
             let keyspace = KeyspaceConfig { protocol, placement: placement.clone(), ..KeyspaceConfig::durable(3) };
