@@ -331,7 +331,8 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     ExitCode::FAILURE
 }
 
-/// The counters the summary line does not name (a protocol's own), summed over the seeds.
+/// The counters the summary line does not name (a protocol's own), summed over the seeds; those that stayed 0
+/// are left out, since every node runs every protocol's core and most count nothing in a run of one protocol.
 fn other_counters(results: &[SeedResult]) -> String {
     const NAMED: &[&str] = &[
         "compactions",
@@ -359,7 +360,7 @@ fn other_counters(results: &[SeedResult]) -> String {
     for (&name, &n) in results.iter().flat_map(|r| &r.counters).filter(|(name, _)| !NAMED.contains(name)) {
         *sums.entry(name).or_default() += n;
     }
-    sums.iter().map(|(name, n)| format!("{n} {name}")).collect::<Vec<_>>().join(", ")
+    sums.iter().filter(|(_, n)| **n > 0).map(|(name, n)| format!("{n} {name}")).collect::<Vec<_>>().join(", ")
 }
 
 /// The messages of every run, by kind, with their rate per node of the initial cluster.
