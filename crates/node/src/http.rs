@@ -242,8 +242,9 @@ pub(crate) struct NewKeyspace {
     theta_ms: Option<Value>,
     /// A meteor keyspace's statuses in a row that carry each change (default 2).
     redundancy: Option<u32>,
-    #[serde(default, rename = "unsafe")]
-    unsafe_theta: bool,
+    /// Null as `keyspace list` shows it for other protocols: the listing of a keyspace reads back as its create.
+    #[serde(rename = "unsafe")]
+    unsafe_theta: Option<bool>,
     /// Replicas per region, the home region first: `[["eu", 2], ["us", 1]]`; absent or empty: spread.
     #[serde(default)]
     placement: Vec<(String, u32)>,
@@ -289,7 +290,7 @@ impl NewKeyspace {
             clock_bound_ms: self.clock_bound_ms,
             theta: theta.as_deref(),
             redundancy: self.redundancy,
-            unsafe_theta: self.unsafe_theta,
+            unsafe_theta: self.unsafe_theta.unwrap_or(false),
         };
         config.protocol =
             ProtocolConfig::from_options(protocol.unwrap_or_default(), &knobs).map_err(|e| e.to_string())?;

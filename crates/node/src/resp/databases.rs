@@ -132,11 +132,14 @@ mod tests {
     use meridian_core::{KeyspaceConfig, ReplicaKind};
     use std::sync::Mutex;
 
-    /// A keyspace list entry as the core writes it.
+    /// A keyspace list entry as the core writes it for a chain keyspace: other protocols' knobs null.
     fn entry(id: u32, name: &str, replicas: &[&str], maxmemory: Option<u64>) -> serde_json::Value {
         serde_json::json!({
             "id": id, "name": name, "replication": replicas.len(), "replicas": replicas, "update": "su",
-            "read_from": "tail", "durability": null, "maxmemory": maxmemory,
+            "read_from": "tail", "durability": null, "maxmemory": maxmemory, "protocol": "chain",
+            "placement": [], "ban_regions": [], "read_quorum": null, "write_quorum": null, "timestamps": null,
+            "lease_ms": null, "write_mode": null, "status_interval_ms": null, "clock_bound_ms": null,
+            "theta_ms": null, "redundancy": null, "unsafe": null,
         })
     }
 
