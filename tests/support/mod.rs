@@ -189,9 +189,17 @@ impl Server {
 
     /// A protocol core's counter (`meridian_protocol_events_total{event=…}`) from the node's /metrics; 0 if absent.
     pub fn protocol_events(&self, event: &str) -> u64 {
+        self.sample(&format!("meridian_protocol_events_total{{event=\"{event}\"}}"))
+    }
+
+    /// A protocol core's gauge (`meridian_protocol_gauge{gauge=…}`) from the node's /metrics; 0 if absent.
+    pub fn protocol_gauge(&self, gauge: &str) -> u64 {
+        self.sample(&format!("meridian_protocol_gauge{{gauge=\"{gauge}\"}}"))
+    }
+
+    fn sample(&self, series: &str) -> u64 {
         let metrics = self.http_get("/metrics");
-        let name = format!("meridian_protocol_events_total{{event=\"{event}\"}}");
-        let line = metrics.lines().find(|l| l.starts_with(&name));
+        let line = metrics.lines().find(|l| l.starts_with(series));
         line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
     }
 

@@ -127,6 +127,11 @@ pub trait KeyspaceProtocol: Sized {
     /// What the protocol did over this node's life, by name, for the simulator's summary.
     fn counters(&self) -> Vec<(&'static str, u64)>;
 
+    /// Where the protocol stands now, by name (values that go down as well as up), for the node's metrics.
+    fn gauges(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// The kind of a message, for the simulator's traffic counts.
     fn label(msg: &Self::Msg) -> &'static str;
 

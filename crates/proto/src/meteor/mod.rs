@@ -127,10 +127,22 @@ impl MeteorNode {
         if planted::planted_in(&self.cfg, MeteorPlantedBug::CountsStaleStatuses) {
             return 0;
         }
-        let m = self.options(p.chain);
+        let theta = self.theta_ms(p.chain, holders, self.in_my_region(p.origin.node));
+        (p.arrived_ms + u64::from(self.options(p.chain).clock_bound_ms)).saturating_sub(theta)
+    }
+
+    /// θt in force for a read of `chain` (held by `holders`), from this region or not.
+    fn theta_ms(&self, chain: ChainId, holders: &[NodeId], same_region: bool) -> u64 {
         let floor = self.trips.floor_ms(holders.iter().copied().filter(|&h| h != self.me));
-        let theta = theta::in_force(&m, floor, self.in_my_region(p.origin.node));
-        (p.arrived_ms + u64::from(m.clock_bound_ms)).saturating_sub(theta)
+        theta::in_force(&self.options(chain), floor, same_region)
+    }
+
+    /// The least θt in force for reads from this node's region over the partitions it holds.
+    fn least_theta_ms(&self) -> u64 {
+        let Some(map) = self.map.as_ref() else { return 0 };
+        let held =
+            map.chains.keys().filter_map(|&c| self.quorum.config(c).filter(|cfg| cfg.holders.contains(&self.me)));
+        held.map(|cfg| self.theta_ms(cfg.chain, &cfg.holders, true)).min().unwrap_or(0)
     }
 
     /// Whether `node` is this one or in its region.
@@ -512,6 +524,12 @@ impl KeyspaceProtocol for MeteorNode {
             ("status pages", s.pages),
         ]);
         all
+    }
+
+    /// θt in force for reads from this replica's region: the least over the partitions it holds (0 before any
+    /// is measured, or with θt 0).
+    fn gauges(&self) -> Vec<(&'static str, u64)> {
+        vec![("meteor theta ms", self.least_theta_ms())]
     }
 
     fn label(msg: &MeteorMsg) -> &'static str {

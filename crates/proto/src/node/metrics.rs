@@ -122,6 +122,11 @@ impl ClusterNode {
         for (event, value) in self.protocols.counters() {
             e.sample(metric, &[("event", &event.replace(' ', "_"))], value);
         }
+        let metric = "meridian_protocol_gauge";
+        e.family(metric, MetricKind::Gauge, "Where this node's keyspace protocol cores stand now, by gauge.");
+        for (gauge, value) in self.protocols.gauges() {
+            e.sample(metric, &[("gauge", &gauge.replace(' ', "_"))], value);
+        }
     }
 
     fn store_families(&self, e: &mut Exposition, name: &dyn Fn(KeyspaceId) -> String) {

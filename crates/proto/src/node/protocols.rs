@@ -153,6 +153,12 @@ macro_rules! protocols {
                 counters
             }
 
+            pub fn gauges(&self) -> Vec<(&'static str, u64)> {
+                let mut gauges = Vec::new();
+                $(gauges.extend(self.$field.core.gauges());)+
+                gauges
+            }
+
             /// What a keyspace configured so promises, as its protocol says.
             pub fn claim(config: &meridian_core::KeyspaceConfig) -> Claim {
                 match config.protocol.protocol() {
