@@ -127,14 +127,16 @@ impl MeteorNode {
         if planted::planted_in(&self.cfg, MeteorPlantedBug::CountsStaleStatuses) {
             return 0;
         }
-        let theta = self.theta_ms(p.chain, holders, self.in_my_region(p.origin.node));
-        (p.arrived_ms + u64::from(self.options(p.chain).clock_bound_ms)).saturating_sub(theta)
+        let m = self.options(p.chain);
+        let theta = self.theta_ms(&m, holders, self.in_my_region(p.origin.node));
+        (p.arrived_ms + u64::from(m.clock_bound_ms)).saturating_sub(theta)
     }
 
-    /// θt in force for a read of `chain` (held by `holders`), from this region or not.
-    fn theta_ms(&self, chain: ChainId, holders: &[NodeId], same_region: bool) -> u64 {
+    /// θt in force for a read of a partition of a keyspace with knobs `m`, held by `holders`, from this region or
+    /// not.
+    fn theta_ms(&self, m: &MeteorOptions, holders: &[NodeId], same_region: bool) -> u64 {
         let floor = self.trips.floor_ms(holders.iter().copied().filter(|&h| h != self.me));
-        theta::in_force(&self.options(chain), floor, same_region)
+        theta::in_force(m, floor, same_region)
     }
 
     /// The least θt in force for reads from this node's region over the partitions it holds.
@@ -142,7 +144,7 @@ impl MeteorNode {
         let Some(map) = self.map.as_ref() else { return 0 };
         let held =
             map.chains.keys().filter_map(|&c| self.quorum.config(c).filter(|cfg| cfg.holders.contains(&self.me)));
-        held.map(|cfg| self.theta_ms(cfg.chain, &cfg.holders, true)).min().unwrap_or(0)
+        held.map(|cfg| self.theta_ms(&self.options(cfg.chain), &cfg.holders, true)).min().unwrap_or(0)
     }
 
     /// Whether `node` is this one or in its region.
@@ -196,9 +198,7 @@ impl MeteorNode {
         };
         let map = self.map.clone().expect("requests are accepted only once a map is known");
         let Some(cfg) = map.chain_of(keyspace, token).and_then(|c| self.quorum.config(c.id)) else { return };
-        let region = |n: &NodeId| map.nodes.get(n).map(|i| &i.location.region);
-        let mine = region(&self.me);
-        let in_region = cfg.holders.iter().find(|n| region(n) == mine);
+        let in_region = cfg.holders.iter().find(|&&n| self.in_my_region(n));
         let Some(&nearest) = cfg.holders.iter().find(|&&n| n == self.me).or(in_region).or(cfg.holders.first()) else {
             return;
         };
