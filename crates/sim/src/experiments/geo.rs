@@ -116,6 +116,23 @@ impl Latency {
     }
 }
 
+/// The heading of [`latency_columns`].
+pub const LATENCY_HEADER: &str = " reads  p50 ms  p99 ms   writes  p50 ms  p99 ms  failed";
+
+/// Reads and writes, counted, at p50 and p99, and the failures, as the experiments' tables print them.
+pub fn latency_columns(reads: &Latency, writes: &Latency, failed: usize) -> String {
+    format!(
+        "{:>6} {:>7.1} {:>7.1} {:>8} {:>7.1} {:>7.1} {:>7}",
+        reads.count,
+        ms(reads.p50),
+        ms(reads.p99),
+        writes.count,
+        ms(writes.p50),
+        ms(writes.p99),
+        failed
+    )
+}
+
 #[derive(Clone, Debug)]
 pub struct RegionLatency {
     pub region: String,
@@ -264,21 +281,10 @@ impl GeoReport {
             x.measure,
             x.warmup
         );
-        out += "setting              region    reads  p50 ms  p99 ms   writes  p50 ms  p99 ms  failed\n";
+        out += &format!("setting              region   {LATENCY_HEADER}\n");
         for s in &self.settings {
             for r in &s.regions {
-                out += &format!(
-                    "{:<20} {:<8} {:>6} {:>7.1} {:>7.1} {:>8} {:>7.1} {:>7.1} {:>7}\n",
-                    s.name,
-                    r.region,
-                    r.reads.count,
-                    ms(r.reads.p50),
-                    ms(r.reads.p99),
-                    r.writes.count,
-                    ms(r.writes.p50),
-                    ms(r.writes.p99),
-                    r.failed
-                );
+                out += &format!("{:<20} {:<8} {}\n", s.name, r.region, latency_columns(&r.reads, &r.writes, r.failed));
             }
         }
         out

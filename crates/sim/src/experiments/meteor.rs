@@ -6,7 +6,9 @@
 //! places them at real latencies, Ireland, Virginia and Tokyo of `canopus-7`. Every run is a
 //! [`geo`](super::geo) run: the settings' latencies per client region, averaged over the regions here.
 
-use super::geo::{self, quorum_setting, GeoExperiment, GeoReport, GeoSetting, Latency};
+use super::geo::{
+    self, latency_columns, quorum_setting, GeoExperiment, GeoReport, GeoSetting, Latency, LATENCY_HEADER,
+};
 use super::wan::{ms, WanError};
 use meridian_core::topology::Topology;
 use meridian_core::{KeyspaceConfig, MeteorOptions, Placement, ProtocolConfig, Theta};
@@ -158,20 +160,10 @@ impl MeteorReport {
              datacenters\n",
             x.nodes_per_region, x.clients_per_region, x.status_interval_ms, x.clock_bound_ms, x.measure
         );
-        out += "one-way ms  setting                      reads  p50 ms  p99 ms   writes  p50 ms  p99 ms  failed\n";
+        out += &format!("one-way ms  setting                    {LATENCY_HEADER}\n");
         for (d, points) in &self.sweep {
             for p in points {
-                out += &format!(
-                    "{d:>10}  {:<26} {:>7} {:>7.1} {:>7.1} {:>8} {:>7.1} {:>7.1} {:>7}\n",
-                    p.setting,
-                    p.reads.count,
-                    ms(p.reads.p50),
-                    ms(p.reads.p99),
-                    p.writes.count,
-                    ms(p.writes.p50),
-                    ms(p.writes.p99),
-                    p.failed
-                );
+                out += &format!("{d:>10}  {:<26} {}\n", p.setting, latency_columns(&p.reads, &p.writes, p.failed));
             }
         }
         let geo = GeoExperiment { nodes_per_region: x.nodes_per_region, ..x.geo(eu_us_asia()) };
