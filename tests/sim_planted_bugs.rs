@@ -51,7 +51,18 @@ fn sweep_seeds(
     default: KeyspaceConfig,
     protocols: ProtocolConfigs,
 ) -> Vec<SeedResult> {
-    let s = ChainSweep {
+    sweep_chain(&three_nodes(seeds, nemesis, check, default, protocols), &|_| {})
+}
+
+/// Seeds `seeds` of three nodes and two spares on a network drawn per seed, under `nemesis`.
+fn three_nodes(
+    seeds: std::ops::Range<u64>,
+    nemesis: &str,
+    check: CheckModel,
+    default: KeyspaceConfig,
+    protocols: ProtocolConfigs,
+) -> ChainSweep {
+    ChainSweep {
         seeds,
         nemesis: parse_kinds(nemesis).unwrap(),
         check,
@@ -65,8 +76,7 @@ fn sweep_seeds(
         trace: false,
         topology: None,
         staleness_bound: None,
-    };
-    sweep_chain(&s, &|_| {})
+    }
 }
 
 fn caught(results: &[SeedResult]) -> Vec<&SeedResult> {
@@ -417,19 +427,10 @@ fn globlease_4(
 ) -> ChainSweep {
     let topology = meridian_core::topology::Topology::load("globlease-4").unwrap();
     ChainSweep {
-        seeds,
-        nemesis: parse_kinds(nemesis).unwrap(),
-        check,
         nodes: 4,
         spares: 0,
-        affiliates: 0,
-        default,
-        vnodes: 4,
-        node: NodeConfig { protocols, ..NodeConfig::default() },
-        threads: 2,
-        trace: false,
         topology: Some(std::sync::Arc::new(topology)),
-        staleness_bound: None,
+        ..three_nodes(seeds, nemesis, check, default, protocols)
     }
 }
 
