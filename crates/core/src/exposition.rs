@@ -7,6 +7,7 @@
 //! format requires. Label values are escaped (`\\`, `\"`, `\n`); help text escapes `\\` and `\n`.
 
 use std::fmt::{Display, Write};
+use std::time::Duration;
 
 /// A metric family's type, as `# TYPE` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,40 @@ impl MetricKind {
             MetricKind::Gauge => "gauge",
             MetricKind::Histogram => "histogram",
         }
+    }
+}
+
+/// Upper bounds of the buckets of every latency histogram Meridian exports, in microseconds: from a loopback
+/// round trip to a stalled disk or a wait across the world.
+pub const LATENCY_BOUNDS_US: [u64; 16] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
+    10_000_000,
+];
+
+/// A latency histogram as Prometheus reads it, over [`LATENCY_BOUNDS_US`]: what a single-threaded core records
+/// into, and what the node's shared histograms read as.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Latencies {
+    /// Observations at or below each bound, cumulative.
+    pub cumulative: [u64; LATENCY_BOUNDS_US.len()],
+    /// Every observation, those beyond the last bound included.
+    pub count: u64,
+    pub sum_us: u64,
+}
+
+impl Latencies {
+    /// The bucket `elapsed` falls in (the first whose bound holds it; `LATENCY_BOUNDS_US.len()` beyond them all),
+    /// and `elapsed` in microseconds.
+    pub fn bucket(elapsed: Duration) -> (usize, u64) {
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        (LATENCY_BOUNDS_US.partition_point(|&bound| bound < us), us)
+    }
+
+    pub fn record(&mut self, elapsed: Duration) {
+        let (bucket, us) = Latencies::bucket(elapsed);
+        self.cumulative[bucket..].iter_mut().for_each(|c| *c += 1);
+        self.count += 1;
+        self.sum_us = self.sum_us.saturating_add(us);
     }
 }
 
@@ -67,6 +102,18 @@ impl Exposition {
         self.family(name, kind, help).sample(name, &[], value)
     }
 
+    /// A histogram's samples under family `name`: cumulative buckets with `le` in seconds, `+Inf`, sum and count.
+    pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], l: &Latencies) -> &mut Self {
+        let bucket = format!("{name}_bucket");
+        for (bound, count) in LATENCY_BOUNDS_US.iter().zip(l.cumulative) {
+            let le = (*bound as f64 / 1e6).to_string();
+            self.sample(&bucket, &[labels, &[("le", le.as_str())]].concat(), count);
+        }
+        self.sample(&bucket, &[labels, &[("le", "+Inf")]].concat(), l.count);
+        self.sample(&format!("{name}_sum"), labels, l.sum_us as f64 / 1e6);
+        self.sample(&format!("{name}_count"), labels, l.count)
+    }
+
     pub fn into_text(self) -> String {
         self.out
     }
@@ -100,5 +147,24 @@ mod tests {
         let mut e = Exposition::new();
         e.family("m", MetricKind::Gauge, "a\\b\nc").sample("m", &[("k", "q\"\\\n")], 0.5);
         assert_eq!(e.into_text(), "# HELP m a\\\\b\\nc\n# TYPE m gauge\nm{k=\"q\\\"\\\\\\n\"} 0.5\n");
+    }
+
+    #[test]
+    fn a_histogram_counts_each_observation_in_its_bucket_and_every_later_one() {
+        let mut l = Latencies::default();
+        for us in [0, 50, 51, 20_000_000] {
+            l.record(Duration::from_micros(us));
+        }
+        assert_eq!((l.count, l.sum_us), (4, 20_000_101));
+        assert_eq!(&l.cumulative[..3], &[2, 3, 3], "≤50 µs: 0 and 50; ≤100 µs: 51 as well");
+        assert_eq!(l.cumulative[LATENCY_BOUNDS_US.len() - 1], 3, "20 s exceeds every bound: only the count holds it");
+        let mut e = Exposition::new();
+        e.histogram("w", &[("wait", "x")], &l);
+        let text = e.into_text();
+        assert!(text.starts_with("w_bucket{wait=\"x\",le=\"0.00005\"} 2\n"), "{text}");
+        assert!(
+            text.ends_with("w_bucket{wait=\"x\",le=\"+Inf\"} 4\nw_sum{wait=\"x\"} 20.000101\nw_count{wait=\"x\"} 4\n"),
+            "{text}"
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! the bounds of a group commit, and the persistence figures INFO reports. `docs/durability.md` says what
 //! each mode guarantees (seed 003 §6.2 leaves the fsync policy open; this is Meridian's answer).
 
-use crate::metrics::histogram::{Histogram, Snapshot};
+use crate::metrics::histogram::Histogram;
+use meridian_core::exposition::Latencies;
 use meridian_core::DurabilityMode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -61,7 +62,7 @@ pub(crate) struct Persistence {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PersistenceReading {
     /// Every fsync's duration.
-    pub(crate) latency: Snapshot,
+    pub(crate) latency: Latencies,
     pub(crate) last_fsync: Duration,
     /// The longest any write acknowledged in async mode waited for its fsync, i.e. the largest loss window a
     /// power loss could have hit so far. Zero while no async write was made: the other modes acknowledge

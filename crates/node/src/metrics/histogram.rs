@@ -4,29 +4,15 @@
 //! The count is the sum of the buckets, read in the same pass, so a snapshot's `_count`, its `+Inf` bucket
 //! and any total derived from it (INFO's `calls`) always agree with one another.
 
+use meridian_core::exposition::{Latencies, LATENCY_BOUNDS_US};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-/// Upper bounds of the buckets, in microseconds: from a loopback round trip to a stalled disk.
-pub(crate) const BOUNDS_US: [u64; 16] = [
-    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
-    10_000_000,
-];
 
 #[derive(Debug)]
 pub(crate) struct Histogram {
     /// One per bound, and a last one for what exceeds them all.
-    buckets: [AtomicU64; BOUNDS_US.len() + 1],
+    buckets: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
     sum_us: AtomicU64,
-}
-
-/// A reading of a [`Histogram`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Snapshot {
-    /// Observations at or below each bound of [`BOUNDS_US`], cumulative.
-    pub(crate) cumulative: [u64; BOUNDS_US.len()],
-    pub(crate) count: u64,
-    pub(crate) sum_us: u64,
 }
 
 impl Default for Histogram {
@@ -37,14 +23,13 @@ impl Default for Histogram {
 
 impl Histogram {
     pub(crate) fn record(&self, elapsed: Duration) {
-        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let bucket = BOUNDS_US.partition_point(|&bound| bound < us);
+        let (bucket, us) = Latencies::bucket(elapsed);
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self) -> Snapshot {
-        let mut cumulative = [0; BOUNDS_US.len()];
+    pub(crate) fn snapshot(&self) -> Latencies {
+        let mut cumulative = [0; LATENCY_BOUNDS_US.len()];
         let mut count = 0;
         for (i, bucket) in self.buckets.iter().enumerate() {
             count += bucket.load(Ordering::Relaxed);
@@ -52,7 +37,7 @@ impl Histogram {
                 *c = count;
             }
         }
-        Snapshot { cumulative, count, sum_us: self.sum_us.load(Ordering::Relaxed) }
+        Latencies { cumulative, count, sum_us: self.sum_us.load(Ordering::Relaxed) }
     }
 }
 
@@ -70,6 +55,6 @@ mod tests {
         assert_eq!(s.count, 5);
         assert_eq!(s.sum_us, 20_000_201);
         assert_eq!(&s.cumulative[..3], &[2, 4, 4], "≤50 µs: 0 and 50; ≤100 µs: 51 and 100 as well");
-        assert_eq!(s.cumulative[BOUNDS_US.len() - 1], 4, "20 s exceeds every bound: only the count holds it");
+        assert_eq!(s.cumulative[LATENCY_BOUNDS_US.len() - 1], 4, "20 s exceeds every bound: only the count holds it");
     }
 }

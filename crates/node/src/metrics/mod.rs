@@ -14,7 +14,6 @@ pub(crate) use process::{cpu_time, resident_bytes};
 use crate::build_info;
 use crate::durability::Persistence;
 use crate::resp::CommandStats;
-use histogram::{Snapshot, BOUNDS_US};
 use meridian_core::exposition::{Exposition, MetricKind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -147,27 +146,15 @@ impl NodeMetrics {
         let help = "Time from parsing a command to its reply being ready, by name.";
         e.family("meridian_command_duration_seconds", MetricKind::Histogram, help);
         for c in &called {
-            histogram(e, "meridian_command_duration_seconds", &[("command", c.name)], &c.latency);
+            e.histogram("meridian_command_duration_seconds", &[("command", c.name)], &c.latency);
         }
     }
 
     fn persistence_families(&self, e: &mut Exposition) {
         let r = self.persistence.read();
         e.family("meridian_fsync_duration_seconds", MetricKind::Histogram, "The core's fsyncs, by duration.");
-        histogram(e, "meridian_fsync_duration_seconds", &[], &r.latency);
+        e.histogram("meridian_fsync_duration_seconds", &[], &r.latency);
         let help = "The longest an async-mode write waited for its fsync: the worst loss window a power loss had.";
         e.single("meridian_async_loss_window_max_seconds", MetricKind::Gauge, help, r.loss_window_max.as_secs_f64());
     }
-}
-
-/// A histogram's samples: cumulative buckets with `le` in seconds, `+Inf`, sum and count.
-fn histogram(e: &mut Exposition, name: &str, labels: &[(&str, &str)], s: &Snapshot) {
-    let bucket = format!("{name}_bucket");
-    for (bound, count) in BOUNDS_US.iter().zip(s.cumulative) {
-        let le = (*bound as f64 / 1e6).to_string();
-        e.sample(&bucket, &[labels, &[("le", le.as_str())]].concat(), count);
-    }
-    e.sample(&bucket, &[labels, &[("le", "+Inf")]].concat(), s.count);
-    e.sample(&format!("{name}_sum"), labels, s.sum_us as f64 / 1e6);
-    e.sample(&format!("{name}_count"), labels, s.count);
 }

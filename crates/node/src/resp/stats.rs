@@ -8,7 +8,8 @@
 //! reading costs about as much as encoding a reply.
 
 use super::commands::COMMANDS;
-use crate::metrics::histogram::{Histogram, Snapshot};
+use crate::metrics::histogram::Histogram;
+use meridian_core::exposition::Latencies;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ pub(crate) struct CommandStats {
 pub(crate) struct CommandReading {
     pub(crate) name: &'static str,
     /// Calls: the latency's count.
-    pub(crate) latency: Snapshot,
+    pub(crate) latency: Latencies,
     pub(crate) failed: u64,
 }
 
