@@ -110,6 +110,7 @@ fn meteor_reads_on_an_emulated_wan_stay_in_their_region() {
     let oregon = &servers[0];
     let before = (oregon.protocol_events("meteor_reads"), oregon.protocol_events("meteor_reads_parked"));
     let waited_before = oregon.protocol_events("meteor_parked_ms");
+    let waits_before = (oregon.protocol_waits("meteor_read", "+Inf"), oregon.protocol_waits("meteor_read", "0.25"));
     let a = ["--db", "1", "--workload", "a", "--records", "100", "--operations", "400", "--clients", "4"];
     let report = ycsb(oregon.resp, &a, dir.path());
     phase(&report, "load");
@@ -128,4 +129,8 @@ fn meteor_reads_on_an_emulated_wan_stay_in_their_region() {
         "Oregon answered {answered} reads ({reads} of the run), {parked} of them after waiting {waited_ms} ms in all"
     );
     assert!(waited_ms < 66 * parked.max(1), "{parked} reads waited {waited_ms} ms in all");
+    let waits = oregon.protocol_waits("meteor_read", "+Inf") - waits_before.0;
+    let quick = oregon.protocol_waits("meteor_read", "0.25") - waits_before.1;
+    assert_eq!(waits, answered, "every read answered is in the wait histogram");
+    assert_eq!(quick, answered, "every read waited at most 250 ms: statuses, not a timeout");
 }

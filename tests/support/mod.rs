@@ -197,6 +197,12 @@ impl Server {
         self.sample(&format!("meridian_protocol_gauge{{gauge=\"{gauge}\"}}"))
     }
 
+    /// How many of a protocol core's waits (`meridian_protocol_wait_seconds{wait=…}`) took at most `le` seconds
+    /// (all of them with `+Inf`), from the node's /metrics; 0 if absent.
+    pub fn protocol_waits(&self, wait: &str, le: &str) -> u64 {
+        self.sample(&format!("meridian_protocol_wait_seconds_bucket{{wait=\"{wait}\",le=\"{le}\"}}"))
+    }
+
     fn sample(&self, series: &str) -> u64 {
         let metrics = self.http_get("/metrics");
         let line = metrics.lines().find(|l| l.starts_with(series));

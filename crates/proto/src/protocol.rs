@@ -16,6 +16,7 @@ use crate::map::ClusterMap;
 use crate::reports::ReplicaReports;
 use crate::requests::Origin;
 use crate::stores::Stores;
+use meridian_core::exposition::Latencies;
 use meridian_core::{ChainId, Effects, KeyspaceConfig, NodeId, Protocol, Reply, Request, Time};
 use meridian_store::StoreError;
 use serde::de::DeserializeOwned;
@@ -129,6 +130,11 @@ pub trait KeyspaceProtocol: Sized {
 
     /// Where the protocol stands now, by name (values that go down as well as up), for the node's metrics.
     fn gauges(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// How long the protocol's waits took, by name, for the node's metrics.
+    fn latencies(&self) -> Vec<(&'static str, Latencies)> {
         Vec::new()
     }
 

@@ -31,6 +31,7 @@ use crate::stores::Stores;
 use crate::versioned::cells;
 use crate::versioned::{read_reply, Asked, Fence, Versioned};
 use bytes::Bytes;
+use meridian_core::exposition::Latencies;
 use meridian_core::{ChainId, Effects, KeyspaceConfig, MeteorOptions, NodeId, Protocol, Reply, Request, Time};
 use meridian_store::StoreError;
 use msg::{LocalRead, MeteorMsg, Page};
@@ -66,8 +67,8 @@ pub struct MeteorStats {
     /// Of the reads that came to this replica, those answered at once and those that waited for statuses.
     pub reads_at_once: u64,
     pub reads_parked: u64,
-    /// Milliseconds that reads answered after waiting waited, summed.
-    pub parked_ms: u64,
+    /// How long the reads this replica answered waited for statuses (0 for those answered at once).
+    pub waits: Latencies,
     /// Values fetched for reads that agreed on a version this replica lacked.
     pub fetches: u64,
     /// Reads that no majority agreed on within `reads::WAIT_MAX`.
@@ -183,7 +184,9 @@ impl MeteorNode {
     }
 
     /// A client's read, at its front-end: to the nearest replica of its partition (this node if it is one,
-    /// else one in its region, else the first), which answers from statuses.
+    /// else the first in its region, else the first), which answers from statuses. A client that stays in its
+    /// region reads at one replica, whose reads never go back, unless the region holds two; and then their
+    /// least trip is within the region, so θt is 0 at both (`theta.rs`).
     fn route_read(
         &mut self,
         host: &mut Host,
@@ -252,7 +255,7 @@ impl MeteorNode {
             Next::Answer(v) => {
                 let p = self.parked.remove(&id).expect("the read waiting");
                 self.stats.reads += 1;
-                self.stats.parked_ms += self.clock_ms.saturating_sub(p.arrived_ms);
+                self.stats.waits.record(Duration::from_millis(self.clock_ms.saturating_sub(p.arrived_ms)));
                 self.answer(host, &p.origin, read_reply(p.read, &v, host.wall_ms), out);
             }
             Next::Fetch { version, from } => {
@@ -510,7 +513,7 @@ impl KeyspaceProtocol for MeteorNode {
             ("meteor reads", m.reads),
             ("meteor reads answered at once", m.reads_at_once),
             ("meteor reads parked", m.reads_parked),
-            ("meteor parked ms", m.parked_ms),
+            ("meteor parked ms", m.waits.sum_us / 1000),
             ("meteor values fetched", m.fetches),
             ("meteor reads timed out waiting", m.waits_timed_out),
             ("meteor reads bounced", m.bounced),
@@ -530,6 +533,10 @@ impl KeyspaceProtocol for MeteorNode {
     /// is measured, or with θt 0).
     fn gauges(&self) -> Vec<(&'static str, u64)> {
         vec![("meteor theta ms", self.least_theta_ms())]
+    }
+
+    fn latencies(&self) -> Vec<(&'static str, Latencies)> {
+        vec![("meteor read", self.stats.waits)]
     }
 
     fn label(msg: &MeteorMsg) -> &'static str {

@@ -127,6 +127,11 @@ impl ClusterNode {
         for (gauge, value) in self.protocols.gauges() {
             e.sample(metric, &[("gauge", &gauge.replace(' ', "_"))], value);
         }
+        let metric = "meridian_protocol_wait_seconds";
+        e.family(metric, MetricKind::Histogram, "How long this node's keyspace protocol cores' waits took, by wait.");
+        for (wait, latencies) in self.protocols.latencies() {
+            e.histogram(metric, &[("wait", &wait.replace(' ', "_"))], &latencies);
+        }
     }
 
     fn store_families(&self, e: &mut Exposition, name: &dyn Fn(KeyspaceId) -> String) {

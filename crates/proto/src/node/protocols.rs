@@ -159,6 +159,12 @@ macro_rules! protocols {
                 gauges
             }
 
+            pub fn latencies(&self) -> Vec<(&'static str, meridian_core::exposition::Latencies)> {
+                let mut latencies = Vec::new();
+                $(latencies.extend(self.$field.core.latencies());)+
+                latencies
+            }
+
             /// What a keyspace configured so promises, as its protocol says.
             pub fn claim(config: &meridian_core::KeyspaceConfig) -> Claim {
                 match config.protocol.protocol() {
