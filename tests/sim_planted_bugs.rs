@@ -76,6 +76,7 @@ fn three_nodes(
         trace: false,
         topology: None,
         staleness_bound: None,
+        clients_near: false,
     }
 }
 

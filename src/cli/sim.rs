@@ -56,6 +56,10 @@ pub struct SimArgs {
     /// than this many milliseconds before it began (a keyspace's documented staleness bound).
     #[arg(long)]
     bound_ms: Option<u64>,
+    /// On a topology with regions that have no node: their clients talk to the nearest region's nodes rather than
+    /// any node, so that every client stays in one region (what MeteorShower's θt > 0 assumes).
+    #[arg(long)]
+    clients_near: bool,
     /// Nodes of the initial cluster; three of them, spread over the topology's regions, run the manager.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
@@ -182,6 +186,9 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     if args.bound_ms.is_some() && !matches!(check, CheckModel::Staleness | CheckModel::Sequential) {
         return Err(format!("--bound-ms judges stale reads, which --check {check} does not measure"));
     }
+    if args.clients_near && topology.is_none() {
+        return Err("--clients-near places clients by a topology's regions; give --topology".into());
+    }
     let sweep = ChainSweep {
         seeds: args.seed..args.seed.checked_add(args.seeds).ok_or("--seed + --seeds overflows")?,
         nemesis,
@@ -196,6 +203,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         trace: args.trace,
         topology,
         staleness_bound: args.bound_ms.map(Duration::from_millis),
+        clients_near: args.clients_near,
     };
     meridian_sim::protocols::cluster(args.nodes, &sweep.default, args.vnodes).map_err(|e| e.to_string())?;
     let saved = std::sync::Mutex::new(None);
@@ -311,7 +319,7 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
     println!("seed {}: {}", first.seed, first.failure.as_deref().unwrap_or_default());
     println!(
         "reproduce: meridian sim --protocol {}{} --seed {} --seeds 1 --nodes {} --spares {} --affiliates {} --vnodes {} \
-         --replicas {} --update {} --read-from {}{}{}{} --nemesis {} --check {}",
+         --replicas {} --update {} --read-from {}{}{}{} --nemesis {} --check {}{}{}",
         args.protocol,
         args.topology.as_ref().map_or(String::new(), |t| format!(" --topology {t}")),
         first.seed,
@@ -326,7 +334,9 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         sweep.default.durability.map_or(String::new(), |m| format!(" --durability {m}")),
         sweep.default.protocol.as_args(),
         args.nemesis,
-        sweep.check
+        sweep.check,
+        args.bound_ms.map_or(String::new(), |b| format!(" --bound-ms {b}")),
+        if args.clients_near { " --clients-near" } else { "" },
     );
     ExitCode::FAILURE
 }

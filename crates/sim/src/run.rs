@@ -53,6 +53,9 @@ pub struct RunOptions {
     /// The regions the `migrate` fault moves the `default` keyspace's master among (its placement's, when it is
     /// a lease keyspace).
     pub master_regions: Vec<String>,
+    /// On a topology, clients of a region without nodes talk to the nearest region's nodes rather than any
+    /// (`Workload::staying_near`).
+    pub clients_near: bool,
 }
 
 impl RunOptions {
@@ -75,6 +78,7 @@ impl RunOptions {
             topology: None,
             fault_pace: 1,
             master_regions: Vec::new(),
+            clients_near: false,
         }
     }
 }
@@ -192,6 +196,9 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     let mut workload = Workload::new(params, phases, root.derive("workload"), ids.clone());
     if let Some(t) = &opts.topology {
         workload.in_regions(t.regions().len() as u32);
+        if opts.clients_near {
+            workload.staying_near(t.clone());
+        }
         if opts.nemesis.contains(&FaultKind::Origins) {
             workload.writing_own_keys();
         }

@@ -97,6 +97,8 @@ pub struct ChainSweep {
     /// With `CheckModel::Staleness` or `Sequential`: fail a run with a read that missed a write acknowledged
     /// longer than this before it began (a keyspace's documented staleness bound).
     pub staleness_bound: Option<Duration>,
+    /// Clients of a region without nodes talk to the nearest region's (`RunOptions::clients_near`).
+    pub clients_near: bool,
 }
 
 /// The verdict on one seed.
@@ -192,6 +194,7 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     opts.capabilities = Protocols::capabilities(&s.default);
     opts.trace = s.trace;
     opts.topology = s.topology.clone();
+    opts.clients_near = s.clients_near;
     if s.default.protocol.protocol() == Protocol::Lease {
         opts.master_regions = s.default.placement.regions.iter().map(|(r, _)| r.clone()).collect();
     }

@@ -40,11 +40,13 @@ use crate::scans::Page;
 use crate::world::{Event, World};
 use bytes::Bytes;
 use meridian_check::{History, OpKind, Recorder};
+use meridian_core::topology::Topology;
 use meridian_core::{
     Admin, Condition, Deadline, DurabilityMode, KeyspaceConfig, KeyspaceId, NodeId, Process, Read, ReplicaKind, Reply,
     Request, Ttl, Write, WriteOp,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +177,9 @@ pub struct Workload {
     /// On a topology, how many regions it has: client `c` lives in region `c mod regions` and talks to that
     /// region's nodes. 0 on a drawn network, where clients talk to any node.
     regions: u32,
+    /// The topology, when a client of a region without started nodes talks to the nearest region with some
+    /// (`Workload::staying_near`); None: to any node.
+    nearest: Option<Arc<Topology>>,
     /// Each client writes its region's own key four times in five (`FaultKind::Origins`).
     own_keys: bool,
     /// Per key: (written, read) successfully by an operation invoked after progress became required.
@@ -211,6 +216,7 @@ impl Workload {
             pairs_applied: 0,
             nodes,
             regions: 0,
+            nearest: None,
             own_keys: false,
             after_heal,
             wrong_answer: None,
@@ -224,6 +230,13 @@ impl Workload {
     /// Places the clients in `regions` regions, in turn, each talking to its own region's nodes.
     pub fn in_regions(&mut self, regions: u32) {
         self.regions = regions;
+    }
+
+    /// Has a client of a region without started nodes talk to the nearest region's nodes (by `topology`'s
+    /// round trips) rather than to any node: every client stays in one region, as a client of a geo-distributed
+    /// store does, and as MeteorShower's θt > 0 assumes (docs/protocols/meteor.md).
+    pub fn staying_near(&mut self, topology: Arc<Topology>) {
+        self.nearest = Some(topology);
     }
 
     /// Has each client write its region's own key (the region's number modulo the keys) four times in five.
@@ -345,18 +358,30 @@ impl Workload {
         self.clients[client].pending = Some(op);
         // Clients know the cluster's nodes, not spares that never started.
         let nodes: Vec<NodeId> = self.nodes.iter().copied().filter(|&n| world.was_started(n)).collect();
-        let local: Vec<NodeId> = match self.regions {
+        let local = match self.regions {
             0 => Vec::new(),
-            n => {
-                let home = Some(client as u32 % n);
-                nodes.iter().copied().filter(|&node| world.net.region_of(node) == home).collect()
-            }
+            n => self.region_nodes(client as u32 % n, &nodes, world),
         };
         let pool = if local.is_empty() { &nodes } else { &local };
         let node = pool[self.rng.index(pool.len())];
         world.client_send(client, op, node, req);
         let deadline = world.now() + self.params.timeout.as_nanos() as u64;
         world.schedule(deadline, Event::Client(ClientEvent::Timeout { client, op }));
+    }
+
+    /// The nodes of `nodes` that a client of region `home` talks to: those in it, else (when staying near)
+    /// those of the nearest region that has some; empty for any node.
+    fn region_nodes<P: Process>(&self, home: u32, nodes: &[NodeId], world: &World<P>) -> Vec<NodeId> {
+        let in_region = |r: u32| -> Vec<NodeId> {
+            nodes.iter().copied().filter(|&node| world.net.region_of(node) == Some(r)).collect()
+        };
+        let local = in_region(home);
+        let Some(t) = self.nearest.as_ref().filter(|_| local.is_empty()) else { return local };
+        let mut others: Vec<u32> = (0..self.regions).filter(|&r| r != home).collect();
+        others.sort_by(|&a, &b| {
+            t.link(home as usize, a as usize).rtt_ms.total_cmp(&t.link(home as usize, b as usize).rtt_ms)
+        });
+        others.into_iter().map(in_region).find(|n| !n.is_empty()).unwrap_or_default()
     }
 
     /// A time to live from 1 ms to [`TTL_MAX_MS`], spread evenly over its orders of magnitude.

@@ -22,6 +22,7 @@ fn sweep(seeds: std::ops::Range<u64>, nemesis: &str) -> ChainSweep {
         trace: false,
         topology: None,
         staleness_bound: None,
+        clients_near: false,
     }
 }
 

@@ -25,6 +25,7 @@ fn seed(seed: u64, nemesis: &str, default: KeyspaceConfig) -> ChainSweep {
         trace: false,
         topology: None,
         staleness_bound: None,
+        clients_near: false,
     }
 }
 
