@@ -39,10 +39,10 @@ fn meteor_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
     let args = [&["keyspace", "create", "m", "--protocol", "meteor"][..], &knobs].concat();
     assert_eq!(first.ctl(&args).trim(), "created keyspace m (number 1)");
     let list = first.ctl(&["keyspace", "list"]);
-    assert!(list.contains("meteor every 5 ms ε 3 ms θ auto ×3"), "{list}");
+    assert!(list.contains("meteor every 5 ms ε 3 ms θ auto (0 ms here) ×3"), "a LAN's trips leave no θt: {list}");
     first.ctl(&["keyspace", "create", "forced", "--protocol", "meteor", "--theta-ms", "40", "--unsafe"]);
     let list = first.ctl(&["keyspace", "list"]);
-    assert!(list.contains("meteor every 10 ms ε 10 ms θ 40 ×2 UNSAFE"), "flagged: {list}");
+    assert!(list.contains("meteor every 10 ms ε 10 ms θ 40 (40 ms here) ×2 UNSAFE"), "flagged: {list}");
 
     let mut c = first.keyspace_conn("m");
     assert_eq!(c.cmd(&["SET", "k", "v1"]).unwrap(), Resp::Simple("OK".into()));
@@ -125,6 +125,8 @@ fn meteor_reads_on_an_emulated_wan_stay_in_their_region() {
     let theta = oregon.protocol_gauge("meteor_theta_ms");
     println!("θt in force at Oregon: {theta} ms");
     assert!((20..=40).contains(&theta), "θt in force at Oregon: {theta} ms");
+    let list = oregon.ctl(&["keyspace", "list"]);
+    assert!(list.contains(&format!("θ auto ({theta} ms here)")), "keyspace list through Oregon: {list}");
     println!(
         "Oregon answered {answered} reads ({reads} of the run), {parked} of them after waiting {waited_ms} ms in all"
     );

@@ -242,6 +242,16 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// θt in force on the node asked, over the meteor keyspace's partitions it holds: ` (34 ms here)`, or a range;
+/// nothing where it holds none.
+fn theta_here(here: &Value) -> String {
+    match (here["theta_ms_least"].as_u64(), here["theta_ms_most"].as_u64()) {
+        (Some(least), Some(most)) if least == most => format!(" ({least} ms here)"),
+        (Some(least), Some(most)) => format!(" ({least}–{most} ms here)"),
+        _ => String::new(),
+    }
+}
+
 fn ids(v: &Value) -> String {
     v.as_array().map_or(String::new(), |a| a.iter().map(|n| format!("n{n}")).collect::<Vec<_>>().join(" "))
 }
@@ -343,10 +353,11 @@ fn keyspaces(list: &Value) -> String {
             ),
             Some("lease") => format!("lease {} ms {}", text(&k["lease_ms"]), text(&k["write_mode"])),
             Some("meteor") => format!(
-                "meteor every {} ms ε {} ms θ {} ×{}{}",
+                "meteor every {} ms ε {} ms θ {}{} ×{}{}",
                 text(&k["status_interval_ms"]),
                 text(&k["clock_bound_ms"]),
                 text(&k["theta_ms"]),
+                theta_here(&k["here"]),
                 text(&k["redundancy"]),
                 if k["unsafe"] == true { " UNSAFE" } else { "" }
             ),

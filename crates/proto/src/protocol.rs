@@ -17,7 +17,7 @@ use crate::reports::ReplicaReports;
 use crate::requests::Origin;
 use crate::stores::Stores;
 use meridian_core::exposition::Latencies;
-use meridian_core::{ChainId, Effects, KeyspaceConfig, NodeId, Protocol, Reply, Request, Time};
+use meridian_core::{ChainId, Effects, KeyspaceConfig, KeyspaceId, NodeId, Protocol, Reply, Request, Time};
 use meridian_store::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -130,6 +130,12 @@ pub trait KeyspaceProtocol: Sized {
 
     /// Where the protocol stands now, by name (values that go down as well as up), for the node's metrics.
     fn gauges(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// Where the protocol stands now for one keyspace on this node, by name: what `keyspace list` shows beside
+    /// the keyspace's configuration (`here`).
+    fn keyspace_gauges(&self, _keyspace: KeyspaceId) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
 

@@ -32,7 +32,9 @@ use crate::versioned::cells;
 use crate::versioned::{read_reply, Asked, Fence, Versioned};
 use bytes::Bytes;
 use meridian_core::exposition::Latencies;
-use meridian_core::{ChainId, Effects, KeyspaceConfig, MeteorOptions, NodeId, Protocol, Reply, Request, Time};
+use meridian_core::{
+    ChainId, Effects, KeyspaceConfig, KeyspaceId, MeteorOptions, NodeId, Protocol, Reply, Request, Time,
+};
 use meridian_store::StoreError;
 use msg::{LocalRead, MeteorMsg, Page};
 use reads::{Next, Parked};
@@ -140,12 +142,12 @@ impl MeteorNode {
         theta::in_force(m, floor, same_region)
     }
 
-    /// The least θt in force for reads from this node's region over the partitions it holds.
-    fn least_theta_ms(&self) -> u64 {
-        let Some(map) = self.map.as_ref() else { return 0 };
-        let held =
-            map.chains.keys().filter_map(|&c| self.quorum.config(c).filter(|cfg| cfg.holders.contains(&self.me)));
-        held.map(|cfg| self.theta_ms(&self.options(cfg.chain), &cfg.holders, true)).min().unwrap_or(0)
+    /// θt in force for reads from this node's region, for each partition it holds that `which` picks.
+    fn thetas_ms(&self, which: impl Fn(ChainId) -> bool) -> Vec<u64> {
+        let Some(map) = self.map.as_ref() else { return Vec::new() };
+        let held = map.chains.keys().filter(|&&c| which(c));
+        let held = held.filter_map(|&c| self.quorum.config(c).filter(|cfg| cfg.holders.contains(&self.me)));
+        held.map(|cfg| self.theta_ms(&self.options(cfg.chain), &cfg.holders, true)).collect()
     }
 
     /// Whether `node` is this one or in its region.
@@ -532,7 +534,16 @@ impl KeyspaceProtocol for MeteorNode {
     /// θt in force for reads from this replica's region: the least over the partitions it holds (0 before any
     /// is measured, or with θt 0).
     fn gauges(&self) -> Vec<(&'static str, u64)> {
-        vec![("meteor theta ms", self.least_theta_ms())]
+        vec![("meteor theta ms", self.thetas_ms(|_| true).into_iter().min().unwrap_or(0))]
+    }
+
+    /// θt in force for reads from this node's region, least and most over the keyspace's partitions it holds.
+    fn keyspace_gauges(&self, keyspace: KeyspaceId) -> Vec<(&'static str, u64)> {
+        let thetas = self.thetas_ms(|c| c.keyspace() == keyspace);
+        match (thetas.iter().min(), thetas.iter().max()) {
+            (Some(&least), Some(&most)) => vec![("theta_ms_least", least), ("theta_ms_most", most)],
+            _ => Vec::new(),
+        }
     }
 
     fn latencies(&self) -> Vec<(&'static str, Latencies)> {

@@ -81,7 +81,7 @@ impl ClusterNode {
                 self.keyspace_command(now, id, MapCommand::SetKeyMaster { name, key, region }, out)
             }
             Admin::Keyspaces => match self.agent.map() {
-                Some(map) => out.reply(id, Reply::Text(super::status::keyspaces_json(map).to_string())),
+                Some(map) => out.reply(id, Reply::Text(self.keyspaces_json(map).to_string())),
                 None => out.reply(id, no_map()),
             },
             Admin::Resolve(what) => out.reply(id, self.resolve(&what)),

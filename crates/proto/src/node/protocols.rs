@@ -159,6 +159,12 @@ macro_rules! protocols {
                 gauges
             }
 
+            pub fn keyspace_gauges(&self, keyspace: meridian_core::KeyspaceId) -> Vec<(&'static str, u64)> {
+                let mut gauges = Vec::new();
+                $(gauges.extend(self.$field.core.keyspace_gauges(keyspace));)+
+                gauges
+            }
+
             pub fn latencies(&self) -> Vec<(&'static str, meridian_core::exposition::Latencies)> {
                 let mut latencies = Vec::new();
                 $(latencies.extend(self.$field.core.latencies());)+

@@ -5,6 +5,7 @@ use super::ClusterNode;
 use crate::map::placement::partition_range;
 use crate::map::{ChainChange, ClusterMap};
 use meridian_core::{ChainId, KeyspaceId, Placement, Time};
+use std::collections::BTreeMap;
 
 impl ClusterNode {
     /// The cluster as this node sees it: its newest map (nodes with their states, chains with their views,
@@ -45,7 +46,7 @@ impl ClusterNode {
                 "leader_guess": self.agent.leader_guess().map(|l| l.0),
             },
             "nodes": nodes,
-            "keyspaces": map.map(|m| keyspaces_json(m)),
+            "keyspaces": map.map(|m| self.keyspaces_json(m)),
             "chains": chains,
             "replicas": self.protocols.status(&self.host.stores, now),
             "served": {
@@ -55,36 +56,38 @@ impl ClusterNode {
             "refused": self.agent.refused,
         })
     }
-}
 
-/// Every keyspace: its number (what `SELECT` takes), name and configuration (`durability` null: each node's
-/// own `--durability`; `placement` empty: spread over every region not in `ban_regions`).
-pub(super) fn keyspaces_json(map: &ClusterMap) -> serde_json::Value {
-    let list: Vec<serde_json::Value> = map
-        .keyspaces
-        .iter()
-        .map(|(id, k)| {
-            serde_json::json!({
-                "id": id.0, "name": k.name, "replication": k.config.replication(),
-                "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
-                "update": k.config.update.name(), "read_from": k.config.read_from.name(),
-                "durability": k.config.durability.map(|d| d.name()), "maxmemory": k.config.maxmemory,
-                "protocol": k.config.protocol.protocol().name(), "placement": k.config.placement.regions,
-                "ban_regions": k.config.placement.banned, "unmet": unmet(map, &k.config.placement),
-                "read_quorum": k.config.protocol.quorum().map(|q| q.read.to_string()),
-                "write_quorum": k.config.protocol.quorum().map(|q| q.write.to_string()),
-                "timestamps": k.config.protocol.quorum().map(|q| q.timestamps.name()),
-                "lease_ms": k.config.protocol.lease().map(|l| l.lease_ms),
-                "write_mode": k.config.protocol.lease().map(|l| l.write_mode.name()),
-                "status_interval_ms": k.config.protocol.meteor().map(|m| m.status_interval_ms),
-                "clock_bound_ms": k.config.protocol.meteor().map(|m| m.clock_bound_ms),
-                "theta_ms": k.config.protocol.meteor().map(|m| m.theta.to_string()),
-                "redundancy": k.config.protocol.meteor().map(|m| m.redundancy),
-                "unsafe": k.config.protocol.meteor().map(|m| m.unsafe_theta),
+    /// Every keyspace: its number (what `SELECT` takes), name and configuration (`durability` null: each node's
+    /// own `--durability`; `placement` empty: spread over every region not in `ban_regions`), and where its
+    /// protocol stands on this node (`here`: θt in force for a meteor keyspace).
+    pub(super) fn keyspaces_json(&self, map: &ClusterMap) -> serde_json::Value {
+        let list: Vec<serde_json::Value> = map
+            .keyspaces
+            .iter()
+            .map(|(id, k)| {
+                serde_json::json!({
+                    "id": id.0, "name": k.name, "replication": k.config.replication(),
+                    "replicas": k.config.replicas.iter().map(|r| r.name()).collect::<Vec<_>>(),
+                    "update": k.config.update.name(), "read_from": k.config.read_from.name(),
+                    "durability": k.config.durability.map(|d| d.name()), "maxmemory": k.config.maxmemory,
+                    "protocol": k.config.protocol.protocol().name(), "placement": k.config.placement.regions,
+                    "ban_regions": k.config.placement.banned, "unmet": unmet(map, &k.config.placement),
+                    "read_quorum": k.config.protocol.quorum().map(|q| q.read.to_string()),
+                    "write_quorum": k.config.protocol.quorum().map(|q| q.write.to_string()),
+                    "timestamps": k.config.protocol.quorum().map(|q| q.timestamps.name()),
+                    "lease_ms": k.config.protocol.lease().map(|l| l.lease_ms),
+                    "write_mode": k.config.protocol.lease().map(|l| l.write_mode.name()),
+                    "status_interval_ms": k.config.protocol.meteor().map(|m| m.status_interval_ms),
+                    "clock_bound_ms": k.config.protocol.meteor().map(|m| m.clock_bound_ms),
+                    "theta_ms": k.config.protocol.meteor().map(|m| m.theta.to_string()),
+                    "redundancy": k.config.protocol.meteor().map(|m| m.redundancy),
+                    "unsafe": k.config.protocol.meteor().map(|m| m.unsafe_theta),
+                    "here": self.protocols.keyspace_gauges(*id).into_iter().collect::<BTreeMap<_, _>>(),
+                })
             })
-        })
-        .collect();
-    serde_json::Value::Array(list)
+            .collect();
+        serde_json::Value::Array(list)
+    }
 }
 
 /// The regions where a keyspace's placement wants more replicas than there are placeable nodes.
