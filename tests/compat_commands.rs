@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 use support::resp::{bulk, Resp};
-use support::{Cluster, Server};
+use support::Cluster;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -294,17 +294,8 @@ fn select_makes_numbered_databases_on_demand() {
     }
 
     // A Redis client's database number works unchanged.
-    let redis_cli = |server: &Server, words: &[&str]| {
-        let port = server.resp.port().to_string();
-        let out = Command::new("redis-cli")
-            .args(["-h", &server.resp.ip().to_string(), "-p", &port, "-n", "7"])
-            .args(words)
-            .output()
-            .expect("redis-cli (apt-get install redis-tools)");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
-    assert_eq!(redis_cli(&cluster.servers[0], &["SET", "cli", "seven"]), "OK");
-    assert_eq!(redis_cli(&cluster.servers[2], &["GET", "cli"]), "seven");
+    assert_eq!(cluster.servers[0].redis_cli(7, &["SET", "cli", "seven"]), "OK");
+    assert_eq!(cluster.servers[2].redis_cli(7, &["GET", "cli"]), "seven");
     assert_eq!(c.cmd(&["SELECT", "7"]).unwrap(), ok());
     assert_eq!(c.cmd(&["KEYS", "*"]).unwrap(), bulks(&["cli"]));
 }

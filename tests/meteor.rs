@@ -71,8 +71,8 @@ fn meteor_keyspaces_serve_plain_commands_and_survive_a_node_kill() {
 }
 
 /// Three nodes in Oregon, Virginia and Ireland on globlease-4's emulated WAN (`--wan`), and a meteor keyspace
-/// `db1` with a replica in each and θt `auto`: redis-py writes through every node and reads its own writes back
-/// there at once and every other node's after 200 ms (more than θt); `meridian bench ycsb` (workload A, `--db 1`)
+/// `db1` with a replica in each and θt `auto`: redis-py and redis-cli write through every node and read their own
+/// writes back there at once, redis-py every other node's after 200 ms (more than θt); `meridian bench ycsb` (workload A, `--db 1`)
 /// runs against Oregon without an error, and Oregon's replica answers its reads itself, each after less than the
 /// least round trip between the regions (66 ms) on average: no read crosses the WAN and back. θt in force there,
 /// from Oregon's probes, is about 45% of its least round trip (80 ms, to Virginia) less ε: 34 ms.
@@ -106,6 +106,11 @@ fn meteor_reads_on_an_emulated_wan_stay_in_their_region() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "v0 v1 v2 v0 v1 v2 v0 v1 v2");
+
+    for (i, server) in servers.iter().enumerate() {
+        assert_eq!(server.redis_cli(1, &["SET", &format!("cli{i}"), "x"]), "OK");
+        assert_eq!(server.redis_cli(1, &["GET", &format!("cli{i}")]), "x", "redis-cli reads its write at once");
+    }
 
     let oregon = &servers[0];
     let before = (oregon.protocol_events("meteor_reads"), oregon.protocol_events("meteor_reads_parked"));

@@ -226,6 +226,17 @@ impl Server {
         c
     }
 
+    /// Runs `redis-cli -h <this node> -p <its RESP port> -n <db> <words>` and returns what it printed, trimmed.
+    pub fn redis_cli(&self, db: u32, words: &[&str]) -> String {
+        let (host, port) = (self.resp.ip().to_string(), self.resp.port().to_string());
+        let out = Command::new("redis-cli")
+            .args(["-h", &host, "-p", &port, "-n", &db.to_string()])
+            .args(words)
+            .output()
+            .expect("redis-cli (apt-get install redis-tools)");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
     /// Runs `meridian ctl --addr <this node's HTTP> <args>` and returns what it printed.
     pub fn ctl(&self, args: &[&str]) -> String {
         let out = self.run_ctl(args);
