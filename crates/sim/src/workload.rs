@@ -475,11 +475,21 @@ impl Workload {
     }
 
     /// Once healed: each client writes then reads each key in turn, starting at its own offset.
+    /// Once progress is required: each client goes round the keys from its own, a write then a read of each,
+    /// skipping those already shown to succeed since, so that a key whose write failed once (say while its
+    /// partition changed hands) is tried again at the client's next turn rather than after every other key's.
     fn final_choice(&mut self, client: usize) -> (usize, OpKind) {
-        let c = &mut self.clients[client];
-        let step = c.final_ops;
-        c.final_ops += 1;
-        ((client + step / 2) % self.params.keys, if step.is_multiple_of(2) { OpKind::Put } else { OpKind::Get })
+        let keys = self.params.keys;
+        let choice =
+            |step: usize| ((client + step / 2) % keys, if step.is_multiple_of(2) { OpKind::Put } else { OpKind::Get });
+        let shown = |(k, kind): (usize, OpKind)| match kind {
+            OpKind::Put => self.after_heal[k].0,
+            _ => self.after_heal[k].1,
+        };
+        let from = self.clients[client].final_ops;
+        let step = (from..from + 2 * keys).find(|&s| !shown(choice(s))).unwrap_or(from);
+        self.clients[client].final_ops = step + 1;
+        choice(step)
     }
 
     fn next<P: Process>(&mut self, client: usize, world: &mut World<P>) {
