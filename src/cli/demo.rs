@@ -89,6 +89,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 config: args.cluster.config_with(args.limits.limits()),
                 resp_limits: args.limits.resp(),
                 wan: topology.clone(),
+                requirepass: None,
             };
             handles.push(start(setup).await?);
         }

@@ -7,7 +7,7 @@ use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, Location, NodeId, ReplicaKind};
 use meridian_node::{
-    start_node, DataDir, NodeHandle, NodeOptions, RespLimits, SyncPolicy, Wan, DEFAULT_CONNECTIONS_MAX,
+    start_node, DataDir, NodeHandle, NodeOptions, Password, RespLimits, SyncPolicy, Wan, DEFAULT_CONNECTIONS_MAX,
     DEFAULT_PIPELINE_MAX,
 };
 use meridian_proto::chain::ChainConfig;
@@ -169,6 +169,8 @@ pub struct NodeSetup {
     pub resp_limits: RespLimits,
     /// The WAN to emulate on messages from peers (`--wan`), if any.
     pub wan: Option<Arc<Topology>>,
+    /// The `default` user's password (`--requirepass`), already hashed.
+    pub requirepass: Option<Password>,
 }
 
 /// A fresh number per process start, so answers addressed to a previous run of this node are dropped.
@@ -252,6 +254,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         data_dir: Some(data_dir),
         region: location.region,
         wan,
+        requirepass: setup.requirepass,
     };
     start_node(opts, process).await.map_err(|e| e.to_string())
 }

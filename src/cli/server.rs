@@ -9,6 +9,7 @@ use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::topology::Topology;
 use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
+use meridian_node::Password;
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
@@ -65,6 +66,10 @@ pub struct ServerArgs {
     /// Where this node keeps its data.
     #[arg(long)]
     data_dir: PathBuf,
+    /// Clients must authenticate with this password (`AUTH PASSWORD`, `redis-cli -a`, redis-py's `password=`)
+    /// before any other command: Redis' `requirepass`, the `default` user's password (docs/security.md).
+    #[arg(long, value_name = "PASSWORD")]
+    requirepass: Option<String>,
     /// Replicas per key (chain length) of the `default` keyspace, all of type --store.
     #[arg(long, default_value_t = DEFAULT_REPLICATION, conflicts_with = "replicas")]
     replication: usize,
@@ -99,7 +104,8 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         print!("{resolved}");
         return Ok(ExitCode::SUCCESS);
     }
-    tracing::debug!(config = ?args.config, "resolved configuration:\n{resolved}");
+    let logged: Vec<&str> = resolved.lines().filter(|l| !l.starts_with("requirepass")).collect();
+    tracing::debug!(config = ?args.config, "resolved configuration (requirepass left out):\n{}", logged.join("\n"));
     let node_id = NodeId(args.node_id);
     let (cluster, join) = match (&args.peers, &args.join) {
         (Some(peers), _) => (initial_cluster(&args, peers)?, None),
@@ -118,6 +124,12 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         config: args.cluster.config_with(args.limits.limits()),
         resp_limits: args.limits.resp(),
         wan: args.wan.as_deref().map(Topology::load).transpose().map_err(|e| format!("--wan: {e}"))?.map(Arc::new),
+        requirepass: args
+            .requirepass
+            .as_deref()
+            .map(Password::new)
+            .transpose()
+            .map_err(|e| format!("--requirepass: {e}"))?,
     };
     args.threads.runtime()?.block_on(async {
         let handle = start(setup).await?;

@@ -166,8 +166,13 @@ impl Server {
     /// manager needs an election and a heartbeat round after a cluster starts).
     pub fn wait_ready(&self, limit: Duration) {
         let start = Instant::now();
+        // A node started with `--requirepass` serves nothing before AUTH.
+        let password = self.args.iter().position(|a| a == "--requirepass").and_then(|i| self.args.get(i + 1));
         while start.elapsed() < limit {
             if let Ok(mut c) = resp::Conn::connect(self.resp, Duration::from_secs(1)) {
+                if let Some(p) = password {
+                    let _ = c.cmd(&["AUTH", p]);
+                }
                 if let Ok(resp::Resp::Bulk(_)) = c.cmd(&["GET", "meridian-test-ready"]) {
                     return;
                 }

@@ -17,7 +17,7 @@ use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
 use crate::metrics::NodeMetrics;
 use crate::open_files;
-use crate::resp::{self, Frontend, RespLimits};
+use crate::resp::{self, Frontend, Password, RespLimits};
 use crate::transport::{self, Gate, PeerQueues, Wan};
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
 use std::net::SocketAddr;
@@ -54,6 +54,8 @@ pub struct NodeOptions {
     pub region: String,
     /// The WAN this node emulates on what it receives from peers (`meridian server --wan`), if any.
     pub wan: Option<Wan>,
+    /// The `default` user's password (`meridian server --requirepass`): clients must authenticate first.
+    pub requirepass: Option<Password>,
 }
 
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
@@ -126,6 +128,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         client_ids: AtomicU64::new(0),
         drain,
         outbox: Default::default(),
+        password: opts.requirepass.clone(),
     };
     let resp = tokio::spawn(serve_resp_once_serving(resp_port, Arc::new(frontend), serving.clone()));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);

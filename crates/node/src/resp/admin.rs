@@ -82,8 +82,8 @@ pub(super) fn client(args: &mut [Bytes], session: &mut Session, _: &Frontend) ->
 }
 
 /// HELLO [protover [AUTH username password] [SETNAME name]]: switches the connection to RESP2 or RESP3 and
-/// answers who the server is, in the protocol just chosen. Meridian has no users, so AUTH is refused; an
-/// unknown version gets Redis' NOPROTO error, on which clients fall back to RESP2.
+/// answers who the server is, in the protocol just chosen; AUTH authenticates the connection first
+/// (`auth.rs`). An unknown version gets Redis' NOPROTO error, on which clients fall back to RESP2.
 pub(super) fn hello(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     let protocol = match args.get(1).map(|v| v.as_ref()) {
         None => session.protocol,
@@ -94,7 +94,7 @@ pub(super) fn hello(args: &mut [Bytes], session: &mut Session, frontend: &Fronte
         }
         Some(_) => return Frame::error("ERR Protocol version is not an integer or out of range").into(),
     };
-    let mut name = None;
+    let (mut name, mut auth) = (None, None);
     let mut options = args.iter().skip(2);
     while let Some(option) = options.next() {
         match option.to_ascii_uppercase().as_slice() {
@@ -102,9 +102,21 @@ pub(super) fn hello(args: &mut [Bytes], session: &mut Session, frontend: &Fronte
                 Some(n) => name = Some(n),
                 None => return syntax_error_in("HELLO"),
             },
-            b"AUTH" => return Frame::error("ERR AUTH is not supported: Meridian has no users or passwords").into(),
+            b"AUTH" => match (options.next(), options.next()) {
+                (Some(user), Some(password)) => auth = Some((user, password)),
+                _ => return syntax_error_in("HELLO"),
+            },
             _ => return syntax_error_in("HELLO"),
         }
+    }
+    match auth {
+        Some((user, password)) => {
+            if let e @ Frame::Error(_) = super::auth::check(user, password, session, frontend) {
+                return e.into();
+            }
+        }
+        None if !session.authenticated => return super::auth::hello_noauth().into(),
+        None => {}
     }
     if let Some(name) = name {
         if let e @ Frame::Error(_) = set_name(name, session) {

@@ -4,6 +4,7 @@
 
 use super::admin;
 use super::atomic;
+use super::auth;
 use super::expiry;
 use super::flush;
 use super::frame::{Frame, Protocol};
@@ -39,6 +40,9 @@ pub(crate) struct Session {
     pub(crate) pipelining: bool,
     /// Requests of the pipeline not yet handed to the core ([`Frontend::flush`]).
     pub(crate) queued: Handover,
+    /// Whether the connection may run every command: always without `--requirepass`, else once AUTH (or HELLO
+    /// AUTH) named the password (`auth.rs`).
+    pub(crate) authenticated: bool,
 }
 
 impl Session {
@@ -50,6 +54,7 @@ impl Session {
             protocol: Protocol::Resp2,
             pipelining: false,
             queued: Handover::default(),
+            authenticated: true,
         }
     }
 }
@@ -166,6 +171,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("config", -2, &["admin", "loading", "stale"], admin::config),
     command("info", -1, &["loading", "stale"], info::info),
     command("client", -2, &["loading", "stale"], admin::client),
+    command("auth", -2, &["noscript", "loading", "stale", "fast", "no_auth"], auth::auth),
     command("hello", -1, &["noscript", "loading", "stale", "fast"], admin::hello),
     keyed("setnx", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::setnx),
     keyed("setex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::setex),
@@ -247,6 +253,9 @@ pub(crate) fn dispatch(index: Option<usize>, args: &mut [Bytes], session: &mut S
         return unknown_command(args).into();
     };
     let command = &COMMANDS[index];
+    if !session.authenticated && !auth::open_to_all(command.name) {
+        return auth::noauth().into();
+    }
     let argc = args.len() as i64;
     let arity_ok = if command.arity >= 0 { argc == command.arity } else { argc >= -command.arity };
     let mut action = if arity_ok { (command.run)(args, session, frontend) } else { wrong_arity(command.name).into() };

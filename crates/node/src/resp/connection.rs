@@ -127,7 +127,7 @@ impl<'a> Connection<'a> {
             frontend,
             parser: Parser::new(frontend.bulk_max()),
             buf: BytesMut::with_capacity(READ_CHUNK),
-            session: Session::new(frontend.next_client_id()),
+            session: Session { authenticated: frontend.password.is_none(), ..Session::new(frontend.next_client_id()) },
             order: KeyOrder::default(),
             queue: VecDeque::new(),
             out: Vec::with_capacity(WRITE_CHUNK),

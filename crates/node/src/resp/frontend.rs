@@ -1,6 +1,7 @@
 //! What every client connection of a node shares: the way into the core and the facts the
 //! introspection commands (INFO, CONFIG GET) report.
 
+use super::auth::Password;
 use super::commands::Session;
 use super::outbox::Outbox;
 use crate::drain::Drain;
@@ -68,6 +69,8 @@ pub(crate) struct Frontend {
     pub(crate) drain: Drain,
     /// Replies to write at the end of this turn.
     pub(crate) outbox: Outbox,
+    /// The `default` user's password (`--requirepass`): connections must authenticate first.
+    pub(crate) password: Option<Password>,
 }
 
 impl Frontend {

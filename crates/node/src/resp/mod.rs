@@ -16,6 +16,7 @@
 
 mod admin;
 mod atomic;
+mod auth;
 mod commands;
 mod connection;
 mod databases;
@@ -42,6 +43,7 @@ mod strings;
 #[cfg(test)]
 mod testing;
 
+pub use auth::Password;
 pub(crate) use connection::serve;
 pub(crate) use frontend::Frontend;
 pub use frontend::{BadRespLimits, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};

@@ -1,6 +1,7 @@
 //! For unit tests: a frontend over a scripted core, so a command's handler can be run as a connection runs it
 //! and both the requests it makes and the reply it gives can be checked.
 
+use super::auth::Password;
 use super::commands::{dispatch, position, Session};
 use super::connection::switch_keyspace;
 use super::frame::Frame;
@@ -16,8 +17,17 @@ use std::sync::{Arc, Mutex};
 
 /// A frontend of node 1 with the default limits, over `core`.
 pub(crate) fn frontend(core: Arc<dyn CoreInbox>) -> Arc<Frontend> {
+    Arc::new(frontend_of(core, None))
+}
+
+/// The same, with the `default` user's password `password` (`--requirepass`).
+pub(crate) fn frontend_with_password(core: Arc<dyn CoreInbox>, password: &str) -> Arc<Frontend> {
+    Arc::new(frontend_of(core, Some(Password::new(password).expect("a password"))))
+}
+
+fn frontend_of(core: Arc<dyn CoreInbox>, password: Option<Password>) -> Frontend {
     let persistence = Arc::new(Persistence::new(SyncPolicy::default()));
-    Arc::new(Frontend {
+    Frontend {
         core,
         limits: Limits::default(),
         resp: Default::default(),
@@ -28,7 +38,8 @@ pub(crate) fn frontend(core: Arc<dyn CoreInbox>) -> Arc<Frontend> {
         client_ids: AtomicU64::new(0),
         drain: Drain::switch().1,
         outbox: Default::default(),
-    })
+        password,
+    }
 }
 
 /// A core that answers each request at once, as `answer` says, and keeps every request it was given.
@@ -57,9 +68,13 @@ impl Scripted {
 
     /// Runs `words` as a connection in `session` would, with this core behind it, and waits for the reply.
     pub(crate) async fn run(self: &Arc<Self>, session: &mut Session, words: &[&str]) -> Frame {
+        self.run_on(&frontend(self.clone()), session, words).await
+    }
+
+    /// The same, through `frontend` (which should be over this core).
+    pub(crate) async fn run_on(&self, frontend: &Frontend, session: &mut Session, words: &[&str]) -> Frame {
         let mut args: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
-        let frontend = frontend(self.clone());
-        let mut action = dispatch(position(&args[0]), &mut args, session, &frontend);
+        let mut action = dispatch(position(&args[0]), &mut args, session, frontend);
         match action.switch.take() {
             Some(answer) => switch_keyspace(answer, session).await,
             None => action.reply.take().await,

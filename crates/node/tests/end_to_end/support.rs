@@ -51,6 +51,7 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         data_dir: None,
         region: meridian_core::location::DEFAULT_REGION.into(),
         wan: None,
+        requirepass: None,
     }
 }
 
