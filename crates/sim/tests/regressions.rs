@@ -141,3 +141,16 @@ fn meteor_seeds() {
         passes(&ChainSweep { nodes: 4, topology: Some(topology.clone()), ..sweep });
     }
 }
+
+/// The quorum keyspace's seed 78000059 on `canopus-7` (ABD at QUORUM, every fault and `region`): a read's
+/// write-back stored on 2 of a partition's 4 replicas while one of them was being removed, and gone once it was
+/// (`quorum: write-backs on W replicas, stores that outlast a Remove`).
+#[test]
+fn quorum_seeds() {
+    use meridian_core::{Level, ProtocolConfig, QuorumOptions, Stamps};
+    let abd = QuorumOptions { read: Level::Quorum, write: Level::Quorum, timestamps: Stamps::Quorum };
+    let default = KeyspaceConfig { protocol: ProtocolConfig::Quorum(abd), ..KeyspaceConfig::durable(3) };
+    let topology = std::sync::Arc::new(meridian_core::topology::Topology::load("canopus-7").unwrap());
+    let sweep = seed(78_000_059, &format!("{EVERY_FAULT},region"), default);
+    passes(&ChainSweep { nodes: 7, topology: Some(topology), ..sweep });
+}

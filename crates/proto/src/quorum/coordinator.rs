@@ -48,6 +48,12 @@ impl Op {
         let (need, have, counted) = match &self.phase {
             Phase::Query { need, found } => (*need, found.len(), self.cfg.holders.len()),
             Phase::Store { need, acks, .. } => {
+                if let Some((leaving, k)) = self.cfg.staying_need(matches!(self.asked, Asked::Read(_))) {
+                    let lost = self.refused.union(&self.rejected).filter(|&&n| n != leaving).count();
+                    if self.cfg.holders.len() - 1 < k + lost {
+                        return true;
+                    }
+                }
                 (*need, acks.len(), self.cfg.holders.len() + usize::from(self.cfg.joiner.is_some()))
             }
             Phase::Settle { .. } => return false,

@@ -90,6 +90,8 @@ pub(crate) struct Config {
     pub(crate) holders: Vec<NodeId>,
     /// The node an Add in flight brings in: it takes writes, and counts once the step is done.
     joiner: Option<NodeId>,
+    /// The member a Remove in flight takes out: it still counts, but what only it holds is gone after the step.
+    leaving: Option<NodeId>,
     opts: QuorumOptions,
     /// A replica refuses a write older than what it holds (MeteorShower's writeLocal), rather than taking
     /// nothing and acknowledging it: the write then fails, so no client sees it succeed after a newer one.
@@ -101,14 +103,15 @@ impl Config {
     pub(crate) fn of(map: &ClusterMap, c: &ChainView, protocol: Protocol) -> Option<Config> {
         let config = &map.keyspaces.get(&c.id.keyspace())?.config.protocol;
         let opts = *config.quorum().filter(|_| config.protocol() == protocol)?;
-        let joiner = match c.change {
-            Some(ChainChange::Add { node, .. }) => Some(node),
-            _ => None,
+        let (joiner, leaving) = match c.change {
+            Some(ChainChange::Add { node, .. }) => (Some(node), None),
+            Some(ChainChange::Remove { node, .. }) => (None, Some(node)),
+            None => (None, None),
         };
         let holders = c.holders();
         let step = c.change.as_ref().map_or(0, ChainChange::step);
         let rejects_older = protocol == Protocol::Meteor;
-        Some(Config { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, opts, rejects_older })
+        Some(Config { chain: c.id, fence: Fence { view: c.view, step }, holders, joiner, leaving, opts, rejects_older })
     }
 
     /// Replies a read (or a version query) waits for.
@@ -121,11 +124,27 @@ impl Config {
         self.opts.write.of(self.holders.len()) + usize::from(self.joiner.is_some())
     }
 
-    /// Acknowledgements an ABD read's write-back waits for: enough to meet every read quorum (N − R + 1, at
-    /// most W when R + W > N), so no later read returns anything older; one more while a joiner takes writes.
+    /// Acknowledgements an ABD read's write-back waits for: one more while a joiner takes writes than
+    /// [`Self::write_back_of`] the holders.
     fn write_back_need(&self) -> usize {
-        let n = self.holders.len();
-        (n + 1).saturating_sub(self.read_need()).max(1) + usize::from(self.joiner.is_some())
+        self.write_back_of(self.holders.len()) + usize::from(self.joiner.is_some())
+    }
+
+    /// A write-back's acknowledgements among `n` holders: enough to meet every read quorum (N − R + 1), so no
+    /// later read returns anything older, and at least W, as a write's, so that what reads returned is on W of
+    /// the N replicas as every acknowledged write is: the joiner of an Add copies from N − W + 1 of them and a
+    /// Remove keeps W of N − 1 (`rules.rs`). With an even N, N − R + 1 is less than W (sim seed 78000059 on
+    /// canopus-7: a read's write-back on 2 of 4, one of them leaving, was gone once the Remove was done).
+    fn write_back_of(&self, n: usize) -> usize {
+        (n + 1).saturating_sub(self.opts.read.of(n)).max(self.opts.write.of(n)).max(1)
+    }
+
+    /// With a Remove in flight: the leaving member, and the acknowledgements a store (a write's, or a read's
+    /// write-back) needs from the holders that stay, as it would need them in the configuration after the step.
+    fn staying_need(&self, write_back: bool) -> Option<(NodeId, usize)> {
+        let leaving = self.leaving?;
+        let n = self.holders.len() - 1;
+        Some((leaving, if write_back { self.write_back_of(n) } else { self.opts.write.of(n) }))
     }
 
     /// Whom a write goes to.
@@ -324,7 +343,9 @@ impl QuorumNode {
         let Phase::Store { need, acks, existed, .. } = &mut o.phase else { return };
         acks.insert(from);
         *existed |= was;
-        if acks.len() < *need {
+        let staying = o.cfg.staying_need(matches!(o.asked, Asked::Read(_)));
+        let carried = staying.is_none_or(|(leaving, k)| acks.iter().filter(|&&a| a != leaving).count() >= k);
+        if acks.len() < *need || !carried {
             return;
         }
         let mut o = self.ops.remove(&op.seq).expect("the operation under way");
@@ -634,6 +655,33 @@ mod tests {
         let mut reports = ReplicaReports::default();
         node.reports(syncs, &mut reports);
         reports.steps
+    }
+
+    /// What reads returned stays on W of N replicas, as acknowledged writes do, and a Remove in flight counts
+    /// only what the staying holders acknowledge towards the configuration after it.
+    #[test]
+    fn stores_carry_over_to_the_configuration_after_a_remove() {
+        use meridian_core::Level;
+        let config = |leaving: Option<u32>, read, write| Config {
+            chain: ChainId(0),
+            fence: Fence { view: 2, step: 2 },
+            holders: (1..=4).map(NodeId).collect(),
+            joiner: None,
+            leaving: leaving.map(NodeId),
+            opts: QuorumOptions { read, write, timestamps: Stamps::Quorum },
+            rejects_older: false,
+        };
+        let majority = config(None, Level::Quorum, Level::Quorum);
+        assert_eq!(majority.write_back_need(), 3, "W of 4, not N − R + 1 = 2, which a Remove may leave on 1 of 3");
+        assert_eq!(majority.staying_need(true), None);
+        let removing = config(Some(3), Level::Quorum, Level::Quorum);
+        assert_eq!(removing.staying_need(false), Some((NodeId(3), 2)), "a majority of the 3 that stay");
+        assert_eq!(removing.staying_need(true), Some((NodeId(3), 2)));
+        let all_one = config(Some(3), Level::All, Level::One);
+        assert_eq!(all_one.write_back_need(), 1);
+        assert_eq!(all_one.staying_need(false), Some((NodeId(3), 1)), "the one ack may not be the leaving member's");
+        let odd = Config { holders: (1..=3).map(NodeId).collect(), ..config(None, Level::Quorum, Level::Quorum) };
+        assert_eq!(odd.write_back_need(), 2, "unchanged for an odd N: N − R + 1 = W");
     }
 
     /// A joiner asks every replica for its keys, is done once N − W + 1 have sent them all, and reports each part
