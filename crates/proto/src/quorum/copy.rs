@@ -2,8 +2,9 @@
 //! (and waits for one acknowledgement more), and a replica in the new configuration refuses writes sent in the
 //! old one; so a replica's keys, once it is in the new configuration, hold every write it ever took from the
 //! old. The joiner asks every replica for its keys a page at a time and is done once N − W + 1 of them have
-//! sent all of theirs (`versioned/copy.rs`): those meet every write quorum of the old configuration, so the
-//! joiner then holds every acknowledged write's version, or a newer one. It reports `PreCopied`; once the map
+//! sent all of theirs, R with ABD (`versioned/copy.rs`): those meet every write quorum of the old configuration,
+//! and every read's write-back, so the joiner then holds every acknowledged write's version, or a newer one, and
+//! every value a read returned. It reports `PreCopied`; once the map
 //! shows it inserted, it has taken every write since, and reports `Flushed`.
 
 use super::msg::{CopyData, CopyReq, QuorumMsg};
@@ -14,10 +15,9 @@ use crate::reports::StepReport;
 use crate::versioned::copy::{self, JoinCopy};
 use meridian_core::{ChainId, NodeId};
 
-/// Asks every replica of `cfg` for its first page: the joiner needs N − W + 1 of them.
+/// Asks every replica of `cfg` for its first page: the joiner needs [`Config::copy_sources`] of them.
 pub(super) fn start(chain: ChainId, step: u64, cfg: &Config, out: &mut Fx) -> JoinCopy {
-    let n = cfg.holders.len();
-    let (join, asks) = JoinCopy::start(chain, step, cfg.fence, &cfg.holders, n + 1 - cfg.opts.write.of(n));
+    let (join, asks) = JoinCopy::start(chain, step, cfg.fence, &cfg.holders, cfg.copy_sources());
     asks.into_iter().for_each(|(to, req)| out.send(to, QuorumMsg::CopyReq(req)));
     join
 }

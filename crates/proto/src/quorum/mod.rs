@@ -131,16 +131,27 @@ impl Config {
     }
 
     /// A write-back's acknowledgements among `n` holders: enough to meet every read quorum (N − R + 1), so no
-    /// later read returns anything older, and at least W, as a write's, so that what reads returned is on W of
-    /// the N replicas as every acknowledged write is: the joiner of an Add copies from N − W + 1 of them and a
-    /// Remove keeps W of N − 1 (`rules.rs`). With an even N, N − R + 1 is less than W (sim seed 78000059 on
-    /// canopus-7: a read's write-back on 2 of 4, one of them leaving, was gone once the Remove was done).
+    /// later read returns anything older. A joiner's copy meets every such set too ([`Self::copy_sources`]).
     fn write_back_of(&self, n: usize) -> usize {
-        (n + 1).saturating_sub(self.opts.read.of(n)).max(self.opts.write.of(n)).max(1)
+        (n + 1).saturating_sub(self.opts.read.of(n)).max(1)
+    }
+
+    /// The replicas a joiner copies everything from before it is done: enough to meet every write quorum
+    /// (N − W + 1), and with ABD every read's write-back as well (R), so that it holds every acknowledged write
+    /// and every value a read returned.
+    pub(crate) fn copy_sources(&self) -> usize {
+        let n = self.holders.len();
+        let writes = n + 1 - self.opts.write.of(n);
+        match self.opts.timestamps {
+            Stamps::Quorum => writes.max(self.read_need()),
+            Stamps::Clock => writes,
+        }
     }
 
     /// With a Remove in flight: the leaving member, and the acknowledgements a store (a write's, or a read's
-    /// write-back) needs from the holders that stay, as it would need them in the configuration after the step.
+    /// write-back) needs from the holders that stay, as it would need them in the configuration after the step
+    /// (sim seed 78000059 on canopus-7: a read's write-back on 2 of 4, one of them leaving, was gone once the
+    /// Remove was done).
     fn staying_need(&self, write_back: bool) -> Option<(NodeId, usize)> {
         let leaving = self.leaving?;
         let n = self.holders.len() - 1;
@@ -657,7 +668,7 @@ mod tests {
         reports.steps
     }
 
-    /// What reads returned stays on W of N replicas, as acknowledged writes do, and a Remove in flight counts
+    /// A joiner copies from enough replicas to hold every value a read returned, and a Remove in flight counts
     /// only what the staying holders acknowledge towards the configuration after it.
     #[test]
     fn stores_carry_over_to_the_configuration_after_a_remove() {
@@ -672,8 +683,11 @@ mod tests {
             rejects_older: false,
         };
         let majority = config(None, Level::Quorum, Level::Quorum);
-        assert_eq!(majority.write_back_need(), 3, "W of 4, not N − R + 1 = 2, which a Remove may leave on 1 of 3");
+        assert_eq!(majority.write_back_need(), 2, "N − R + 1 of 4");
         assert_eq!(majority.staying_need(true), None);
+        assert_eq!(majority.copy_sources(), 3, "R, to meet every write-back of 2 as well as every write of 3");
+        let quorum_all = config(None, Level::Quorum, Level::All);
+        assert_eq!((quorum_all.write_back_need(), quorum_all.copy_sources()), (2, 3), "reads need no node more");
         let removing = config(Some(3), Level::Quorum, Level::Quorum);
         assert_eq!(removing.staying_need(false), Some((NodeId(3), 2)), "a majority of the 3 that stay");
         assert_eq!(removing.staying_need(true), Some((NodeId(3), 2)));
@@ -681,7 +695,7 @@ mod tests {
         assert_eq!(all_one.write_back_need(), 1);
         assert_eq!(all_one.staying_need(false), Some((NodeId(3), 1)), "the one ack may not be the leaving member's");
         let odd = Config { holders: (1..=3).map(NodeId).collect(), ..config(None, Level::Quorum, Level::Quorum) };
-        assert_eq!(odd.write_back_need(), 2, "unchanged for an odd N: N − R + 1 = W");
+        assert_eq!((odd.write_back_need(), odd.copy_sources()), (2, 2), "unchanged for an odd N");
     }
 
     /// A joiner asks every replica for its keys, is done once N − W + 1 have sent them all, and reports each part

@@ -1,8 +1,9 @@
 //! The planner's rules for a quorum partition: a replica is replaced, never just dropped. A node the placement
 //! wants and the partition lacks is added first (it copies, `copy.rs`); only then does a member the placement no
-//! longer wants (failed, leaving, or displaced) go. Every acknowledged write, and every value a read returned
-//! (ABD's write-back), is on W of the N replicas; the Add makes that W + 1 of N + 1, and while a Remove is in
-//! flight a store also waits for W of the N − 1 that stay, so read quorums keep meeting it. A partition with a
+//! longer wants (failed, leaving, or displaced) go. Every acknowledged write is on W of the N replicas, and every
+//! value an ABD read returned on N − R + 1; the Add's joiner copies from enough replicas to meet both, and while
+//! a Remove is in flight a store also waits for what it would need among the N − 1 that stay, so read quorums
+//! keep meeting them. A partition with a
 //! failed member and no node to replace it keeps the member: the quorums tolerate it.
 
 use crate::map::{ChainChange, ChainView, ClusterMap};
