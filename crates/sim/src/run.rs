@@ -197,7 +197,7 @@ pub fn run<P: Process>(opts: &RunOptions, hooks: Hooks<P>) -> RunReport {
     if let Some(t) = &opts.topology {
         workload.in_regions(t.regions().len() as u32);
         if opts.clients_near {
-            workload.staying_near(t.clone());
+            workload.staying_near(t);
         }
         if opts.nemesis.contains(&FaultKind::Origins) {
             workload.writing_own_keys();

@@ -46,7 +46,6 @@ use meridian_core::{
     Request, Ttl, Write, WriteOp,
 };
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,9 +176,9 @@ pub struct Workload {
     /// On a topology, how many regions it has: client `c` lives in region `c mod regions` and talks to that
     /// region's nodes. 0 on a drawn network, where clients talk to any node.
     regions: u32,
-    /// The topology, when a client of a region without started nodes talks to the nearest region with some
-    /// (`Workload::staying_near`); None: to any node.
-    nearest: Option<Arc<Topology>>,
+    /// Per region, the other regions nearest first, when a client of a region without started nodes talks to
+    /// the nearest region with some (`Workload::staying_near`); empty: to any node.
+    nearest: Vec<Vec<u32>>,
     /// Each client writes its region's own key four times in five (`FaultKind::Origins`).
     own_keys: bool,
     /// Per key: (written, read) successfully by an operation invoked after progress became required.
@@ -216,7 +215,7 @@ impl Workload {
             pairs_applied: 0,
             nodes,
             regions: 0,
-            nearest: None,
+            nearest: Vec::new(),
             own_keys: false,
             after_heal,
             wrong_answer: None,
@@ -235,8 +234,15 @@ impl Workload {
     /// Has a client of a region without started nodes talk to the nearest region's nodes (by `topology`'s
     /// round trips) rather than to any node: every client stays in one region, as a client of a geo-distributed
     /// store does, and as MeteorShower's θt > 0 assumes (docs/protocols/meteor.md).
-    pub fn staying_near(&mut self, topology: Arc<Topology>) {
-        self.nearest = Some(topology);
+    pub fn staying_near(&mut self, topology: &Topology) {
+        let n = topology.regions().len();
+        self.nearest = (0..n)
+            .map(|home| {
+                let mut others: Vec<usize> = (0..n).filter(|&r| r != home).collect();
+                others.sort_by(|&a, &b| topology.link(home, a).rtt_ms.total_cmp(&topology.link(home, b).rtt_ms));
+                others.into_iter().map(|r| r as u32).collect()
+            })
+            .collect();
     }
 
     /// Has each client write its region's own key (the region's number modulo the keys) four times in five.
@@ -376,12 +382,8 @@ impl Workload {
             nodes.iter().copied().filter(|&node| world.net.region_of(node) == Some(r)).collect()
         };
         let local = in_region(home);
-        let Some(t) = self.nearest.as_ref().filter(|_| local.is_empty()) else { return local };
-        let mut others: Vec<u32> = (0..self.regions).filter(|&r| r != home).collect();
-        others.sort_by(|&a, &b| {
-            t.link(home as usize, a as usize).rtt_ms.total_cmp(&t.link(home as usize, b as usize).rtt_ms)
-        });
-        others.into_iter().map(in_region).find(|n| !n.is_empty()).unwrap_or_default()
+        let Some(others) = self.nearest.get(home as usize).filter(|_| local.is_empty()) else { return local };
+        others.iter().map(|&r| in_region(r)).find(|n| !n.is_empty()).unwrap_or_default()
     }
 
     /// A time to live from 1 ms to [`TTL_MAX_MS`], spread evenly over its orders of magnitude.

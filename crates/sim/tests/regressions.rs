@@ -144,7 +144,7 @@ fn meteor_seeds() {
 
 /// The quorum keyspace's seed 78000059 on `canopus-7` (ABD at QUORUM, every fault and `region`): a read's
 /// write-back stored on 2 of a partition's 4 replicas while one of them was being removed, and gone once it was
-/// (`quorum: write-backs on W replicas, stores that outlast a Remove`).
+/// (`Config::staying_need` in `quorum/mod.rs`: a store during a Remove also waits for the replicas that stay).
 #[test]
 fn quorum_seeds() {
     use meridian_core::{Level, ProtocolConfig, QuorumOptions, Stamps};
