@@ -1,5 +1,6 @@
 //! Client-facing key-value operations, independent of the protocol that serves them and of RESP.
 
+use crate::acl::{AclRule, User};
 use crate::ids::{KeyspaceId, NodeId};
 use crate::keyspace::KeyspaceConfig;
 use crate::location::Location;
@@ -63,6 +64,19 @@ pub enum Admin {
     Keyspaces,
     /// The keyspace a client selects, by name (`KEYSPACE name`) or by number (`SELECT n`).
     Resolve(KeyspaceRef),
+    /// `ACL SETUSER`: applies `rules` to user `name` (starting from `base` if the map lacks it); answered once
+    /// this node's map shows the user so. Boxed as `CreateKeyspace` is.
+    SetUser(Box<UserChange>),
+    /// `ACL DELUSER`: removes the users named; answered once this node's map lacks them.
+    DelUsers { names: Vec<String> },
+}
+
+/// An `ACL SETUSER` as the map applies it ([`crate::acl`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserChange {
+    pub name: String,
+    pub base: Option<User>,
+    pub rules: Vec<AclRule>,
 }
 
 /// How a client names a keyspace.

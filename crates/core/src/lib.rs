@@ -6,6 +6,8 @@
 //! `kv.rs` for what clients ask, and `keyspace.rs` for how a keyspace is configured.
 //!
 //! Modules:
+//! - `acl`: ACL users (Redis' `ACL SETUSER` rules, and the keyspaces a user may select) as the cluster map keeps
+//!   them.
 //! - `chain_map`: a map keyed by chain id that finds an entry by keyspace and partition index and iterates in
 //!   chain-id order (a node's replicas and leases, the cluster map's chains).
 //! - `config`: the initial cluster configuration every node starts from, and its fingerprint.
@@ -28,6 +30,7 @@
 //! - `topology`: regions and the links between them (round trips, bandwidth, jitter), and the named presets.
 //! - `wire`: the peer frame codec, with its version byte and checksum.
 
+pub mod acl;
 pub mod chain_map;
 pub mod config;
 pub mod exposition;
@@ -56,7 +59,7 @@ pub use keyspace::{
 };
 pub use kv::{
     Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, NodeToAdd, Read, Reply, Request,
-    Scan, ScanWant, Scanned, Ttl, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
+    Scan, ScanWant, Scanned, Ttl, UserChange, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
 };
 pub use location::Location;
 pub use placement::Placement;

@@ -12,11 +12,13 @@
 //! How soon a sync is owed is the durability mode the writes were made under ([`Dirt`]): a keyspace may
 //! choose its own, or leave it to the runner's default.
 
+use crate::acl::Access;
 use crate::ids::{NodeId, RequestId};
 use crate::keyspace::DurabilityMode;
 use crate::kv::{Reply, Request};
 use crate::time::Time;
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A protocol core. Implementations must not read clocks, spawn tasks, do network I/O or use an
@@ -74,6 +76,12 @@ pub trait Process {
     /// can, and reports it (`GET /ready`).
     fn serving(&self) -> bool {
         true
+    }
+    /// The ACL users and keyspace names that clients' commands are checked against, once the core knows them (a
+    /// cluster map's). The runner asks after every batch and hands a new one (another `Arc`) to its client
+    /// connections, so a core hands out a new one only when they change. None: every client may do anything.
+    fn access(&self) -> Option<&Arc<Access>> {
+        None
     }
 }
 

@@ -53,6 +53,7 @@ use crate::inbox::{value_bytes, Answer, ClientRequest, CoreInbox, Input};
 use crate::timers::Timers;
 use crate::transport::PeerQueues;
 use clients::Clients;
+use meridian_core::acl::Access;
 use meridian_core::{DurabilityMode, Effect, Effects, NodeId, Process, Reply, Request, RequestId, Time};
 use std::collections::VecDeque;
 use std::fmt::Display;
@@ -127,8 +128,37 @@ pub(crate) struct Core<P: Process> {
     /// Wakes the idle core task: a step taken elsewhere left it work (a sync owed, a self-sent message, an
     /// earlier deadline), or its fsync ended.
     wake: Arc<Notify>,
-    /// What [`Process::serving`] said at the end of the last batch, for the client port and `GET /ready`.
-    serving: watch::Sender<bool>,
+    /// What the core tells the node's listeners.
+    published: Published,
+}
+
+/// What the core tells the node's listeners through the driver: whether it serves ([`Process::serving`], for the
+/// client port and `GET /ready`, as of the end of the last batch) and the users client commands are checked
+/// against ([`Process::access`], as of the last step).
+pub(crate) struct Published {
+    pub(crate) serving: watch::Sender<bool>,
+    pub(crate) access: watch::Sender<Option<Arc<Access>>>,
+    /// What `access` holds, compared without taking its lock.
+    access_sent: Option<Arc<Access>>,
+}
+
+impl Published {
+    pub(crate) fn new(serving: watch::Sender<bool>, access: watch::Sender<Option<Arc<Access>>>) -> Published {
+        let access_sent = access.borrow().clone();
+        Published { serving, access, access_sent }
+    }
+
+    /// Hands `access` to the client connections if it is not the one they have.
+    fn access(&mut self, access: Option<&Arc<Access>>) {
+        let same = match (access, &self.access_sent) {
+            (Some(new), Some(sent)) => Arc::ptr_eq(new, sent),
+            (new, sent) => new.is_none() && sent.is_none(),
+        };
+        if !same {
+            self.access_sent = access.cloned();
+            self.access.send_replace(access.cloned());
+        }
+    }
 }
 
 /// A sync whose job runs on the fsync thread.
@@ -237,7 +267,7 @@ impl<P: Process + Send + 'static> Driver<P> {
         inbox: Receiver<Input<P::Msg>>,
         peers: PeerQueues<P::Msg>,
         persistence: Arc<Persistence>,
-        serving: watch::Sender<bool>,
+        published: Published,
     ) -> Self {
         let wake = Arc::new(Notify::new());
         let core = Core {
@@ -263,7 +293,7 @@ impl<P: Process + Send + 'static> Driver<P> {
             running: false,
             settle_owed: false,
             wake: wake.clone(),
-            serving,
+            published,
         };
         Driver { inbox, core: Arc::new(Mutex::new(core)), wake }
     }
@@ -596,6 +626,8 @@ impl<P: Process + Send + 'static> Core<P> {
     /// nothing before them waits for a sync, otherwise when the sync they wait for ends. Returns the
     /// durability the step's writes owe, if any: a `sync` write is for the caller to settle at once.
     fn absorb(&mut self) -> Option<DurabilityMode> {
+        // Before the step's replies leave: a client told that its `ACL SETUSER` took finds it in force here.
+        self.published.access(self.process.access());
         // Out of `self` while its effects are carried out, which takes `self`; nothing adds to it meanwhile.
         let mut fx = std::mem::take(&mut self.fx);
         let (items, dirt) = fx.drain();
@@ -635,7 +667,7 @@ impl<P: Process + Send + 'static> Core<P> {
             self.begin_sync();
         }
         let serving = self.process.serving();
-        self.serving.send_if_modified(|was| std::mem::replace(was, serving) != serving);
+        self.published.serving.send_if_modified(|was| std::mem::replace(was, serving) != serving);
     }
 
     /// Lands the sync under way if its job has ended.

@@ -30,7 +30,8 @@
 //!   requests it has taken.
 //! - `durability`: the `sync`, `group` and `async` modes and the bounds of a group commit (`docs/durability.md`).
 //! - `error`: why a node could not start.
-//! - `fuzzing` (with the `fuzzing` feature only): the RESP parser, for the cargo-fuzz target in the root `fuzz/`.
+//! - `fuzzing` (with the `fuzzing` feature only): the RESP parser and `ACL SETUSER`'s rules, for the cargo-fuzz
+//!   targets in the root `fuzz/`.
 //! - `http`: the HTTP server.
 //! - `inbox`: the one channel into the core task: peer messages, single requests, and the requests a pipelining
 //!   connection hands over together.
@@ -65,6 +66,7 @@ mod transport;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing {
+    pub use crate::resp::acl::rules::applied as acl_setuser;
     pub use crate::resp::parser::{Command, Parser, ProtocolError};
 }
 

@@ -10,7 +10,7 @@
 
 use crate::data_dir::DataDir;
 use crate::drain::{Drain, DrainSwitch};
-use crate::driver::{self, Driver};
+use crate::driver::{self, Driver, Published};
 use crate::durability::{Persistence, SyncPolicy};
 use crate::error::NodeError;
 use crate::http::{self, HttpServer};
@@ -19,6 +19,7 @@ use crate::metrics::NodeMetrics;
 use crate::open_files;
 use crate::resp::{self, Frontend, Password, RespLimits};
 use crate::transport::{self, Gate, PeerQueues, Wan};
+use meridian_core::acl::User;
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -99,6 +100,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     // A core that serves from the start (a node that stored a map) listens before this returns.
     let serving_now = process.serving();
     let (serving_tx, serving) = watch::channel(serving_now);
+    let (access_tx, access) = watch::channel(process.access().cloned());
     let resp_port = if serving_now {
         RespPort::Listening(resp_socket.listen(RESP_BACKLOG).map_err(|source| NodeError::Bind {
             what: "RESP",
@@ -108,7 +110,8 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     } else {
         RespPort::Waiting(resp_socket)
     };
-    let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone(), serving_tx);
+    let published = Published::new(serving_tx, access_tx);
+    let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone(), published);
     let core: Arc<dyn CoreInbox> = Arc::new(driver.handle(inbox_tx.clone()));
     let core_task = driver::spawn(driver);
 
@@ -128,7 +131,8 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         client_ids: AtomicU64::new(0),
         drain,
         outbox: Default::default(),
-        password: opts.requirepass.clone(),
+        default_user: User::default_user(opts.requirepass.as_ref().map(|p| p.phc.clone())),
+        access,
     };
     let resp = tokio::spawn(serve_resp_once_serving(resp_port, Arc::new(frontend), serving.clone()));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);

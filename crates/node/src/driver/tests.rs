@@ -159,7 +159,8 @@ fn gated_probe_driver(
     let mut outbound = std::mem::take(&mut *started.lock().unwrap());
     let persistence = Arc::new(Persistence::new(policy));
     let probe = Probe { log: log.clone(), writes: 0, gate, wall_ms: 0 };
-    let driver = Driver::new(NodeId(1), probe, inbox_rx, queues, persistence.clone(), watch::channel(false).0);
+    let published = Published::new(watch::channel(false).0, watch::channel(None).0);
+    let driver = Driver::new(NodeId(1), probe, inbox_rx, queues, persistence.clone(), published);
     let sent_to_n2 = move || std::iter::from_fn(|| outbound[0].rx.try_recv().ok()).collect();
     (driver, inbox_tx, sent_to_n2, persistence)
 }

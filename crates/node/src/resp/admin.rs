@@ -115,7 +115,7 @@ pub(super) fn hello(args: &mut [Bytes], session: &mut Session, frontend: &Fronte
                 return e.into();
             }
         }
-        None if !session.authenticated => return super::auth::hello_noauth().into(),
+        None if session.guard.user().is_none() => return super::auth::hello_noauth().into(),
         None => {}
     }
     if let Some(name) = name {
@@ -221,6 +221,6 @@ const CLIENT_HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-fn help(lines: &'static [&'static str]) -> Action {
+pub(super) fn help(lines: &'static [&'static str]) -> Action {
     Frame::Array(lines.iter().map(|&line| Frame::Simple(line)).collect()).into()
 }

@@ -1,10 +1,11 @@
-//! Client authentication as Redis 6 does it for its `default` user (`docs/security.md`): with `--requirepass`,
-//! a connection may run only AUTH, HELLO and QUIT until `AUTH [default] PASSWORD` or `HELLO 3 AUTH default
-//! PASSWORD` names the password; every other command gets `-NOAUTH`. Without it every connection starts
-//! authenticated, and `AUTH PASSWORD` gets Redis' error for a server without a password.
+//! Client authentication as Redis 6 does it (`docs/security.md`): a connection may run only AUTH, HELLO and QUIT
+//! until `AUTH [user] PASSWORD` or `HELLO 3 AUTH user PASSWORD` names a password of an enabled user, unless the
+//! `default` user takes any password (`nopass`), in which case every connection starts as it. Users are the
+//! cluster map's (`acl/`); without a `default` user there, each node's is its own, with the `--requirepass`
+//! password if it was given one.
 //!
-//! The password is kept only as an Argon2id hash (its PHC string), taken once when the node starts; checking one
-//! costs tens of milliseconds of the connection's worker, paid once per connection that authenticates.
+//! Passwords are kept only as Argon2id hashes (PHC strings). Checking one costs tens of milliseconds of the
+//! connection's worker, paid once per connection that authenticates.
 
 use super::commands::{Action, Session};
 use super::frame::Frame;
@@ -12,14 +13,13 @@ use super::frontend::Frontend;
 use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use bytes::Bytes;
+use meridian_core::acl::DEFAULT_USER;
+use meridian_core::ring::key_token;
 
-/// The one user there is until ACL users exist: the one `--requirepass` gives a password.
-const DEFAULT_USER: &[u8] = b"default";
-
-/// The `default` user's password, as its hash.
+/// A node's `--requirepass` password, as its hash.
 #[derive(Debug, Clone)]
 pub struct Password {
-    phc: String,
+    pub(crate) phc: String,
 }
 
 impl Password {
@@ -29,14 +29,32 @@ impl Password {
             return Err("the password is empty".into());
         }
         let salt = SaltString::generate(&mut OsRng);
-        let hash = Argon2::default().hash_password(plain.as_bytes(), &salt).map_err(|e| e.to_string())?;
-        Ok(Password { phc: hash.to_string() })
+        Ok(Password { phc: hash_with(plain.as_bytes(), &salt) })
     }
+}
 
-    fn verify(&self, plain: &[u8]) -> bool {
-        let hash = PasswordHash::new(&self.phc).expect("a hash this type made parses");
-        Argon2::default().verify_password(plain, &hash).is_ok()
-    }
+fn hash_with(plain: &[u8], salt: &SaltString) -> String {
+    Argon2::default().hash_password(plain, salt).expect("Argon2's default parameters take any password").to_string()
+}
+
+/// The hash `ACL SETUSER user >plain` keeps. Its salt is made from the user's name, not drawn at random: the same
+/// password of the same user hashes alike on every node, so `<plain` can name the hash to remove and setting a
+/// password twice keeps one hash. Users with the same password still get different hashes.
+pub(crate) fn hash_for_user(user: &str, plain: &[u8]) -> String {
+    let [a, b] = [1u8, 2].map(|n| key_token(&[b"meridian acl salt ", &[n][..], user.as_bytes()].concat()));
+    let salt_bytes = [a.to_le_bytes(), b.to_le_bytes()].concat();
+    let salt = SaltString::encode_b64(&salt_bytes).expect("16 bytes make a salt");
+    hash_with(plain, &salt)
+}
+
+/// Whether `hash` is an Argon2id hash in PHC form.
+pub(crate) fn is_password_hash(hash: &str) -> bool {
+    PasswordHash::new(hash).is_ok_and(|h| h.algorithm.as_str() == "argon2id" && h.hash.is_some())
+}
+
+/// Whether `plain` is the password hashed as `phc`.
+pub(crate) fn verify(phc: &str, plain: &[u8]) -> bool {
+    PasswordHash::new(phc).is_ok_and(|hash| Argon2::default().verify_password(plain, &hash).is_ok())
 }
 
 /// Whether a connection that has not authenticated may run the command named `name`.
@@ -61,25 +79,26 @@ pub(super) fn hello_noauth() -> Frame {
 /// AUTH [username] password.
 pub(super) fn auth(args: &mut [Bytes], session: &mut Session, frontend: &Frontend) -> Action {
     match args.len() {
-        2 if frontend.password.is_none() => Frame::error(
+        2 if session.guard.user_named(DEFAULT_USER, frontend).is_some_and(|u| u.nopass) => Frame::error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your \
              configuration is correct?",
         )
         .into(),
-        2 => check(DEFAULT_USER, &args[1], session, frontend).into(),
+        2 => check(DEFAULT_USER.as_bytes(), &args[1], session, frontend).into(),
         3 => check(&args[1], &args[2], session, frontend).into(),
         _ => Frame::error("ERR syntax error").into(),
     }
 }
 
-/// Authenticates `session` as `user` if `password` is that user's: OK, or Redis' WRONGPASS. Without a password
-/// configured the `default` user takes any (Redis' `nopass`).
+/// Authenticates `session` as `user` if `password` is one of that user's and the user is on: OK, or Redis'
+/// WRONGPASS, leaving the session as it was.
 pub(super) fn check(user: &[u8], password: &[u8], session: &mut Session, frontend: &Frontend) -> Frame {
-    let valid = user == DEFAULT_USER && frontend.password.as_ref().is_none_or(|p| p.verify(password));
-    if !valid {
+    let name = String::from_utf8_lossy(user);
+    let known = session.guard.user_named(&name, frontend);
+    if !known.is_some_and(|u| u.accepts(|hash| verify(hash, password))) {
         return Frame::error("WRONGPASS invalid username-password pair or user is disabled.");
     }
-    session.authenticated = true;
+    session.guard.authenticate(name.into_owned());
     Frame::ok()
 }
 
@@ -90,16 +109,11 @@ mod tests {
     use super::*;
     use meridian_core::Reply;
 
-    fn session() -> Session {
-        let mut s = Session::new(1);
-        s.authenticated = false;
-        s
-    }
-
     #[tokio::test]
     async fn commands_wait_for_the_password_and_a_wrong_one_changes_nothing() {
         let core = Scripted::new(|_| Reply::Value(None));
         let f = frontend_with_password(core.clone(), "s3cret");
+        let session = || Session::for_client(1, &f);
         let mut s = session();
         assert_eq!(core.run_on(&f, &mut s, &["GET", "k"]).await, noauth());
         assert_eq!(core.run_on(&f, &mut s, &["PING"]).await, noauth());
@@ -117,9 +131,10 @@ mod tests {
         let Frame::Map(_) = core.run_on(&f, &mut hello, &["HELLO", "3", "AUTH", "default", "s3cret"]).await else {
             panic!("HELLO with the password answers who the server is");
         };
-        assert!(hello.authenticated);
+        assert_eq!(core.run_on(&f, &mut hello, &["GET", "k"]).await, Frame::Null);
         assert_eq!(core.run_on(&f, &mut session(), &["AUTH"]).await, wrong_arity("auth"));
-        assert_eq!(core.run_on(&f, &mut session(), &["AUTH", "a", "b", "c"]).await, Frame::error("ERR syntax error"));
+        let mut many = session();
+        assert_eq!(core.run_on(&f, &mut many, &["AUTH", "a", "b", "c"]).await, Frame::error("ERR syntax error"));
     }
 
     #[tokio::test]
@@ -132,10 +147,14 @@ mod tests {
     }
 
     #[test]
-    fn a_password_is_kept_hashed() {
+    fn passwords_are_kept_hashed() {
         let p = Password::new("s3cret").unwrap();
-        assert!(!p.phc.contains("s3cret") && p.phc.starts_with("$argon2id$"), "{}", p.phc);
-        assert!(p.verify(b"s3cret") && !p.verify(b"s3cre"));
+        assert!(!p.phc.contains("s3cret") && is_password_hash(&p.phc), "{}", p.phc);
+        assert!(verify(&p.phc, b"s3cret") && !verify(&p.phc, b"s3cre"));
         assert!(Password::new("").is_err());
+        let alice = hash_for_user("alice", b"pw");
+        assert_eq!(alice, hash_for_user("alice", b"pw"), "one user's password hashes alike");
+        assert_ne!(alice, hash_for_user("bob", b"pw"), "another user's does not");
+        assert!(verify(&alice, b"pw") && !is_password_hash("5e88489") && !verify("garbage", b"pw"));
     }
 }

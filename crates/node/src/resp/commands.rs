@@ -2,6 +2,7 @@
 //! checks it (a positive arity is exact, a negative one a minimum, both counting the name), and
 //! errors are worded as Redis words them so clients and their users recognise them.
 
+use super::acl::{self, Guard};
 use super::admin;
 use super::atomic;
 use super::auth;
@@ -40,9 +41,8 @@ pub(crate) struct Session {
     pub(crate) pipelining: bool,
     /// Requests of the pipeline not yet handed to the core ([`Frontend::flush`]).
     pub(crate) queued: Handover,
-    /// Whether the connection may run every command: always without `--requirepass`, else once AUTH (or HELLO
-    /// AUTH) named the password (`auth.rs`).
-    pub(crate) authenticated: bool,
+    /// Who the connection authenticated as, and what that user may do (`acl/guard.rs`).
+    pub(crate) guard: Guard,
 }
 
 impl Session {
@@ -54,8 +54,13 @@ impl Session {
             protocol: Protocol::Resp2,
             pipelining: false,
             queued: Handover::default(),
-            authenticated: true,
+            guard: Guard::open(),
         }
+    }
+
+    /// A client connection's session: authenticated only if the `default` user needs no password.
+    pub(crate) fn for_client(id: u64, frontend: &Frontend) -> Session {
+        Session { guard: Guard::for_client(frontend), ..Session::new(id) }
     }
 }
 
@@ -173,6 +178,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     command("client", -2, &["loading", "stale"], admin::client),
     command("auth", -2, &["noscript", "loading", "stale", "fast", "no_auth"], auth::auth),
     command("hello", -1, &["noscript", "loading", "stale", "fast"], admin::hello),
+    command("acl", -2, &["loading", "stale"], acl::acl),
     keyed("setnx", 3, &["write", "denyoom", "fast"], (1, 1, 1), set_forms::setnx),
     keyed("setex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::setex),
     keyed("psetex", 4, &["write", "denyoom"], (1, 1, 1), set_forms::psetex),
@@ -253,8 +259,9 @@ pub(crate) fn dispatch(index: Option<usize>, args: &mut [Bytes], session: &mut S
         return unknown_command(args).into();
     };
     let command = &COMMANDS[index];
-    if !session.authenticated && !auth::open_to_all(command.name) {
-        return auth::noauth().into();
+    if let Some(mut refusal) = session.guard.refuse(index, args, session.keyspace, frontend) {
+        refusal.command = Some(index);
+        return refusal;
     }
     let argc = args.len() as i64;
     let arity_ok = if command.arity >= 0 { argc == command.arity } else { argc >= -command.arity };

@@ -127,7 +127,7 @@ impl<'a> Connection<'a> {
             frontend,
             parser: Parser::new(frontend.bulk_max()),
             buf: BytesMut::with_capacity(READ_CHUNK),
-            session: Session { authenticated: frontend.password.is_none(), ..Session::new(frontend.next_client_id()) },
+            session: Session::for_client(frontend.next_client_id(), frontend),
             order: KeyOrder::default(),
             queue: VecDeque::new(),
             out: Vec::with_capacity(WRITE_CHUNK),
@@ -228,7 +228,7 @@ impl<'a> Connection<'a> {
             };
             if let Some(rx) = action.switch.take() {
                 self.frontend.flush(&mut self.session);
-                action.reply = Pending::Ready(switch_keyspace(rx, &mut self.session).await);
+                action.reply = Pending::Ready(switch_keyspace(rx, &mut self.session, self.frontend).await);
             }
             let protocol = self.session.protocol;
             self.queue.push_back(Queued { reply: action.reply, protocol, command: action.command, parsed });
@@ -301,13 +301,18 @@ fn oversized(len: usize, max: usize) -> Action {
     Frame::error(format!("ERR argument is {len} bytes; the limit is {max}")).into()
 }
 
-/// Moves the session to the keyspace the core named; an unknown one leaves it where it was.
-pub(super) async fn switch_keyspace(mut rx: Answer, session: &mut Session) -> Frame {
+/// Moves the session to the keyspace the core named, if its user may select it; an unknown one, or a forbidden
+/// one, leaves it where it was.
+pub(super) async fn switch_keyspace(mut rx: Answer, session: &mut Session, frontend: &Frontend) -> Frame {
     match receive(&mut rx).await {
-        Reply::Keyspace(id) => {
-            session.keyspace = id;
-            Frame::ok()
-        }
+        Reply::Keyspace(id) => match session.guard.may_select(id, frontend) {
+            Ok(()) => {
+                session.keyspace = id;
+                session.guard.moved();
+                Frame::ok()
+            }
+            Err(refused) => refused,
+        },
         other => failure(other),
     }
 }

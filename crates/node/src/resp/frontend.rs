@@ -1,16 +1,16 @@
 //! What every client connection of a node shares: the way into the core and the facts the
 //! introspection commands (INFO, CONFIG GET) report.
 
-use super::auth::Password;
 use super::commands::Session;
 use super::outbox::Outbox;
 use crate::drain::Drain;
 use crate::inbox::{Answer, CoreInbox};
 use crate::metrics::NodeMetrics;
+use meridian_core::acl::{Access, User};
 use meridian_core::{Limits, NodeId, Request};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 /// Requests of one connection in flight, by default, before the server stops reading from it.
 pub const DEFAULT_PIPELINE_MAX: usize = 1024;
@@ -69,8 +69,11 @@ pub(crate) struct Frontend {
     pub(crate) drain: Drain,
     /// Replies to write at the end of this turn.
     pub(crate) outbox: Outbox,
-    /// The `default` user's password (`--requirepass`): connections must authenticate first.
-    pub(crate) password: Option<Password>,
+    /// The `default` user as this node has it until the cluster map has one: with `--requirepass`'s password,
+    /// if given.
+    pub(crate) default_user: User,
+    /// The cluster map's users and keyspace names, as the core publishes them.
+    pub(crate) access: watch::Receiver<Option<Arc<Access>>>,
 }
 
 impl Frontend {

@@ -10,10 +10,13 @@
 //!   `hashes`, `hash_fields` (HKEYS, HVALS, HSTRLEN) and `hrandfield` the hash commands; `scan` (SCAN, DBSIZE)
 //!   and `keys` (KEYS) walk the keyspace's ring, bounded by `made_replies`. `admin` answers connection and
 //!   introspection commands, `info` INFO and TIME, locally; `databases` maps SELECT's numbers to keyspaces.
+//! - `auth` and `acl`: who a connection is (AUTH, HELLO AUTH) and what its user may do (the ACL command, and
+//!   the check before every command).
 //! - `pending`: replies still on their way from the core.
 //! - `outbox`: replies written at the end of the worker's turn, every connection's together.
 //! - `frontend`: what all connections share (CONFIG GET's patterns are `meridian_core::glob`).
 
+pub(crate) mod acl;
 mod admin;
 mod atomic;
 mod auth;

@@ -11,21 +11,36 @@ use crate::durability::{Persistence, SyncPolicy};
 use crate::inbox::{Answer, ClientRequest, CoreInbox};
 use crate::metrics::NodeMetrics;
 use bytes::Bytes;
+use meridian_core::acl::{Access, User};
 use meridian_core::{Limits, NodeId, Reply, Request, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
 
 /// A frontend of node 1 with the default limits, over `core`.
 pub(crate) fn frontend(core: Arc<dyn CoreInbox>) -> Arc<Frontend> {
-    Arc::new(frontend_of(core, None))
+    Arc::new(frontend_of(core, None, watch::channel(None).1))
 }
 
 /// The same, with the `default` user's password `password` (`--requirepass`).
 pub(crate) fn frontend_with_password(core: Arc<dyn CoreInbox>, password: &str) -> Arc<Frontend> {
-    Arc::new(frontend_of(core, Some(Password::new(password).expect("a password"))))
+    let phc = Password::new(password).expect("a password").phc;
+    Arc::new(frontend_of(core, Some(phc), watch::channel(None).1))
 }
 
-fn frontend_of(core: Arc<dyn CoreInbox>, password: Option<Password>) -> Frontend {
+/// The same, without a password, with the users and keyspaces that `access` publishes.
+pub(crate) fn frontend_with_access(
+    core: Arc<dyn CoreInbox>,
+    access: watch::Receiver<Option<Arc<Access>>>,
+) -> Arc<Frontend> {
+    Arc::new(frontend_of(core, None, access))
+}
+
+fn frontend_of(
+    core: Arc<dyn CoreInbox>,
+    password: Option<String>,
+    access: watch::Receiver<Option<Arc<Access>>>,
+) -> Frontend {
     let persistence = Arc::new(Persistence::new(SyncPolicy::default()));
     Frontend {
         core,
@@ -38,7 +53,8 @@ fn frontend_of(core: Arc<dyn CoreInbox>, password: Option<Password>) -> Frontend
         client_ids: AtomicU64::new(0),
         drain: Drain::switch().1,
         outbox: Default::default(),
-        password,
+        default_user: User::default_user(password),
+        access,
     }
 }
 
@@ -76,7 +92,7 @@ impl Scripted {
         let mut args: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w.as_bytes())).collect();
         let mut action = dispatch(position(&args[0]), &mut args, session, frontend);
         match action.switch.take() {
-            Some(answer) => switch_keyspace(answer, session).await,
+            Some(answer) => switch_keyspace(answer, session, frontend).await,
             None => action.reply.take().await,
         }
     }

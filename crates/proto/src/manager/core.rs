@@ -196,9 +196,11 @@ impl ManagerCore {
                 MapCommand::CreateKeyspace { .. }
                 | MapCommand::DropKeyspace { .. }
                 | MapCommand::SetMasterRegion { .. }
-                | MapCommand::SetKeyMaster { .. } => self.admin(now, from, cmd, Some(ask), out),
+                | MapCommand::SetKeyMaster { .. }
+                | MapCommand::SetUser { .. }
+                | MapCommand::DelUsers { .. } => self.admin(now, from, cmd, Some(ask), out),
                 _ => {
-                    let reason = "only keyspace commands are taken from operators".to_string();
+                    let reason = "only keyspace and ACL commands are taken from operators".to_string();
                     out.mgr.push((from, MgrMsg::Refused { reason, ask: Some(ask) }));
                     Ok(())
                 }

@@ -100,6 +100,7 @@ fn decode(bytes: &[u8]) -> Result<ClusterMap, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use meridian_core::NodeId;
     use meridian_store::SimVfs;
 
     #[test]
@@ -130,17 +131,25 @@ mod tests {
         assert!(err.contains(&theirs) && err.contains(&ours), "{err}");
     }
 
-    /// Maps of formats 2 to 5 (before per-key masters: the map without its last two fields) read with every key
-    /// mastered in its keyspace's home region, and of format 6 (before affiliated nodes) with none affiliated.
+    /// Maps of formats 2 to 5 (before per-key masters: the map without its last three fields) read with every key
+    /// mastered in its keyspace's home region, of format 6 (before affiliated nodes) with none affiliated, and of
+    /// formats 7 and 8 (before ACL users) with no users.
     #[test]
-    fn maps_of_formats_2_to_6_read_without_their_missing_fields() {
-        let map = ClusterMap { epoch: 5, next_step: 9, ..ClusterMap::default() };
+    fn maps_of_formats_2_to_8_read_without_their_missing_fields() {
+        let map =
+            ClusterMap { epoch: 5, next_step: 9, hosts: [(NodeId(4), NodeId(1))].into(), ..ClusterMap::default() };
         let m = &map;
         let fields = (m.epoch, m.partitions, &m.nodes, &m.chains, &m.manager_voters, m.next_step, &m.keyspaces);
         let format5 = postcard::to_allocvec(&(fields, m.next_keyspace)).unwrap();
         let format6 = postcard::to_allocvec(&(fields, m.next_keyspace, &m.masters)).unwrap();
-        for version in 2..=6 {
-            let body = if version == 6 { &format6 } else { &format5 };
+        let format8 = postcard::to_allocvec(&(fields, m.next_keyspace, &m.masters, &m.hosts)).unwrap();
+        for version in 2..=8 {
+            let body = match version {
+                7 | 8 => &format8,
+                6 => &format6,
+                _ => &format5,
+            };
+            let map = if version >= 7 { map.clone() } else { ClusterMap { hosts: Default::default(), ..map.clone() } };
             let mut older = MAGIC.to_vec();
             older.push(version);
             older.extend_from_slice(&(body.len() as u32).to_be_bytes());

@@ -25,9 +25,10 @@ pub enum MgrMsg {
     /// Leader → the node that asked: the map refuses the request (a node id used with other addresses, say).
     /// `ask` is the asker's number for an operator's request ([`MgrMsg::Admin`]), None for the node's own join.
     Refused { reason: String, ask: Option<u64> },
-    /// Admin → leader: an operator's keyspace command ([`MapCommand::CreateKeyspace`],
-    /// [`MapCommand::DropKeyspace`] or [`MapCommand::SetMasterRegion`]; the leader refuses any other), numbered
-    /// `ask` by the sender.
+    /// Admin → leader: an operator's keyspace or ACL command ([`MapCommand::CreateKeyspace`],
+    /// [`MapCommand::DropKeyspace`], [`MapCommand::SetMasterRegion`], [`MapCommand::SetKeyMaster`],
+    /// [`MapCommand::SetUser`] or [`MapCommand::DelUsers`]; the leader refuses any other), numbered `ask` by the
+    /// sender.
     Admin { cmd: MapCommand, ask: u64 },
     /// Leader → every other voter, every manager tick: the newest map epoch each node has reported adopting,
     /// for whichever voter leads next ([`super::leader::Leadership::succeed`]); its arrival also tells the voter

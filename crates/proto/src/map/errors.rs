@@ -1,7 +1,9 @@
 //! Why the map refuses a command. A refused command changes nothing, not even the epoch.
 
 use super::masters::{PINNED_KEY_MAX, PINNED_MAX};
+use super::users::{USERS_MAX, USER_NAME_MAX, USER_RULES_MAX};
 use super::CHAINS_MAX;
+use meridian_core::acl::AclError;
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::KeyspaceError;
 use meridian_core::keyspace::{DEFAULT_KEYSPACE, KEYSPACES_MAX};
@@ -145,6 +147,14 @@ pub enum MapError {
         host: NodeId,
         state: NodeState,
     },
+    /// An ACL rule that cannot apply to its user.
+    Acl(AclError),
+    /// A user name that is empty, too long, or not printable ASCII without spaces.
+    BadUserName(String),
+    /// Another user would exceed [`USERS_MAX`].
+    TooManyUsers,
+    /// The user would gather more than [`USER_RULES_MAX`] passwords, patterns and command rules.
+    UserTooLarge(String),
 }
 
 impl fmt::Display for MapError {
@@ -221,6 +231,16 @@ impl fmt::Display for MapError {
             MapError::TooManyKeyspaces => {
                 write!(f, "too many keyspaces (at most {KEYSPACES_MAX}, and {CHAINS_MAX} chains in all)")
             }
+            MapError::Acl(why) => write!(f, "{why}"),
+            MapError::BadUserName(name) => write!(
+                f,
+                "invalid user name {name:?}: 1 to {USER_NAME_MAX} printable ASCII characters other than the space"
+            ),
+            MapError::TooManyUsers => write!(f, "too many ACL users (at most {USERS_MAX})"),
+            MapError::UserTooLarge(name) => write!(
+                f,
+                "user {name:?} would have more than {USER_RULES_MAX} passwords, patterns and command rules together"
+            ),
             MapError::UnknownHost(host) => write!(f, "no node {host} to affiliate to"),
             MapError::NotAHost { host, state } => {
                 write!(

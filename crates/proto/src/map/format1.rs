@@ -86,6 +86,7 @@ impl Map1 {
             next_keyspace: self.next_keyspace,
             masters: BTreeMap::new(),
             hosts: BTreeMap::new(),
+            users: BTreeMap::new(),
         }
     }
 }

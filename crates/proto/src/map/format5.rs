@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 /// Decodes a map of formats 2 to 5.
 pub fn map(bytes: &[u8]) -> postcard::Result<ClusterMap> {
-    postcard::from_bytes::<Map5>(bytes).map(|m| m.upgrade(BTreeMap::new()))
+    postcard::from_bytes::<Map5>(bytes).map(|m| m.upgrade(BTreeMap::new(), BTreeMap::new()))
 }
 
 #[derive(Deserialize)]
@@ -29,10 +29,14 @@ pub(super) struct Map5 {
 }
 
 impl Map5 {
-    /// The current map of these fields and `masters` (format 6's, or none), with no affiliated nodes.
-    pub(super) fn upgrade(self, masters: BTreeMap<KeyspaceId, KeyMasters>) -> ClusterMap {
+    /// The current map of these fields, `masters` (format 6's, or none) and `hosts` (format 7's, or none), with
+    /// no ACL users.
+    pub(super) fn upgrade(
+        self,
+        masters: BTreeMap<KeyspaceId, KeyMasters>,
+        hosts: BTreeMap<NodeId, NodeId>,
+    ) -> ClusterMap {
         let Map5 { epoch, partitions, nodes, chains, manager_voters, next_step, keyspaces, next_keyspace } = self;
-        let hosts = BTreeMap::new();
         ClusterMap {
             epoch,
             partitions,
@@ -44,6 +48,7 @@ impl Map5 {
             next_keyspace,
             masters,
             hosts,
+            users: BTreeMap::new(),
         }
     }
 }

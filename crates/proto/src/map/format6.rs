@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 
 /// Decodes a map of format 6.
 pub fn map(bytes: &[u8]) -> postcard::Result<ClusterMap> {
-    postcard::from_bytes::<Map6>(bytes).map(|m| m.format5.upgrade(m.masters))
+    postcard::from_bytes::<Map6>(bytes).map(|m| m.format5.upgrade(m.masters, BTreeMap::new()))
 }
 
 #[derive(Deserialize)]
-struct Map6 {
-    format5: Map5,
-    masters: BTreeMap<KeyspaceId, KeyMasters>,
+pub(super) struct Map6 {
+    pub(super) format5: Map5,
+    pub(super) masters: BTreeMap<KeyspaceId, KeyMasters>,
 }

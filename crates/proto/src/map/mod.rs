@@ -105,14 +105,17 @@ mod errors;
 pub(crate) mod format1;
 pub(crate) mod format5;
 pub(crate) mod format6;
+pub(crate) mod format8;
 pub mod kinds;
 pub mod masters;
 pub mod placement;
+pub mod users;
 
 pub use chain::{ChainChange, ChainView};
 pub use errors::MapError;
 pub use masters::{KeyMasters, Pin};
 
+use meridian_core::acl::{AclRule, User};
 use meridian_core::config::VNODES_MAX;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
 use meridian_core::{
@@ -228,6 +231,8 @@ pub struct ClusterMap {
     /// Affiliated nodes (seed 001 §4.1.4), each with its host: they hold no chain, only the hot keys their host
     /// gives them under secondary leases (`lease/affiliates.rs`).
     pub hosts: BTreeMap<NodeId, NodeId>,
+    /// ACL users by name (`users.rs`); without a `default` entry each node keeps its own default user.
+    pub users: BTreeMap<String, User>,
 }
 
 impl Default for ClusterMap {
@@ -243,6 +248,7 @@ impl Default for ClusterMap {
             next_keyspace: 0,
             masters: BTreeMap::new(),
             hosts: BTreeMap::new(),
+            users: BTreeMap::new(),
         }
     }
 }
@@ -299,6 +305,11 @@ pub enum MapCommand {
     /// A new node affiliated to `host`, a placeable standard node: it becomes Active at once and is never
     /// placed in a chain (seed 001 §4.1.4). Idempotent as `AddNode` is.
     AddAffiliate { id: NodeId, addrs: NodeAddrs, location: Location, host: NodeId },
+    /// `ACL SETUSER`: applies `rules` to user `name`, which starts as `base` if the map lacks it (the `default`
+    /// user as the node taking the command has it), else as a new user.
+    SetUser { name: String, base: Option<User>, rules: Vec<AclRule> },
+    /// `ACL DELUSER`: removes the users named (never `default`).
+    DelUsers { names: Vec<String> },
 }
 
 /// What an accepted command did.
@@ -317,21 +328,21 @@ pub enum Applied {
 /// with its knobs) to format 2, format 4 lease keyspaces to format 3, and format 5 the command
 /// [`MapCommand::SetMasterRegion`], each keeping the encoding before it; format 6 added [`ClusterMap::masters`]
 /// and [`MapCommand::SetKeyMaster`], format 7 [`ClusterMap::hosts`] and [`MapCommand::AddAffiliate`], format 8
-/// meteor keyspaces. Commands of formats 2 to 7 decode as they are, and their maps through [`older_map`]
-/// ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than misread it.
-pub const MAP_FORMAT: u8 = 8;
+/// meteor keyspaces, format 9 [`ClusterMap::users`] with [`MapCommand::SetUser`] and [`MapCommand::DelUsers`].
+/// Commands of formats 2 to 8 decode as they are, and their maps through [`older_map`] ([`ENCODED_AS_CURRENT`]),
+/// while an older build refuses a newer file rather than misread it.
+pub const MAP_FORMAT: u8 = 9;
 
 /// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps lack later
 /// fields: [`older_map`] reads them).
-pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6, 7];
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6, 7, 8];
 
 /// Decodes a map of `format`, one before [`MAP_FORMAT`], through the frozen copy of its shape.
 pub(crate) fn older_map(format: u8, bytes: &[u8]) -> postcard::Result<ClusterMap> {
     match format {
         1 => format1::map(bytes),
         6 => format6::map(bytes),
-        // Format 8 only added a protocol variant: a map of format 7 is one of the current shape.
-        7 => postcard::from_bytes(bytes),
+        7 | 8 => format8::map(bytes),
         _ => format5::map(bytes),
     }
 }
@@ -562,6 +573,8 @@ impl ClusterMap {
             MapCommand::SetMasterRegion { name, region } => self.set_master_region(name, region),
             MapCommand::SetKeyMaster { name, key, region } => self.set_key_master(name, key, region),
             MapCommand::AddAffiliate { id, addrs, location, host } => self.add_affiliate(*id, addrs, location, *host),
+            MapCommand::SetUser { name, base, rules } => self.set_user(name, base, rules),
+            MapCommand::DelUsers { names } => self.del_users(names),
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;

@@ -1,12 +1,12 @@
-//! Administration requests (`meridian ctl`, the HTTP admin API, RESP's `SELECT` and `KEYSPACE`), served by
-//! the node a client asks: the ones about nodes are handed to the manager's leader and answered at once; the
-//! ones about keyspaces are checked against this node's map, handed to the leader, and answered once this
-//! node's map shows the change (or the leader refuses it, or [`KEYSPACE_TIMEOUT_TICKS`] pass).
+//! Administration requests (`meridian ctl`, the HTTP admin API, RESP's `SELECT`, `KEYSPACE` and `ACL`), served
+//! by the node a client asks: the ones about nodes are handed to the manager's leader and answered at once; the
+//! ones about keyspaces and ACL users are checked against this node's map, handed to the leader, and answered once
+//! this node's map shows the change (or the leader refuses it, or [`KEYSPACE_TIMEOUT_TICKS`] pass).
 
 use super::{ClusterNode, NodeFx};
 use crate::manager::msg::MgrMsg;
 use crate::map::{ClusterMap, MapCommand, NodeAddrs};
-use meridian_core::{Admin, ErrorKind, KeyspaceRef, NodeToAdd, Reply, RequestId, Time};
+use meridian_core::{Admin, ErrorKind, KeyspaceRef, NodeToAdd, Reply, RequestId, Time, UserChange};
 
 /// Manager ticks a keyspace command may wait for this node's map to show it.
 pub const KEYSPACE_TIMEOUT_TICKS: u32 = 100;
@@ -44,7 +44,15 @@ impl PendingAdmin {
                 let key = String::from_utf8_lossy(key);
                 (pin.region == *region).then(|| format!("key {key} of keyspace {name} is mastered in region {region}"))
             }
-            _ => unreachable!("only keyspace commands wait"),
+            MapCommand::SetUser { name, base, rules } => {
+                let user = map.users.get(name).or(base.as_ref());
+                let shown = user.is_some_and(|u| u.applied(rules).as_ref() == Ok(u));
+                shown.then(|| format!("user {name} set"))
+            }
+            MapCommand::DelUsers { names } => {
+                names.iter().all(|n| !map.users.contains_key(n)).then(|| format!("deleted {}", names.join(" ")))
+            }
+            _ => unreachable!("only keyspace and ACL commands wait"),
         }
     }
 }
@@ -85,6 +93,11 @@ impl ClusterNode {
                 None => out.reply(id, no_map()),
             },
             Admin::Resolve(what) => out.reply(id, self.resolve(&what)),
+            Admin::SetUser(change) => {
+                let UserChange { name, base, rules } = *change;
+                self.keyspace_command(now, id, MapCommand::SetUser { name, base, rules }, out)
+            }
+            Admin::DelUsers { names } => self.keyspace_command(now, id, MapCommand::DelUsers { names }, out),
         }
     }
 

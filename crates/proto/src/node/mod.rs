@@ -26,6 +26,7 @@ use crate::map::placement::{self, DEFAULT_PARTITIONS};
 use crate::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
 use crate::protocol::PreviousRun;
 use crate::stores::{StoreSpec, Stores};
+use meridian_core::acl::Access;
 use meridian_core::{
     ChainId, ClusterConfig, Effects, KeyspaceId, NodeId, Placement, Process, Reply, Request, RequestId, SyncJob, Time,
 };
@@ -133,6 +134,8 @@ pub struct ClusterNode {
     requests: BTreeMap<KeyspaceId, metrics::KeyspaceRequests>,
     /// The lost replicas as `lost_replicas` last stored them.
     lost_stored: BTreeSet<ChainId>,
+    /// The map's ACL users and keyspace names, as client connections check commands against them.
+    access: Option<Arc<Access>>,
 }
 
 impl ClusterNode {
@@ -189,6 +192,7 @@ impl ClusterNode {
             pending_admin: Vec::new(),
             requests: BTreeMap::new(),
             lost_stored,
+            access: None,
         })
     }
 
@@ -302,6 +306,7 @@ impl ClusterNode {
     fn act_on(&mut self, now: Time, learned: Learned, out: &mut NodeFx) {
         match learned {
             Learned::Map(map) => {
+                self.learn_access(&map);
                 self.announce_addresses(&map, out);
                 self.protocols.adopt(&mut self.host, &map, now, out);
                 self.store_lost();
@@ -309,6 +314,15 @@ impl ClusterNode {
             }
             Learned::Leases { chains, until } => self.protocols.on_leases(&mut self.host, &chains, until, now, out),
             Learned::Refused { ask, reason } => self.admin_refused(ask, reason, out),
+        }
+    }
+
+    /// Takes the users and keyspace names of `map`, keeping the `Arc` clients hold if they did not change.
+    fn learn_access(&mut self, map: &ClusterMap) {
+        let keyspaces = map.keyspaces.iter().map(|(&id, k)| (id, k.name.clone())).collect();
+        let access = Access { users: map.users.clone(), keyspaces };
+        if self.access.as_deref() != Some(&access) {
+            self.access = Some(Arc::new(access));
         }
     }
 
@@ -363,6 +377,7 @@ impl Process for ClusterNode {
         out.set_timer(NodeTimer::Tick, self.cfg.requests.tick);
         out.set_timer(NodeTimer::Manager, self.cfg.manager.tick);
         if let Some(map) = self.agent.map().cloned() {
+            self.learn_access(&map);
             self.announce_addresses(&map, out);
             self.protocols.adopt(&mut self.host, &map, now, out);
         }
@@ -438,6 +453,10 @@ impl Process for ClusterNode {
     /// (`-TRYAGAIN`), and after an operator removed it, it routes nothing of its own.
     fn serving(&self) -> bool {
         self.agent.map().and_then(|m| m.nodes.get(&self.me)).is_some_and(|n| n.state != NodeState::Removed)
+    }
+
+    fn access(&self) -> Option<&Arc<Access>> {
+        self.access.as_ref()
     }
 }
 

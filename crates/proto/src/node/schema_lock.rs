@@ -22,6 +22,7 @@ use crate::quorum::msg::{CopyData as QuorumCopyData, CopyReq as QuorumCopyReq};
 use crate::quorum::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
 use crate::reports::{KeyMove, ReplicaReports, StepReport};
 use bytes::Bytes;
+use meridian_core::acl::{AclRule, CommandItem, KeyPattern, User};
 use meridian_core::wire::WIRE_VERSION;
 use meridian_core::{
     ChainId, Condition, Deadline, ErrorKind, ExpireWhen, KeyspaceConfig, KeyspaceId, LeaseOptions, Level, Location,
@@ -33,7 +34,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg`, `LeaseMsg` and `MeteorMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((13, 0xb729_d06c), (8, 0x2cda_9c58), [14, 9, 16, 8, 21, 11]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((14, 0x3271_873e), (9, 0xa4e0_8c99), [14, 9, 18, 8, 21, 11]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -191,6 +192,9 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::SetMasterRegion { name: "ll".into(), region: "us".into() },
         MapCommand::SetKeyMaster { name: "l".into(), key: "k".into(), region: "us".into() },
         MapCommand::AddAffiliate { id: NodeId(5), addrs: addrs(5), location: "eu".parse().unwrap(), host: NodeId(1) },
+        MapCommand::SetUser { name: "alice".into(), base: None, rules: user_rules() },
+        MapCommand::SetUser { name: "default".into(), base: Some(User::default_user(None)), rules: vec![AclRule::Off] },
+        MapCommand::DelUsers { names: vec!["bob".into()] },
     ];
     let numbered = |c: &MapCommand| match c {
         MapCommand::Bootstrap { .. } => 0,
@@ -209,9 +213,53 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::SetMasterRegion { .. } => 13,
         MapCommand::SetKeyMaster { .. } => 14,
         MapCommand::AddAffiliate { .. } => 15,
+        MapCommand::SetUser { .. } => 16,
+        MapCommand::DelUsers { .. } => 17,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
     samples
+}
+
+/// One ACL rule of each kind.
+fn user_rules() -> Vec<AclRule> {
+    let keys = KeyPattern { pattern: Bytes::from_static(b"k:*"), read: true, write: false };
+    let rules = vec![
+        AclRule::Reset,
+        AclRule::On,
+        AclRule::Off,
+        AclRule::NoPass,
+        AclRule::ResetPass,
+        AclRule::AddPassword("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into()),
+        AclRule::RemovePassword("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$b3RoZXI".into()),
+        AclRule::NoCommands,
+        AclRule::AllCommands,
+        AclRule::Allow(CommandItem::Category(1)),
+        AclRule::Deny(CommandItem::Command("keys".into())),
+        AclRule::ResetKeys,
+        AclRule::AddKeys(keys),
+        AclRule::ResetKeyspaces,
+        AclRule::AddKeyspaces("orders".into()),
+        AclRule::On,
+    ];
+    let numbered = |r: &AclRule| match r {
+        AclRule::On => 0,
+        AclRule::Off => 1,
+        AclRule::NoPass => 2,
+        AclRule::ResetPass => 3,
+        AclRule::AddPassword(_) => 4,
+        AclRule::RemovePassword(_) => 5,
+        AclRule::AllCommands => 6,
+        AclRule::NoCommands => 7,
+        AclRule::Allow(_) => 8,
+        AclRule::Deny(_) => 9,
+        AclRule::AddKeys(_) => 10,
+        AclRule::ResetKeys => 11,
+        AclRule::AddKeyspaces(_) => 12,
+        AclRule::ResetKeyspaces => 13,
+        AclRule::Reset => 14,
+    };
+    assert_covers(rules.iter().map(numbered), 14, "AclRule");
+    rules
 }
 
 /// A quorum keyspace with every knob away from its default.
@@ -437,6 +485,7 @@ fn map() -> ClusterMap {
                 | MapCommand::CreateKeyspace { .. }
                 | MapCommand::SetKeyMaster { .. }
                 | MapCommand::AddAffiliate { .. }
+                | MapCommand::SetUser { .. }
         )
     }) {
         map.apply(cmd).expect("a sample command applies");
