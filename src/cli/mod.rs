@@ -1,6 +1,7 @@
 //! One module per subcommand; `node` holds what `demo` and `server` share.
 
 pub mod bench;
+pub mod cert;
 pub mod config;
 pub mod ctl;
 pub mod demo;
