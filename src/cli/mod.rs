@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod cert;
+pub mod client_ports;
 pub mod config;
 pub mod ctl;
 pub mod demo;
