@@ -188,3 +188,62 @@ pub(crate) async fn handshake(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::{Persistence, SyncPolicy};
+    use std::io::Write;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    /// A certificate and key for 127.0.0.1, written to `dir`; their files.
+    fn node_files(dir: &Path) -> TlsFiles {
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        let (cert, key) = (dir.join("node.crt"), dir.join("node.key"));
+        std::fs::File::create(&cert).unwrap().write_all(made.cert.pem().as_bytes()).unwrap();
+        std::fs::File::create(&key).unwrap().write_all(made.signing_key.serialize_pem().as_bytes()).unwrap();
+        TlsFiles { cert, key, ca: None, auth_clients: None }
+    }
+
+    /// Runs one handshake with a client that connects and then does `client` to its socket.
+    async fn handshake_with(client: impl AsyncFnOnce(&mut TcpStream)) -> (bool, NodeMetrics) {
+        let dir = tempfile::tempdir().unwrap();
+        let acceptor = node_files(dir.path()).load().unwrap().acceptor();
+        let metrics = NodeMetrics::new(Arc::default(), Arc::new(Persistence::new(SyncPolicy::default())), None);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut socket = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        client(&mut socket).await;
+        let done = handshake(&acceptor, stream, &metrics).await.is_some();
+        (done, metrics)
+    }
+
+    #[tokio::test]
+    async fn a_client_that_sends_no_tls_fails_its_handshake_and_is_counted() {
+        let (done, metrics) = handshake_with(async |s: &mut TcpStream| s.write_all(b"PING\r\n").await.unwrap()).await;
+        assert!(!done);
+        let read = metrics.clients.read();
+        assert_eq!((read.handshakes_failed, read.handshakes_timed_out), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_is_dropped_when_its_handshake_runs_out_of_time() {
+        let started = tokio::time::Instant::now();
+        let (done, metrics) = handshake_with(async |_: &mut TcpStream| {}).await;
+        assert!(!done && started.elapsed() >= HANDSHAKE_MAX);
+        let read = metrics.clients.read();
+        assert_eq!((read.handshakes_failed, read.handshakes_timed_out), (0, 1));
+    }
+
+    #[test]
+    fn a_client_rule_that_asks_for_certificates_needs_a_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = TlsFiles { auth_clients: Some(ClientAuth::Optional), ..node_files(dir.path()) };
+        assert!(matches!(files.load(), Err(TlsError::AuthWithoutCa(ClientAuth::Optional))));
+        let files = TlsFiles { auth_clients: Some(ClientAuth::No), ..node_files(dir.path()) };
+        assert!(files.load().is_ok());
+        assert_eq!("optional".parse(), Ok(ClientAuth::Optional));
+        assert!("maybe".parse::<ClientAuth>().is_err());
+    }
+}
