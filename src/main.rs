@@ -10,7 +10,7 @@
 //! Modules:
 //! - `allocator`: the process's allocator, mimalloc, asked for alignment only when its size classes do not
 //!   already give it (`docs/performance-history.md`, sections 6 and 20).
-//! - `cli`: one module per subcommand (`demo`, `server`, `ctl`, `sim`, `bench`); `cli/node.rs` what `demo` and
+//! - `cli`: one module per subcommand (`demo`, `server`, `ctl`, `sim`, `bench`, `cert`); `cli/node.rs` what `demo` and
 //!   `server` share; `cli/config.rs` `server --config FILE.toml` and `--print-config` (`docs/configuration.md`);
 //!   `cli/http.rs` the small HTTP client of `ctl` and `server --join`.
 
@@ -51,6 +51,9 @@ enum Command {
     /// Measurements on this machine: the datastores (store), real node processes (join, keyspaces), and YCSB's
     /// workloads against any RESP server (ycsb).
     Bench(cli::bench::BenchArgs),
+    /// Certificates for TLS (docs/security.md): a CA (create-ca), a node's (create-node), a client's
+    /// (create-client).
+    Cert(cli::cert::CertArgs),
     /// Regions and the round trips between them: the presets, and topology files (docs/regions.md).
     Topology(cli::topology::TopologyArgs),
 }
@@ -83,5 +86,6 @@ fn run(argv: Vec<OsString>) -> Result<ExitCode, String> {
         Command::Sim(args) => cli::sim::run(args),
         Command::Bench(args) => cli::bench::run(args),
         Command::Topology(args) => cli::topology::run(args),
+        Command::Cert(args) => cli::cert::run(args),
     }
 }

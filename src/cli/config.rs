@@ -270,7 +270,11 @@ mod tests {
             ("durability = \"fast\"", "durability: invalid value \"fast\": unknown durability mode \"fast\"; expected"),
             ("log_format = \"xml\"", "log_format: invalid value \"xml\": expected one of text, json"),
             ("vnodes = \"one\"", "vnodes: invalid value \"one\": invalid digit found in string"),
-            ("listen = 6380", "listen: invalid value 6380: invalid socket address syntax"),
+            ("listen = 6380", "listen: invalid value 6380: \"6380\" is not HOST:PORT or off"),
+            (
+                "tls_auth_clients = \"maybe\"",
+                "tls_auth_clients: invalid value \"maybe\": \"maybe\" is not one of yes, no, optional",
+            ),
         ];
         for (file, error) in cases {
             let e = added(&format!("{REQUIRED}peers = \"1=a:1\"\n{file}\n"), &[]).unwrap_err();

@@ -1,6 +1,8 @@
 //! One module per subcommand; `node` holds what `demo` and `server` share.
 
 pub mod bench;
+pub mod cert;
+pub mod client_ports;
 pub mod config;
 pub mod ctl;
 pub mod demo;

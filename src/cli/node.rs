@@ -7,8 +7,8 @@ use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, Location, NodeId, ReplicaKind};
 use meridian_node::{
-    start_node, DataDir, NodeHandle, NodeOptions, Password, RespLimits, SyncPolicy, Wan, DEFAULT_CONNECTIONS_MAX,
-    DEFAULT_PIPELINE_MAX,
+    start_node, DataDir, NodeHandle, NodeOptions, Password, RespLimits, SyncPolicy, TlsListen, Wan,
+    DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX,
 };
 use meridian_proto::chain::ChainConfig;
 use meridian_proto::host::RequestConfig;
@@ -160,7 +160,10 @@ pub struct NodeSetup {
     pub cluster: ClusterConfig,
     /// Set for a node that joins a running cluster (it is not in `cluster`).
     pub join: Option<JoinRequest>,
-    pub resp: SocketAddr,
+    /// The plain RESP port, if clients may use one.
+    pub resp: Option<SocketAddr>,
+    /// The TLS client port, if any.
+    pub tls: Option<TlsListen>,
     pub peer: SocketAddr,
     pub http: Option<SocketAddr>,
     pub data_dir: PathBuf,
@@ -246,6 +249,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         node_id: setup.node_id,
         cluster: setup.cluster,
         resp_listen: setup.resp,
+        tls: setup.tls,
         peer_listen: setup.peer,
         http_listen: setup.http,
         limits,

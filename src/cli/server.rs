@@ -1,6 +1,7 @@
 //! `meridian server`: one node. A cluster starts from the nodes every one of them is given in `--peers`;
 //! a node added later starts with `--join`, naming the HTTP address of any node of the cluster.
 
+use super::client_ports::{Listen, TlsArgs};
 use super::http;
 use super::node::{
     default_replicas, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, LocationArgs, NodeSetup, ThreadArgs,
@@ -33,9 +34,11 @@ pub struct ServerArgs {
     /// This node's id: in --peers, or (with --join) one no other node of the cluster uses.
     #[arg(long)]
     node_id: u32,
-    /// RESP (Redis protocol) listen address.
-    #[arg(long, default_value = "127.0.0.1:6380")]
-    listen: SocketAddr,
+    /// RESP (Redis protocol) listen address, or `off` for no plain port (then --tls-port is required).
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:6380")]
+    listen: Listen,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Peer (node-to-node) listen address.
     #[arg(long)]
     peer_listen: SocketAddr,
@@ -101,22 +104,27 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         if let Some(peers) = &args.peers {
             initial_cluster(&args, peers)?;
         }
+        args.tls.check(args.listen)?;
         print!("{resolved}");
         return Ok(ExitCode::SUCCESS);
     }
     let logged: Vec<&str> = resolved.lines().filter(|l| !l.starts_with("requirepass")).collect();
     tracing::debug!(config = ?args.config, "resolved configuration (requirepass left out):\n{}", logged.join("\n"));
     let node_id = NodeId(args.node_id);
+    let tls = args.tls.port(args.listen)?;
+    // What the cluster map shows as this node's client address: its plain port, else its TLS port.
+    let client_addr = args.listen.addr().or(tls.as_ref().map(|t| t.addr)).expect("checked: a client port");
     let (cluster, join) = match (&args.peers, &args.join) {
         (Some(peers), _) => (initial_cluster(&args, peers)?, None),
-        (None, Some(via)) => joining(&args, via)?,
+        (None, Some(via)) => joining(&args, via, client_addr)?,
         (None, None) => unreachable!("clap requires --peers or --join"),
     };
     let setup = NodeSetup {
         node_id,
         cluster,
         join,
-        resp: args.listen,
+        resp: args.listen.addr(),
+        tls,
         peer: args.peer_listen,
         http: args.http,
         data_dir: args.data_dir,
@@ -133,7 +141,8 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
     };
     args.threads.runtime()?.block_on(async {
         let handle = start(setup).await?;
-        tracing::info!(node = args.node_id, resp = %handle.resp_addr(), durability = %args.durability.policy().default, "serving");
+        let (resp, tls) = (handle.plain_addr(), handle.tls_addr());
+        tracing::info!(node = args.node_id, ?resp, ?tls, durability = %args.durability.policy().default, "serving");
         stop_signal().await;
         tracing::info!("shutting down: draining clients");
         handle.shutdown().await;
@@ -166,7 +175,11 @@ fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, Stri
 
 /// Learns the cluster from a node's `/v1/cluster`: the configuration it started from (rebuilt exactly, so
 /// the handshake fingerprint matches) and whether this node's id is free.
-fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRequest>), String> {
+fn joining(
+    args: &ServerArgs,
+    via: &str,
+    client_addr: SocketAddr,
+) -> Result<(ClusterConfig, Option<JoinRequest>), String> {
     let layout = http::get(via, "/v1/cluster")?;
     let config = &layout["config"];
     let nodes: Vec<NodeSpec> = serde_json::from_value(config["nodes"].clone()).map_err(|e| format!("{via}: {e}"))?;
@@ -181,7 +194,7 @@ fn joining(args: &ServerArgs, via: &str) -> Result<(ClusterConfig, Option<JoinRe
     }
     let addrs = NodeAddrs {
         peer_addr: args.peer_listen.to_string(),
-        resp_addr: args.listen.to_string(),
+        resp_addr: client_addr.to_string(),
         http_addr: args.http.map(|a| a.to_string()),
     };
     let nodes = &layout["status"]["nodes"];

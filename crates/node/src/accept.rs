@@ -4,7 +4,8 @@
 //! closes the listener and aborts every connection it accepted, with nothing left behind.
 //!
 //! A listener may cap the connections it serves at once ([`Cap`]): one accepted beyond the cap is sent
-//! the cap's refusal and closed, as Redis does past `maxclients`, and the others are not disturbed.
+//! the cap's refusal and closed, as Redis does past `maxclients`, and the others are not disturbed. Listeners
+//! given clones of one cap share it: the RESP and TLS client ports count their connections together.
 //!
 //! A listener given a [`DrainWatch`] stops at its signal without cutting anyone off: it closes the listening
 //! socket, then waits up to [`DRAIN_MAX`] for its connections to finish (each watches the same signal and
@@ -41,10 +42,18 @@ pub(crate) const DRAIN_MAX: Duration = Duration::from_secs(5);
 /// The most connections a listener serves at once, and what it writes to one past them.
 #[derive(Clone, Debug)]
 pub(crate) struct Cap {
-    pub(crate) max: usize,
-    pub(crate) refusal: &'static [u8],
+    max: usize,
+    refusal: &'static [u8],
     /// Connections refused so far.
-    pub(crate) refused: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
+    /// Connections served now, by every listener sharing the cap.
+    live: Counter,
+}
+
+impl Cap {
+    pub(crate) fn new(max: usize, refusal: &'static [u8], refused: Arc<AtomicU64>) -> Self {
+        Cap { max, refusal, refused, live: Counter::default() }
+    }
 }
 
 /// Accepts connections, running `serve` for each on its own task; with a `cap`, refusing those beyond it.
@@ -60,7 +69,8 @@ pub(crate) async fn accept_loop<F, Fut>(
     Fut: Future<Output = ()> + Send + 'static,
 {
     let mut connections = JoinSet::new();
-    let (live, lingering) = (Counter::default(), Counter::default());
+    let live = cap.as_ref().map_or_else(Counter::default, |cap| cap.live.clone());
+    let lingering = Counter::default();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -111,7 +121,7 @@ async fn finish(mut connections: JoinSet<()>, what: &'static str) {
 }
 
 /// How many tasks of a kind are running.
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 struct Counter(Arc<AtomicUsize>);
 
 impl Counter {

@@ -13,7 +13,8 @@
 //! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
 //!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake; with `--wan`, inbound
 //!   frames are held back as a topology's WAN would (`transport/wan.rs`).
-//! - `resp`: a RESP2 and RESP3 server for Redis clients, pipelining-aware; its port listens once the core serves.
+//! - `resp`: a RESP2 and RESP3 server for Redis clients, pipelining-aware, on a plain port, a TLS port or both;
+//!   its ports listen once the core serves.
 //!   Its limits, malformed input, SCAN, KEYS, INFO and the commands built at the front end: `docs/resp.md`.
 //! - `http`: a small axum server with `/health`, `/ready`, `/metrics` (`docs/metrics.md`), `/v1/cluster` and the
 //!   administration API.
@@ -21,7 +22,7 @@
 //! Reading order: `node` (how the parts are wired), then `driver`, `transport`, `resp`.
 //!
 //! Modules:
-//! - `accept`: the accept loop the RESP and peer listeners share.
+//! - `accept`: the accept loop the RESP, TLS and peer listeners share.
 //! - `build_info`: the commit the binary was built from (found by `build.rs`), for `--version`, INFO and
 //!   `meridian_build_info`.
 //! - `data_dir`: a node's data directory: one node id for life, one process at a time (`LOCK`), one data format.
@@ -43,6 +44,7 @@
 //!   task writes every connection's replies at the end of the worker's turn (`resp/outbox.rs`); numbered
 //!   databases made on SELECT (`resp/databases.rs`); per-command counts and latency (`resp/stats.rs`).
 //! - `timers`: the core's named timers on the monotonic clock.
+//! - `tls`: the client TLS port's certificate, key and client-certificate rule, and its handshake.
 //! - `transport`: the TCP peer transport, its handshake and the WAN emulation.
 
 mod accept;
@@ -59,6 +61,7 @@ mod node;
 mod open_files;
 mod resp;
 mod timers;
+mod tls;
 mod transport;
 
 /// The RESP request parser, for the cargo-fuzz target in `fuzz/` only: not part of the API, and compiled
@@ -75,4 +78,5 @@ pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_
 pub use error::NodeError;
 pub use node::{start_node, NodeHandle, NodeOptions};
 pub use resp::{BadRespLimits, Password, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
+pub use tls::{ClientAuth, TlsConfig, TlsError, TlsFiles, TlsListen};
 pub use transport::{UnknownRegion, Wan};

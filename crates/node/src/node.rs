@@ -2,9 +2,10 @@
 //!
 //! [`start_node`] binds every listener first, so a port in use is an error returned to the caller rather
 //! than a log line from a task that quietly died; then it starts the core task, the peer transport,
-//! the RESP server and the optional HTTP server. The RESP port is bound at once but listens only once the core
-//! can serve ([`Process::serving`]: a cluster node has its map): until then a client's connection is refused, so
-//! a script that waits for the port and then sends a command is not answered `-TRYAGAIN`. [`NodeHandle::shutdown`] stops them in the order that
+//! the RESP server and the optional HTTP server. The client ports (plain RESP, TLS, or both) are bound at once
+//! but listen only once the core can serve ([`Process::serving`]: a cluster node has its map): until then a
+//! client's connection is refused, so a script that waits for the port and then sends a command is not answered
+//! `-TRYAGAIN`. [`NodeHandle::shutdown`] stops them in the order that
 //! loses the least: clients first (drained: what they sent is answered), then the core (which finishes its
 //! batch and syncs), then the peer tasks.
 
@@ -17,10 +18,12 @@ use crate::http::{self, HttpServer};
 use crate::inbox::{self, CoreInbox};
 use crate::metrics::NodeMetrics;
 use crate::open_files;
-use crate::resp::{self, Frontend, Password, RespLimits};
+use crate::resp::{self, ClientListeners, Frontend, Password, RespLimits};
+use crate::tls::TlsListen;
 use crate::transport::{self, Gate, PeerQueues, Wan};
 use meridian_core::acl::User;
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -28,6 +31,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 /// Everything a node needs besides its protocol core.
 #[derive(Clone, Debug)]
@@ -36,8 +40,12 @@ pub struct NodeOptions {
     /// The configuration the cluster started from: where its first nodes are, and its fingerprint, which
     /// peers compare at the handshake. A node that joins later is not in it.
     pub cluster: ClusterConfig,
-    /// Where Redis clients connect (port 0 picks a free port; see [`NodeHandle::resp_addr`]).
-    pub resp_listen: SocketAddr,
+    /// Where Redis clients connect in plain TCP, if they may (port 0 picks a free port; see
+    /// [`NodeHandle::resp_addr`]).
+    pub resp_listen: Option<SocketAddr>,
+    /// Where Redis clients connect over TLS, if they may, and the port's checked configuration. A node needs
+    /// this or `resp_listen`, or both.
+    pub tls: Option<TlsListen>,
     /// Where peers connect. Other nodes dial the address the cluster config gives for this node, so
     /// the two must lead to the same socket.
     pub peer_listen: SocketAddr,
@@ -62,7 +70,8 @@ pub struct NodeOptions {
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
 /// the node running until the tokio runtime stops, which stops its core task with it.
 pub struct NodeHandle {
-    resp_addr: SocketAddr,
+    resp_addr: Option<SocketAddr>,
+    tls_addr: Option<SocketAddr>,
     peer_addr: SocketAddr,
     http_addr: Option<SocketAddr>,
     core: Arc<dyn CoreInbox>,
@@ -83,7 +92,15 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     opts.resp.check()?;
     let connections_max = open_files::fit_connections(opts.resp.connections_max).map_err(NodeError::Options)?;
     let resp_limits = RespLimits { connections_max, ..opts.resp };
-    let (resp_socket, resp_addr) = bind_only("RESP", opts.resp_listen)?;
+    if opts.resp_listen.is_none() && opts.tls.is_none() {
+        return Err(NodeError::Options("no client port: give a plain RESP port, a TLS port or both".into()));
+    }
+    let plain = opts.resp_listen.map(|addr| bind_only("RESP", addr)).transpose()?;
+    let tls = opts
+        .tls
+        .as_ref()
+        .map(|tls| bind_only("TLS", tls.addr).map(|bound| (bound, tls.config.acceptor())))
+        .transpose()?;
     let (peer_listener, peer_addr) = bind("peer", opts.peer_listen).await?;
     let http_listener = match opts.http_listen {
         Some(addr) => Some(bind("HTTP", addr).await?),
@@ -101,14 +118,14 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let serving_now = process.serving();
     let (serving_tx, serving) = watch::channel(serving_now);
     let (access_tx, access) = watch::channel(process.access().cloned());
-    let resp_port = if serving_now {
-        RespPort::Listening(resp_socket.listen(RESP_BACKLOG).map_err(|source| NodeError::Bind {
-            what: "RESP",
-            addr: opts.resp_listen,
-            source,
-        })?)
-    } else {
-        RespPort::Waiting(resp_socket)
+    let (resp_addr, tls_addr) = (plain.as_ref().map(|p| p.1), tls.as_ref().map(|t| t.0 .1));
+    let ports = ClientPorts {
+        plain: plain.map(|(socket, addr)| client_port(socket, serving_now, "RESP", addr)).transpose()?,
+        tls: tls
+            .map(|((socket, addr), acceptor)| {
+                client_port(socket, serving_now, "TLS", addr).map(|port| (port, acceptor))
+            })
+            .transpose()?,
     };
     let published = Published::new(serving_tx, access_tx);
     let driver = Driver::new(me, process, inbox_rx, queues, persistence.clone(), published);
@@ -125,7 +142,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         limits: opts.limits,
         resp: resp_limits,
         node: me,
-        resp_port: resp_addr.port(),
+        resp_port: resp_addr.map_or(0, |a| a.port()),
         cluster_nodes: opts.cluster.nodes.len(),
         metrics: metrics.clone(),
         client_ids: AtomicU64::new(0),
@@ -134,13 +151,14 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         default_user: User::default_user(opts.requirepass.as_ref().map(|p| p.phc.clone())),
         access,
     };
-    let resp = tokio::spawn(serve_resp_once_serving(resp_port, Arc::new(frontend), serving.clone()));
+    let resp = tokio::spawn(serve_resp_once_serving(ports, Arc::new(frontend), serving.clone()));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
     let http = http_listener
         .map(|(listener, _)| http::spawn(listener, http::View::new(me, &opts.cluster, core.clone(), metrics, serving)));
     let _data_dir = opts.data_dir.clone();
     Ok(NodeHandle {
         resp_addr,
+        tls_addr,
         peer_addr,
         http_addr,
         core,
@@ -168,34 +186,70 @@ fn bind_only(what: &'static str, addr: SocketAddr) -> Result<(TcpSocket, SocketA
     Ok((socket, bound))
 }
 
-/// The RESP port: listening, or bound and waiting for the core to serve.
+/// A client port: listening, or bound and waiting for the core to serve.
 enum RespPort {
     Listening(TcpListener),
     Waiting(TcpSocket),
 }
 
-/// Listens on the RESP socket once the core serves, then serves clients until the node drains. A node that
+impl RespPort {
+    fn listen(self) -> io::Result<TcpListener> {
+        match self {
+            RespPort::Listening(listener) => Ok(listener),
+            RespPort::Waiting(socket) => socket.listen(RESP_BACKLOG),
+        }
+    }
+}
+
+/// A bound client port, listening already if the core serves now (so a clash is an error returned now).
+fn client_port(
+    socket: TcpSocket,
+    serving_now: bool,
+    what: &'static str,
+    addr: SocketAddr,
+) -> Result<RespPort, NodeError> {
+    if !serving_now {
+        return Ok(RespPort::Waiting(socket));
+    }
+    socket.listen(RESP_BACKLOG).map(RespPort::Listening).map_err(|source| NodeError::Bind { what, addr, source })
+}
+
+/// The node's client ports: the plain RESP one and the TLS one, either of which may be off.
+struct ClientPorts {
+    plain: Option<RespPort>,
+    tls: Option<(RespPort, TlsAcceptor)>,
+}
+
+impl ClientPorts {
+    fn waiting(&self) -> bool {
+        let plain = self.plain.iter();
+        plain.chain(self.tls.iter().map(|(port, _)| port)).any(|port| matches!(port, RespPort::Waiting(_)))
+    }
+
+    fn listen(self) -> io::Result<ClientListeners> {
+        let tls = self.tls.map(|(port, acceptor)| port.listen().map(|listener| (listener, acceptor)));
+        Ok(ClientListeners { plain: self.plain.map(RespPort::listen).transpose()?, tls: tls.transpose()? })
+    }
+}
+
+/// Listens on the client ports once the core serves, then serves clients until the node drains. A node that
 /// drains before it ever served never listens.
-async fn serve_resp_once_serving(port: RespPort, frontend: Arc<Frontend>, mut serving: watch::Receiver<bool>) {
-    let listener = match port {
-        RespPort::Listening(listener) => listener,
-        RespPort::Waiting(socket) => {
-            let mut drain = frontend.drain.watch();
-            tokio::select! {
-                () = drain.started() => return,
-                ready = serving.wait_for(|serving| *serving) => {
-                    if ready.is_err() {
-                        return;
-                    }
+async fn serve_resp_once_serving(ports: ClientPorts, frontend: Arc<Frontend>, mut serving: watch::Receiver<bool>) {
+    if ports.waiting() {
+        let mut drain = frontend.drain.watch();
+        tokio::select! {
+            () = drain.started() => return,
+            ready = serving.wait_for(|serving| *serving) => {
+                if ready.is_err() {
+                    return;
                 }
             }
-            match socket.listen(RESP_BACKLOG) {
-                Ok(listener) => listener,
-                Err(e) => return tracing::error!("cannot listen for Redis clients: {e}"),
-            }
         }
-    };
-    resp::serve(listener, frontend).await
+    }
+    match ports.listen() {
+        Ok(listeners) => resp::serve(listeners, frontend).await,
+        Err(e) => tracing::error!("cannot listen for Redis clients: {e}"),
+    }
 }
 
 /// Binds one listener and reports the address it actually got (port 0 becomes a real port).
@@ -207,8 +261,20 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<(TcpListener, Sock
 }
 
 impl NodeHandle {
+    /// The plain RESP port's address. Panics on a node without one (`NodeOptions::resp_listen` of `None`): see
+    /// [`NodeHandle::plain_addr`].
     pub fn resp_addr(&self) -> SocketAddr {
+        self.resp_addr.expect("the node has a plain RESP port")
+    }
+
+    /// The plain RESP port's address, if the node has one.
+    pub fn plain_addr(&self) -> Option<SocketAddr> {
         self.resp_addr
+    }
+
+    /// The TLS client port's address, if the node has one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     pub fn peer_addr(&self) -> SocketAddr {

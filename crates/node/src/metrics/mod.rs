@@ -42,6 +42,10 @@ pub(crate) struct Clients {
     received: AtomicU64,
     /// Refused at the connection limit; counted by the accept loop.
     pub(crate) rejected: Arc<AtomicU64>,
+    /// TLS handshakes that failed (a bad or missing certificate, not TLS at all), and that did not finish in
+    /// time.
+    handshakes_failed: AtomicU64,
+    handshakes_timed_out: AtomicU64,
 }
 
 /// A connection counted as connected until this is dropped.
@@ -59,6 +63,8 @@ pub(crate) struct ClientsReading {
     pub(crate) connected: u64,
     pub(crate) received: u64,
     pub(crate) rejected: u64,
+    pub(crate) handshakes_failed: u64,
+    pub(crate) handshakes_timed_out: u64,
 }
 
 impl Clients {
@@ -68,11 +74,19 @@ impl Clients {
         Connected(self)
     }
 
+    /// Counts a TLS handshake that failed, or that `timed_out`.
+    pub(crate) fn handshake_failed(&self, timed_out: bool) {
+        let counter = if timed_out { &self.handshakes_timed_out } else { &self.handshakes_failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn read(&self) -> ClientsReading {
         ClientsReading {
             connected: self.connected.load(Ordering::Relaxed),
             received: self.received.load(Ordering::Relaxed),
             rejected: self.rejected.load(Ordering::Relaxed),
+            handshakes_failed: self.handshakes_failed.load(Ordering::Relaxed),
+            handshakes_timed_out: self.handshakes_timed_out.load(Ordering::Relaxed),
         }
     }
 }
@@ -131,6 +145,11 @@ impl NodeMetrics {
         );
         let help = "Client connections refused at the connection limit (--max-connections).";
         e.single("meridian_connections_rejected_total", MetricKind::Counter, help, c.rejected);
+        let name = "meridian_tls_handshake_failures_total";
+        let help = "TLS handshakes on the client TLS port that failed (error) or did not finish in time (timeout).";
+        e.family(name, MetricKind::Counter, help);
+        e.sample(name, &[("reason", "error")], c.handshakes_failed);
+        e.sample(name, &[("reason", "timeout")], c.handshakes_timed_out);
     }
 
     fn command_families(&self, e: &mut Exposition) {

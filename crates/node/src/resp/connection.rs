@@ -14,6 +14,9 @@
 //! the common case, the hand-over between the two cost 1.5–2.5 µs of CPU per request in a minimal server
 //! (`docs/performance-history.md`, section 15).
 //!
+//! The plain RESP port and the TLS port serve their clients with this same code, over either stream
+//! ([`ClientStream`]); a TLS client's handshake runs first, on its connection's own task ([`crate::tls`]).
+//!
 //! A malformed frame gets `-ERR Protocol error: …` and closes this connection only, as in Redis; after
 //! it the stream cannot be resynchronised. A well-formed command with an argument over the size limit
 //! gets an `-ERR` naming the limit, and the connection goes on.
@@ -26,8 +29,10 @@ use super::order::KeyOrder;
 use super::outbox::Unsent;
 use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
+use super::stream::{no_delay, ClientStream, ReplyWriter};
 use crate::accept::{accept_loop, linger, Cap};
 use crate::inbox::Answer;
+use crate::tls;
 use bytes::BytesMut;
 use meridian_core::Reply;
 use std::collections::VecDeque;
@@ -35,9 +40,9 @@ use std::future::poll_fn;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 /// What a client past the connection limit is told before it is closed (Redis' words).
@@ -46,13 +51,32 @@ const READ_CHUNK: usize = 64 << 10;
 /// Reply bytes gathered before a write even when more replies are ready.
 const WRITE_CHUNK: usize = 64 << 10;
 
-/// Serves RESP clients until the node drains ([`Frontend::drain`]) and every connection has finished.
-pub(crate) async fn serve(listener: TcpListener, frontend: Arc<Frontend>) {
+/// The node's client ports, listening: the plain RESP port and the TLS one; either may be off.
+pub(crate) struct ClientListeners {
+    pub(crate) plain: Option<TcpListener>,
+    pub(crate) tls: Option<(TcpListener, TlsAcceptor)>,
+}
+
+/// Serves RESP clients on both ports until the node drains ([`Frontend::drain`]) and every connection has
+/// finished.
+pub(crate) async fn serve(listeners: ClientListeners, frontend: Arc<Frontend>) {
     let refused = frontend.metrics.clients.rejected.clone();
-    let cap = Cap { max: frontend.resp.connections_max, refusal: TOO_MANY_CLIENTS, refused };
-    let drain = Some(frontend.drain.watch());
+    // One cap for both ports: `--max-connections` counts every client.
+    let cap = Cap::new(frontend.resp.connections_max, TOO_MANY_CLIENTS, refused);
     let outbox = tokio::spawn(write_replies(frontend.clone()));
-    accept_loop(listener, "RESP", Some(cap), drain, |stream, _| serve_client(stream, frontend.clone())).await;
+    let plain = async {
+        let Some(listener) = listeners.plain else { return };
+        let drain = Some(frontend.drain.watch());
+        accept_loop(listener, "RESP", Some(cap.clone()), drain, |stream, _| serve_client(stream, frontend.clone()))
+            .await
+    };
+    let tls = async {
+        let Some((listener, acceptor)) = listeners.tls else { return };
+        let drain = Some(frontend.drain.watch());
+        let serve = |stream, _| serve_tls_client(stream, acceptor.clone(), frontend.clone());
+        accept_loop(listener, "TLS", Some(cap.clone()), drain, serve).await
+    };
+    tokio::join!(plain, tls);
     outbox.abort();
 }
 
@@ -60,13 +84,18 @@ async fn write_replies(frontend: Arc<Frontend>) {
     frontend.outbox.run().await
 }
 
-async fn serve_client(stream: TcpStream, frontend: Arc<Frontend>) {
-    // Replies are small and latency-bound; batching already happens before each write.
-    if let Err(e) = stream.set_nodelay(true) {
-        debug!("cannot set TCP_NODELAY on a client connection: {e}");
+/// Serves a TLS client once its handshake succeeds; the handshake counts against the connection cap, as the
+/// connection it becomes does.
+async fn serve_tls_client(stream: TcpStream, acceptor: TlsAcceptor, frontend: Arc<Frontend>) {
+    if let Some(stream) = tls::handshake(&acceptor, stream, &frontend.metrics).await {
+        serve_client(stream, frontend).await
     }
+}
+
+async fn serve_client(stream: impl ClientStream, frontend: Arc<Frontend>) {
+    no_delay(&stream);
     let _connected = frontend.metrics.clients.connect();
-    let (mut reader, writer) = stream.into_split();
+    let (mut reader, writer) = stream.split();
     let mut connection = Connection::new(&frontend, Unsent::new(writer));
     if let Err(e) = connection.serve(&mut reader).await {
         debug!("client connection failed: {e}");
@@ -104,7 +133,7 @@ enum Parsed {
     Closing,
 }
 
-struct Connection<'a> {
+struct Connection<'a, W> {
     frontend: &'a Frontend,
     parser: Parser,
     /// Bytes read and not yet parsed.
@@ -116,13 +145,13 @@ struct Connection<'a> {
     /// Encoded replies not yet handed to the outbox.
     out: Vec<u8>,
     /// Replies handed over and not yet written, and the socket's write half.
-    unsent: Arc<Unsent>,
+    unsent: Arc<Unsent<W>>,
     /// When the replies in `out` were answered: those written together share one clock reading.
     answered_at: Option<Instant>,
 }
 
-impl<'a> Connection<'a> {
-    fn new(frontend: &'a Frontend, unsent: Arc<Unsent>) -> Self {
+impl<'a, W: ReplyWriter> Connection<'a, W> {
+    fn new(frontend: &'a Frontend, unsent: Arc<Unsent<W>>) -> Self {
         Connection {
             frontend,
             parser: Parser::new(frontend.bulk_max()),
@@ -138,7 +167,7 @@ impl<'a> Connection<'a> {
 
     /// Runs commands and answers them until the client is done or the node drains, then answers what is left
     /// and half-closes.
-    async fn serve(&mut self, reader: &mut OwnedReadHalf) -> io::Result<()> {
+    async fn serve(&mut self, reader: &mut (impl AsyncRead + Unpin)) -> io::Result<()> {
         let stop = self.run(reader).await?;
         while !self.queue.is_empty() {
             self.answer_oldest().await?;
@@ -151,7 +180,7 @@ impl<'a> Connection<'a> {
         Ok(())
     }
 
-    async fn run(&mut self, reader: &mut OwnedReadHalf) -> io::Result<Stop> {
+    async fn run(&mut self, reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Stop> {
         let mut drain = self.frontend.drain.watch();
         loop {
             let parsed = self.run_commands().await?;

@@ -4,6 +4,7 @@
 //! - `parser`: incremental, bounded request parser (multibulk and inline).
 //! - `frame`: replies and their encoding.
 //! - `connection`: one task per client that reads, dispatches and writes, pipelining with replies in order.
+//! - `stream`: the streams a connection is served over, plain TCP or TLS.
 //! - `commands`: the command table and dispatch. These turn commands into core requests: `kv` (GET, SET, DEL and
 //!   UNLINK, EXISTS, MGET, MSET), `set_forms` (SETNX, SETEX, PSETEX, GETSET), `strings` (INCR and its kin,
 //!   APPEND, GETDEL, STRLEN), `ranges` (GETRANGE, SUBSTR), `expiry` (EXPIRE and its kin, PERSIST, TTL, PTTL),
@@ -42,12 +43,13 @@ mod ranges;
 mod scan;
 mod set_forms;
 mod stats;
+mod stream;
 mod strings;
 #[cfg(test)]
 mod testing;
 
 pub use auth::Password;
-pub(crate) use connection::serve;
+pub(crate) use connection::{serve, ClientListeners};
 pub(crate) use frontend::Frontend;
 pub use frontend::{BadRespLimits, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
 pub(crate) use stats::CommandStats;

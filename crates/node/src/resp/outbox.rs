@@ -14,13 +14,13 @@
 //! it always did, so a client that does not read still stops the server reading from it. A connection also
 //! writes itself when it has a chunk's worth of replies and when it closes.
 
+use super::stream::ReplyWriter;
 use std::future::poll_fn;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
 
 /// The connections with replies to write at the end of this turn.
 #[derive(Default)]
@@ -28,7 +28,7 @@ pub(crate) struct Outbox(Mutex<Listed>);
 
 #[derive(Default)]
 struct Listed {
-    unsent: Vec<Arc<Unsent>>,
+    unsent: Vec<Arc<dyn Writable>>,
     /// The outbox task, while it waits for a connection to list itself.
     task: Option<Waker>,
 }
@@ -58,7 +58,7 @@ impl Outbox {
         }
     }
 
-    fn list(&self, connection: Arc<Unsent>) {
+    fn list(&self, connection: Arc<dyn Writable>) {
         let task = {
             let mut listed = lock(&self.0);
             listed.unsent.push(connection);
@@ -80,18 +80,23 @@ enum Kept {
     Listed,
 }
 
+/// What the outbox does with a listed connection: connections of both client ports (plain and TLS) share it.
+trait Writable: Send + Sync {
+    fn write_now(&self);
+}
+
 /// One connection's replies not yet written, and its socket's write half.
-pub(crate) struct Unsent {
-    state: Mutex<State>,
+pub(crate) struct Unsent<W> {
+    state: Mutex<State<W>>,
     /// Set when the outbox could not write everything (or the write failed): the connection writes the rest
     /// itself. Changed only under the lock, but read without it by the connection's every wait for input.
     stalled: AtomicBool,
 }
 
-struct State {
+struct State<W> {
     bytes: Vec<u8>,
     /// The write half, while the outbox may write; the connection holds it while it writes itself.
-    half: Option<OwnedWriteHalf>,
+    half: Option<W>,
     /// On the outbox's list for this turn.
     listed: bool,
     /// The connection's task as of its last hand-over, which is the task a stall wakes: a connection is one
@@ -99,11 +104,11 @@ struct State {
     connection: Option<Waker>,
 }
 
-impl Unsent {
+impl<W: ReplyWriter> Unsent<W> {
     /// Starts with no buffer of its own: the first hand-over swaps in the connection's, and from then on the two
     /// change places at each hand-over. The empty one the connection gets first grows only as far as its replies
     /// need, so an idle connection does not hold a second chunk.
-    pub(crate) fn new(half: OwnedWriteHalf) -> Arc<Self> {
+    pub(crate) fn new(half: W) -> Arc<Self> {
         let state = State { bytes: Vec::new(), half: Some(half), listed: false, connection: None };
         Arc::new(Unsent { state: Mutex::new(state), stalled: AtomicBool::new(false) })
     }
@@ -114,7 +119,7 @@ impl Unsent {
         match poll_fn(|cx| Poll::Ready(self.keep(out, cx))).await {
             Kept::Stalled => self.write_all(out).await,
             Kept::List => {
-                outbox.list(self.clone());
+                outbox.list(self.clone() as Arc<dyn Writable>);
                 Ok(())
             }
             Kept::Listed => Ok(()),
@@ -149,7 +154,8 @@ impl Unsent {
         }
     }
 
-    /// Writes what the outbox holds and then `out`, waiting for the socket to take it all.
+    /// Writes what the outbox holds and then `out`, and flushes what the stream buffers (TLS records), waiting
+    /// for the socket to take it all.
     pub(crate) async fn write_all(&self, out: &mut Vec<u8>) -> io::Result<()> {
         let (mut bytes, mut half) = {
             let mut state = lock(&self.state);
@@ -157,7 +163,11 @@ impl Unsent {
             let half = state.half.take().expect("only the connection writes itself, and it puts the half back");
             (std::mem::take(&mut state.bytes), half)
         };
-        let written = half.write_all(&bytes).await;
+        let written = async {
+            half.write_all(&bytes).await?;
+            half.flush().await
+        }
+        .await;
         bytes.clear();
         let mut state = lock(&self.state);
         (state.bytes, state.half) = (bytes, Some(half));
@@ -166,10 +176,12 @@ impl Unsent {
     }
 
     /// The write half, once the connection has written everything: it closes it.
-    pub(crate) fn take_half(&self) -> OwnedWriteHalf {
+    pub(crate) fn take_half(&self) -> W {
         lock(&self.state).half.take().expect("the connection is not writing")
     }
+}
 
+impl<W: ReplyWriter> Writable for Unsent<W> {
     /// The outbox's one write: whatever the socket does not take now is handed back to the connection.
     fn write_now(&self) {
         let mut state = lock(&self.state);
@@ -180,9 +192,7 @@ impl Unsent {
         }
         // Would block, or failed: the connection's own write waits for the socket, or meets the error and
         // reports it.
-        let taken = half.try_write(bytes).unwrap_or(0);
-        bytes.drain(..taken);
-        if !bytes.is_empty() {
+        if !half.write_now(bytes) {
             self.stalled.store(true, Ordering::Release);
             if let Some(connection) = connection {
                 connection.wake_by_ref();
@@ -209,10 +219,11 @@ mod tests {
     use super::*;
     use std::io::Read;
     use std::time::Duration;
+    use tokio::net::tcp::OwnedWriteHalf;
     use tokio::net::TcpListener;
 
     /// An outbox with its task running, and one connection's write half with a blocking client at the other end.
-    async fn connected() -> (Arc<Outbox>, Arc<Unsent>, std::net::TcpStream) {
+    async fn connected() -> (Arc<Outbox>, Arc<Unsent<OwnedWriteHalf>>, std::net::TcpStream) {
         let outbox = Arc::new(Outbox::default());
         tokio::spawn({
             let outbox = outbox.clone();

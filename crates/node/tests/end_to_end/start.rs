@@ -11,7 +11,7 @@ async fn a_port_in_use_is_a_clear_error() {
     let cluster = cluster(1);
     let taken = std::net::TcpListener::bind(loopback(0)).unwrap();
     let mut opts = options(NodeId(1), &cluster);
-    opts.resp_listen = taken.local_addr().unwrap();
+    opts.resp_listen = Some(taken.local_addr().unwrap());
     let err = start_node(opts, KvNode::new(NodeId(1), &cluster)).await.err().expect("bind should fail");
     assert!(matches!(err, NodeError::Bind { what: "RESP", .. }));
     let message = err.to_string();
@@ -27,7 +27,7 @@ async fn shutdown_releases_the_ports() {
     within("shutdown", node.shutdown()).await;
 
     let mut opts = options(NodeId(1), &cluster);
-    opts.resp_listen = resp;
+    opts.resp_listen = Some(resp);
     let again = start_node(opts, KvNode::new(NodeId(1), &cluster)).await.unwrap();
     let mut c = Client::connect(again.resp_addr()).await;
     assert_eq!(c.cmd(&["PING"]).await, Resp::Simple("PONG".into()));

@@ -42,7 +42,8 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
     NodeOptions {
         node_id: node,
         cluster: cluster.clone(),
-        resp_listen: loopback(0),
+        resp_listen: Some(loopback(0)),
+        tls: None,
         peer_listen: peer_listen(cluster, node),
         http_listen: Some(loopback(0)),
         limits: LIMITS,

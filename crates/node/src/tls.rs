@@ -1,0 +1,249 @@
+//! The client TLS port (`docs/security.md`): its certificate, key and client-certificate rule, read and checked
+//! once at start-up, and the handshake each connection runs on its own task before it is served as a plain one.
+//!
+//! rustls does the TLS, with the `ring` provider; nothing here is cryptography of its own. The flags and their
+//! meaning are Redis': a CA file makes the port ask clients for a certificate signed by it, required unless
+//! `tls-auth-clients` is `optional` (asked, checked if given) or `no` (not asked).
+
+use crate::metrics::NodeMetrics;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tracing::debug;
+
+/// How long a client has to finish its handshake: one that connects and sends nothing, or too little, holds
+/// a connection slot only this long.
+pub(crate) const HANDSHAKE_MAX: Duration = Duration::from_secs(10);
+
+/// Whether the TLS port asks clients for a certificate (Redis' `tls-auth-clients`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// Required: a client without a certificate signed by the CA is refused.
+    Yes,
+    /// Not asked for.
+    No,
+    /// Asked for and checked if given; a client without one is served.
+    Optional,
+}
+
+impl FromStr for ClientAuth {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "yes" => Ok(ClientAuth::Yes),
+            "no" => Ok(ClientAuth::No),
+            "optional" => Ok(ClientAuth::Optional),
+            _ => Err(format!("{text:?} is not one of yes, no, optional")),
+        }
+    }
+}
+
+/// The files of the TLS port, as given.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The node's certificate chain (PEM), its own certificate first.
+    pub cert: PathBuf,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The CA certificates client certificates are checked against (PEM), if clients are asked for one.
+    pub ca: Option<PathBuf>,
+    /// Without it: `Yes` with a CA file, `No` without, as in Redis.
+    pub auth_clients: Option<ClientAuth>,
+}
+
+/// Why the TLS port cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read the {what} {path}: {source}")]
+    Read { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("the {what} {path} is not PEM: {reason}")]
+    NotPem { what: &'static str, path: PathBuf, reason: String },
+    #[error("the {what} {path} holds no {item}")]
+    Empty { what: &'static str, path: PathBuf, item: &'static str },
+    #[error("the key {key} does not belong to the certificate {cert}")]
+    KeyMismatch { cert: PathBuf, key: PathBuf },
+    #[error("the certificate {cert} or its key {key} is unusable: {source}")]
+    Unusable { cert: PathBuf, key: PathBuf, source: rustls::Error },
+    #[error("the CA file {path}: {reason}")]
+    BadCa { path: PathBuf, reason: String },
+    #[error("tls-auth-clients {0:?} needs a CA file (tls-ca-cert-file) to check client certificates against")]
+    AuthWithoutCa(ClientAuth),
+}
+
+/// A checked TLS configuration, ready to accept clients.
+#[derive(Clone, Debug)]
+pub struct TlsConfig(Arc<ServerConfig>);
+
+/// The TLS client port: where it listens (port 0 picks a free port; see `NodeHandle::tls_addr`) and its
+/// configuration.
+#[derive(Clone, Debug)]
+pub struct TlsListen {
+    pub addr: SocketAddr,
+    pub config: TlsConfig,
+}
+
+impl TlsFiles {
+    /// Reads and checks every file: the key must be the certificate's, and a CA file must hold certificates.
+    pub fn load(&self) -> Result<TlsConfig, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports rustls' default protocol versions");
+        let builder = match self.client_verifier(provider)? {
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
+            None => builder.with_no_client_auth(),
+        };
+        let chain = read_certs("certificate file", &self.cert)?;
+        let key = read_key(&self.key)?;
+        let config = builder.with_single_cert(chain, key).map_err(|source| match source {
+            rustls::Error::InconsistentKeys(_) => {
+                TlsError::KeyMismatch { cert: self.cert.clone(), key: self.key.clone() }
+            }
+            source => TlsError::Unusable { cert: self.cert.clone(), key: self.key.clone(), source },
+        })?;
+        Ok(TlsConfig(Arc::new(config)))
+    }
+
+    fn client_verifier(
+        &self,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>, TlsError> {
+        let auth = self.auth_clients.unwrap_or(if self.ca.is_some() { ClientAuth::Yes } else { ClientAuth::No });
+        let Some(ca) = self.ca.as_ref().filter(|_| auth != ClientAuth::No) else {
+            return match auth {
+                ClientAuth::No => Ok(None),
+                asked => Err(TlsError::AuthWithoutCa(asked)),
+            };
+        };
+        let bad_ca = |reason: String| TlsError::BadCa { path: ca.clone(), reason };
+        let mut roots = RootCertStore::empty();
+        for cert in read_certs("CA file", ca)? {
+            roots.add(cert).map_err(|e| bad_ca(e.to_string()))?;
+        }
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+        let verifier = if auth == ClientAuth::Optional { verifier.allow_unauthenticated() } else { verifier };
+        verifier.build().map(Some).map_err(|e| bad_ca(e.to_string()))
+    }
+}
+
+fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read { what, path: path.to_path_buf(), source })
+}
+
+fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let not_pem =
+        |e: rustls::pki_types::pem::Error| TlsError::NotPem { what, path: path.into(), reason: e.to_string() };
+    let certs = CertificateDer::pem_slice_iter(&read(what, path)?).collect::<Result<Vec<_>, _>>().map_err(not_pem)?;
+    if certs.is_empty() {
+        return Err(TlsError::Empty { what, path: path.into(), item: "certificate" });
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    const WHAT: &str = "key file";
+    PrivateKeyDer::from_pem_slice(&read(WHAT, path)?).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => {
+            TlsError::Empty { what: WHAT, path: path.into(), item: "private key" }
+        }
+        e => TlsError::NotPem { what: WHAT, path: path.into(), reason: e.to_string() },
+    })
+}
+
+impl TlsConfig {
+    pub(crate) fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.0.clone())
+    }
+}
+
+/// Runs a client's handshake, up to [`HANDSHAKE_MAX`]; a failure is logged at debug and counted, and the
+/// connection dropped.
+pub(crate) async fn handshake(
+    acceptor: &TlsAcceptor,
+    stream: TcpStream,
+    metrics: &NodeMetrics,
+) -> Option<TlsStream<TcpStream>> {
+    let peer = stream.peer_addr().ok();
+    match tokio::time::timeout(HANDSHAKE_MAX, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            debug!(?peer, "TLS handshake failed: {e}");
+            metrics.clients.handshake_failed(false);
+            None
+        }
+        Err(_) => {
+            debug!(?peer, "TLS handshake not finished in {HANDSHAKE_MAX:?}");
+            metrics.clients.handshake_failed(true);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::{Persistence, SyncPolicy};
+    use std::io::Write;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    /// A certificate and key for 127.0.0.1, written to `dir`; their files.
+    fn node_files(dir: &Path) -> TlsFiles {
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        let (cert, key) = (dir.join("node.crt"), dir.join("node.key"));
+        std::fs::File::create(&cert).unwrap().write_all(made.cert.pem().as_bytes()).unwrap();
+        std::fs::File::create(&key).unwrap().write_all(made.signing_key.serialize_pem().as_bytes()).unwrap();
+        TlsFiles { cert, key, ca: None, auth_clients: None }
+    }
+
+    /// Runs one handshake with a client that connects and then does `client` to its socket.
+    async fn handshake_with(client: impl AsyncFnOnce(&mut TcpStream)) -> (bool, NodeMetrics) {
+        let dir = tempfile::tempdir().unwrap();
+        let acceptor = node_files(dir.path()).load().unwrap().acceptor();
+        let metrics = NodeMetrics::new(Arc::default(), Arc::new(Persistence::new(SyncPolicy::default())), None);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut socket = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        client(&mut socket).await;
+        let done = handshake(&acceptor, stream, &metrics).await.is_some();
+        (done, metrics)
+    }
+
+    #[tokio::test]
+    async fn a_client_that_sends_no_tls_fails_its_handshake_and_is_counted() {
+        let (done, metrics) = handshake_with(async |s: &mut TcpStream| s.write_all(b"PING\r\n").await.unwrap()).await;
+        assert!(!done);
+        let read = metrics.clients.read();
+        assert_eq!((read.handshakes_failed, read.handshakes_timed_out), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_is_dropped_when_its_handshake_runs_out_of_time() {
+        let started = tokio::time::Instant::now();
+        let (done, metrics) = handshake_with(async |_: &mut TcpStream| {}).await;
+        assert!(!done && started.elapsed() >= HANDSHAKE_MAX);
+        let read = metrics.clients.read();
+        assert_eq!((read.handshakes_failed, read.handshakes_timed_out), (0, 1));
+    }
+
+    #[test]
+    fn a_client_rule_that_asks_for_certificates_needs_a_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = TlsFiles { auth_clients: Some(ClientAuth::Optional), ..node_files(dir.path()) };
+        assert!(matches!(files.load(), Err(TlsError::AuthWithoutCa(ClientAuth::Optional))));
+        let files = TlsFiles { auth_clients: Some(ClientAuth::No), ..node_files(dir.path()) };
+        assert!(files.load().is_ok());
+        assert_eq!("optional".parse(), Ok(ClientAuth::Optional));
+        assert!("maybe".parse::<ClientAuth>().is_err());
+    }
+}
