@@ -12,6 +12,7 @@ use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
 use meridian_core::{ChainId, KeyspaceConfig, Placement, ReplicaKind};
 use serde_json::{json, Value};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -19,6 +20,13 @@ pub struct CtlArgs {
     /// HTTP address (HOST:PORT) of any node of the cluster.
     #[arg(long, default_value = "127.0.0.1:8380")]
     addr: String,
+    /// The cluster's HTTP token (`meridian server --http-token-file`); without it, and without --token-file,
+    /// the MERIDIAN_TOKEN environment variable if set.
+    #[arg(long, conflicts_with = "token_file")]
+    token: Option<String>,
+    /// A file holding the cluster's HTTP token.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// Print the node's JSON answer instead of a summary.
     #[arg(long)]
     json: bool,
@@ -130,8 +138,10 @@ enum NodeCommand {
 }
 
 pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
+    let token = token(&args)?;
+    let api = http::Api { addr: &args.addr, token: token.as_deref() };
     let answer = match &args.command {
-        CtlCommand::Status | CtlCommand::Node(NodeCommand::Status) => http::get(&args.addr, "/v1/cluster")?,
+        CtlCommand::Status | CtlCommand::Node(NodeCommand::Status) => api.get("/v1/cluster")?,
         CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes, at }) => {
             let (region, zone, rack) = match at.location()? {
                 Some(l) => (Some(l.region), l.zone, l.rack),
@@ -141,25 +151,19 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
                 "id": id, "peer_addr": peer_addr, "resp_addr": resp_addr, "http_addr": http_addr, "vnodes": vnodes,
                 "region": region, "zone": zone, "rack": rack,
             });
-            http::post(&args.addr, "/v1/nodes", &body)?
+            api.post("/v1/nodes", &body)?
         }
-        CtlCommand::Node(NodeCommand::Remove { id }) => {
-            http::post(&args.addr, &format!("/v1/nodes/{id}/remove"), &json!({}))?
-        }
-        CtlCommand::Keyspace(KeyspaceCommand::Create(create)) => {
-            http::post(&args.addr, "/v1/keyspaces", &create_body(create)?)?
-        }
-        CtlCommand::Keyspace(KeyspaceCommand::List) => http::get(&args.addr, "/v1/keyspaces")?,
-        CtlCommand::Keyspace(KeyspaceCommand::Drop { name }) => {
-            http::delete(&args.addr, &format!("/v1/keyspaces/{name}"))?
-        }
+        CtlCommand::Node(NodeCommand::Remove { id }) => api.post(&format!("/v1/nodes/{id}/remove"), &json!({}))?,
+        CtlCommand::Keyspace(KeyspaceCommand::Create(create)) => api.post("/v1/keyspaces", &create_body(create)?)?,
+        CtlCommand::Keyspace(KeyspaceCommand::List) => api.get("/v1/keyspaces")?,
+        CtlCommand::Keyspace(KeyspaceCommand::Drop { name }) => api.delete(&format!("/v1/keyspaces/{name}"))?,
         CtlCommand::Keyspace(KeyspaceCommand::Master { name, target }) => {
             let body = match target.as_slice() {
                 [region] => json!({ "region": region }),
                 [key, region] => json!({ "region": region, "key": key }),
                 _ => unreachable!("clap takes one or two"),
             };
-            http::put(&args.addr, &format!("/v1/keyspaces/{name}/master"), &body)?
+            api.put(&format!("/v1/keyspaces/{name}/master"), &body)?
         }
     };
     if args.json {
@@ -176,6 +180,14 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Keyspace(KeyspaceCommand::Master { .. }) => println!("{}", text(&answer["moved"])),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The token from --token-file, --token or MERIDIAN_TOKEN, in that order.
+fn token(args: &CtlArgs) -> Result<Option<String>, String> {
+    if let Some(file) = &args.token_file {
+        return super::server::read_token(file).map(Some);
+    }
+    Ok(args.token.clone().or_else(|| std::env::var("MERIDIAN_TOKEN").ok()).map(|t| t.trim().to_string()))
 }
 
 /// What `POST /v1/keyspaces` takes for `keyspace create`.

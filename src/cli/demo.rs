@@ -91,6 +91,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 resp_limits: args.limits.resp(),
                 wan: topology.clone(),
                 requirepass: None,
+                http_token: None,
             };
             handles.push(start(setup).await?);
         }

@@ -9,34 +9,47 @@ use std::time::Duration;
 /// How long one request may take, connecting included.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `GET path` on `addr` (host:port); the JSON body of a 2xx answer, or an error naming what went wrong.
-pub fn get(addr: &str, path: &str) -> Result<Value, String> {
-    request(addr, "GET", path, None)
+/// A node's HTTP API at `addr` (host:port), and the token its requests carry (`--http-token-file`), if any.
+pub struct Api<'a> {
+    pub addr: &'a str,
+    pub token: Option<&'a str>,
 }
 
-/// `POST path` with a JSON body; the JSON body of a 2xx answer.
-pub fn post(addr: &str, path: &str, body: &Value) -> Result<Value, String> {
-    request(addr, "POST", path, Some(body))
+impl Api<'_> {
+    /// `GET path`; the JSON body of a 2xx answer, or an error naming what went wrong.
+    pub fn get(&self, path: &str) -> Result<Value, String> {
+        self.request("GET", path, None)
+    }
+
+    /// `POST path` with a JSON body; the JSON body of a 2xx answer.
+    pub fn post(&self, path: &str, body: &Value) -> Result<Value, String> {
+        self.request("POST", path, Some(body))
+    }
+
+    /// `PUT path` with a JSON body; the JSON body of a 2xx answer.
+    pub fn put(&self, path: &str, body: &Value) -> Result<Value, String> {
+        self.request("PUT", path, Some(body))
+    }
+
+    /// `DELETE path`; the JSON body of a 2xx answer.
+    pub fn delete(&self, path: &str) -> Result<Value, String> {
+        self.request("DELETE", path, None)
+    }
+
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+        let authorization = self.token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        request(self.addr, method, path, &authorization, body)
+    }
 }
 
-/// `PUT path` with a JSON body; the JSON body of a 2xx answer.
-pub fn put(addr: &str, path: &str, body: &Value) -> Result<Value, String> {
-    request(addr, "PUT", path, Some(body))
-}
-
-/// `DELETE path`; the JSON body of a 2xx answer.
-pub fn delete(addr: &str, path: &str) -> Result<Value, String> {
-    request(addr, "DELETE", path, None)
-}
-
-fn request(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+fn request(addr: &str, method: &str, path: &str, authorization: &str, body: Option<&Value>) -> Result<Value, String> {
     let fail = |what: &str, e: &dyn std::fmt::Display| format!("{method} http://{addr}{path}: {what}: {e}");
     let target = addr.to_socket_addrs().map_err(|e| fail("bad address", &e))?.next().ok_or("no address")?;
     let mut stream = TcpStream::connect_timeout(&target, TIMEOUT).map_err(|e| fail("cannot connect", &e))?;
     stream.set_read_timeout(Some(TIMEOUT)).map_err(|e| fail("socket", &e))?;
     let body = body.map(Value::to_string).unwrap_or_default();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Connection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body.as_bytes())).map_err(|e| fail("send", &e))?;

@@ -7,7 +7,7 @@ use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, Location, NodeId, ReplicaKind};
 use meridian_node::{
-    start_node, DataDir, NodeHandle, NodeOptions, Password, RespLimits, SyncPolicy, TlsListen, Wan,
+    start_node, DataDir, HttpToken, NodeHandle, NodeOptions, Password, RespLimits, SyncPolicy, TlsListen, Wan,
     DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX,
 };
 use meridian_proto::chain::ChainConfig;
@@ -174,6 +174,8 @@ pub struct NodeSetup {
     pub wan: Option<Arc<Topology>>,
     /// The `default` user's password (`--requirepass`), already hashed.
     pub requirepass: Option<Password>,
+    /// The token of the HTTP API (`--http-token-file`), if it has one.
+    pub http_token: Option<HttpToken>,
 }
 
 /// A fresh number per process start, so answers addressed to a previous run of this node are dropped.
@@ -259,6 +261,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         region: location.region,
         wan,
         requirepass: setup.requirepass,
+        http_token: setup.http_token,
     };
     start_node(opts, process).await.map_err(|e| e.to_string())
 }

@@ -10,7 +10,7 @@ use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::topology::Topology;
 use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
-use meridian_node::Password;
+use meridian_node::{HttpToken, Password};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
@@ -73,6 +73,14 @@ pub struct ServerArgs {
     /// before any other command: Redis' `requirepass`, the `default` user's password (docs/security.md).
     #[arg(long, value_name = "PASSWORD")]
     requirepass: Option<String>,
+    /// Every HTTP request must carry the token this file holds (`Authorization: Bearer TOKEN`; `meridian ctl
+    /// --token-file`), but for the probes with --http-open-probes (docs/security.md). Give every node the same
+    /// one: a node that joins uses it to ask the node it joins through.
+    #[arg(long, value_name = "FILE")]
+    http_token_file: Option<PathBuf>,
+    /// With --http-token-file: leave GET /health, /ready and /metrics open to callers without the token.
+    #[arg(long, requires = "http_token_file")]
+    http_open_probes: bool,
     /// Replicas per key (chain length) of the `default` keyspace, all of type --store.
     #[arg(long, default_value_t = DEFAULT_REPLICATION, conflicts_with = "replicas")]
     replication: usize,
@@ -112,11 +120,14 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
     tracing::debug!(config = ?args.config, "resolved configuration (requirepass left out):\n{}", logged.join("\n"));
     let node_id = NodeId(args.node_id);
     let tls = args.tls.port(args.listen)?;
+    let http_token = args.http_token_file.as_deref().map(read_token).transpose()?;
+    let checked = http_token.as_deref().map(|t| HttpToken::new(t, args.http_open_probes)).transpose();
+    let checked = checked.map_err(|e| format!("--http-token-file: {e}"))?;
     // What the cluster map shows as this node's client address: its plain port, else its TLS port.
     let client_addr = args.listen.addr().or(tls.as_ref().map(|t| t.addr)).expect("checked: a client port");
     let (cluster, join) = match (&args.peers, &args.join) {
         (Some(peers), _) => (initial_cluster(&args, peers)?, None),
-        (None, Some(via)) => joining(&args, via, client_addr)?,
+        (None, Some(via)) => joining(&args, http::Api { addr: via, token: http_token.as_deref() }, client_addr)?,
         (None, None) => unreachable!("clap requires --peers or --join"),
     };
     let setup = NodeSetup {
@@ -138,6 +149,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
             .map(Password::new)
             .transpose()
             .map_err(|e| format!("--requirepass: {e}"))?,
+        http_token: checked,
     };
     args.threads.runtime()?.block_on(async {
         let handle = start(setup).await?;
@@ -149,6 +161,13 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         tracing::info!("stopped: clients drained, writes synced, data directory released");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The token a file holds (its last newline is not part of it).
+pub fn read_token(file: &std::path::Path) -> Result<String, String> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| format!("cannot read the token file {}: {e}", file.display()))?;
+    Ok(text.trim().to_string())
 }
 
 fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, String> {
@@ -177,10 +196,11 @@ fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, Stri
 /// the handshake fingerprint matches) and whether this node's id is free.
 fn joining(
     args: &ServerArgs,
-    via: &str,
+    api: http::Api,
     client_addr: SocketAddr,
 ) -> Result<(ClusterConfig, Option<JoinRequest>), String> {
-    let layout = http::get(via, "/v1/cluster")?;
+    let via = api.addr;
+    let layout = api.get("/v1/cluster")?;
     let config = &layout["config"];
     let nodes: Vec<NodeSpec> = serde_json::from_value(config["nodes"].clone()).map_err(|e| format!("{via}: {e}"))?;
     let number = |field: &str| config[field].as_u64().ok_or_else(|| format!("{via}: no {field} in /v1/cluster"));

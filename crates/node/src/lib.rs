@@ -76,6 +76,7 @@ pub mod fuzzing {
 pub use data_dir::{DataDir, DataDirError, FORMAT as DATA_FORMAT};
 pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
+pub use http::{BadToken, HttpToken};
 pub use node::{start_node, NodeHandle, NodeOptions};
 pub use resp::{BadRespLimits, Password, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
 pub use tls::{ClientAuth, TlsConfig, TlsError, TlsFiles, TlsListen};

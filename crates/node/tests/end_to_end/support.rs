@@ -53,6 +53,7 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         region: meridian_core::location::DEFAULT_REGION.into(),
         wan: None,
         requirepass: None,
+        http_token: None,
     }
 }
 

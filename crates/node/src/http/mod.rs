@@ -14,6 +14,12 @@
 //! `DELETE /v1/keyspaces/{name}` drops one, and `PUT /v1/keyspaces/{name}/master` with JSON `{"region": "us"}`
 //! moves a lease keyspace's master region. Each answers once this node's map shows the change: 201 or 200, or
 //! 400 with why the map refuses it, 504 if the map did not show it in time, 503 if the node cannot ask yet.
+//!
+//! With a token (`token.rs`), every request but the probes the operator leaves open needs it.
+
+mod token;
+
+pub use token::{BadToken, HttpToken};
 
 use crate::inbox::CoreInbox;
 use crate::metrics::NodeMetrics;
@@ -69,7 +75,7 @@ pub(crate) struct HttpServer {
     task: JoinHandle<()>,
 }
 
-pub(crate) fn spawn(listener: TcpListener, view: View) -> HttpServer {
+pub(crate) fn spawn(listener: TcpListener, view: View, token: Option<HttpToken>) -> HttpServer {
     let view = Arc::new(view);
     let app = Router::new()
         .route("/health", get(health))
@@ -81,7 +87,8 @@ pub(crate) fn spawn(listener: TcpListener, view: View) -> HttpServer {
         .route("/v1/keyspaces", get(keyspaces).post(create_keyspace))
         .route("/v1/keyspaces/{name}", delete(drop_keyspace))
         .route("/v1/keyspaces/{name}/master", put(set_master_region))
-        .with_state(view);
+        .with_state(view)
+        .layer(axum::middleware::from_fn_with_state(token, token::check));
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let server = axum::serve(listener, app).with_graceful_shutdown(async {
