@@ -301,3 +301,27 @@ fn bad_tls_settings_stop_the_node_before_anything_starts() {
         assert!(!data.exists(), "{flags:?}: the data directory was claimed");
     }
 }
+
+/// `meridian bench ycsb --tls`, the client of bench/compare's TLS rows, loads and reads through the TLS port
+/// with a client certificate, and without the CA file it is refused before it connects.
+#[test]
+fn bench_ycsb_drives_the_tls_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(&dir.path().join("certs"));
+    let tls = tls_addr();
+    let _server = tls_node(dir.path(), &certs, tls, &[]);
+    let (ca, cert, key) = (path(&certs, "ca.crt"), path(&certs, "client.alice.crt"), path(&certs, "client.alice.key"));
+    let addr = tls.to_string();
+    let common = ["bench", "ycsb", "--addr", &addr, "--workload", "c", "--records", "200", "--clients", "4"];
+    let tls_flags = ["--tls", "--cacert", &ca, "--cert", &cert, "--key", &key, "--duration", "1"];
+    let json = path(dir.path(), "report.json");
+    let out = meridian(&[&common[..], &tls_flags[..], &["--json", &json]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for phase in report["phases"].as_array().unwrap() {
+        assert_eq!(phase["errors"], 0, "{phase}");
+        assert!(phase["operations"].as_u64().unwrap() >= 200, "{phase}");
+    }
+    let without_ca = meridian(&[&common[..], &["--tls"]].concat());
+    assert!(!without_ca.status.success() && stderr(&without_ca).contains("--cacert"), "{}", stderr(&without_ca));
+}

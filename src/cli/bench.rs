@@ -7,7 +7,7 @@
 use clap::{Args, Subcommand};
 use meridian_bench::join::JoinBench;
 use meridian_bench::keyspaces::KeyspacesBench;
-use meridian_bench::ycsb::{Protocol, Workload, YcsbBench};
+use meridian_bench::ycsb::{Protocol, TlsClient, TlsFiles, Workload, YcsbBench};
 use meridian_bench::{Limits, StoreBench, DEFAULT_WRITERS, VALUE_SIZES};
 use meridian_core::config::DEFAULT_REPLICATION;
 use meridian_core::size::parse_size;
@@ -111,6 +111,18 @@ pub struct YcsbArgs {
     /// Threads of the load generator's runtime.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Connect over TLS, checking the server's certificate against --cacert (as `redis-cli --tls`). RESP only.
+    #[arg(long, requires = "cacert")]
+    tls: bool,
+    /// With --tls: the CA certificates (PEM) the server's certificate must be signed by.
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    cacert: Option<PathBuf>,
+    /// With --tls: this client's certificate (PEM), for servers that ask for one.
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
+    cert: Option<PathBuf>,
+    /// With --tls: the client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
+    key: Option<PathBuf>,
     /// Also write the figures to this file as CSV, a line per phase and operation type.
     #[arg(long)]
     csv: Option<PathBuf>,
@@ -312,6 +324,7 @@ fn run_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         run: args.phase != "load",
         pipeline: args.pipeline,
         threads: args.threads,
+        tls: ycsb_tls(&args)?,
     };
     let report = meridian_bench::ycsb::run(&bench, &mut |line| eprintln!("{line}")).map_err(|e| e.to_string())?;
     if let Some(path) = &args.csv {
@@ -322,6 +335,13 @@ fn run_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         eprintln!("{errors} operations failed; the first: {}", first.unwrap_or("?"));
     }
     print_report(&report, &args.json)
+}
+
+/// The TLS client of --tls, its files read and checked.
+fn ycsb_tls(args: &YcsbArgs) -> Result<Option<TlsClient>, String> {
+    let Some(ca) = args.cacert.clone().filter(|_| args.tls) else { return Ok(None) };
+    let identity = args.cert.clone().zip(args.key.clone());
+    TlsFiles { ca, identity }.load().map(Some).map_err(|e| format!("--tls: {e}"))
 }
 
 /// The workload: the preset, then the properties files, then single properties, then the flags.

@@ -13,14 +13,16 @@ use super::keys::KeySpace;
 use super::ops::{Ops, Outcome, Stage};
 use super::protocol::Protocol;
 use super::report::{PhaseFigures, PhaseRun, Tally};
+use super::tls::TlsClient;
 use super::workload::Workload;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 
 /// How long a connection waits for a reply before it gives up on what it has in flight: longer than any
 /// server's own request timeout (Meridian's is 2 s), short enough that a hung server ends the run.
@@ -63,6 +65,14 @@ pub(super) struct Plan<'a> {
     pub operations: u64,
     pub duration: Duration,
     pub seed: u64,
+    /// Connections go over TLS with this client, if given.
+    pub tls: Option<&'a TlsClient>,
+}
+
+/// A connection to a server: plain TCP, or TLS over it.
+enum Link {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
 }
 
 /// Hands out operations' intended start times, shared by a phase's connections.
@@ -143,7 +153,7 @@ pub(super) fn run(
     runtime.block_on(async {
         let mut streams = Vec::with_capacity(plan.clients);
         for addr in plan.addrs.iter().cycle().take(plan.clients) {
-            streams.push(connect(*addr, plan.db).await?);
+            streams.push(connect(*addr, plan.db, plan.tls).await?);
         }
         let shared = Arc::new(Shared {
             schedule: Schedule::new(plan.pacing, plan.operations, plan.duration),
@@ -176,21 +186,32 @@ pub(super) fn run(
     })
 }
 
-async fn connect(addr: SocketAddr, db: Option<u32>) -> Result<TcpStream, String> {
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+async fn connect(addr: SocketAddr, db: Option<u32>, tls: Option<&TlsClient>) -> Result<Link, String> {
+    let connecting = async {
+        let stream = TcpStream::connect(addr).await?;
+        // Each command goes out when it is due, not when Nagle's algorithm would let it.
+        stream.set_nodelay(true)?;
+        match tls {
+            Some(tls) => Ok(Link::Tls(Box::new(tls.connect(addr, stream).await?))),
+            None => Ok::<_, std::io::Error>(Link::Plain(stream)),
+        }
+    };
+    let mut link = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
         .await
         .map_err(|_| format!("cannot connect to {addr}: no answer within {CONNECT_TIMEOUT:?}"))?
         .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-    // Each command goes out when it is due, not when Nagle's algorithm would let it.
-    stream.set_nodelay(true).map_err(|e| format!("{addr}: {e}"))?;
     if let Some(db) = db {
-        select(&mut stream, db).await.map_err(|e| format!("{addr}: SELECT {db}: {e}"))?;
+        let selected = match &mut link {
+            Link::Plain(stream) => select(stream, db).await,
+            Link::Tls(stream) => select(stream.as_mut(), db).await,
+        };
+        selected.map_err(|e| format!("{addr}: SELECT {db}: {e}"))?;
     }
-    Ok(stream)
+    Ok(link)
 }
 
 /// Selects database `db` on a fresh connection and waits for the server's `+OK`.
-async fn select(stream: &mut TcpStream, db: u32) -> Result<(), String> {
+async fn select<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, db: u32) -> Result<(), String> {
     let n = db.to_string();
     let command = format!("*2\r\n$6\r\nSELECT\r\n${}\r\n{n}\r\n", n.len());
     stream.write_all(command.as_bytes()).await.map_err(|e| e.to_string())?;
@@ -235,8 +256,19 @@ impl Connection {
     }
 
     /// Runs the connection to the end of the schedule; if it breaks, what it had in flight failed.
-    async fn drive(mut self, mut stream: TcpStream) {
-        if let Err(e) = self.run(&mut stream).await {
+    async fn drive(mut self, link: Link) {
+        let ran = match link {
+            Link::Plain(mut stream) => {
+                let (reader, writer) = stream.split();
+                self.run(reader, writer).await
+            }
+            // A TLS session is one state for both directions: its halves share it under a lock.
+            Link::Tls(stream) => {
+                let (reader, writer) = tokio::io::split(*stream);
+                self.run(reader, writer).await
+            }
+        };
+        if let Err(e) = ran {
             let now = Instant::now();
             let mut tally = self.shared.tally.lock().expect("no panics while counting");
             for pending in self.pending.drain(..) {
@@ -245,8 +277,11 @@ impl Connection {
         }
     }
 
-    async fn run(&mut self, stream: &mut TcpStream) -> Result<(), String> {
-        let (mut reader, mut writer) = stream.split();
+    async fn run<R, W>(&mut self, mut reader: R, mut writer: W) -> Result<(), String>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         // An operation taken but not yet due; it waits here, its slot kept free for it.
         let mut next: Option<Instant> = None;
         let mut done = false;
@@ -391,7 +426,19 @@ mod tests {
     /// Against no server yet: `against_fake` gives it its fake's address.
     fn plan(pacing: Pacing, clients: usize, depth: usize, operations: u64) -> Plan<'static> {
         let (addrs, protocol, duration) = (&[][..], Protocol::Resp, Duration::from_secs(20));
-        Plan { phase: "run", addrs, protocol, db: None, clients, depth, pacing, operations, duration, seed: 7 }
+        Plan {
+            phase: "run",
+            addrs,
+            protocol,
+            db: None,
+            clients,
+            depth,
+            pacing,
+            operations,
+            duration,
+            seed: 7,
+            tls: None,
+        }
     }
 
     const STALL: Duration = Duration::from_millis(300);

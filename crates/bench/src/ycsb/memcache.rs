@@ -157,6 +157,7 @@ mod tests {
             run: true,
             pipeline: 4,
             threads: 1,
+            tls: None,
         }
     }
 

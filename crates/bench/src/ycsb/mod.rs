@@ -19,11 +19,13 @@ mod ops;
 mod protocol;
 mod report;
 mod resp;
+mod tls;
 mod workload;
 
 pub use distribution::OpKind;
 pub use protocol::{Protocol, UnknownProtocol};
 pub use report::{OpFigures, PhaseFigures, YcsbReport};
+pub use tls::{TlsClient, TlsClientError, TlsFiles};
 pub use workload::{
     Distribution, InvalidWorkload, PropertiesFileError, PropertyError, Proportions, UnknownPreset, Workload,
     DEFAULT_CLIENTS, SCAN_REFUSED,
@@ -67,6 +69,8 @@ pub struct YcsbBench {
     pub pipeline: usize,
     /// Threads of the tokio runtime the connections run on.
     pub threads: usize,
+    /// Connections go over TLS with this client (`--tls`), if given.
+    pub tls: Option<TlsClient>,
 }
 
 /// A run that [`YcsbBench::validate`] refuses: not runnable at all, or not bounded.
@@ -169,6 +173,7 @@ pub fn run(bench: &YcsbBench, progress: &mut dyn FnMut(String)) -> Result<YcsbRe
         operations,
         duration,
         seed,
+        tls: bench.tls.as_ref(),
     };
     let mut phases = Vec::new();
     if bench.load {
