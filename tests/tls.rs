@@ -325,3 +325,26 @@ fn bench_ycsb_drives_the_tls_port() {
     let without_ca = meridian(&[&common[..], &["--tls"]].concat());
     assert!(!without_ca.status.success() && stderr(&without_ca).contains("--cacert"), "{}", stderr(&without_ca));
 }
+
+/// ACL users over the TLS port: `redis-cli --tls --user --pass`, a read-only user refused a write with NOPERM,
+/// a wrong password refused, and the default user turned off so that only named users are served.
+#[test]
+fn acl_users_authenticate_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(&dir.path().join("certs"));
+    let tls = tls_addr();
+    let _server = tls_node(dir.path(), &certs, tls, &["--tls-auth-clients", "optional"]);
+    let ca = path(&certs, "ca.crt");
+    let as_user = |user: &str, pass: &str, words: &[&str]| {
+        let auth = ["--user", user, "--pass", pass, "--no-auth-warning"];
+        redis_cli_tls(tls, &ca, None, &[&auth[..], words].concat())
+    };
+    assert_eq!(redis_cli_tls(tls, &ca, None, &["ACL", "SETUSER", "ro", "on", ">pw", "~*", "+@read"]), "OK");
+    assert_eq!(redis_cli_tls(tls, &ca, None, &["SET", "k", "v"]), "OK");
+    assert_eq!(as_user("ro", "pw", &["GET", "k"]), "v");
+    assert_eq!(as_user("ro", "pw", &["SET", "k", "w"]), "NOPERM this user has no permissions to run the 'set' command");
+    assert!(as_user("ro", "nope", &["GET", "k"]).contains("WRONGPASS"));
+    assert_eq!(redis_cli_tls(tls, &ca, None, &["ACL", "SETUSER", "default", "off"]), "OK");
+    assert!(redis_cli_tls(tls, &ca, None, &["GET", "k"]).contains("NOAUTH"), "the default user is off");
+    assert_eq!(as_user("ro", "pw", &["GET", "k"]), "v");
+}

@@ -10,7 +10,7 @@
 use super::commands::{Action, Session};
 use super::frame::Frame;
 use super::frontend::Frontend;
-use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use bytes::Bytes;
 use meridian_core::acl::DEFAULT_USER;
@@ -23,18 +23,14 @@ pub struct Password {
 }
 
 impl Password {
-    /// Hashes `plain` with a fresh salt.
+    /// Hashes `plain` as the `default` user's password: as `ACL SETUSER default >plain` would, so that once the
+    /// node's default user is put in the map, `<plain` removes this password there.
     pub fn new(plain: &str) -> Result<Password, String> {
         if plain.is_empty() {
             return Err("the password is empty".into());
         }
-        let salt = SaltString::generate(&mut OsRng);
-        Ok(Password { phc: hash_with(plain.as_bytes(), &salt) })
+        Ok(Password { phc: hash_for_user(DEFAULT_USER, plain.as_bytes()) })
     }
-}
-
-fn hash_with(plain: &[u8], salt: &SaltString) -> String {
-    Argon2::default().hash_password(plain, salt).expect("Argon2's default parameters take any password").to_string()
 }
 
 /// The hash `ACL SETUSER user >plain` keeps. Its salt is made from the user's name, not drawn at random: the same
@@ -44,7 +40,7 @@ pub(crate) fn hash_for_user(user: &str, plain: &[u8]) -> String {
     let [a, b] = [1u8, 2].map(|n| key_token(&[b"meridian acl salt ", &[n][..], user.as_bytes()].concat()));
     let salt_bytes = [a.to_le_bytes(), b.to_le_bytes()].concat();
     let salt = SaltString::encode_b64(&salt_bytes).expect("16 bytes make a salt");
-    hash_with(plain, &salt)
+    Argon2::default().hash_password(plain, &salt).expect("Argon2's default parameters take any password").to_string()
 }
 
 /// Whether `hash` is an Argon2id hash in PHC form.
@@ -152,6 +148,7 @@ mod tests {
         assert!(!p.phc.contains("s3cret") && is_password_hash(&p.phc), "{}", p.phc);
         assert!(verify(&p.phc, b"s3cret") && !verify(&p.phc, b"s3cre"));
         assert!(Password::new("").is_err());
+        assert_eq!(p.phc, hash_for_user(DEFAULT_USER, b"s3cret"), "as ACL SETUSER default >s3cret hashes it");
         let alice = hash_for_user("alice", b"pw");
         assert_eq!(alice, hash_for_user("alice", b"pw"), "one user's password hashes alike");
         assert_ne!(alice, hash_for_user("bob", b"pw"), "another user's does not");
