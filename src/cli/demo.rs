@@ -92,6 +92,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 wan: topology.clone(),
                 requirepass: None,
                 http_token: None,
+                peer_tls: None,
             };
             handles.push(start(setup).await?);
         }

@@ -7,7 +7,7 @@ use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, Location, NodeId, ReplicaKind};
 use meridian_node::{
-    start_node, DataDir, HttpToken, NodeHandle, NodeOptions, Password, RespLimits, SyncPolicy, TlsListen, Wan,
+    start_node, DataDir, HttpToken, NodeHandle, NodeOptions, Password, PeerTls, RespLimits, SyncPolicy, TlsListen, Wan,
     DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX,
 };
 use meridian_proto::chain::ChainConfig;
@@ -176,6 +176,8 @@ pub struct NodeSetup {
     pub requirepass: Option<Password>,
     /// The token of the HTTP API (`--http-token-file`), if it has one.
     pub http_token: Option<HttpToken>,
+    /// Mutual TLS between peers (`--peer-certs-dir`), if any.
+    pub peer_tls: Option<PeerTls>,
 }
 
 /// A fresh number per process start, so answers addressed to a previous run of this node are dropped.
@@ -262,6 +264,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         wan,
         requirepass: setup.requirepass,
         http_token: setup.http_token,
+        peer_tls: setup.peer_tls,
     };
     start_node(opts, process).await.map_err(|e| e.to_string())
 }

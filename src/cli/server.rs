@@ -10,7 +10,7 @@ use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::topology::Topology;
 use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
-use meridian_node::{HttpToken, Password};
+use meridian_node::{HttpToken, Password, PeerTls};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
@@ -78,6 +78,11 @@ pub struct ServerArgs {
     /// one: a node that joins uses it to ask the node it joins through.
     #[arg(long, value_name = "FILE")]
     http_token_file: Option<PathBuf>,
+    /// Mutual TLS between nodes: every peer connection, both ways, is TLS with a certificate signed by the
+    /// cluster's CA that names the node. DIR holds ca.crt, node.crt (for this --node-id) and node.key, as
+    /// `meridian cert create-ca` and `create-node` write them (docs/security.md). Give it to every node or none.
+    #[arg(long, value_name = "DIR")]
+    peer_certs_dir: Option<PathBuf>,
     /// With --http-token-file: leave GET /health, /ready and /metrics open to callers without the token.
     #[arg(long, requires = "http_token_file")]
     http_open_probes: bool,
@@ -120,6 +125,8 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
     tracing::debug!(config = ?args.config, "resolved configuration (requirepass left out):\n{}", logged.join("\n"));
     let node_id = NodeId(args.node_id);
     let tls = args.tls.port(args.listen)?;
+    let peer_tls = args.peer_certs_dir.as_deref().map(|dir| PeerTls::load(dir, node_id)).transpose();
+    let peer_tls = peer_tls.map_err(|e| format!("--peer-certs-dir: {e}"))?;
     let http_token = args.http_token_file.as_deref().map(read_token).transpose()?;
     let checked = http_token.as_deref().map(|t| HttpToken::new(t, args.http_open_probes)).transpose();
     let checked = checked.map_err(|e| format!("--http-token-file: {e}"))?;
@@ -150,6 +157,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
             .transpose()
             .map_err(|e| format!("--requirepass: {e}"))?,
         http_token: checked,
+        peer_tls,
     };
     args.threads.runtime()?.block_on(async {
         let handle = start(setup).await?;

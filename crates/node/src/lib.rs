@@ -80,4 +80,4 @@ pub use http::{BadToken, HttpToken};
 pub use node::{start_node, NodeHandle, NodeOptions};
 pub use resp::{BadRespLimits, Password, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
 pub use tls::{ClientAuth, TlsConfig, TlsError, TlsFiles, TlsListen};
-pub use transport::{UnknownRegion, Wan};
+pub use transport::{PeerTls, PeerTlsError, UnknownRegion, Wan};

@@ -20,7 +20,7 @@ use crate::metrics::NodeMetrics;
 use crate::open_files;
 use crate::resp::{self, ClientListeners, Frontend, Password, RespLimits};
 use crate::tls::TlsListen;
-use crate::transport::{self, Gate, PeerQueues, Wan};
+use crate::transport::{self, Gate, PeerQueues, PeerTls, Wan};
 use meridian_core::acl::User;
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
 use std::io;
@@ -63,6 +63,8 @@ pub struct NodeOptions {
     pub region: String,
     /// The WAN this node emulates on what it receives from peers (`meridian server --wan`), if any.
     pub wan: Option<Wan>,
+    /// Mutual TLS on every peer connection (`meridian server --peer-certs-dir`), if the cluster uses it.
+    pub peer_tls: Option<PeerTls>,
     /// The `default` user's password (`meridian server --requirepass`): clients must authenticate first.
     pub requirepass: Option<Password>,
     /// The token every HTTP request must carry (`meridian server --http-token-file`), if any.
@@ -112,7 +114,8 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let peer_drops = Arc::new(AtomicU64::new(0));
     let (inbox_tx, inbox_rx) = inbox::channel();
     let gate = Gate::new(me, &opts.cluster, &opts.region, opts.wan.clone());
-    let mut queues = PeerQueues::new(peer_drops.clone(), transport::spawner(gate.clone(), Handle::current()));
+    let spawner = transport::spawner(gate.clone(), Handle::current(), opts.peer_tls.clone());
+    let mut queues = PeerQueues::new(peer_drops.clone(), spawner);
     // Where the nodes the cluster started with are; the core tells the driver of others as they join.
     opts.cluster.nodes.iter().filter(|n| n.id != me).for_each(|n| queues.route(n.id, n.peer_addr.clone()));
     let persistence = Arc::new(Persistence::new(opts.durability));
@@ -134,10 +137,13 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let core: Arc<dyn CoreInbox> = Arc::new(driver.handle(inbox_tx.clone()));
     let core_task = driver::spawn(driver);
 
-    let peers = vec![tokio::spawn(transport::accept_peers(peer_listener, gate, inbox_tx.clone()))];
+    let accepting = transport::accept_peers(peer_listener, gate, inbox_tx.clone(), opts.peer_tls.clone());
+    let peers = vec![tokio::spawn(accepting)];
 
     let data_path = opts.data_dir.as_ref().map(|d| d.path().to_path_buf());
-    let metrics = Arc::new(NodeMetrics::new(peer_drops, persistence, data_path));
+    let mut metrics = NodeMetrics::new(peer_drops, persistence, data_path);
+    metrics.peer_tls = opts.peer_tls.as_ref().map(PeerTls::failures);
+    let metrics = Arc::new(metrics);
     let (drain_switch, drain) = Drain::switch();
     let frontend = Frontend {
         core: core.clone(),

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
@@ -126,21 +127,26 @@ impl TlsFiles {
             };
         };
         let bad_ca = |reason: String| TlsError::BadCa { path: ca.clone(), reason };
-        let mut roots = RootCertStore::empty();
-        for cert in read_certs("CA file", ca)? {
-            roots.add(cert).map_err(|e| bad_ca(e.to_string()))?;
-        }
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(read_roots(ca)?), provider);
         let verifier = if auth == ClientAuth::Optional { verifier.allow_unauthenticated() } else { verifier };
         verifier.build().map(Some).map_err(|e| bad_ca(e.to_string()))
     }
+}
+
+/// The CA certificates of a CA file, as trust anchors.
+pub(crate) fn read_roots(ca: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs("CA file", ca)? {
+        roots.add(cert).map_err(|e| TlsError::BadCa { path: ca.into(), reason: e.to_string() })?;
+    }
+    Ok(roots)
 }
 
 fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read { what, path: path.to_path_buf(), source })
 }
 
-fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let not_pem =
         |e: rustls::pki_types::pem::Error| TlsError::NotPem { what, path: path.into(), reason: e.to_string() };
     let certs = CertificateDer::pem_slice_iter(&read(what, path)?).collect::<Result<Vec<_>, _>>().map_err(not_pem)?;
@@ -150,7 +156,7 @@ fn read_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     const WHAT: &str = "key file";
     PrivateKeyDer::from_pem_slice(&read(WHAT, path)?).map_err(|e| match e {
         rustls::pki_types::pem::Error::NoItemsFound => {
@@ -166,27 +172,40 @@ impl TlsConfig {
     }
 }
 
-/// Runs a client's handshake, up to [`HANDSHAKE_MAX`]; a failure is logged at debug and counted, and the
-/// connection dropped.
+/// Why a TLS handshake a node accepted did not finish.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HandshakeFailed {
+    #[error("{0}")]
+    Error(std::io::Error),
+    #[error("not finished in {HANDSHAKE_MAX:?}")]
+    Timeout,
+}
+
+/// Runs the server side of a handshake, up to [`HANDSHAKE_MAX`]: the client port's and the peer port's.
+pub(crate) async fn accept_within<IO>(acceptor: &TlsAcceptor, stream: IO) -> Result<TlsStream<IO>, HandshakeFailed>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(HANDSHAKE_MAX, acceptor.accept(stream)).await {
+        Ok(accepted) => accepted.map_err(HandshakeFailed::Error),
+        Err(_) => Err(HandshakeFailed::Timeout),
+    }
+}
+
+/// Runs a client's handshake; a failure is logged at debug and counted, and the connection dropped.
 pub(crate) async fn handshake(
     acceptor: &TlsAcceptor,
     stream: TcpStream,
     metrics: &NodeMetrics,
 ) -> Option<TlsStream<TcpStream>> {
     let peer = stream.peer_addr().ok();
-    match tokio::time::timeout(HANDSHAKE_MAX, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => Some(tls),
-        Ok(Err(e)) => {
+    accept_within(acceptor, stream)
+        .await
+        .inspect_err(|e| {
             debug!(?peer, "TLS handshake failed: {e}");
-            metrics.clients.handshake_failed(false);
-            None
-        }
-        Err(_) => {
-            debug!(?peer, "TLS handshake not finished in {HANDSHAKE_MAX:?}");
-            metrics.clients.handshake_failed(true);
-            None
-        }
-    }
+            metrics.clients.handshake_failed(matches!(e, HandshakeFailed::Timeout));
+        })
+        .ok()
 }
 
 #[cfg(test)]

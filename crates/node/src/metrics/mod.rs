@@ -29,6 +29,8 @@ pub(crate) struct NodeMetrics {
     pub(crate) peer_drops: Arc<AtomicU64>,
     /// The durability mode and the core's fsyncs.
     pub(crate) persistence: Arc<Persistence>,
+    /// Peer connections failed by mutual TLS, if the node has it.
+    pub(crate) peer_tls: Option<Arc<PeerTlsFailures>>,
     /// When the node started serving.
     pub(crate) started: Instant,
     started_unix: f64,
@@ -46,6 +48,50 @@ pub(crate) struct Clients {
     /// time.
     handshakes_failed: AtomicU64,
     handshakes_timed_out: AtomicU64,
+}
+
+/// Why a peer connection failed its mutual TLS (`--peer-certs-dir`): the label of
+/// `meridian_peer_tls_failures_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeerTlsFailure {
+    /// An inbound handshake failed: no certificate, one of another CA, expired, not TLS at all.
+    Handshake,
+    /// An inbound handshake did not finish in time.
+    Timeout,
+    /// An inbound caller spoke plain TCP.
+    Plain,
+    /// An inbound caller's certificate names no node, or another node than its hello.
+    Identity,
+    /// A handshake this node started with a peer failed.
+    Dial,
+}
+
+impl PeerTlsFailure {
+    const ALL: [PeerTlsFailure; 5] = [Self::Handshake, Self::Timeout, Self::Plain, Self::Identity, Self::Dial];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Handshake => "handshake",
+            Self::Timeout => "timeout",
+            Self::Plain => "plain",
+            Self::Identity => "identity",
+            Self::Dial => "dial",
+        }
+    }
+}
+
+/// Peer connections refused or failed by mutual TLS, by [`PeerTlsFailure`].
+#[derive(Debug, Default)]
+pub(crate) struct PeerTlsFailures([AtomicU64; PeerTlsFailure::ALL.len()]);
+
+impl PeerTlsFailures {
+    pub(crate) fn count(&self, failure: PeerTlsFailure) {
+        self.0[failure as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self, failure: PeerTlsFailure) -> u64 {
+        self.0[failure as usize].load(Ordering::Relaxed)
+    }
 }
 
 /// A connection counted as connected until this is dropped.
@@ -99,6 +145,7 @@ impl NodeMetrics {
             clients: Clients::default(),
             peer_drops,
             persistence,
+            peer_tls: None,
             started: Instant::now(),
             started_unix,
             data_dir,
@@ -131,6 +178,9 @@ impl NodeMetrics {
             help,
             self.peer_drops.load(Ordering::Relaxed),
         );
+        if let Some(failures) = &self.peer_tls {
+            peer_tls_family(e, failures);
+        }
         process::families(e, self.data_dir.as_deref());
     }
 
@@ -175,5 +225,15 @@ impl NodeMetrics {
         e.histogram("meridian_fsync_duration_seconds", &[], &r.latency);
         let help = "The longest an async-mode write waited for its fsync: the worst loss window a power loss had.";
         e.single("meridian_async_loss_window_max_seconds", MetricKind::Gauge, help, r.loss_window_max.as_secs_f64());
+    }
+}
+
+fn peer_tls_family(e: &mut Exposition, failures: &PeerTlsFailures) {
+    let name = "meridian_peer_tls_failures_total";
+    let help = "Peer connections failed by mutual TLS (--peer-certs-dir): inbound handshakes that failed, timed \
+                out, spoke plain TCP or named no or another node (identity); handshakes this node dialled (dial).";
+    e.family(name, MetricKind::Counter, help);
+    for failure in PeerTlsFailure::ALL {
+        e.sample(name, &[("reason", failure.label())], failures.get(failure));
     }
 }

@@ -3,7 +3,8 @@
 //! joins through) and claims an id that is not ours; anything else is a misconfiguration that must be
 //! visible, not a peer to trust. Any other id is admitted, since nodes join at run time; the cluster map
 //! decides what a node may do. A node that emulates a WAN ([`Wan`]) also refuses a caller from a region its
-//! topology lacks, and delays what it admits by the caller's region.
+//! topology lacks, and delays what it admits by the caller's region. Over mutual TLS (`mutual_tls.rs`), the
+//! caller is also held to the node its certificate names: the certificate, not the hello, says who it is.
 
 use super::wan::{DelayLine, Wan};
 use meridian_core::wire::Hello;
@@ -32,6 +33,8 @@ pub(crate) enum Refusal {
     OtherCluster { theirs: u64, ours: u64 },
     #[error("it claims node id {}, which is this node's own id; two nodes share one id", .0.0)]
     Impostor(NodeId),
+    #[error("its certificate is for node {}, and it claims node {}", .cert.0, .claims.0)]
+    NotItsCertificate { cert: NodeId, claims: NodeId },
     #[error("it runs in region '{0}', which this node's --wan topology does not have")]
     RegionNotInWan(String),
 }
@@ -47,8 +50,12 @@ impl Gate {
         Hello { node: self.me, cluster: self.fingerprint, region: self.region.clone() }
     }
 
-    /// `seed` varies the jitter of the caller's delay line.
-    pub(crate) fn admit(&self, hello: &Hello, seed: u64) -> Result<Admitted, Refusal> {
+    /// `seed` varies the jitter of the caller's delay line; `certified` is the node the caller's certificate
+    /// names, over mutual TLS.
+    pub(crate) fn admit(&self, hello: &Hello, seed: u64, certified: Option<NodeId>) -> Result<Admitted, Refusal> {
+        if let Some(cert) = certified.filter(|cert| *cert != hello.node) {
+            return Err(Refusal::NotItsCertificate { cert, claims: hello.node });
+        }
         if hello.cluster != self.fingerprint {
             return Err(Refusal::OtherCluster { theirs: hello.cluster, ours: self.fingerprint });
         }
@@ -75,7 +82,7 @@ mod tests {
     }
 
     fn admitted(gate: &Gate, hello: &Hello) -> Result<(NodeId, bool), Refusal> {
-        gate.admit(hello, 0).map(|a| (a.from, a.line.is_some()))
+        gate.admit(hello, 0, None).map(|a| (a.from, a.line.is_some()))
     }
 
     #[test]
@@ -106,5 +113,15 @@ mod tests {
         assert_eq!(admitted(&gate, &hello(2, ours, "tk")), Ok((NodeId(2), true)));
         let refused = admitted(&gate, &hello(2, ours, "default")).unwrap_err();
         assert_eq!(refused.to_string(), "it runs in region 'default', which this node's --wan topology does not have");
+    }
+
+    #[test]
+    fn a_certified_caller_is_the_node_its_certificate_names() {
+        let gate = Gate::new(NodeId(1), &cluster(3), "default", None);
+        let ours = cluster(3).fingerprint();
+        assert_eq!(gate.admit(&hello(3, ours, "default"), 0, Some(NodeId(3))).map(|a| a.from), Ok(NodeId(3)));
+        let refused = gate.admit(&hello(5, ours, "default"), 0, Some(NodeId(3))).map(|a| a.from).unwrap_err();
+        assert_eq!(refused, Refusal::NotItsCertificate { cert: NodeId(3), claims: NodeId(5) });
+        assert_eq!(refused.to_string(), "its certificate is for node 3, and it claims node 5");
     }
 }

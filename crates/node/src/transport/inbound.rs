@@ -4,13 +4,17 @@
 //! text before the connection closes, so both ends log the reason. Any
 //! decode error (bad checksum, unknown version, oversized or undecodable frame) closes that connection
 //! only; the peer's sender reconnects. A node that emulates a WAN hands each frame on when the connection's
-//! delay line says (`wan.rs`).
+//! delay line says (`wan.rs`). With mutual TLS (`mutual_tls.rs`) each connection runs its TLS handshake
+//! first, on its own task, and is then served exactly as a plain one, the code generic over the stream so the
+//! plain path stays as it was.
 
 use super::handshake::{Admitted, Refusal};
+use super::mutual_tls::{PeerTls, TLS_HANDSHAKE_RECORD};
 use super::wan::{DelayLine, HELD_BYTES_MAX};
 use super::Gate;
 use crate::accept::accept_loop;
 use crate::inbox::{deliver, CoreStopped, Input};
+use crate::metrics::PeerTlsFailure;
 use bytes::{Buf, BytesMut};
 use meridian_core::wire::{self, Hello, WireError};
 use meridian_core::NodeId;
@@ -19,7 +23,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{self, Sender};
 use tokio::sync::Semaphore;
@@ -37,6 +41,8 @@ enum InboundError {
     HelloTimeout,
     #[error("closed before its hello")]
     NoHello,
+    #[error("it speaks TLS, and this node's peer port is plain TCP: start every node with --peer-certs-dir, or none")]
+    SpeaksTls,
     #[error("{0}")]
     Refused(#[from] Refusal),
     #[error("{0}")]
@@ -53,23 +59,55 @@ impl From<CoreStopped> for InboundError {
     }
 }
 
-/// Accepts peer connections until the task is aborted.
-pub(crate) async fn accept_peers<M>(listener: TcpListener, gate: Gate, inbox: Sender<Input<M>>)
+/// Accepts peer connections until the task is aborted; with `tls`, over mutual TLS only.
+pub(crate) async fn accept_peers<M>(listener: TcpListener, gate: Gate, inbox: Sender<Input<M>>, tls: Option<PeerTls>)
 where
     M: DeserializeOwned + Send + 'static,
 {
-    accept_loop(listener, "peer", None, None, |stream, addr| serve_peer(stream, addr, gate.clone(), inbox.clone()))
-        .await
+    match tls {
+        None => {
+            let serve = |stream, addr| serve_peer(stream, addr, gate.clone(), inbox.clone(), None);
+            accept_loop(listener, "peer", None, None, serve).await
+        }
+        Some(tls) => {
+            let serve = |stream, addr| serve_tls_peer(stream, addr, gate.clone(), inbox.clone(), tls.clone());
+            accept_loop(listener, "peer", None, None, serve).await
+        }
+    }
 }
 
-async fn serve_peer<M: DeserializeOwned>(mut stream: TcpStream, addr: SocketAddr, gate: Gate, inbox: Sender<Input<M>>) {
+async fn serve_tls_peer<M: DeserializeOwned>(
+    stream: TcpStream,
+    addr: SocketAddr,
+    gate: Gate,
+    inbox: Sender<Input<M>>,
+    tls: PeerTls,
+) {
+    match tls.accept(stream).await {
+        Ok((stream, certified)) => serve_peer(stream, addr, gate, inbox, Some((certified, &tls))).await,
+        Err(e) => warn!(%addr, "refusing peer connection: {e}"),
+    }
+}
+
+/// Serves a caller; `certified` is the node its certificate names, over mutual TLS.
+async fn serve_peer<M: DeserializeOwned, S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    addr: SocketAddr,
+    gate: Gate,
+    inbox: Sender<Input<M>>,
+    certified: Option<(NodeId, &PeerTls)>,
+) {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let admitted = match handshake(&mut stream, &mut buf, &gate, u64::from(addr.port())).await {
+    let admitted = match handshake(&mut stream, &mut buf, &gate, u64::from(addr.port()), certified.map(|c| c.0)).await {
         Ok(admitted) => admitted,
         Err(e) => {
+            if let (Some((_, tls)), InboundError::Refused(Refusal::NotItsCertificate { .. })) = (certified, &e) {
+                tls.count(PeerTlsFailure::Identity);
+            }
             warn!(%addr, "refusing peer connection: {e}");
             // The caller logs why, whatever version it speaks (`wire::refusal`); a failed write changes nothing.
             let _ = stream.write_all(&wire::refusal(&e.to_string())).await;
+            let _ = stream.shutdown().await;
             return;
         }
     };
@@ -81,22 +119,28 @@ async fn serve_peer<M: DeserializeOwned>(mut stream: TcpStream, addr: SocketAddr
     }
 }
 
-async fn handshake(
-    stream: &mut TcpStream,
+async fn handshake<S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut BytesMut,
     gate: &Gate,
     seed: u64,
+    certified: Option<NodeId>,
 ) -> Result<Admitted, InboundError> {
-    let (hello, _): (Hello, _) = tokio::time::timeout(HELLO_TIMEOUT, read_frame(stream, buf))
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame::<Hello, S>(stream, buf))
         .await
-        .map_err(|_| InboundError::HelloTimeout)??
-        .ok_or(InboundError::NoHello)?;
-    Ok(gate.admit(&hello, seed)?)
+        .map_err(|_| InboundError::HelloTimeout)?;
+    // A TLS ClientHello read as a frame is a length far beyond FRAME_MAX: say what it is.
+    let hello = hello.map_err(|e| match buf.first() {
+        Some(&TLS_HANDSHAKE_RECORD) if certified.is_none() => InboundError::SpeaksTls,
+        _ => e,
+    })?;
+    let (hello, _) = hello.ok_or(InboundError::NoHello)?;
+    Ok(gate.admit(&hello, seed, certified)?)
 }
 
 /// Passes every frame to the core until the peer closes the connection.
-async fn receive<M: DeserializeOwned>(
-    stream: &mut TcpStream,
+async fn receive<M: DeserializeOwned, S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut BytesMut,
     admitted: Admitted,
     inbox: &Sender<Input<M>>,
@@ -113,8 +157,8 @@ async fn receive<M: DeserializeOwned>(
 
 /// Reads frames as they arrive and hands each on when `line` says, holding at most [`HELD_BYTES_MAX`] bytes:
 /// beyond that the connection is not read until held frames are handed on.
-async fn receive_delayed<M: DeserializeOwned>(
-    stream: &mut TcpStream,
+async fn receive_delayed<M: DeserializeOwned, S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut BytesMut,
     from: NodeId,
     mut line: DelayLine,
@@ -123,7 +167,7 @@ async fn receive_delayed<M: DeserializeOwned>(
     let held = Arc::new(Semaphore::new(HELD_BYTES_MAX));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let read = async move {
-        while let Some((msg, bytes)) = read_frame::<M>(stream, buf).await? {
+        while let Some((msg, bytes)) = read_frame::<M, S>(stream, buf).await? {
             let bytes = bytes.min(HELD_BYTES_MAX);
             let permit = held.clone().acquire_many_owned(bytes as u32).await.expect("the semaphore stays open");
             // The receiver outlives this sender unless it failed, which ends this connection anyway.
@@ -142,8 +186,8 @@ async fn receive_delayed<M: DeserializeOwned>(
 }
 
 /// The next frame and its size, reading more as needed; `None` when the peer closes the connection.
-async fn read_frame<T: DeserializeOwned>(
-    stream: &mut TcpStream,
+async fn read_frame<T: DeserializeOwned, S: AsyncRead + Unpin>(
+    stream: &mut S,
     buf: &mut BytesMut,
 ) -> Result<Option<(T, usize)>, InboundError> {
     loop {

@@ -1,4 +1,4 @@
-//! The TCP peer transport.
+//! The TCP peer transport, plain or over mutual TLS (`mutual_tls.rs`).
 //!
 //! Each node keeps one outbound connection per peer whose address it knows (the core tells it, with
 //! [`meridian_core::Effect::Address`], as the cluster changes), used only to send to it, and accepts inbound
@@ -16,11 +16,14 @@
 //! [`wire::Hello`]: meridian_core::wire::Hello
 
 mod handshake;
+mod identity;
 mod inbound;
+mod mutual_tls;
 mod outbound;
 mod wan;
 
 pub(crate) use handshake::Gate;
 pub(crate) use inbound::accept_peers;
+pub use mutual_tls::{PeerTls, PeerTlsError};
 pub(crate) use outbound::{spawner, PeerQueues};
 pub use wan::{UnknownRegion, Wan};

@@ -1,8 +1,10 @@
 //! Sending to peers: one bounded queue and one task per peer. The task dials the peer (retrying with
 //! exponential backoff), sends the `Hello`, then writes whatever is queued, several frames per write.
 //! The connection is send-only; the task still watches it for reads so a peer that hangs up is noticed
-//! at once rather than at the next write.
+//! at once rather than at the next write. With mutual TLS (`mutual_tls.rs`) the task runs the TLS handshake
+//! after the dial; the rest is the same code, generic over the connection's halves.
 
+use super::mutual_tls::PeerTls;
 use super::Gate;
 use meridian_core::wire::{self, Hello};
 use meridian_core::NodeId;
@@ -12,8 +14,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
@@ -80,25 +81,26 @@ impl<M> PeerQueues<M> {
     }
 }
 
-/// What starts sender tasks for real: each on `runtime`, introducing itself with the gate's hello.
+/// What starts sender tasks for real: each on `runtime`, introducing itself with the gate's hello, over
+/// mutual TLS with `tls`.
 pub(crate) fn spawner<M: Serialize + Send + 'static>(
     gate: Gate,
     runtime: Handle,
+    tls: Option<PeerTls>,
 ) -> impl FnMut(OutboundQueue<M>) + Send {
     move |queue| {
-        runtime.spawn(run_sender(gate.hello(), queue));
+        runtime.spawn(run_sender(gate.hello(), queue, tls.clone()));
     }
 }
 
 /// Connects, pumps, reconnects; returns once the core has dropped its side of the queue.
-async fn run_sender<M: Serialize>(hello: Hello, mut queue: OutboundQueue<M>) {
+async fn run_sender<M: Serialize>(hello: Hello, mut queue: OutboundQueue<M>, tls: Option<PeerTls>) {
     let mut backoff = Backoff::new();
     while !queue.rx.is_closed() {
         match connect(&queue.addr).await {
             Ok(stream) => {
-                info!(peer = %queue.to, addr = %queue.addr, "connected to peer");
                 let opened = Instant::now();
-                match pump(stream, &hello, &mut queue.rx).await {
+                match connected(stream, queue.to, tls.as_ref(), &hello, &mut queue.rx).await {
                     Ok(()) => return,
                     Err(e) => warn!(peer = %queue.to, addr = %queue.addr, "peer connection lost: {e}; reconnecting"),
                 }
@@ -114,6 +116,29 @@ async fn run_sender<M: Serialize>(hello: Hello, mut queue: OutboundQueue<M>) {
     }
 }
 
+/// Runs a dialled connection to `to`: plain, or after a TLS handshake with `tls`.
+async fn connected<M: Serialize>(
+    stream: TcpStream,
+    to: NodeId,
+    tls: Option<&PeerTls>,
+    hello: &Hello,
+    rx: &mut mpsc::Receiver<M>,
+) -> io::Result<()> {
+    match tls {
+        None => {
+            info!(peer = %to, "connected to peer");
+            let (reader, writer) = stream.into_split();
+            pump(reader, writer, hello, rx).await
+        }
+        Some(tls) => {
+            let stream = tls.connect(to, stream).await?;
+            info!(peer = %to, "connected to peer over mutual TLS");
+            let (reader, writer) = tokio::io::split(stream);
+            pump(reader, writer, hello, rx).await
+        }
+    }
+}
+
 async fn connect(addr: &str) -> io::Result<TcpStream> {
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
@@ -123,11 +148,17 @@ async fn connect(addr: &str) -> io::Result<TcpStream> {
 }
 
 /// Sends the hello, then queued messages until the queue closes (`Ok`) or the connection fails.
-async fn pump<M: Serialize>(stream: TcpStream, hello: &Hello, rx: &mut mpsc::Receiver<M>) -> io::Result<()> {
-    let (mut reader, mut writer) = stream.into_split();
+async fn pump<M, R, W>(mut reader: R, mut writer: W, hello: &Hello, rx: &mut mpsc::Receiver<M>) -> io::Result<()>
+where
+    M: Serialize,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut buf = Vec::new();
     wire::encode(hello, &mut buf).map_err(io::Error::other)?;
     writer.write_all(&buf).await?;
+    // A TLS writer holds what it encrypted until flushed; a TCP one has nothing to flush.
+    writer.flush().await?;
     let mut probe = [0u8; 1];
     loop {
         buf.clear();
@@ -136,6 +167,7 @@ async fn pump<M: Serialize>(stream: TcpStream, hello: &Hello, rx: &mut mpsc::Rec
                 let Some(msg) = msg else { return Ok(()) };
                 encode_batch(msg, rx, &mut buf);
                 writer.write_all(&buf).await?;
+                writer.flush().await?;
             }
             read = reader.read(&mut probe) => return Err(hang_up(read, &mut reader, probe[0]).await),
         }
@@ -162,7 +194,7 @@ const REFUSAL_MAX: usize = 4096;
 
 /// What a read on a send-only connection means: the peer closed it, it failed, it refused this node (and
 /// wrote why, starting with `first`), or it broke the protocol by talking back.
-async fn hang_up(read: io::Result<usize>, reader: &mut OwnedReadHalf, first: u8) -> io::Error {
+async fn hang_up<R: AsyncRead + Unpin>(read: io::Result<usize>, reader: &mut R, first: u8) -> io::Error {
     match read {
         Ok(0) => io::Error::new(io::ErrorKind::ConnectionAborted, "the peer closed the connection"),
         Ok(_) => {

@@ -52,6 +52,7 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         data_dir: None,
         region: meridian_core::location::DEFAULT_REGION.into(),
         wan: None,
+        peer_tls: None,
         requirepass: None,
         http_token: None,
     }
