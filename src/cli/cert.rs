@@ -106,10 +106,13 @@ pub fn run(args: CertArgs) -> Result<ExitCode, String> {
 fn create_ca(files: &Files) -> Result<(), String> {
     let (cert_path, key_path) = (files.path("ca.crt"), files.ca_key());
     files.check_free(&[&cert_path, &key_path])?;
-    let mut params = files.params("Meridian CA", CA_LIFETIME);
+    let key = new_key()?;
+    // A name of its own: a verifier looks a certificate's issuer up by name, so two CAs of one name make a
+    // certificate of the other CA fail on its signature rather than as unknown.
+    let fingerprint = key.public_key_raw().iter().skip(1).take(4).map(|b| format!("{b:02x}")).collect::<String>();
+    let mut params = files.params(&format!("Meridian CA {fingerprint}"), CA_LIFETIME);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    let key = new_key()?;
     let cert = params.self_signed(&key).map_err(|e| format!("cannot make the CA certificate: {e}"))?;
     files.write_key(&key_path, &key)?;
     files.write(&cert_path, &cert.pem(), 0o644)?;

@@ -37,7 +37,7 @@ mod kv;
 mod made_replies;
 pub(crate) mod order;
 mod outbox;
-mod parser;
+pub(crate) mod parser;
 mod pending;
 mod ranges;
 mod scan;

@@ -169,8 +169,8 @@ fn explain_dial(e: io::Error) -> io::Error {
     }
 }
 
-/// What a rustls error inside `e` means for peers. Every CA `meridian cert` makes has the same name, so a
-/// certificate of another CA fails on its signature rather than as an unknown issuer.
+/// What a rustls error inside `e` means for peers. A certificate of another CA fails as an unknown issuer, or on
+/// its signature if that CA has the same name as this node's (CAs made by other tools may).
 fn hint(e: &io::Error) -> Option<&'static str> {
     use rustls::CertificateError::{BadSignature, UnknownIssuer};
     match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())? {
