@@ -3,7 +3,7 @@
 //!
 //! The map is changed only by [`ClusterMap::apply`] on a [`MapCommand`] taken from the log. It holds every node
 //! with its addresses, state and location (region, zone, rack), every keyspace with its configuration (its
-//! placement among them), and every chain. `apply` is
+//! placement among them), every chain, and the ACL users (`users.rs`). `apply` is
 //! deterministic (ordered maps only, no clock, no randomness), so every replica of the log computes the
 //! same map. A command that is invalid against the current map is refused with a [`MapError`] and
 //! changes nothing, not even the epoch; a command that changes anything bumps [`ClusterMap::epoch`]
