@@ -258,7 +258,7 @@ impl Secure {
         let token = sh_word(&self.token_file.display().to_string());
         println!(
             "Secure: clients over TLS only, with a certificate of the demo's CA (user {DEMO_USER}); mutual TLS between \
-             the nodes; the HTTP API needs the token in {token}"
+             the nodes; the HTTP API needs the token in {token} (sent in clear: HTTP has no TLS yet)"
         );
         println!("Try: redis-cli {tls} -p {first} SET k v");
         println!("     redis-cli {tls} -p {last} GET k");
