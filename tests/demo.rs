@@ -1,10 +1,13 @@
 //! `meridian demo` as a newcomer uses it: start it, SET through one node with redis-cli, GET through
-//! another, stop it with a signal.
+//! another, stop it with a signal; with `--secure`, paste the lines it prints.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering::SeqCst};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A base port whose demo ports (base+i, base+1000+i, base+2000+i) are all free right now, below
@@ -204,4 +207,73 @@ fn a_lease_keyspace_reads_locally_in_tk_once_a_read_fetched_a_lease() {
     };
     let read = (0..5).map(|_| timed()).min().unwrap();
     assert!(read < Duration::from_millis(40), "a read through tk under its lease took {read:?}: it crossed the WAN");
+}
+
+/// What a command printed on stdout and stderr, trimmed.
+fn printed(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)).trim().to_string()
+}
+
+/// `line` run by the shell, as a user pasting it would, bounded by coreutils' `timeout`.
+fn sh(line: &str) -> Output {
+    Command::new("timeout").args(["20", "sh", "-c", line]).output().unwrap()
+}
+
+/// `demo --secure` (docs/security.md): every line it prints works pasted into a shell (redis-cli SET through
+/// node 1 and GET through node 3, redis-py, `meridian ctl` with the token), and nothing gets in without what
+/// those lines carry: a plain client on the TLS port, redis-cli --tls without a client certificate, ctl without
+/// the token and a plain peer are all refused.
+#[test]
+fn a_secure_demo_serves_the_lines_it_prints_and_refuses_the_rest() {
+    let base = free_base(3);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().display().to_string();
+    let mut guard = Demo::start(&["--secure", "--port", &base.to_string(), "--data-dir", &data]);
+    let stdout = guard.0.stdout.take().unwrap();
+    // Lines through a channel, so waiting for them is bounded; the thread keeps reading to the end so that the
+    // demo never meets a closed pipe.
+    let (lines, rx) = mpsc::channel();
+    std::thread::spawn(move || BufReader::new(stdout).lines().map_while(Result::ok).for_each(|l| _ = lines.send(l)));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut shown: Vec<String> = Vec::new();
+    while !shown.last().is_some_and(|l| l.ends_with("(Ctrl-C stops)")) {
+        let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        shown.push(line.unwrap_or_else(|e| panic!("no complete how-to within 60 s ({e}); printed: {shown:?}")));
+    }
+    for i in 0..3 {
+        let node = format!("node {}: RESP over TLS 127.0.0.1:{}", i + 1, base + i);
+        assert!(shown.iter().any(|l| l.contains(&node)), "{shown:?}");
+    }
+    let howto: Vec<&str> = shown
+        .iter()
+        .skip_while(|l| !l.starts_with("Try:"))
+        .map(|l| l.trim_start_matches("Try:").trim_end_matches("(Ctrl-C stops)").trim())
+        .collect();
+    let [set, get, python, ctl] = howto[..] else { panic!("four lines to try: {shown:?}") };
+    assert!(set.starts_with("redis-cli --tls ") && set.ends_with(&format!("-p {base} SET k v")), "{set}");
+    assert!(get.ends_with(&format!("-p {} GET k", base + 2)), "{get}");
+    assert_eq!(printed(&sh(set)), "OK", "{set}");
+    assert_eq!(printed(&sh(get)), "v", "{get}");
+    // The python3 on PATH may lack redis-py; the line is run by one that has it.
+    let python = python.replacen("python3", support::python_with("redis", "python3-redis"), 1);
+    assert_eq!(printed(&sh(&python)), "b'v'", "{python}");
+    let ctl = ctl.replacen("meridian", env!("CARGO_BIN_EXE_meridian"), 1);
+    let status = sh(&ctl);
+    assert!(status.status.success() && printed(&status).contains("ACTIVE"), "{ctl}: {}", printed(&status));
+
+    let tokenless = sh(&format!("{} status", ctl.split(" --token-file").next().unwrap()));
+    assert!(printed(&tokenless).contains("HTTP 401"), "ctl without the token: {}", printed(&tokenless));
+    let plain = printed(&sh(&format!("redis-cli -p {base} PING")));
+    assert!(plain.starts_with("Error"), "a plain client on the TLS port: {plain}");
+    let ca = dir.path().join("certs/ca.crt").display().to_string();
+    let certless = printed(&sh(&format!("redis-cli --tls --cacert {ca} -p {base} PING")));
+    assert!(certless.starts_with("Error"), "redis-cli --tls without a client certificate: {certless}");
+    // A peer port answers a caller that does not open with a TLS handshake with why, in plain text.
+    let mut peer = TcpStream::connect(("127.0.0.1", base + 1000)).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    peer.write_all(b"not TLS\n").unwrap();
+    let mut answer = Vec::new();
+    let _ = peer.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.contains("needs mutual TLS"), "a plain peer was told: {answer:?}");
 }

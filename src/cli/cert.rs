@@ -72,7 +72,7 @@ enum CertCommand {
 
 /// Where the files go and how long the certificate lasts.
 #[derive(Args, Debug)]
-struct Files {
+pub struct Files {
     /// The certificates directory (created if missing).
     #[arg(long, value_name = "DIR")]
     certs_dir: PathBuf,
@@ -90,34 +90,60 @@ struct Files {
 
 pub fn run(args: CertArgs) -> Result<ExitCode, String> {
     match args.command {
-        CertCommand::Ca { files } => create_ca(&files),
-        CertCommand::Node { node_id, hosts, files } => {
-            let sans = hosts.iter().map(|h| san(h)).collect::<Result<_, _>>()?;
-            let usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
-            issue(&files, "node", &format!("node-{node_id}"), sans, usages)
+        CertCommand::Ca { files } => {
+            let ca = create_ca(&files)?;
+            println!("CA certificate {} (until {}), key {}", ca.cert.display(), ca.until, ca.key.display());
         }
-        CertCommand::Client { user, files } => {
-            issue(&files, &format!("client.{user}"), &user, Vec::new(), vec![ExtendedKeyUsagePurpose::ClientAuth])
-        }
-    }?;
+        CertCommand::Node { node_id, hosts, files } => print_leaf(&create_node(&files, node_id, &hosts)?),
+        CertCommand::Client { user, files } => print_leaf(&create_client(&files, &user)?),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn create_ca(files: &Files) -> Result<(), String> {
+fn print_leaf(made: &Made) {
+    println!("{} for {} (until {}), key {}", made.cert.display(), made.cn, made.until, made.key.display());
+}
+
+/// What a creation wrote: for `meridian cert` to report, and for `meridian demo --secure` to point clients at.
+#[derive(Debug)]
+pub struct Made {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The certificate's common name.
+    pub cn: String,
+    pub until: time::Date,
+}
+
+/// `create-ca`: a new CA key (`ca.key`, or `--ca-key`) and its self-signed certificate `ca.crt`.
+pub fn create_ca(files: &Files) -> Result<Made, String> {
     let (cert_path, key_path) = (files.path("ca.crt"), files.ca_key());
     files.check_free(&[&cert_path, &key_path])?;
     let key = new_key()?;
     // A name of its own: a verifier looks a certificate's issuer up by name, so two CAs of one name make a
     // certificate of the other CA fail on its signature rather than as unknown.
     let fingerprint = key.public_key_raw().iter().skip(1).take(4).map(|b| format!("{b:02x}")).collect::<String>();
-    let mut params = files.params(&format!("Meridian CA {fingerprint}"), CA_LIFETIME);
+    let cn = format!("Meridian CA {fingerprint}");
+    let mut params = files.params(&cn, CA_LIFETIME);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let cert = params.self_signed(&key).map_err(|e| format!("cannot make the CA certificate: {e}"))?;
     files.write_key(&key_path, &key)?;
     files.write(&cert_path, &cert.pem(), 0o644)?;
-    println!("CA certificate {} (until {}), key {}", cert_path.display(), params.not_after.date(), key_path.display());
-    Ok(())
+    Ok(Made { cert: cert_path, key: key_path, cn, until: params.not_after.date() })
+}
+
+/// `create-node`: `node.crt` and `node.key` for node `node_id`, reached by `hosts`, signed by the CA (whose
+/// `ca.crt` must be in the directory).
+pub fn create_node(files: &Files, node_id: u32, hosts: &[String]) -> Result<Made, String> {
+    let sans = hosts.iter().map(|h| san(h)).collect::<Result<_, _>>()?;
+    let usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    issue(files, "node", &format!("node-{node_id}"), sans, usages)
+}
+
+/// `create-client`: `client.USER.crt` and `client.USER.key`, signed by the CA.
+pub fn create_client(files: &Files, user: &str) -> Result<Made, String> {
+    let user = user_name(user)?;
+    issue(files, &format!("client.{user}"), &user, Vec::new(), vec![ExtendedKeyUsagePurpose::ClientAuth])
 }
 
 /// Makes `NAME.crt` and `NAME.key`, for `cn` with these names and purposes, signed by the CA.
@@ -127,7 +153,7 @@ fn issue(
     cn: &str,
     sans: Vec<SanType>,
     usages: Vec<ExtendedKeyUsagePurpose>,
-) -> Result<(), String> {
+) -> Result<Made, String> {
     let (cert_path, key_path) = (files.path(&format!("{name}.crt")), files.path(&format!("{name}.key")));
     files.check_free(&[&cert_path, &key_path])?;
     let ca = files.load_ca()?;
@@ -140,11 +166,16 @@ fn issue(
     let cert = params.signed_by(&key, &ca).map_err(|e| format!("cannot sign {}: {e}", cert_path.display()))?;
     files.write_key(&key_path, &key)?;
     files.write(&cert_path, &cert.pem(), 0o644)?;
-    println!("{} for {cn} (until {}), key {}", cert_path.display(), params.not_after.date(), key_path.display());
-    Ok(())
+    Ok(Made { cert: cert_path, key: key_path, cn: cn.to_string(), until: params.not_after.date() })
 }
 
 impl Files {
+    /// Files in `certs_dir`, signed with the CA key `ca_key` (default: `certs_dir/ca.key`), of the default
+    /// lifetimes; with `overwrite`, replacing what exists.
+    pub fn new(certs_dir: PathBuf, ca_key: Option<PathBuf>, overwrite: bool) -> Files {
+        Files { certs_dir, ca_key, lifetime: None, overwrite }
+    }
+
     fn path(&self, file: &str) -> PathBuf {
         self.certs_dir.join(file)
     }
