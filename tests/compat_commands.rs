@@ -8,8 +8,8 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
-use support::resp::{bulk, Resp};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::resp::{bulk, Conn, Resp};
 use support::Cluster;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -207,7 +207,7 @@ fn keys_lists_the_selected_keyspace_as_redis_does() {
     assert_eq!(b.cmd(&["KEYS", "nothing*"]).unwrap(), bulks(&[]));
     assert_eq!(b.cmd(&["KEYS"]).unwrap(), wrong_arity("keys"));
     cluster.servers[0].ctl(&["keyspace", "create", "cache", "--replicas", "log"]);
-    assert_eq!(b.cmd(&["KEYSPACE", "cache"]).unwrap(), ok());
+    select_once_known(&mut b, "cache");
     assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&[]));
     assert_eq!(b.cmd(&["SET", "in-cache", "x"]).unwrap(), ok());
     assert_eq!(b.cmd(&["KEYS", "*"]).unwrap(), bulks(&["in-cache"]));
@@ -242,6 +242,16 @@ fn flushdb_and_flushall_empty_one_keyspace_or_all() {
 /// SELECT makes Redis' numbered databases on demand: by number from any node, the same database whichever node
 /// made it, never two numbers for one keyspace, and a keyspace made with `meridian ctl` still chosen by its
 /// number.
+/// Selects `keyspace` on `c` once its node knows it: ctl answers once the node it asked has the keyspace, and
+/// another node resolves names by its own map, which learns it a moment later.
+fn select_once_known(c: &mut Conn, keyspace: &str) {
+    let start = Instant::now();
+    while c.cmd(&["KEYSPACE", keyspace]).unwrap() != ok() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the node never learned keyspace {keyspace}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn select_makes_numbered_databases_on_demand() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,6 +264,8 @@ fn select_makes_numbered_databases_on_demand() {
         cluster.servers[0].ctl(&["keyspace", "create", "cache", "--replicas", "log"]).trim(),
         "created keyspace cache (number 1)"
     );
+    select_once_known(&mut b, "cache");
+    assert_eq!(b.cmd(&["SELECT", "0"]).unwrap(), ok());
     assert_eq!(b.cmd(&["SELECT", "1"]).unwrap(), ok());
     assert_eq!(b.cmd(&["SET", "in-cache", "x"]).unwrap(), ok());
     assert_eq!(b.cmd(&["KEYSPACE", "cache"]).unwrap(), ok());
