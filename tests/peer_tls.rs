@@ -8,51 +8,12 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+use support::certs::{ca, node_certs, s};
 use support::{free_port, resp::Resp, Server};
 
 /// How long a refused joiner is given to be refused, on both sides.
 const REFUSED_WITHIN: Duration = Duration::from_secs(20);
-
-fn meridian(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_meridian")).args(args).output().expect("run meridian");
-    assert!(out.status.success(), "meridian {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn s(path: &Path) -> String {
-    path.display().to_string()
-}
-
-/// A CA: `dir/ca.crt`, `dir/ca.key`.
-fn ca(dir: &Path) -> PathBuf {
-    meridian(&["cert", "create-ca", "--certs-dir", &s(dir)]);
-    dir.to_path_buf()
-}
-
-/// Node `id`'s certificates directory, `dir/nodeN-certs`, with `ca`'s certificate, and a node certificate for
-/// 127.0.0.N signed by `ca`.
-fn node_certs(dir: &Path, ca: &Path, id: u32) -> PathBuf {
-    let certs = dir.join(format!("node{id}-certs"));
-    std::fs::create_dir_all(&certs).unwrap();
-    std::fs::copy(ca.join("ca.crt"), certs.join("ca.crt")).unwrap();
-    let (certs_dir, ca_key, node) = (s(&certs), s(&ca.join("ca.key")), id.to_string());
-    let host = format!("127.0.0.{id}");
-    meridian(&[
-        "cert",
-        "create-node",
-        "--certs-dir",
-        &certs_dir,
-        "--ca-key",
-        &ca_key,
-        "--node-id",
-        &node,
-        "--host",
-        &host,
-    ]);
-    certs
-}
 
 /// Replaces node `id`'s certificate in `certs` with one signed by `ca` that expired an hour ago: `meridian cert`
 /// makes only certificates valid from now.

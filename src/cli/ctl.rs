@@ -17,9 +17,20 @@ use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct CtlArgs {
-    /// HTTP address (HOST:PORT) of any node of the cluster.
+    /// HTTP address of any node of the cluster: HOST:PORT (HTTPS with --cacert), http://HOST:PORT or
+    /// https://HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:8380")]
     addr: String,
+    /// For HTTPS: the CA certificate (PEM) to check the node's certificate against.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// For HTTPS: a client certificate (PEM) of the CA the node checks callers against, for a node or an ACL
+    /// user who may run ACL SETUSER: it admits requests without the token.
+    #[arg(long, value_name = "FILE", requires_all = ["key", "cacert"])]
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
     /// The cluster's HTTP token (`meridian server --http-token-file`); without it, and without --token-file,
     /// the MERIDIAN_TOKEN environment variable if set.
     #[arg(long, conflicts_with = "token_file")]
@@ -138,8 +149,8 @@ enum NodeCommand {
 }
 
 pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
-    let token = token(&args)?;
-    let api = http::Api { addr: &args.addr, token: token.as_deref() };
+    let files = http::TlsFiles { ca: args.cacert.as_deref(), identity: args.cert.as_deref().zip(args.key.as_deref()) };
+    let api = http::Api::new(&args.addr, token(&args)?, files)?;
     let answer = match &args.command {
         CtlCommand::Status | CtlCommand::Node(NodeCommand::Status) => api.get("/v1/cluster")?,
         CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes, at }) => {
@@ -185,7 +196,7 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
 /// The token from --token-file, --token or MERIDIAN_TOKEN, in that order.
 fn token(args: &CtlArgs) -> Result<Option<String>, String> {
     if let Some(file) = &args.token_file {
-        return super::server::read_token(file).map(Some);
+        return super::http_port::read_token(file).map(Some);
     }
     Ok(args.token.clone().or_else(|| std::env::var("MERIDIAN_TOKEN").ok()).map(|t| t.trim().to_string()))
 }

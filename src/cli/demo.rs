@@ -3,6 +3,7 @@
 //! and a token it makes itself (docs/security.md).
 
 use super::cert;
+use super::http_port::read_token;
 use super::node::{
     default_replicas, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, NodeSetup, ThreadArgs,
 };
@@ -12,7 +13,7 @@ use meridian_core::topology::Topology;
 use meridian_core::{
     ClusterConfig, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Read, ReplicaKind, Reply, Request,
 };
-use meridian_node::{ClientAuth, HttpToken, NodeHandle, PeerTls, TlsFiles, TlsListen};
+use meridian_node::{ClientAuth, HttpSecurity, HttpToken, HttpsConfig, NodeHandle, PeerTls, TlsFiles, TlsListen};
 use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -90,13 +91,13 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         let mut handles = Vec::new();
         for i in 0..nodes {
             let node_id = NodeId(u32::from(i) + 1);
-            let (resp, tls, peer_tls, http_token) = match &secure {
-                None => (Some(addr(args.port + i)), None, None, None),
+            let (resp, tls, peer_tls, http_security) = match &secure {
+                None => (Some(addr(args.port + i)), None, None, HttpSecurity::default()),
                 Some(s) => (
                     None,
                     Some(s.tls_port(node_id, addr(args.port + i))?),
                     Some(s.peer_tls(node_id)?),
-                    Some(s.token()?),
+                    s.http(node_id)?,
                 ),
             };
             let setup = NodeSetup {
@@ -113,7 +114,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 resp_limits: args.limits.resp(),
                 wan: topology.clone(),
                 requirepass: None,
-                http_token,
+                http_security,
                 peer_tls,
             };
             handles.push(start(setup).await?);
@@ -129,7 +130,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             root.display()
         );
         for (i, h) in handles.iter().enumerate() {
-            let http = h.http_addr().map(|a| format!("http://{a}")).unwrap_or_default();
+            let scheme = if secure.is_some() { "https" } else { "http" };
+            let http = h.http_addr().map(|a| format!("{scheme}://{a}")).unwrap_or_default();
             let region = topology.as_ref().map_or(String::new(), |_| format!("  region {}", places[i]));
             let client = match (h.plain_addr(), h.tls_addr()) {
                 (Some(plain), _) => format!("RESP {plain}"),
@@ -225,17 +227,22 @@ impl Secure {
         self.certs.join(format!("node{}", node.0))
     }
 
-    /// The node's TLS client port at `addr`, with its node certificate, requiring client certificates of the
-    /// demo's CA.
-    fn tls_port(&self, node: NodeId, addr: SocketAddr) -> Result<TlsListen, String> {
+    /// Node `node`'s certificate, asking clients for one of the demo's CA as `auth` says.
+    fn node_files(&self, node: NodeId, auth: ClientAuth) -> TlsFiles {
         let dir = self.node_dir(node);
-        let files = TlsFiles {
+        TlsFiles {
             cert: dir.join("node.crt"),
             key: dir.join("node.key"),
             ca: Some(dir.join("ca.crt")),
-            auth_clients: Some(ClientAuth::Yes),
-        };
-        let config = files.load().map_err(|e| format!("node {}: TLS port: {e}", node.0))?;
+            auth_clients: Some(auth),
+        }
+    }
+
+    /// The node's TLS client port at `addr`, with its node certificate, requiring client certificates of the
+    /// demo's CA.
+    fn tls_port(&self, node: NodeId, addr: SocketAddr) -> Result<TlsListen, String> {
+        let config =
+            self.node_files(node, ClientAuth::Yes).load().map_err(|e| format!("node {}: TLS port: {e}", node.0))?;
         Ok(TlsListen { addr, config })
     }
 
@@ -243,10 +250,15 @@ impl Secure {
         PeerTls::load(&self.node_dir(node), node).map_err(|e| format!("node {}: mutual TLS: {e}", node.0))
     }
 
-    /// The HTTP token, probes included: the demo shows a locked-down node, and `meridian ctl` carries it.
-    fn token(&self) -> Result<HttpToken, String> {
-        let token = super::server::read_token(&self.token_file)?;
-        HttpToken::new(&token, false).map_err(|e| format!("{}: {e}", self.token_file.display()))
+    /// The HTTP API over HTTPS with the node's certificate, needing the token (probes included: the demo shows a
+    /// locked-down node, and `meridian ctl` carries it) or a certificate of the demo's CA.
+    fn http(&self, node: NodeId) -> Result<HttpSecurity, String> {
+        let token = read_token(&self.token_file)?;
+        let token = HttpToken::new(&token).map_err(|e| format!("{}: {e}", self.token_file.display()))?;
+        let tls =
+            self.node_files(node, ClientAuth::Optional).load().map_err(|e| format!("node {}: HTTPS: {e}", node.0))?;
+        let tls = HttpsConfig { tls, client_certificates: true };
+        Ok(HttpSecurity { token: Some(token), tls: Some(tls), open_probes: false })
     }
 
     /// How to connect: each line works as printed, pasted into a shell.
@@ -258,7 +270,7 @@ impl Secure {
         let token = sh_word(&self.token_file.display().to_string());
         println!(
             "Secure: clients over TLS only, with a certificate of the demo's CA (user {DEMO_USER}); mutual TLS between \
-             the nodes; the HTTP API needs the token in {token} (sent in clear: HTTP has no TLS yet)"
+             the nodes; the HTTP API is HTTPS and needs the token in {token}"
         );
         println!("Try: redis-cli {tls} -p {first} SET k v");
         println!("     redis-cli {tls} -p {last} GET k");
@@ -267,7 +279,10 @@ impl Secure {
              ssl_certfile={cert:?}, ssl_keyfile={key:?}).get(\"k\"))"
         );
         println!("     python3 -c {}", sh_word(&py));
-        println!("     meridian ctl --addr 127.0.0.1:{http} --token-file {token} status   (Ctrl-C stops)");
+        println!(
+            "     meridian ctl --addr https://127.0.0.1:{http} --cacert {} --token-file {token} status   (Ctrl-C stops)",
+            sh_word(&ca)
+        );
     }
 }
 

@@ -7,6 +7,7 @@ pub mod config;
 pub mod ctl;
 pub mod demo;
 pub mod http;
+pub mod http_port;
 pub mod node;
 pub mod protocol_args;
 pub mod server;

@@ -7,8 +7,8 @@ use meridian_core::size::parse_size;
 use meridian_core::topology::Topology;
 use meridian_core::{wire, ClusterConfig, DurabilityMode, KeyspaceConfig, Limits, Location, NodeId, ReplicaKind};
 use meridian_node::{
-    start_node, DataDir, HttpToken, NodeHandle, NodeOptions, Password, PeerTls, RespLimits, SyncPolicy, TlsListen, Wan,
-    DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX,
+    start_node, DataDir, HttpSecurity, NodeHandle, NodeOptions, Password, PeerTls, RespLimits, SyncPolicy, TlsListen,
+    Wan, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX,
 };
 use meridian_proto::chain::ChainConfig;
 use meridian_proto::host::RequestConfig;
@@ -174,8 +174,8 @@ pub struct NodeSetup {
     pub wan: Option<Arc<Topology>>,
     /// The `default` user's password (`--requirepass`), already hashed.
     pub requirepass: Option<Password>,
-    /// The token of the HTTP API (`--http-token-file`), if it has one.
-    pub http_token: Option<HttpToken>,
+    /// Who may use the HTTP API, and over what.
+    pub http_security: HttpSecurity,
     /// Mutual TLS between peers (`--peer-certs-dir`), if any.
     pub peer_tls: Option<PeerTls>,
 }
@@ -263,7 +263,7 @@ pub async fn start(setup: NodeSetup) -> Result<NodeHandle, String> {
         region: location.region,
         wan,
         requirepass: setup.requirepass,
-        http_token: setup.http_token,
+        http_security: setup.http_security,
         peer_tls: setup.peer_tls,
     };
     start_node(opts, process).await.map_err(|e| e.to_string())

@@ -3,6 +3,7 @@
 
 use super::client_ports::{Listen, TlsArgs};
 use super::http;
+use super::http_port::HttpArgs;
 use super::node::{
     default_replicas, start, stop_signal, ClusterArgs, DurabilityArgs, LimitArgs, LocationArgs, NodeSetup, ThreadArgs,
 };
@@ -10,7 +11,7 @@ use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::topology::Topology;
 use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
-use meridian_node::{HttpToken, Password, PeerTls};
+use meridian_node::{Password, PeerTls};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
 use serde_json::Value;
@@ -39,12 +40,11 @@ pub struct ServerArgs {
     listen: Listen,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    api: HttpArgs,
     /// Peer (node-to-node) listen address.
     #[arg(long)]
     peer_listen: SocketAddr,
-    /// HTTP listen address (/health, /v1/cluster).
-    #[arg(long)]
-    http: Option<SocketAddr>,
     /// The nodes the cluster starts with, each with its peer address and optionally its location:
     /// 1=HOST:PORT@REGION/ZONE/RACK,2=HOST:PORT,... (the same on every one of them; three of them, spread over
     /// regions, run the cluster manager; a node without a location is in region `default`).
@@ -73,19 +73,11 @@ pub struct ServerArgs {
     /// before any other command: Redis' `requirepass`, the `default` user's password (docs/security.md).
     #[arg(long, value_name = "PASSWORD")]
     requirepass: Option<String>,
-    /// Every HTTP request must carry the token this file holds (`Authorization: Bearer TOKEN`; `meridian ctl
-    /// --token-file`), but for the probes with --http-open-probes (docs/security.md). Give every node the same
-    /// one: a node that joins uses it to ask the node it joins through.
-    #[arg(long, value_name = "FILE")]
-    http_token_file: Option<PathBuf>,
     /// Mutual TLS between nodes: every peer connection, both ways, is TLS with a certificate signed by the
     /// cluster's CA that names the node. DIR holds ca.crt, node.crt (for this --node-id) and node.key, as
     /// `meridian cert create-ca` and `create-node` write them (docs/security.md). Give it to every node or none.
     #[arg(long, value_name = "DIR")]
     peer_certs_dir: Option<PathBuf>,
-    /// With --http-token-file: leave GET /health, /ready and /metrics open to callers without the token.
-    #[arg(long, requires = "http_token_file")]
-    http_open_probes: bool,
     /// Replicas per key (chain length) of the `default` keyspace, all of type --store.
     #[arg(long, default_value_t = DEFAULT_REPLICATION, conflicts_with = "replicas")]
     replication: usize,
@@ -118,6 +110,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
             initial_cluster(&args, peers)?;
         }
         args.tls.check(args.listen)?;
+        args.api.check()?;
         print!("{resolved}");
         return Ok(ExitCode::SUCCESS);
     }
@@ -127,14 +120,12 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
     let tls = args.tls.port(args.listen)?;
     let peer_tls = args.peer_certs_dir.as_deref().map(|dir| PeerTls::load(dir, node_id)).transpose();
     let peer_tls = peer_tls.map_err(|e| format!("--peer-certs-dir: {e}"))?;
-    let http_token = args.http_token_file.as_deref().map(read_token).transpose()?;
-    let checked = http_token.as_deref().map(|t| HttpToken::new(t, args.http_open_probes)).transpose();
-    let checked = checked.map_err(|e| format!("--http-token-file: {e}"))?;
+    let http_security = args.api.security()?;
     // What the cluster map shows as this node's client address: its plain port, else its TLS port.
     let client_addr = args.listen.addr().or(tls.as_ref().map(|t| t.addr)).expect("checked: a client port");
     let (cluster, join) = match (&args.peers, &args.join) {
         (Some(peers), _) => (initial_cluster(&args, peers)?, None),
-        (None, Some(via)) => joining(&args, http::Api { addr: via, token: http_token.as_deref() }, client_addr)?,
+        (None, Some(via)) => joining(&args, join_api(&args, via)?, client_addr)?,
         (None, None) => unreachable!("clap requires --peers or --join"),
     };
     let setup = NodeSetup {
@@ -144,7 +135,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         resp: args.listen.addr(),
         tls,
         peer: args.peer_listen,
-        http: args.http,
+        http: args.api.http,
         data_dir: args.data_dir,
         durability: args.durability.policy(),
         config: args.cluster.config_with(args.limits.limits()),
@@ -156,7 +147,7 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
             .map(Password::new)
             .transpose()
             .map_err(|e| format!("--requirepass: {e}"))?,
-        http_token: checked,
+        http_security,
         peer_tls,
     };
     args.threads.runtime()?.block_on(async {
@@ -171,11 +162,22 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
     })
 }
 
-/// The token a file holds (its last newline is not part of it).
-pub fn read_token(file: &std::path::Path) -> Result<String, String> {
-    let text =
-        std::fs::read_to_string(file).map_err(|e| format!("cannot read the token file {}: {e}", file.display()))?;
-    Ok(text.trim().to_string())
+/// The API of the node `--join` names: over HTTPS if its address says `https://`, checked against the cluster's
+/// CA (`--peer-certs-dir`'s, else `--http-tls-ca-cert-file`) and presenting this node's certificate, which admits
+/// it, if it has one; with the token, if any.
+fn join_api(args: &ServerArgs, via: &str) -> Result<http::Api, String> {
+    let token = args.api.token()?;
+    if !via.starts_with("https://") {
+        return http::Api::new(via, token, http::TlsFiles::default());
+    }
+    let dir = args.peer_certs_dir.as_deref();
+    let ca = dir.map(|d| d.join("ca.crt"));
+    let identity = dir.map(|d| (d.join("node.crt"), d.join("node.key")));
+    let files = http::TlsFiles {
+        ca: ca.as_deref().or(args.api.ca()),
+        identity: identity.as_ref().map(|(cert, key)| (cert.as_path(), key.as_path())),
+    };
+    http::Api::new(via, token, files).map_err(|e| format!("--join {e}"))
 }
 
 fn initial_cluster(args: &ServerArgs, peers: &str) -> Result<ClusterConfig, String> {
@@ -207,7 +209,7 @@ fn joining(
     api: http::Api,
     client_addr: SocketAddr,
 ) -> Result<(ClusterConfig, Option<JoinRequest>), String> {
-    let via = api.addr;
+    let via = api.addr();
     let layout = api.get("/v1/cluster")?;
     let config = &layout["config"];
     let nodes: Vec<NodeSpec> = serde_json::from_value(config["nodes"].clone()).map_err(|e| format!("{via}: {e}"))?;
@@ -223,7 +225,7 @@ fn joining(
     let addrs = NodeAddrs {
         peer_addr: args.peer_listen.to_string(),
         resp_addr: client_addr.to_string(),
-        http_addr: args.http.map(|a| a.to_string()),
+        http_addr: args.api.http.map(|a| a.to_string()),
     };
     let nodes = &layout["status"]["nodes"];
     check_id_free(nodes, args.node_id, &addrs.peer_addr)?;

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset of these helpers
 
+pub mod certs;
 pub mod load;
 pub mod resp;
 pub mod ycsb;

@@ -76,8 +76,8 @@ pub mod fuzzing {
 pub use data_dir::{DataDir, DataDirError, FORMAT as DATA_FORMAT};
 pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;
-pub use http::{BadToken, HttpToken};
+pub use http::{BadToken, HttpSecurity, HttpToken, HttpsConfig};
 pub use node::{start_node, NodeHandle, NodeOptions};
 pub use resp::{BadRespLimits, Password, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
-pub use tls::{ClientAuth, TlsConfig, TlsError, TlsFiles, TlsListen};
+pub use tls::{client_config, ClientAuth, TlsConfig, TlsError, TlsFiles, TlsListen};
 pub use transport::{PeerTls, PeerTlsError, UnknownRegion, Wan};

@@ -14,7 +14,7 @@ use crate::drain::{Drain, DrainSwitch};
 use crate::driver::{self, Driver, Published};
 use crate::durability::{Persistence, SyncPolicy};
 use crate::error::NodeError;
-use crate::http::{self, HttpServer, HttpToken};
+use crate::http::{self, HttpSecurity, HttpServer};
 use crate::inbox::{self, CoreInbox};
 use crate::metrics::NodeMetrics;
 use crate::open_files;
@@ -67,8 +67,8 @@ pub struct NodeOptions {
     pub peer_tls: Option<PeerTls>,
     /// The `default` user's password (`meridian server --requirepass`): clients must authenticate first.
     pub requirepass: Option<Password>,
-    /// The token every HTTP request must carry (`meridian server --http-token-file`), if any.
-    pub http_token: Option<HttpToken>,
+    /// Who may use the HTTP API, and over what.
+    pub http_security: HttpSecurity,
 }
 
 /// A running node. Call [`NodeHandle::shutdown`] to stop it; a handle that is merely dropped leaves
@@ -159,13 +159,15 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         default_user: User::default_user(opts.requirepass.as_ref().map(|p| p.phc.clone())),
         access,
     };
+    let users = http::Users { access: frontend.access.clone(), default_user: frontend.default_user.clone() };
     let resp = tokio::spawn(serve_resp_once_serving(ports, Arc::new(frontend), serving.clone()));
     let http_addr = http_listener.as_ref().map(|(_, addr)| *addr);
     let http = http_listener.map(|(listener, _)| {
         http::spawn(
             listener,
             http::View::new(me, &opts.cluster, core.clone(), metrics, serving),
-            opts.http_token.clone(),
+            opts.http_security.clone(),
+            users,
         )
     });
     let _data_dir = opts.data_dir.clone();

@@ -9,7 +9,7 @@ use crate::metrics::NodeMetrics;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -131,6 +131,24 @@ impl TlsFiles {
         let verifier = if auth == ClientAuth::Optional { verifier.allow_unauthenticated() } else { verifier };
         verifier.build().map(Some).map_err(|e| bad_ca(e.to_string()))
     }
+}
+
+/// A TLS client's configuration: servers are checked against the CA certificates in `ca`, and the client
+/// presents the certificate and key in `identity`, if given (to a server that asks for one). What `meridian
+/// ctl`, a joining node and `meridian bench ycsb --tls` connect with.
+pub fn client_config(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<ClientConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports rustls' default protocol versions")
+        .with_root_certificates(read_roots(ca)?);
+    let Some((cert, key)) = identity else { return Ok(builder.with_no_client_auth()) };
+    builder.with_client_auth_cert(read_certs("certificate file", cert)?, read_key(key)?).map_err(
+        |source| match source {
+            rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch { cert: cert.into(), key: key.into() },
+            source => TlsError::Unusable { cert: cert.into(), key: key.into(), source },
+        },
+    )
 }
 
 /// The CA certificates of a CA file, as trust anchors.

@@ -25,7 +25,7 @@ mod workload;
 pub use distribution::OpKind;
 pub use protocol::{Protocol, UnknownProtocol};
 pub use report::{OpFigures, PhaseFigures, YcsbReport};
-pub use tls::{TlsClient, TlsClientError, TlsFiles};
+pub use tls::{TlsClient, TlsFiles};
 pub use workload::{
     Distribution, InvalidWorkload, PropertiesFileError, PropertyError, Proportions, UnknownPreset, Workload,
     DEFAULT_CLIENTS, SCAN_REFUSED,

@@ -15,14 +15,19 @@
 //! moves a lease keyspace's master region. Each answers once this node's map shows the change: 201 or 200, or
 //! 400 with why the map refuses it, 504 if the map did not show it in time, 503 if the node cannot ask yet.
 //!
-//! With a token (`token.rs`), every request but the probes the operator leaves open needs it.
+//! The port may be HTTPS (`tls.rs`), and may ask callers for the token or a certificate (`admission.rs`).
 
+mod admission;
+mod tls;
 mod token;
 
+pub(crate) use admission::Users;
+pub use tls::HttpsConfig;
 pub use token::{BadToken, HttpToken};
 
 use crate::inbox::CoreInbox;
 use crate::metrics::NodeMetrics;
+use admission::Admission;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::routing::{delete, get, post, put};
@@ -75,8 +80,21 @@ pub(crate) struct HttpServer {
     task: JoinHandle<()>,
 }
 
-pub(crate) fn spawn(listener: TcpListener, view: View, token: Option<HttpToken>) -> HttpServer {
+/// Who may use the HTTP API, and over what (docs/security.md). The default: plain HTTP, open to every caller.
+#[derive(Clone, Debug, Default)]
+pub struct HttpSecurity {
+    /// The token a request may carry to be admitted (`--http-token-file`).
+    pub token: Option<HttpToken>,
+    /// HTTPS instead of HTTP, possibly asking callers for certificates.
+    pub tls: Option<HttpsConfig>,
+    /// Whether the probes go without the token or a certificate.
+    pub open_probes: bool,
+}
+
+pub(crate) fn spawn(listener: TcpListener, view: View, security: HttpSecurity, users: Users) -> HttpServer {
     let view = Arc::new(view);
+    let certificates = security.tls.as_ref().is_some_and(|t| t.client_certificates);
+    let admission = Admission::new(security.token, certificates, security.open_probes, users);
     let app = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -88,13 +106,23 @@ pub(crate) fn spawn(listener: TcpListener, view: View, token: Option<HttpToken>)
         .route("/v1/keyspaces/{name}", delete(drop_keyspace))
         .route("/v1/keyspaces/{name}/master", put(set_master_region))
         .with_state(view)
-        .layer(axum::middleware::from_fn_with_state(token, token::check));
+        .layer(axum::middleware::from_fn_with_state(admission, admission::check));
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let server = axum::serve(listener, app).with_graceful_shutdown(async {
+        let stopped = async {
             let _ = stopped.await;
-        });
-        if let Err(e) = server.await {
+        };
+        let served = match security.tls {
+            None => axum::serve(listener, app).with_graceful_shutdown(stopped).await,
+            Some(https) => match tls::HttpsListener::new(listener, https.tls.acceptor()) {
+                Ok(listener) => {
+                    let app = app.into_make_service_with_connect_info::<tls::Caller>();
+                    axum::serve(listener, app).with_graceful_shutdown(stopped).await
+                }
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = served {
             error!("HTTP server failed: {e}");
         }
     });

@@ -19,11 +19,17 @@ pub(crate) enum IdentityError {
 
 /// The node `cert` (DER) was issued to.
 pub(crate) fn node_of(cert: &CertificateDer<'_>) -> Result<NodeId, IdentityError> {
+    let cn = common_name(cert)?;
+    node_named(&cn).ok_or(IdentityError::NotANode(cn))
+}
+
+/// The subject common name of `cert` (DER): `node-N` for a node, the user's name for a client
+/// (`meridian cert create-client USER`).
+pub(crate) fn common_name(cert: &CertificateDer<'_>) -> Result<String, IdentityError> {
     let (_, parsed) =
         x509_parser::parse_x509_certificate(cert).map_err(|e| IdentityError::Unreadable(e.to_string()))?;
     let cn = parsed.subject().iter_common_name().next().ok_or(IdentityError::NoCommonName)?;
-    let cn = cn.as_str().map_err(|e| IdentityError::Unreadable(e.to_string()))?;
-    node_named(cn).ok_or_else(|| IdentityError::NotANode(cn.to_string()))
+    cn.as_str().map(str::to_string).map_err(|e| IdentityError::Unreadable(e.to_string()))
 }
 
 /// The node a common name `node-N` stands for.

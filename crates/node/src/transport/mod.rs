@@ -23,6 +23,7 @@ mod outbound;
 mod wan;
 
 pub(crate) use handshake::Gate;
+pub(crate) use identity::{common_name, node_named};
 pub(crate) use inbound::accept_peers;
 pub use mutual_tls::{PeerTls, PeerTlsError};
 pub(crate) use outbound::{spawner, PeerQueues};

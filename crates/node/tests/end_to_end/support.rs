@@ -54,7 +54,7 @@ pub fn options(node: NodeId, cluster: &ClusterConfig) -> NodeOptions {
         wan: None,
         peer_tls: None,
         requirepass: None,
-        http_token: None,
+        http_security: Default::default(),
     }
 }
 

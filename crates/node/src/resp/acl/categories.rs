@@ -4,7 +4,7 @@
 //! `ACL SETUSER` is not.
 
 use super::super::commands::{Command, COMMANDS};
-use meridian_core::acl::category_bit;
+use meridian_core::acl::{category_bit, User};
 
 const STRING: &[&str] = &[
     "get",
@@ -114,6 +114,13 @@ pub(crate) fn categories(command: &Command, sub: Option<&[u8]>) -> u32 {
     add("admin", administers);
     add("dangerous", administers);
     bits
+}
+
+/// Whether `user` may run `ACL SETUSER`: the right that stands for every other, since its holder can grant
+/// itself anything.
+pub(crate) fn may_change_users(user: &User) -> bool {
+    let acl = COMMANDS.iter().find(|c| c.name == "acl").expect("ACL is a command");
+    user.commands.allows(acl.name, categories(acl, Some(b"setuser")))
 }
 
 /// The commands in category `bit`, as `ACL CAT name` lists them: a command filed by subcommand under each

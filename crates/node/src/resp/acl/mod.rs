@@ -10,6 +10,7 @@ mod categories;
 mod guard;
 pub(crate) mod rules;
 
+pub(crate) use categories::may_change_users;
 pub(crate) use guard::Guard;
 
 use super::admin::help;
