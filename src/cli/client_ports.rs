@@ -3,7 +3,7 @@
 //! connect unchanged; docs/security.md).
 
 use clap::Args;
-use meridian_node::{ClientAuth, TlsFiles, TlsListen};
+use meridian_node::{CertUser, ClientAuth, TlsFiles, TlsListen};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -128,6 +128,7 @@ impl TlsArgs {
             key: key.clone(),
             ca: self.tls_ca_cert_file.clone(),
             auth_clients: self.tls_auth_clients,
+            auth_clients_user: CertUser::Off,
         };
         let config = files.load().map_err(|e| format!("TLS port: {e}"))?;
         Ok(Some(TlsListen { addr, config }))

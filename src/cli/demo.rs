@@ -12,7 +12,7 @@ use meridian_core::topology::Topology;
 use meridian_core::{
     ClusterConfig, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Read, ReplicaKind, Reply, Request,
 };
-use meridian_node::{ClientAuth, HttpToken, NodeHandle, PeerTls, TlsFiles, TlsListen};
+use meridian_node::{CertUser, ClientAuth, HttpToken, NodeHandle, PeerTls, TlsFiles, TlsListen};
 use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -234,6 +234,7 @@ impl Secure {
             key: dir.join("node.key"),
             ca: Some(dir.join("ca.crt")),
             auth_clients: Some(ClientAuth::Yes),
+            auth_clients_user: CertUser::Off,
         };
         let config = files.load().map_err(|e| format!("node {}: TLS port: {e}", node.0))?;
         Ok(TlsListen { addr, config })
