@@ -2,7 +2,7 @@
 //! cert` serve redis-cli (`--tls`) and redis-py (`ssl=True`); a client without a certificate, or with one of
 //! another CA, and a client that does not trust the node's CA, are refused; garbage and silence on the TLS port
 //! hold up no one else; `--listen off` really closes the plain port; bad TLS settings stop the node before
-//! anything starts.
+//! anything starts; with `--tls-auth-clients-user CN` a certificate names the ACL user a connection starts as.
 
 mod support;
 
@@ -271,7 +271,7 @@ fn bad_tls_settings_stop_the_node_before_anything_starts() {
     let (cert, key) = (path(&certs, "node.crt"), path(&certs, "node.key"));
     let foreign_key = path(&other, "ca.key");
     let missing = path(dir.path(), "missing.crt");
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--tls-port", "0"], "--tls-port needs --tls-cert-file"),
         (&["--tls-port", "0", "--tls-cert-file", &cert], "--tls-port needs --tls-key-file"),
         (&["--tls-cert-file", &cert, "--tls-key-file", &key], "--tls-cert-file is given without --tls-port"),
@@ -284,6 +284,10 @@ fn bad_tls_settings_stop_the_node_before_anything_starts() {
         (
             &["--tls-port", "0", "--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-auth-clients", "yes"],
             "needs a CA file",
+        ),
+        (
+            &["--tls-port", "0", "--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-auth-clients-user", "CN"],
+            "tls-auth-clients-user CN takes users from client certificates, which the port does not ask for",
         ),
     ];
     let data = dir.path().join("data");
@@ -347,4 +351,64 @@ fn acl_users_authenticate_over_tls() {
     assert_eq!(redis_cli_tls(tls, &ca, None, &["ACL", "SETUSER", "default", "off"]), "OK");
     assert!(redis_cli_tls(tls, &ca, None, &["GET", "k"]).contains("NOAUTH"), "the default user is off");
     assert_eq!(as_user("ro", "pw", &["GET", "k"]), "v");
+}
+
+/// `--tls-auth-clients-user CN` (Redis 8.6): a client certificate names the ACL user its connection starts as,
+/// without AUTH and without the user's password, if that user exists and is on; any other certificate, and every
+/// certificate without the flag, starts as `default`. Later changes to the user reach such a connection as they
+/// reach one that used AUTH: turned off, it goes on (new ones start as `default`); deleted, it is closed.
+#[test]
+fn a_client_certificate_names_the_acl_user_with_tls_auth_clients_user_cn() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = certs(&dir.path().join("certs"));
+    let made = meridian(&["cert", "create-client", "bob", "--certs-dir", &certs.display().to_string()]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let (tls, ca) = (tls_addr(), path(&certs, "ca.crt"));
+    let server = tls_node(dir.path(), &certs, tls, &["--tls-auth-clients-user", "CN"]);
+    let as_cert = |user: &str, words: &[&str]| redis_cli_tls(tls, &ca, Some((&certs, user)), words);
+
+    assert_eq!(as_cert("alice", &["ACL", "WHOAMI"]), "default", "no user alice yet");
+    // A password alice never sends; `+acl -@admin` lets her run ACL WHOAMI but not ACL SETUSER.
+    let alice = ["ACL", "SETUSER", "alice", "on", ">pw", "~*", "+@read", "+acl", "-@admin"];
+    assert_eq!(server.redis_cli(0, &alice), "OK");
+    assert_eq!(server.redis_cli(0, &["SET", "k", "v"]), "OK");
+    assert_eq!(as_cert("alice", &["ACL", "WHOAMI"]), "alice");
+    assert_eq!(as_cert("alice", &["GET", "k"]), "v");
+    assert_eq!(as_cert("alice", &["SET", "k", "w"]), "NOPERM this user has no permissions to run the 'set' command");
+    assert_eq!(as_cert("bob", &["ACL", "WHOAMI"]), "default", "no user bob");
+
+    let script = "import redis, sys\n\
+        port, certs = int(sys.argv[1]), sys.argv[2]\n\
+        def client(user):\n\
+        \x20   return redis.Redis(host='127.0.0.1', port=port, ssl=True, ssl_ca_certs=certs + '/ca.crt',\n\
+        \x20                      ssl_certfile=f'{certs}/client.{user}.crt', ssl_keyfile=f'{certs}/client.{user}.key')\n\
+        def whoami(c):\n\
+        \x20   return c.execute_command('ACL', 'WHOAMI').decode()\n\
+        alice, admin = client('alice'), client('bob')\n\
+        print(whoami(alice), whoami(admin))\n\
+        admin.execute_command('ACL', 'SETUSER', 'alice', 'off')\n\
+        print(alice.get('k').decode(), whoami(client('alice')))\n\
+        admin.execute_command('ACL', 'DELUSER', 'alice')\n\
+        try:\n\
+        \x20   alice.get('k')\n\
+        except redis.exceptions.ResponseError as e:\n\
+        \x20   print(e)\n";
+    let out = Command::new("timeout")
+        .args(["30", support::python_with("redis", "python3-redis"), "-c", script])
+        .args([&tls.port().to_string(), &certs.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "alice default\nv default\nthe user of this connection was deleted (ACL DELUSER)\n"
+    );
+
+    let off_dir = dir.path().join("off");
+    std::fs::create_dir_all(&off_dir).unwrap();
+    let off_tls = tls_addr();
+    let off = tls_node(&off_dir, &certs, off_tls, &[]);
+    assert_eq!(off.redis_cli(0, &alice), "OK");
+    let whoami = redis_cli_tls(off_tls, &ca, Some((&certs, "alice")), &["ACL", "WHOAMI"]);
+    assert_eq!(whoami, "default", "without the flag, alice's certificate names no one");
 }

@@ -3,7 +3,7 @@
 //! connect unchanged; docs/security.md).
 
 use clap::Args;
-use meridian_node::{ClientAuth, TlsFiles, TlsListen};
+use meridian_node::{CertUser, ClientAuth, TlsFiles, TlsListen};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -84,6 +84,11 @@ pub struct TlsArgs {
     /// (checked if presented), no (not asked for).
     #[arg(long, value_name = "yes|no|optional")]
     tls_auth_clients: Option<ClientAuth>,
+    /// With CN, a client whose certificate's subject common name names an ACL user that is on starts as that
+    /// user, without AUTH or password (Redis 8.6); other clients start as they would without it. Needs client
+    /// certificates asked for (--tls-ca-cert-file, --tls-auth-clients yes or optional). Default: off.
+    #[arg(long, value_name = "off|CN")]
+    tls_auth_clients_user: Option<CertUser>,
 }
 
 impl TlsArgs {
@@ -94,6 +99,7 @@ impl TlsArgs {
             ("--tls-key-file", self.tls_key_file.is_some()),
             ("--tls-ca-cert-file", self.tls_ca_cert_file.is_some()),
             ("--tls-auth-clients", self.tls_auth_clients.is_some()),
+            ("--tls-auth-clients-user", self.tls_auth_clients_user.is_some()),
         ];
         match self.tls_port {
             None if listen == Listen::Off => {
@@ -128,6 +134,7 @@ impl TlsArgs {
             key: key.clone(),
             ca: self.tls_ca_cert_file.clone(),
             auth_clients: self.tls_auth_clients,
+            auth_clients_user: self.tls_auth_clients_user.unwrap_or_default(),
         };
         let config = files.load().map_err(|e| format!("TLS port: {e}"))?;
         Ok(Some(TlsListen { addr, config }))
@@ -146,6 +153,7 @@ mod tests {
             tls_key_file: has("key"),
             tls_ca_cert_file: has("ca"),
             tls_auth_clients: files.contains(&"auth").then_some(ClientAuth::Optional),
+            tls_auth_clients_user: files.contains(&"user").then_some(CertUser::Cn),
         }
     }
 
@@ -174,6 +182,7 @@ mod tests {
         assert_eq!(args(Some("6379"), &["key", "ca"]).check(on), Err("--tls-port needs --tls-cert-file".into()));
         let unused = args(None, &["ca"]).check(on).unwrap_err();
         assert_eq!(unused, "--tls-ca-cert-file is given without --tls-port, which it is for");
-        assert!(args(None, &["auth"]).check(on).unwrap_err().starts_with("--tls-auth-clients"));
+        assert!(args(None, &["auth"]).check(on).unwrap_err().starts_with("--tls-auth-clients "));
+        assert!(args(None, &["user"]).check(on).unwrap_err().starts_with("--tls-auth-clients-user "));
     }
 }

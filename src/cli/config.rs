@@ -275,6 +275,10 @@ mod tests {
                 "tls_auth_clients = \"maybe\"",
                 "tls_auth_clients: invalid value \"maybe\": \"maybe\" is not one of yes, no, optional",
             ),
+            (
+                "tls_auth_clients_user = \"URI\"",
+                "tls_auth_clients_user: invalid value \"URI\": \"URI\" is not one of off, CN",
+            ),
         ];
         for (file, error) in cases {
             let e = added(&format!("{REQUIRED}peers = \"1=a:1\"\n{file}\n"), &[]).unwrap_err();

@@ -13,7 +13,9 @@ use meridian_core::topology::Topology;
 use meridian_core::{
     ClusterConfig, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Read, ReplicaKind, Reply, Request,
 };
-use meridian_node::{ClientAuth, HttpSecurity, HttpToken, HttpsConfig, NodeHandle, PeerTls, TlsFiles, TlsListen};
+use meridian_node::{
+    CertUser, ClientAuth, HttpSecurity, HttpToken, HttpsConfig, NodeHandle, PeerTls, TlsFiles, TlsListen,
+};
 use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -235,6 +237,7 @@ impl Secure {
             key: dir.join("node.key"),
             ca: Some(dir.join("ca.crt")),
             auth_clients: Some(auth),
+            auth_clients_user: CertUser::Off,
         }
     }
 

@@ -2,7 +2,7 @@
 //! (docs/security.md).
 
 use clap::Args;
-use meridian_node::{ClientAuth, HttpSecurity, HttpToken, HttpsConfig, TlsFiles};
+use meridian_node::{CertUser, ClientAuth, HttpSecurity, HttpToken, HttpsConfig, TlsFiles};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -66,7 +66,7 @@ impl HttpArgs {
         let ca = self.http_tls_ca_cert_file.clone();
         // Asked for, not required: the probes, and callers with the token, come without one.
         let auth_clients = Some(if ca.is_some() { ClientAuth::Optional } else { ClientAuth::No });
-        let files = TlsFiles { cert: cert.into(), key: key.into(), ca, auth_clients };
+        let files = TlsFiles { cert: cert.into(), key: key.into(), ca, auth_clients, auth_clients_user: CertUser::Off };
         let tls = files.load().map_err(|e| format!("HTTPS: {e}"))?;
         Ok(HttpsConfig { tls, client_certificates: self.http_tls_ca_cert_file.is_some() })
     }

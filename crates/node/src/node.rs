@@ -19,7 +19,7 @@ use crate::inbox::{self, CoreInbox};
 use crate::metrics::NodeMetrics;
 use crate::open_files;
 use crate::resp::{self, ClientListeners, Frontend, Password, RespLimits};
-use crate::tls::TlsListen;
+use crate::tls::{TlsConfig, TlsListen};
 use crate::transport::{self, Gate, PeerQueues, PeerTls, Wan};
 use meridian_core::acl::User;
 use meridian_core::{ClusterConfig, ErrorKind, Limits, NodeId, Process, Reply, Request};
@@ -31,7 +31,6 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
 
 /// Everything a node needs besides its protocol core.
 #[derive(Clone, Debug)]
@@ -100,11 +99,8 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         return Err(NodeError::Options("no client port: give a plain RESP port, a TLS port or both".into()));
     }
     let plain = opts.resp_listen.map(|addr| bind_only("RESP", addr)).transpose()?;
-    let tls = opts
-        .tls
-        .as_ref()
-        .map(|tls| bind_only("TLS", tls.addr).map(|bound| (bound, tls.config.acceptor())))
-        .transpose()?;
+    let tls =
+        opts.tls.as_ref().map(|tls| bind_only("TLS", tls.addr).map(|bound| (bound, tls.config.clone()))).transpose()?;
     let (peer_listener, peer_addr) = bind("peer", opts.peer_listen).await?;
     let http_listener = match opts.http_listen {
         Some(addr) => Some(bind("HTTP", addr).await?),
@@ -127,9 +123,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
     let ports = ClientPorts {
         plain: plain.map(|(socket, addr)| client_port(socket, serving_now, "RESP", addr)).transpose()?,
         tls: tls
-            .map(|((socket, addr), acceptor)| {
-                client_port(socket, serving_now, "TLS", addr).map(|port| (port, acceptor))
-            })
+            .map(|((socket, addr), config)| client_port(socket, serving_now, "TLS", addr).map(|port| (port, config)))
             .transpose()?,
     };
     let published = Published::new(serving_tx, access_tx);
@@ -232,7 +226,7 @@ fn client_port(
 /// The node's client ports: the plain RESP one and the TLS one, either of which may be off.
 struct ClientPorts {
     plain: Option<RespPort>,
-    tls: Option<(RespPort, TlsAcceptor)>,
+    tls: Option<(RespPort, TlsConfig)>,
 }
 
 impl ClientPorts {
@@ -242,7 +236,7 @@ impl ClientPorts {
     }
 
     fn listen(self) -> io::Result<ClientListeners> {
-        let tls = self.tls.map(|(port, acceptor)| port.listen().map(|listener| (listener, acceptor)));
+        let tls = self.tls.map(|(port, config)| port.listen().map(|listener| (listener, config)));
         Ok(ClientListeners { plain: self.plain.map(RespPort::listen).transpose()?, tls: tls.transpose()? })
     }
 }

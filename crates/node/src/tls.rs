@@ -3,9 +3,11 @@
 //!
 //! rustls does the TLS, with the `ring` provider; nothing here is cryptography of its own. The flags and their
 //! meaning are Redis': a CA file makes the port ask clients for a certificate signed by it, required unless
-//! `tls-auth-clients` is `optional` (asked, checked if given) or `no` (not asked).
+//! `tls-auth-clients` is `optional` (asked, checked if given) or `no` (not asked); `tls-auth-clients-user CN`
+//! (Redis 8.6) names the ACL user a connection starts as by its certificate's subject common name.
 
 use crate::metrics::NodeMetrics;
+use crate::transport::common_name;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -49,6 +51,31 @@ impl FromStr for ClientAuth {
     }
 }
 
+/// Whether a client certificate names the user its connection starts as (Redis 8.6's `tls-auth-clients-user`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CertUser {
+    /// It does not: every connection starts as the `default` user.
+    #[default]
+    Off,
+    /// The subject's common name is the user's name.
+    Cn,
+}
+
+impl FromStr for CertUser {
+    type Err = String;
+
+    /// Without regard to case, as Redis reads its enumerated settings (`cn` is `CN`).
+    fn from_str(text: &str) -> Result<Self, String> {
+        if text.eq_ignore_ascii_case("off") {
+            Ok(CertUser::Off)
+        } else if text.eq_ignore_ascii_case("cn") {
+            Ok(CertUser::Cn)
+        } else {
+            Err(format!("{text:?} is not one of off, CN"))
+        }
+    }
+}
+
 /// The files of the TLS port, as given.
 #[derive(Clone, Debug)]
 pub struct TlsFiles {
@@ -60,6 +87,8 @@ pub struct TlsFiles {
     pub ca: Option<PathBuf>,
     /// Without it: `Yes` with a CA file, `No` without, as in Redis.
     pub auth_clients: Option<ClientAuth>,
+    /// Whether a client certificate names the connection's user; `Cn` needs clients asked for certificates.
+    pub auth_clients_user: CertUser,
 }
 
 /// Why the TLS port cannot start.
@@ -79,11 +108,19 @@ pub enum TlsError {
     BadCa { path: PathBuf, reason: String },
     #[error("tls-auth-clients {0:?} needs a CA file (tls-ca-cert-file) to check client certificates against")]
     AuthWithoutCa(ClientAuth),
+    #[error(
+        "tls-auth-clients-user CN takes users from client certificates, which the port does not ask for: give \
+         tls-ca-cert-file, with tls-auth-clients yes or optional"
+    )]
+    CertUserWithoutClientCerts,
 }
 
 /// A checked TLS configuration, ready to accept clients.
 #[derive(Clone, Debug)]
-pub struct TlsConfig(Arc<ServerConfig>);
+pub struct TlsConfig {
+    server: Arc<ServerConfig>,
+    cert_user: CertUser,
+}
 
 /// The TLS client port: where it listens (port 0 picks a free port; see `NodeHandle::tls_addr`) and its
 /// configuration.
@@ -102,6 +139,8 @@ impl TlsFiles {
             .expect("ring supports rustls' default protocol versions");
         let builder = match self.client_verifier(provider)? {
             Some(verifier) => builder.with_client_cert_verifier(verifier),
+            // Refused rather than left to do nothing: no certificate would ever name a user.
+            None if self.auth_clients_user == CertUser::Cn => return Err(TlsError::CertUserWithoutClientCerts),
             None => builder.with_no_client_auth(),
         };
         let chain = read_certs("certificate file", &self.cert)?;
@@ -112,7 +151,7 @@ impl TlsFiles {
             }
             source => TlsError::Unusable { cert: self.cert.clone(), key: self.key.clone(), source },
         })?;
-        Ok(TlsConfig(Arc::new(config)))
+        Ok(TlsConfig { server: Arc::new(config), cert_user: self.auth_clients_user })
     }
 
     fn client_verifier(
@@ -186,7 +225,16 @@ pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> 
 
 impl TlsConfig {
     pub(crate) fn acceptor(&self) -> TlsAcceptor {
-        TlsAcceptor::from(self.0.clone())
+        TlsAcceptor::from(self.server.clone())
+    }
+
+    /// The user a client's certificate names, with `CN`: its subject's common name. rustls holds the client's
+    /// certificates only once the handshake checked them against the CA, so one that was not is never read.
+    pub(crate) fn cert_user<IO>(&self, stream: &TlsStream<IO>) -> Option<String> {
+        match self.cert_user {
+            CertUser::Off => None,
+            CertUser::Cn => common_name(stream.get_ref().1.peer_certificates()?.first()?).ok(),
+        }
     }
 }
 
@@ -240,7 +288,7 @@ mod tests {
         let (cert, key) = (dir.join("node.crt"), dir.join("node.key"));
         std::fs::File::create(&cert).unwrap().write_all(made.cert.pem().as_bytes()).unwrap();
         std::fs::File::create(&key).unwrap().write_all(made.signing_key.serialize_pem().as_bytes()).unwrap();
-        TlsFiles { cert, key, ca: None, auth_clients: None }
+        TlsFiles { cert, key, ca: None, auth_clients: None, auth_clients_user: CertUser::Off }
     }
 
     /// Runs one handshake with a client that connects and then does `client` to its socket.
@@ -282,5 +330,47 @@ mod tests {
         assert!(files.load().is_ok());
         assert_eq!("optional".parse(), Ok(ClientAuth::Optional));
         assert!("maybe".parse::<ClientAuth>().is_err());
+    }
+
+    #[test]
+    fn users_from_certificates_need_clients_asked_for_certificates() {
+        let dir = tempfile::tempdir().unwrap();
+        let cn = TlsFiles { auth_clients_user: CertUser::Cn, ..node_files(dir.path()) };
+        assert!(matches!(cn.clone().load(), Err(TlsError::CertUserWithoutClientCerts)), "no CA file");
+        // Any certificate will do as the CA here: the port only has to ask for client certificates.
+        let with_ca = TlsFiles { ca: Some(cn.cert.clone()), ..cn };
+        let not_asked = TlsFiles { auth_clients: Some(ClientAuth::No), ..with_ca.clone() };
+        assert!(matches!(not_asked.load(), Err(TlsError::CertUserWithoutClientCerts)), "tls-auth-clients no");
+        assert!(with_ca.clone().load().is_ok());
+        assert!(TlsFiles { auth_clients: Some(ClientAuth::Optional), ..with_ca }.load().is_ok());
+    }
+
+    #[test]
+    fn the_setting_reads_off_or_cn_in_any_case() {
+        for (text, expected) in
+            [("off", CertUser::Off), ("OFF", CertUser::Off), ("CN", CertUser::Cn), ("cn", CertUser::Cn)]
+        {
+            assert_eq!(text.parse(), Ok(expected), "{text}");
+        }
+        assert_eq!("URI".parse::<CertUser>(), Err("\"URI\" is not one of off, CN".into()), "Valkey's, not Redis'");
+    }
+
+    /// A self-signed certificate whose subject is `names`.
+    fn cert_named(names: &[(rcgen::DnType, &str)]) -> CertificateDer<'static> {
+        let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        names.iter().for_each(|(kind, value)| params.distinguished_name.push(kind.clone(), *value));
+        params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap().der().clone()
+    }
+
+    #[test]
+    fn the_user_is_the_subjects_common_name() {
+        use rcgen::DnType::{CommonName, OrganizationName};
+        assert_eq!(
+            common_name(&cert_named(&[(OrganizationName, "Meridian"), (CommonName, "alice")])).ok().as_deref(),
+            Some("alice")
+        );
+        assert_eq!(common_name(&cert_named(&[(OrganizationName, "Meridian")])).ok(), None, "no common name");
+        assert_eq!(common_name(&CertificateDer::from(vec![0x30, 0x03, 1, 2, 3])).ok(), None, "not a certificate");
     }
 }

@@ -15,7 +15,8 @@
 //! (`docs/performance-history.md`, section 15).
 //!
 //! The plain RESP port and the TLS port serve their clients with this same code, over either stream
-//! ([`ClientStream`]); a TLS client's handshake runs first, on its connection's own task ([`crate::tls`]).
+//! ([`ClientStream`]); a TLS client's handshake runs first, on its connection's own task ([`crate::tls`]), and
+//! with `--tls-auth-clients-user CN` its certificate may name the user the connection starts as.
 //!
 //! A malformed frame gets `-ERR Protocol error: …` and closes this connection only, as in Redis; after
 //! it the stream cannot be resynchronised. A well-formed command with an argument over the size limit
@@ -32,7 +33,7 @@ use super::pending::{receive, Pending};
 use super::stream::{no_delay, ClientStream, ReplyWriter};
 use crate::accept::{accept_loop, linger, Cap};
 use crate::inbox::Answer;
-use crate::tls;
+use crate::tls::{self, TlsConfig};
 use bytes::BytesMut;
 use meridian_core::Reply;
 use std::collections::VecDeque;
@@ -42,7 +43,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 /// What a client past the connection limit is told before it is closed (Redis' words).
@@ -54,7 +54,7 @@ const WRITE_CHUNK: usize = 64 << 10;
 /// The node's client ports, listening: the plain RESP port and the TLS one; either may be off.
 pub(crate) struct ClientListeners {
     pub(crate) plain: Option<TcpListener>,
-    pub(crate) tls: Option<(TcpListener, TlsAcceptor)>,
+    pub(crate) tls: Option<(TcpListener, TlsConfig)>,
 }
 
 /// Serves RESP clients on both ports until the node drains ([`Frontend::drain`]) and every connection has
@@ -67,13 +67,13 @@ pub(crate) async fn serve(listeners: ClientListeners, frontend: Arc<Frontend>) {
     let plain = async {
         let Some(listener) = listeners.plain else { return };
         let drain = Some(frontend.drain.watch());
-        accept_loop(listener, "RESP", Some(cap.clone()), drain, |stream, _| serve_client(stream, frontend.clone()))
-            .await
+        let serve = |stream, _| serve_client(stream, None, frontend.clone());
+        accept_loop(listener, "RESP", Some(cap.clone()), drain, serve).await
     };
     let tls = async {
-        let Some((listener, acceptor)) = listeners.tls else { return };
+        let Some((listener, config)) = listeners.tls else { return };
         let drain = Some(frontend.drain.watch());
-        let serve = |stream, _| serve_tls_client(stream, acceptor.clone(), frontend.clone());
+        let serve = |stream, _| serve_tls_client(stream, config.clone(), frontend.clone());
         accept_loop(listener, "TLS", Some(cap.clone()), drain, serve).await
     };
     tokio::join!(plain, tls);
@@ -86,17 +86,22 @@ async fn write_replies(frontend: Arc<Frontend>) {
 
 /// Serves a TLS client once its handshake succeeds; the handshake counts against the connection cap, as the
 /// connection it becomes does.
-async fn serve_tls_client(stream: TcpStream, acceptor: TlsAcceptor, frontend: Arc<Frontend>) {
-    if let Some(stream) = tls::handshake(&acceptor, stream, &frontend.metrics).await {
-        serve_client(stream, frontend).await
+async fn serve_tls_client(stream: TcpStream, config: TlsConfig, frontend: Arc<Frontend>) {
+    if let Some(stream) = tls::handshake(&config.acceptor(), stream, &frontend.metrics).await {
+        let cert_user = config.cert_user(&stream);
+        serve_client(stream, cert_user, frontend).await
     }
 }
 
-async fn serve_client(stream: impl ClientStream, frontend: Arc<Frontend>) {
+/// Serves a client; `cert_user` is the user its TLS certificate names, if the port takes users from them.
+async fn serve_client(stream: impl ClientStream, cert_user: Option<String>, frontend: Arc<Frontend>) {
     no_delay(&stream);
     let _connected = frontend.metrics.clients.connect();
     let (mut reader, writer) = stream.split();
     let mut connection = Connection::new(&frontend, Unsent::new(writer));
+    if let Some(user) = cert_user {
+        connection.session.guard.start_as_certified(user, &frontend);
+    }
     if let Err(e) = connection.serve(&mut reader).await {
         debug!("client connection failed: {e}");
     }
@@ -430,7 +435,7 @@ mod tests {
         let (server, _) = listener.accept().await.unwrap();
         let frontend = frontend(core);
         tokio::spawn(write_replies(frontend.clone()));
-        (client, tokio::spawn(serve_client(server, frontend)))
+        (client, tokio::spawn(serve_client(server, None, frontend)))
     }
 
     /// Reads exactly `len` bytes of reply.

@@ -82,6 +82,7 @@ impl PeerTls {
             key: dir.join("node.key"),
             ca: Some(dir.join("ca.crt")),
             auth_clients: Some(tls::ClientAuth::Yes),
+            auth_clients_user: tls::CertUser::Off,
         };
         let acceptor = files.load()?.acceptor();
         let chain = tls::read_certs("certificate file", &files.cert)?;

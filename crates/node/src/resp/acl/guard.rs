@@ -14,6 +14,7 @@ use meridian_core::acl::{Access, User, DEFAULT_USER};
 use meridian_core::KeyspaceId;
 use std::sync::Arc;
 use tokio::sync::watch;
+use tracing::debug;
 
 const _: () = assert!(COMMANDS.len() <= 128, "a user's commands are one bit each of a u128");
 
@@ -60,6 +61,18 @@ impl Guard {
             guard.user = Some(DEFAULT_USER.into());
         }
         guard
+    }
+
+    /// The client's TLS certificate names `user` (`--tls-auth-clients-user CN`): the connection starts as that
+    /// user if it exists and is on, with no password asked, as the certificate the CA signed is the credential;
+    /// else it stays as it started, as in Redis. Later changes to the user reach it as they reach one that used
+    /// AUTH: the guard keeps only the name.
+    pub(crate) fn start_as_certified(&mut self, user: String, frontend: &Frontend) {
+        if self.user_named(&user, frontend).is_some_and(|u| u.enabled) {
+            self.authenticate(user);
+        } else {
+            debug!(user, "a client certificate names no user that is on: the connection starts without it");
+        }
     }
 
     /// The user the connection authenticated as.

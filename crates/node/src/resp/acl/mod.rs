@@ -239,6 +239,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_client_certificate_names_the_user_a_connection_starts_as() {
+        let alice = |on: &str| user("alice", &[on, ">pw", "~*", "+@read", "+acl", "-@admin"]);
+        let default = user(DEFAULT_USER, &["on", ">s3cret", "~*", "+@all"]);
+        let (tx, rx) =
+            watch::channel(access(vec![alice("on"), user("bob", &["off", "nopass", "+@all"]), default.clone()]));
+        let core = core();
+        let f = frontend_with_access(core.clone(), rx);
+        let certified = |name: &str| {
+            let mut s = Session::for_client(1, &f);
+            s.guard.start_as_certified(name.into(), &f);
+            s
+        };
+        let mut s = certified("alice");
+        assert_eq!(core.run_on(&f, &mut s, &["ACL", "WHOAMI"]).await, Frame::bulk("alice"), "no AUTH, no password");
+        assert_eq!(core.run_on(&f, &mut s, &["GET", "k"]).await, Frame::Null);
+        assert_eq!(core.run_on(&f, &mut s, &["SET", "k", "v"]).await, noperm_command("set"));
+        for name in ["nobody", "bob"] {
+            let mut other = certified(name);
+            let noauth = Frame::error("NOAUTH Authentication required.");
+            assert_eq!(
+                core.run_on(&f, &mut other, &["GET", "k"]).await,
+                noauth,
+                "{name}: as default, which has a password"
+            );
+        }
+
+        tx.send(access(vec![alice("off"), default.clone()])).unwrap();
+        assert_eq!(core.run_on(&f, &mut s, &["GET", "k"]).await, Frame::Null, "an AUTH connection, too, goes on");
+        assert_eq!(certified("alice").guard.user(), None, "a new one does not start as her");
+        tx.send(access(vec![default])).unwrap();
+        let mut args = vec![Bytes::from_static(b"GET"), Bytes::from_static(b"k")];
+        assert!(super::super::commands::dispatch(Some(0), &mut args, &mut s, &f).close, "deleted: closed");
+    }
+
+    #[tokio::test]
     async fn setuser_hashes_passwords_and_refuses_a_bad_rule_naming_it() {
         let core = core();
         let (_tx, rx) = watch::channel(access(vec![]));
