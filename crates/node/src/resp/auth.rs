@@ -4,8 +4,9 @@
 //! cluster map's (`acl/`); without a `default` user there, each node's is its own, with the `--requirepass`
 //! password if it was given one.
 //!
-//! Passwords are kept only as Argon2id hashes (PHC strings). Checking one costs tens of milliseconds of the
-//! connection's worker, paid once per connection that authenticates.
+//! Passwords are kept only as Argon2id hashes (PHC strings). Checking one costs tens of milliseconds, paid once
+//! per connection that authenticates, on a thread of its own (`off_the_worker`) so that the connections sharing
+//! the connection's tokio worker are not held up by a flood of AUTH commands.
 
 use super::commands::{Action, Session};
 use super::frame::Frame;
@@ -40,7 +41,8 @@ pub(crate) fn hash_for_user(user: &str, plain: &[u8]) -> String {
     let [a, b] = [1u8, 2].map(|n| key_token(&[b"meridian acl salt ", &[n][..], user.as_bytes()].concat()));
     let salt_bytes = [a.to_le_bytes(), b.to_le_bytes()].concat();
     let salt = SaltString::encode_b64(&salt_bytes).expect("16 bytes make a salt");
-    Argon2::default().hash_password(plain, &salt).expect("Argon2's default parameters take any password").to_string()
+    let hash = || Argon2::default().hash_password(plain, &salt).expect("Argon2's default parameters take any password");
+    off_the_worker(hash).to_string()
 }
 
 /// Whether `hash` is an Argon2id hash in PHC form.
@@ -50,7 +52,19 @@ pub(crate) fn is_password_hash(hash: &str) -> bool {
 
 /// Whether `plain` is the password hashed as `phc`.
 pub(crate) fn verify(phc: &str, plain: &[u8]) -> bool {
-    PasswordHash::new(phc).is_ok_and(|hash| Argon2::default().verify_password(plain, &hash).is_ok())
+    let check = |hash: PasswordHash| off_the_worker(|| Argon2::default().verify_password(plain, &hash).is_ok());
+    PasswordHash::new(phc).is_ok_and(check)
+}
+
+/// Runs `work`, an Argon2 hash or check, so that it holds up no other task: on a multi-threaded runtime (a
+/// node's) the worker hands the tasks queued on it to another thread while it runs; elsewhere (unit tests, the
+/// CLI hashing `--requirepass` before the runtime starts) it just runs.
+fn off_the_worker<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
 }
 
 /// Whether a connection that has not authenticated may run the command named `name`.
