@@ -11,6 +11,7 @@ use clap::Args;
 use meridian_core::config::{DEFAULT_REPLICATION, DEFAULT_VNODES};
 use meridian_core::topology::Topology;
 use meridian_core::{ClusterConfig, KeyspaceConfig, Location, NodeId, NodeSpec, ReplicaKind};
+use meridian_node::NodeHandle;
 use meridian_node::{Password, PeerTls};
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::map::NodeAddrs;
@@ -19,6 +20,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 #[derive(Args, Debug)]
 // `multiple`, with the conflict declared on --join: --print-config and --config see alternatives as clap's
@@ -151,15 +153,32 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
         peer_tls,
     };
     args.threads.runtime()?.block_on(async {
+        // Before the node starts, so that no SIGHUP finds the default action (ending the process).
+        let hangups = signal(SignalKind::hangup()).map_err(|e| format!("cannot handle SIGHUP: {e}"))?;
         let handle = start(setup).await?;
         let (resp, tls) = (handle.plain_addr(), handle.tls_addr());
         tracing::info!(node = args.node_id, ?resp, ?tls, durability = %args.durability.policy().default, "serving");
-        stop_signal().await;
+        tokio::select! {
+            () = stop_signal() => {}
+            () = reload_on_hangup(&handle, hangups) => {}
+        }
         tracing::info!("shutting down: draining clients");
         handle.shutdown().await;
         tracing::info!("stopped: clients drained, writes synced, data directory released");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Reloads the node's certificates on every SIGHUP, as CockroachDB does (docs/security.md), for as long as the
+/// node runs.
+async fn reload_on_hangup(handle: &NodeHandle, mut hangups: Signal) {
+    while hangups.recv().await.is_some() {
+        match handle.reload_certificates() {
+            Ok(0) => tracing::info!("SIGHUP: this node has no certificates to reload"),
+            Ok(n) => tracing::info!(configurations = n, "SIGHUP: certificates reloaded; new connections use them"),
+            Err(e) => tracing::error!("SIGHUP: certificates not reloaded, the node keeps the ones it has: {e}"),
+        }
+    }
 }
 
 /// The API of the node `--join` names: over HTTPS if its address says `https://`, checked against the cluster's

@@ -146,8 +146,16 @@ impl Server {
 
     /// SIGTERM: the graceful shutdown path.
     pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// Sends the running node the signal `name` (`HUP`, `TERM`, ...).
+    pub fn signal(&self, name: &str) {
         let pid = self.child.as_ref().expect("a running node").id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success(), "kill -TERM {pid}");
+        assert!(
+            Command::new("kill").args([&format!("-{name}"), &pid]).status().unwrap().success(),
+            "kill -{name} {pid}"
+        );
     }
 
     /// Waits up to `limit` for the node's process to exit on its own; its exit status if it did.

@@ -49,6 +49,7 @@
 
 mod accept;
 pub mod build_info;
+mod certificates;
 mod data_dir;
 mod drain;
 mod driver;
@@ -73,6 +74,7 @@ pub mod fuzzing {
     pub use crate::resp::parser::{Command, Parser, ProtocolError};
 }
 
+pub use certificates::ReloadError;
 pub use data_dir::{DataDir, DataDirError, FORMAT as DATA_FORMAT};
 pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_MAX};
 pub use error::NodeError;

@@ -9,6 +9,7 @@
 //! loses the least: clients first (drained: what they sent is answered), then the core (which finishes its
 //! batch and syncs), then the peer tasks.
 
+use crate::certificates::{Certificates, ReloadError};
 use crate::data_dir::DataDir;
 use crate::drain::{Drain, DrainSwitch};
 use crate::driver::{self, Driver, Published};
@@ -84,6 +85,7 @@ pub struct NodeHandle {
     drain: DrainSwitch,
     http: Option<HttpServer>,
     peers: Vec<JoinHandle<()>>,
+    certificates: Certificates,
     /// Released only when the handle goes, after [`NodeHandle::shutdown`] has stopped the core.
     _data_dir: Option<Arc<DataDir>>,
 }
@@ -165,6 +167,11 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         )
     });
     let _data_dir = opts.data_dir.clone();
+    let certificates = Certificates {
+        client: opts.tls.as_ref().map(|t| t.config.clone()),
+        http: opts.http_security.tls.as_ref().map(|t| t.tls.clone()),
+        peer: opts.peer_tls.clone(),
+    };
     Ok(NodeHandle {
         resp_addr,
         tls_addr,
@@ -176,6 +183,7 @@ pub async fn start_node<P: Process + Send + 'static>(opts: NodeOptions, process:
         drain: drain_switch,
         http,
         peers,
+        certificates,
         _data_dir,
     })
 }
@@ -292,6 +300,12 @@ impl NodeHandle {
 
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// Reads the certificate files of the client TLS port, the HTTPS port and the peers again, and serves new
+    /// connections with them if all of them load (`certificates.rs`): how many configurations were reloaded.
+    pub fn reload_certificates(&self) -> Result<usize, ReloadError> {
+        self.certificates.reload()
     }
 
     /// Hands a request to the node's core, as a client's would be, and waits for the reply.

@@ -15,7 +15,7 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -115,10 +115,13 @@ pub enum TlsError {
     CertUserWithoutClientCerts,
 }
 
-/// A checked TLS configuration, ready to accept clients.
+/// A checked TLS configuration, ready to accept clients; its files can be read again while it serves
+/// (`NodeHandle::reload_certificates`).
 #[derive(Clone, Debug)]
 pub struct TlsConfig {
-    server: Arc<ServerConfig>,
+    /// Shared by every clone, so that a reload reaches every listener that uses the configuration.
+    server: Arc<RwLock<Arc<ServerConfig>>>,
+    files: TlsFiles,
     cert_user: CertUser,
 }
 
@@ -133,6 +136,11 @@ pub struct TlsListen {
 impl TlsFiles {
     /// Reads and checks every file: the key must be the certificate's, and a CA file must hold certificates.
     pub fn load(&self) -> Result<TlsConfig, TlsError> {
+        let server = Arc::new(RwLock::new(self.server_config()?));
+        Ok(TlsConfig { server, files: self.clone(), cert_user: self.auth_clients_user })
+    }
+
+    fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -145,13 +153,8 @@ impl TlsFiles {
         };
         let chain = read_certs("certificate file", &self.cert)?;
         let key = read_key(&self.key)?;
-        let config = builder.with_single_cert(chain, key).map_err(|source| match source {
-            rustls::Error::InconsistentKeys(_) => {
-                TlsError::KeyMismatch { cert: self.cert.clone(), key: self.key.clone() }
-            }
-            source => TlsError::Unusable { cert: self.cert.clone(), key: self.key.clone(), source },
-        })?;
-        Ok(TlsConfig { server: Arc::new(config), cert_user: self.auth_clients_user })
+        let config = builder.with_single_cert(chain, key).map_err(unusable(&self.cert, &self.key))?;
+        Ok(Arc::new(config))
     }
 
     fn client_verifier(
@@ -182,12 +185,15 @@ pub fn client_config(ca: &Path, identity: Option<(&Path, &Path)>) -> Result<Clie
         .expect("ring supports rustls' default protocol versions")
         .with_root_certificates(read_roots(ca)?);
     let Some((cert, key)) = identity else { return Ok(builder.with_no_client_auth()) };
-    builder.with_client_auth_cert(read_certs("certificate file", cert)?, read_key(key)?).map_err(
-        |source| match source {
-            rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch { cert: cert.into(), key: key.into() },
-            source => TlsError::Unusable { cert: cert.into(), key: key.into(), source },
-        },
-    )
+    builder.with_client_auth_cert(read_certs("certificate file", cert)?, read_key(key)?).map_err(unusable(cert, key))
+}
+
+/// Why rustls refused the certificate `cert` with the key `key`.
+fn unusable<'a>(cert: &'a Path, key: &'a Path) -> impl FnOnce(rustls::Error) -> TlsError + 'a {
+    move |source| match source {
+        rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch { cert: cert.into(), key: key.into() },
+        source => TlsError::Unusable { cert: cert.into(), key: key.into(), source },
+    }
 }
 
 /// The CA certificates of a CA file, as trust anchors.
@@ -224,8 +230,20 @@ pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> 
 }
 
 impl TlsConfig {
+    /// What accepts the next connection: the configuration as last loaded.
     pub(crate) fn acceptor(&self) -> TlsAcceptor {
-        TlsAcceptor::from(self.server.clone())
+        TlsAcceptor::from(self.server.read().unwrap_or_else(PoisonError::into_inner).clone())
+    }
+
+    /// The configuration the files make now, for [`TlsConfig::install`]: a file that no longer loads is an
+    /// error here, and changes nothing.
+    pub(crate) fn read_again(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        self.files.server_config()
+    }
+
+    /// Serves connections from now on with `fresh`; those open keep the configuration they began with.
+    pub(crate) fn install(&self, fresh: Arc<ServerConfig>) {
+        *self.server.write().unwrap_or_else(PoisonError::into_inner) = fresh;
     }
 
     /// The user a client's certificate names, with `CN`: its subject's common name. rustls holds the client's

@@ -114,7 +114,7 @@ pub(crate) fn spawn(listener: TcpListener, view: View, security: HttpSecurity, u
         };
         let served = match security.tls {
             None => axum::serve(listener, app).with_graceful_shutdown(stopped).await,
-            Some(https) => match tls::HttpsListener::new(listener, https.tls.acceptor()) {
+            Some(https) => match tls::HttpsListener::new(listener, https.tls) {
                 Ok(listener) => {
                     let app = app.into_make_service_with_connect_info::<tls::Caller>();
                     axum::serve(listener, app).with_graceful_shutdown(stopped).await

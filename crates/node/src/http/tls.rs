@@ -16,7 +16,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 /// Handshakes in progress at most: an admin API has few callers, and a flood of half-open connections must not
@@ -39,10 +38,10 @@ pub(crate) struct HttpsListener {
 }
 
 impl HttpsListener {
-    pub(crate) fn new(listener: TcpListener, acceptor: TlsAcceptor) -> io::Result<HttpsListener> {
+    pub(crate) fn new(listener: TcpListener, tls: TlsConfig) -> io::Result<HttpsListener> {
         let local = listener.local_addr()?;
         let (done, handshaken) = mpsc::channel(HANDSHAKES_MAX);
-        let accepting = tokio::spawn(accept(listener, acceptor, done));
+        let accepting = tokio::spawn(accept(listener, tls, done));
         Ok(HttpsListener { handshaken, local, accepting })
     }
 }
@@ -54,7 +53,7 @@ impl Drop for HttpsListener {
     }
 }
 
-async fn accept(listener: TcpListener, acceptor: TlsAcceptor, done: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>) {
+async fn accept(listener: TcpListener, tls: TlsConfig, done: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>) {
     let slots = Arc::new(Semaphore::new(HANDSHAKES_MAX));
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -70,7 +69,8 @@ async fn accept(listener: TcpListener, acceptor: TlsAcceptor, done: mpsc::Sender
             debug!(%peer, "HTTPS connection dropped: {HANDSHAKES_MAX} handshakes in progress");
             continue;
         };
-        let (acceptor, done) = (acceptor.clone(), done.clone());
+        // The configuration as last loaded, so that reloaded certificates serve the next connection.
+        let (acceptor, done) = (tls.acceptor(), done.clone());
         tokio::spawn(async move {
             match accept_within(&acceptor, stream).await {
                 Ok(tls) => {

@@ -21,7 +21,7 @@ use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
@@ -32,9 +32,18 @@ pub(crate) const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// A node's peer TLS: its certificate and key, and the CA its peers' certificates must be signed by.
 #[derive(Clone)]
 pub struct PeerTls {
+    dir: PathBuf,
+    me: NodeId,
+    /// Shared by every clone, so that a reload reaches the listener and every dial.
+    configs: Arc<RwLock<PeerConfigs>>,
+    failures: Arc<PeerTlsFailures>,
+}
+
+/// Both sides of peer TLS, as the files in `--peer-certs-dir` make them.
+#[derive(Clone)]
+pub(crate) struct PeerConfigs {
     acceptor: TlsAcceptor,
     connector: TlsConnector,
-    failures: Arc<PeerTlsFailures>,
 }
 
 impl std::fmt::Debug for PeerTls {
@@ -77,34 +86,23 @@ impl PeerTls {
     /// certificate must name `me`, so that a node given another's files stops now rather than be refused by
     /// every peer.
     pub fn load(dir: &Path, me: NodeId) -> Result<PeerTls, PeerTlsError> {
-        let files = TlsFiles {
-            cert: dir.join("node.crt"),
-            key: dir.join("node.key"),
-            ca: Some(dir.join("ca.crt")),
-            auth_clients: Some(tls::ClientAuth::Yes),
-            auth_clients_user: tls::CertUser::Off,
-        };
-        let acceptor = files.load()?.acceptor();
-        let chain = tls::read_certs("certificate file", &files.cert)?;
-        let no_node = |reason: String| PeerTlsError::NoNode { path: files.cert.clone(), reason };
-        let cert = identity::node_of(&chain[0]).map_err(|e| no_node(e.to_string()))?;
-        if cert != me {
-            return Err(PeerTlsError::OtherNode { path: files.cert, cert, me });
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier =
-            Arc::new(NodeVerifier { roots: tls::read_roots(&dir.join("ca.crt"))?, provider: provider.clone() });
-        let mut config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("ring supports rustls' default protocol versions")
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_client_auth_cert(chain, tls::read_key(&files.key)?)
-            .map_err(|source| PeerTlsError::Unusable { path: files.cert.clone(), source })?;
-        // The server name is `node-N` (`identity::server_name`), which says nothing to the peer.
-        config.enable_sni = false;
-        let connector = TlsConnector::from(Arc::new(config));
-        Ok(PeerTls { acceptor, connector, failures: Arc::default() })
+        let configs = Arc::new(RwLock::new(configs(dir, me)?));
+        Ok(PeerTls { dir: dir.to_path_buf(), me, configs, failures: Arc::default() })
+    }
+
+    /// The configurations the files make now, for [`PeerTls::install`]: files that no longer load, or a
+    /// certificate for another node, are an error here, and change nothing.
+    pub(crate) fn read_again(&self) -> Result<PeerConfigs, PeerTlsError> {
+        configs(&self.dir, self.me)
+    }
+
+    /// Accepts and dials with `fresh` from now on; connections open keep what they began with.
+    pub(crate) fn install(&self, fresh: PeerConfigs) {
+        *self.configs.write().unwrap_or_else(PoisonError::into_inner) = fresh;
+    }
+
+    fn current(&self) -> PeerConfigs {
+        self.configs.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// What `/metrics` shows of refused peers.
@@ -131,7 +129,9 @@ impl PeerTls {
             let _ = stream.write_all(&wire::refusal(&untrusted.to_string())).await;
             return Err(untrusted);
         }
-        let tls = tls::accept_within(&self.acceptor, stream).await.map_err(|e| self.failed(Untrusted::Handshake(e)))?;
+        let tls = tls::accept_within(&self.current().acceptor, stream)
+            .await
+            .map_err(|e| self.failed(Untrusted::Handshake(e)))?;
         let cert =
             tls.get_ref().1.peer_certificates().and_then(|c| c.first()).expect("client certificates are required");
         let node = identity::node_of(cert).map_err(|e| self.failed(Untrusted::NoNode(e)))?;
@@ -151,7 +151,7 @@ impl PeerTls {
 
     /// The client side: a connection to `to`, whose certificate must name it.
     pub(crate) async fn connect(&self, to: NodeId, stream: TcpStream) -> io::Result<client::TlsStream<TcpStream>> {
-        let connecting = self.connector.connect(identity::server_name(to), stream);
+        let connecting = self.current().connector.connect(identity::server_name(to), stream);
         let connected = tokio::time::timeout(HANDSHAKE_MAX, connecting)
             .await
             .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")));
@@ -160,6 +160,37 @@ impl PeerTls {
             explain_dial(e)
         })
     }
+}
+
+/// Reads `dir` for node `me`: both sides of its peer TLS.
+fn configs(dir: &Path, me: NodeId) -> Result<PeerConfigs, PeerTlsError> {
+    let files = TlsFiles {
+        cert: dir.join("node.crt"),
+        key: dir.join("node.key"),
+        ca: Some(dir.join("ca.crt")),
+        auth_clients: Some(tls::ClientAuth::Yes),
+        auth_clients_user: tls::CertUser::Off,
+    };
+    let acceptor = files.load()?.acceptor();
+    let chain = tls::read_certs("certificate file", &files.cert)?;
+    let no_node = |reason: String| PeerTlsError::NoNode { path: files.cert.clone(), reason };
+    let cert = identity::node_of(&chain[0]).map_err(|e| no_node(e.to_string()))?;
+    if cert != me {
+        return Err(PeerTlsError::OtherNode { path: files.cert, cert, me });
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(NodeVerifier { roots: tls::read_roots(&dir.join("ca.crt"))?, provider: provider.clone() });
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports rustls' default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_client_auth_cert(chain, tls::read_key(&files.key)?)
+        .map_err(|source| PeerTlsError::Unusable { path: files.cert.clone(), source })?;
+    // The server name is `node-N` (`identity::server_name`), which says nothing to the peer.
+    config.enable_sni = false;
+    let connector = TlsConnector::from(Arc::new(config));
+    Ok(PeerConfigs { acceptor, connector })
 }
 
 /// A dial's failure, with what rustls' terse reasons mean here.
