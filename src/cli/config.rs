@@ -273,11 +273,11 @@ mod tests {
             ("listen = 6380", "listen: invalid value 6380: \"6380\" is not HOST:PORT or off"),
             (
                 "tls_auth_clients = \"maybe\"",
-                "tls_auth_clients: invalid value \"maybe\": \"maybe\" is not one of yes, no, optional",
+                "tls_auth_clients: invalid value \"maybe\": unknown tls-auth-clients \"maybe\"; expected one of yes, no, optional",
             ),
             (
                 "tls_auth_clients_user = \"URI\"",
-                "tls_auth_clients_user: invalid value \"URI\": \"URI\" is not one of off, CN",
+                "tls_auth_clients_user: invalid value \"URI\": unknown tls-auth-clients-user \"URI\"; expected one of off, CN",
             ),
         ];
         for (file, error) in cases {

@@ -181,7 +181,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     }
     let check = match args.check.as_str() {
         "auto" => CheckModel::claimed(&default),
-        other => other.parse::<CheckModel>()?,
+        other => other.parse::<CheckModel>().map_err(|e| e.to_string())?,
     };
     if args.bound_ms.is_some() && !matches!(check, CheckModel::Staleness | CheckModel::Sequential) {
         return Err(format!("--bound-ms judges stale reads, which --check {check} does not measure"));

@@ -26,6 +26,13 @@ pub struct UnknownName {
     expected: String,
 }
 
+impl UnknownName {
+    /// `given` is not one of the names `expected` that `knob` takes.
+    pub fn new(knob: &'static str, given: &str, expected: &[&str]) -> UnknownName {
+        UnknownName { knob, given: given.into(), expected: expected.join(", ") }
+    }
+}
+
 /// Why a keyspace's name or configuration was refused.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum KeyspaceError {
@@ -93,7 +100,7 @@ macro_rules! named {
             fn from_str(s: &str) -> Result<Self, UnknownName> {
                 $ty::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
                     let names: Vec<&str> = $ty::ALL.iter().map(|k| k.name()).collect();
-                    UnknownName { knob: $label, given: s.into(), expected: names.join(", ") }
+                    UnknownName::new($label, s, &names)
                 })
             }
         }

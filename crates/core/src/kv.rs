@@ -492,13 +492,13 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Checks a request against the limits; `Err` carries a client-facing message.
-    pub fn check(&self, req: &Request) -> Result<(), String> {
+    /// Checks a request against the limits; an error says, for the client, which limit it is over.
+    pub fn check(&self, req: &Request) -> Result<(), OverLimit> {
         if let Request::Scan(Scan { pattern: Some(p), .. }) = req {
             // A pattern is matched against every key examined; one longer than any key is no use, and bounding
             // it bounds a match's cost (at most pattern × key bytes).
             if p.len() > self.max_key_bytes {
-                return Err(format!("pattern is {} bytes; the limit is {}", p.len(), self.max_key_bytes));
+                return Err(OverLimit::Pattern { len: p.len(), limit: self.max_key_bytes });
             }
         }
         let Some(key) = req.key() else { return Ok(()) };
@@ -525,20 +525,33 @@ impl Limits {
             _ => 0,
         };
         if value_len > self.max_value_bytes {
-            return Err(format!("value is {value_len} bytes; the limit is {}", self.max_value_bytes));
+            return Err(OverLimit::Value { len: value_len, limit: self.max_value_bytes });
         }
         Ok(())
     }
 
-    fn check_key(&self, key: &[u8]) -> Result<(), String> {
+    fn check_key(&self, key: &[u8]) -> Result<(), OverLimit> {
         if key.is_empty() {
-            return Err("empty keys are not allowed".into());
+            return Err(OverLimit::EmptyKey);
         }
         if key.len() > self.max_key_bytes {
-            return Err(format!("key is {} bytes; the limit is {}", key.len(), self.max_key_bytes));
+            return Err(OverLimit::Key { len: key.len(), limit: self.max_key_bytes });
         }
         Ok(())
     }
+}
+
+/// Which limit a request is over ([`Limits::check`]); the text is what a client is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverLimit {
+    #[error("empty keys are not allowed")]
+    EmptyKey,
+    #[error("key is {len} bytes; the limit is {limit}")]
+    Key { len: usize, limit: usize },
+    #[error("value is {len} bytes; the limit is {limit}")]
+    Value { len: usize, limit: usize },
+    #[error("pattern is {len} bytes; the limit is {limit}")]
+    Pattern { len: usize, limit: usize },
 }
 
 #[cfg(test)]
@@ -554,17 +567,17 @@ mod tests {
             read: Read::Value,
         };
         assert!(l.check(&get("abc")).is_ok());
-        assert!(l.check(&get("abcd")).is_err());
-        assert!(l.check(&get("")).is_err());
+        assert_eq!(l.check(&get("abcd")), Err(OverLimit::Key { len: 4, limit: 3 }));
+        assert_eq!(l.check(&get("")), Err(OverLimit::EmptyKey));
         let put =
             Request::Write(Write::put(KeyspaceId::DEFAULT, Bytes::from_static(b"k"), Bytes::from_static(b"12345")));
-        assert!(l.check(&put).unwrap_err().contains("limit is 4"));
+        assert_eq!(l.check(&put).unwrap_err().to_string(), "value is 5 bytes; the limit is 4");
         let scan = |p: &'static str| {
             let pattern = Some(Bytes::from_static(p.as_bytes()));
             Request::Scan(Scan { keyspace: KeyspaceId::DEFAULT, from: 0, want: ScanWant::Count, pattern, kind: None })
         };
         assert!(l.check(&scan("a*c")).is_ok());
-        assert!(l.check(&scan("a**c")).unwrap_err().contains("pattern is 4 bytes"));
+        assert_eq!(l.check(&scan("a**c")), Err(OverLimit::Pattern { len: 4, limit: 3 }));
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub mod splitmix;
 pub mod stored;
 pub mod time;
 pub mod topology;
+pub mod violation;
 pub mod wire;
 
 pub use chain_map::ChainMap;
@@ -58,11 +59,12 @@ pub use keyspace::{
     QueryNode, QuorumOptions, ReplicaKind, Stamps, Theta, UpdateMode, WriteMode, LEASE_MIN_MS,
 };
 pub use kv::{
-    Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, NodeToAdd, Read, Reply, Request,
-    Scan, ScanWant, Scanned, Ttl, UserChange, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
+    Admin, Condition, Deadline, ErrorKind, ExpireWhen, KeyExpiry, KeyspaceRef, Limits, NodeToAdd, OverLimit, Read,
+    Reply, Request, Scan, ScanWant, Scanned, Ttl, UserChange, Write, WriteOp, SCAN_COUNT_MAX, SCAN_REPLY_BYTES,
 };
 pub use location::Location;
 pub use placement::Placement;
 pub use process::{Dirt, Effect, Effects, Process, SyncJob};
-pub use stored::{Kind, Stored};
+pub use stored::{Kind, Stored, Unreadable};
 pub use time::Time;
+pub use violation::Violation;

@@ -37,6 +37,17 @@ pub struct Stored {
     pub kind: Kind,
 }
 
+/// Why a stored value cannot be read: damaged, or written by a newer format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    #[error("a stored value is empty: it lacks its header")]
+    Empty,
+    #[error("a stored value has an unknown header {0:#04x}")]
+    UnknownHeader(u8),
+    #[error("a stored value's expiry is cut short")]
+    ExpiryCutShort,
+}
+
 impl Stored {
     /// The bytes a datastore keeps for a string value `data` expiring at `expires_ms`.
     pub fn wrap(data: &[u8], expires_ms: Option<u64>) -> Bytes {
@@ -64,7 +75,7 @@ impl Stored {
 
     /// Takes a stored value apart; the data is `raw` past its header. An error describes a value this format
     /// cannot read (damaged, or written by a newer format).
-    pub fn unwrap(mut raw: Bytes) -> Result<Stored, String> {
+    pub fn unwrap(mut raw: Bytes) -> Result<Stored, Unreadable> {
         let (kind, expires_ms) = Stored::header(&raw)?;
         // Advanced past the header rather than sliced: the first slice of a buffer made from a `Vec` allocates
         // its shared count, and a read's value is most often such a buffer, just copied out of the store.
@@ -73,16 +84,16 @@ impl Stored {
     }
 
     /// What a stored value's header says: its kind and expiry. An error as for [`Self::unwrap`].
-    pub fn header(raw: &[u8]) -> Result<(Kind, Option<u64>), String> {
-        let flags = *raw.first().ok_or("a stored value is empty: it lacks its header")?;
+    pub fn header(raw: &[u8]) -> Result<(Kind, Option<u64>), Unreadable> {
+        let flags = *raw.first().ok_or(Unreadable::Empty)?;
         let kind = match flags & TYPE_MASK {
-            _ if flags & RESERVED != 0 => return Err(format!("a stored value has an unknown header {flags:#04x}")),
+            _ if flags & RESERVED != 0 => return Err(Unreadable::UnknownHeader(flags)),
             0 => Kind::String,
             1 => Kind::Hash,
-            _ => return Err(format!("a stored value has an unknown header {flags:#04x}")),
+            _ => return Err(Unreadable::UnknownHeader(flags)),
         };
         let expires_ms = if flags & EXPIRES != 0 {
-            let at = raw.get(1..9).ok_or("a stored value's expiry is cut short")?;
+            let at = raw.get(1..9).ok_or(Unreadable::ExpiryCutShort)?;
             Some(u64::from_be_bytes(at.try_into().expect("8 bytes")))
         } else {
             None
@@ -119,10 +130,11 @@ mod tests {
 
     #[test]
     fn damaged_or_newer_values_are_refused() {
-        assert!(Stored::unwrap(Bytes::new()).unwrap_err().contains("empty"));
-        assert!(Stored::unwrap(Bytes::from_static(&[0x80, 1, 2])).unwrap_err().contains("cut short"));
-        assert!(Stored::unwrap(Bytes::from_static(&[0x10, b'x'])).unwrap_err().contains("unknown header"));
-        assert!(Stored::unwrap(Bytes::from_static(&[0x02, b'x'])).unwrap_err().contains("unknown header"));
+        assert_eq!(Stored::unwrap(Bytes::new()).unwrap_err(), Unreadable::Empty);
+        assert_eq!(Stored::unwrap(Bytes::from_static(&[0x80, 1, 2])).unwrap_err(), Unreadable::ExpiryCutShort);
+        assert_eq!(Stored::unwrap(Bytes::from_static(&[0x10, b'x'])).unwrap_err(), Unreadable::UnknownHeader(0x10));
+        let newer = Stored::unwrap(Bytes::from_static(&[0x02, b'x'])).unwrap_err();
+        assert_eq!(newer.to_string(), "a stored value has an unknown header 0x02");
         let hash = Stored::unwrap(Stored::wrap_as(Kind::Hash, b"h", Some(5))).unwrap();
         assert_eq!((hash.kind, hash.expires_ms, hash.data.as_ref()), (Kind::Hash, Some(5), &b"h"[..]));
         assert_eq!(Stored::expiry_of(&[0x90, 0, 0, 0, 0, 0, 0, 0, 1]), None);

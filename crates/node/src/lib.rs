@@ -80,6 +80,6 @@ pub use durability::{SyncPolicy, BATCH_MAX, DEFAULT_ASYNC_INTERVAL, GROUP_BYTES_
 pub use error::NodeError;
 pub use http::{BadToken, HttpSecurity, HttpToken, HttpsConfig};
 pub use node::{start_node, NodeHandle, NodeOptions};
-pub use resp::{BadRespLimits, Password, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
+pub use resp::{BadRespLimits, EmptyPassword, Password, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};
 pub use tls::{client_config, CertUser, ClientAuth, TlsConfig, TlsError, TlsFiles, TlsListen};
 pub use transport::{PeerTls, PeerTlsError, UnknownRegion, Wan};

@@ -8,6 +8,7 @@
 
 use crate::metrics::NodeMetrics;
 use crate::transport::common_name;
+use meridian_core::keyspace::UnknownName;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -39,14 +40,14 @@ pub enum ClientAuth {
 }
 
 impl FromStr for ClientAuth {
-    type Err = String;
+    type Err = UnknownName;
 
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, UnknownName> {
         match text {
             "yes" => Ok(ClientAuth::Yes),
             "no" => Ok(ClientAuth::No),
             "optional" => Ok(ClientAuth::Optional),
-            _ => Err(format!("{text:?} is not one of yes, no, optional")),
+            _ => Err(UnknownName::new("tls-auth-clients", text, &["yes", "no", "optional"])),
         }
     }
 }
@@ -62,16 +63,16 @@ pub enum CertUser {
 }
 
 impl FromStr for CertUser {
-    type Err = String;
+    type Err = UnknownName;
 
     /// Without regard to case, as Redis reads its enumerated settings (`cn` is `CN`).
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, UnknownName> {
         if text.eq_ignore_ascii_case("off") {
             Ok(CertUser::Off)
         } else if text.eq_ignore_ascii_case("cn") {
             Ok(CertUser::Cn)
         } else {
-            Err(format!("{text:?} is not one of off, CN"))
+            Err(UnknownName::new("tls-auth-clients-user", text, &["off", "CN"]))
         }
     }
 }
@@ -370,7 +371,8 @@ mod tests {
         {
             assert_eq!(text.parse(), Ok(expected), "{text}");
         }
-        assert_eq!("URI".parse::<CertUser>(), Err("\"URI\" is not one of off, CN".into()), "Valkey's, not Redis'");
+        let uri = "URI".parse::<CertUser>().unwrap_err().to_string();
+        assert_eq!(uri, "unknown tls-auth-clients-user \"URI\"; expected one of off, CN", "Valkey's, not Redis'");
     }
 
     /// A self-signed certificate whose subject is `names`.

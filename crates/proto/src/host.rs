@@ -68,8 +68,8 @@ impl Host {
     /// deadline is fixed here, so a request sent again after a bounce keeps it. The step must end with
     /// [`RequestTable::settle`].
     pub fn accept(&mut self, id: RequestId, req: Request, has_map: bool) -> Result<(Origin, Request), Reply> {
-        if let Err(msg) = self.cfg.limits.check(&req) {
-            return Err(Reply::Error(ErrorKind::Invalid, msg));
+        if let Err(over) = self.cfg.limits.check(&req) {
+            return Err(Reply::Error(ErrorKind::Invalid, over.to_string()));
         }
         if let Request::Admin(_) = req {
             let msg = "administration is the manager's, not a keyspace protocol's".to_string();

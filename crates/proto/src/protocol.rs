@@ -17,7 +17,7 @@ use crate::reports::ReplicaReports;
 use crate::requests::Origin;
 use crate::stores::Stores;
 use meridian_core::exposition::Latencies;
-use meridian_core::{ChainId, Effects, KeyspaceConfig, KeyspaceId, NodeId, Protocol, Reply, Request, Time};
+use meridian_core::{ChainId, Effects, KeyspaceConfig, KeyspaceId, NodeId, Protocol, Reply, Request, Time, Violation};
 use meridian_store::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -123,7 +123,7 @@ pub trait KeyspaceProtocol: Sized {
     fn status(&self, stores: &Stores, now: Time) -> Vec<ReplicaStatus>;
 
     /// The protocol's local invariants, checked by the simulator after every step.
-    fn check_invariants(&self) -> Result<(), String>;
+    fn check_invariants(&self) -> Result<(), Violation>;
 
     /// What the protocol did over this node's life, by name, for the simulator's summary.
     fn counters(&self) -> Vec<(&'static str, u64)>;

@@ -8,7 +8,7 @@ use crate::world::Hooks;
 use meridian_core::ring::key_token;
 use meridian_core::topology::Topology;
 use meridian_core::{
-    ChainId, ClusterConfig, ConfigError, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Time,
+    ChainId, ClusterConfig, ConfigError, KeyspaceConfig, KeyspaceId, Location, NodeId, NodeSpec, Time, Violation,
 };
 use meridian_proto::manager::agent::JoinRequest;
 use meridian_proto::manager::msg::MgrMsg;
@@ -94,7 +94,7 @@ pub fn chain(
             incarnation,
             jitter: incarnation.rotate_left(17),
         };
-        ClusterNode::open(setup, cfg.clone(), log).map_err(|e| e.to_string())
+        ClusterNode::open(setup, cfg.clone(), log).map_err(Into::into)
     });
     let invariants = Box::new(|live: &BTreeMap<NodeId, (&ClusterNode, Time)>| {
         for (n, _) in live.values() {
@@ -136,13 +136,13 @@ pub fn chain(
 
 /// Raft's safety as the nodes see it: two nodes that adopted the same epoch hold the same map, and every map
 /// keeps the map's own invariants.
-fn same_epoch_same_map(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+fn same_epoch_same_map(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), Violation> {
     let mut seen: BTreeMap<u64, (NodeId, &Arc<ClusterMap>)> = BTreeMap::new();
     for (&id, (n, _)) in live {
         let Some(map) = n.map() else { continue };
         match seen.get(&map.epoch) {
             Some((other, m)) if !Arc::ptr_eq(m, map) && ***m != **map => {
-                return Err(format!("{id} and {other} hold different maps at epoch {}", map.epoch));
+                return Err(format!("{id} and {other} hold different maps at epoch {}", map.epoch).into());
             }
             Some(_) => {}
             None => {
@@ -157,7 +157,7 @@ fn same_epoch_same_map(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<
 /// The property tail leases exist for: at no moment do two nodes answer clients as tail of the same chain, or
 /// answer its reads at different views. A node's claim is what it says it serves (`serving`) and what it just
 /// answered (`answered`): a path that answers without asking `serving`'s question is held to it all the same.
-fn one_tail_per_chain(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+fn one_tail_per_chain(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), Violation> {
     let mut tails: BTreeMap<ChainId, (NodeId, u64)> = BTreeMap::new();
     let mut readers: BTreeMap<ChainId, (NodeId, u64)> = BTreeMap::new();
     for (&id, (n, now)) in live {
@@ -168,10 +168,10 @@ fn one_tail_per_chain(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(
             let other =
                 |seen: &mut BTreeMap<ChainId, (NodeId, u64)>| seen.insert(chain, (id, view)).filter(|&(o, _)| o != id);
             if let Some((o, v)) = tail.then(|| other(&mut tails)).flatten() {
-                return Err(format!("chain {chain}: {o} (view {v}) and {id} (view {view}) both serve as tail"));
+                return Err(format!("chain {chain}: {o} (view {v}) and {id} (view {view}) both serve as tail").into());
             }
             if let Some((o, v)) = other(&mut readers).filter(|&(_, v)| v != view) {
-                return Err(format!("chain {chain}: {o} serves reads at view {v} and {id} at view {view}"));
+                return Err(format!("chain {chain}: {o} serves reads at view {v} and {id} at view {view}").into());
             }
         }
     }
@@ -181,7 +181,7 @@ fn one_tail_per_chain(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(
 /// A chain is restored from a lost replica, giving up the writes it missed, only in a keyspace that keeps no
 /// replica that survives a restart (`docs/keyspaces.md`, "Replica types"): with a `log` replica in the chain, some
 /// member always holds every acknowledged write durably, and the chain waits for it.
-fn restored_only_without_a_durable_kind(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+fn restored_only_without_a_durable_kind(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), Violation> {
     let Some(map) = live.values().filter_map(|(n, _)| n.map()).max_by_key(|m| m.epoch) else { return Ok(()) };
     for c in map.chains.values().filter(|c| c.restored.is_some()) {
         let Some(keyspace) = map.keyspaces.get(&c.id.keyspace()) else { continue };
@@ -189,7 +189,7 @@ fn restored_only_without_a_durable_kind(live: &BTreeMap<NodeId, (&ClusterNode, T
             return Err(format!(
                 "chain {} was restored from a lost replica though its keyspace keeps {:?}: acknowledged writes may be lost",
                 c.id, keyspace.config.replicas
-            ));
+            ).into());
         }
     }
     Ok(())
@@ -197,7 +197,7 @@ fn restored_only_without_a_durable_kind(live: &BTreeMap<NodeId, (&ClusterNode, T
 
 /// Seed 003 Ch. 3's chain property for live neighbours of the newest map: a successor never holds an
 /// update its predecessor lacks (LU(succ) ≤ LU(pred)), for members that are valid replicas at that view.
-fn chain_property(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), String> {
+fn chain_property(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), Violation> {
     let Some(map) = live.values().filter_map(|(n, _)| n.map()).max_by_key(|m| m.epoch) else { return Ok(()) };
     let lus: BTreeMap<(NodeId, ChainId), (u64, u64)> = live
         .iter()
@@ -211,7 +211,8 @@ fn chain_property(live: &BTreeMap<NodeId, (&ClusterNode, Time)>) -> Result<(), S
                     return Err(format!(
                         "chain {} view {}: {} has LU {y} but its predecessor {} has {x}",
                         chain.id, chain.view, pair[1], pair[0]
-                    ));
+                    )
+                    .into());
                 }
             }
         }

@@ -9,6 +9,7 @@ use crate::world::Traffic;
 use meridian_check::{
     check, check_sequential, present_violations, staleness, Budget, OpKind, SequentialVerdict, Staleness, Verdict,
 };
+use meridian_core::keyspace::UnknownName;
 use meridian_core::topology::Topology;
 use meridian_core::{KeyspaceConfig, Protocol};
 use meridian_proto::lease::{HotConfig, OriginsConfig};
@@ -61,15 +62,15 @@ impl fmt::Display for CheckModel {
 }
 
 impl FromStr for CheckModel {
-    type Err = String;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s {
             "linearizable" => Ok(CheckModel::Linearizable),
             "staleness" => Ok(CheckModel::Staleness),
             "sequential" => Ok(CheckModel::Sequential),
             "none" => Ok(CheckModel::None),
-            other => Err(format!("unknown check {other:?}; expected linearizable, sequential, staleness or none")),
+            other => Err(UnknownName::new("check", other, &["linearizable", "sequential", "staleness", "none"])),
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::net::Network;
 use crate::rng::SimRng;
 use meridian_core::{
     wire, DurabilityMode, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
+    Violation,
 };
 use meridian_store::SimVfs;
 use std::cmp::Reverse;
@@ -20,13 +21,13 @@ use xxhash_rust::xxh3::Xxh3;
 /// How soon after an async write its node syncs (the node's default `--async-interval-ms`).
 pub const ASYNC_INTERVAL: Duration = Duration::from_millis(100);
 
-/// Builds a node's core over its disk: at first boot and after every crash. The `u64` is the run's
-/// incarnation number.
 type SimEffect<P> = Effect<<P as Process>::Msg, <P as Process>::Timer>;
 
-pub type Factory<P> = Box<dyn FnMut(NodeId, SimVfs, u64) -> Result<P, String>>;
+/// Builds a node's core over its disk: at first boot and after every crash. The `u64` is the run's
+/// incarnation number.
+pub type Factory<P> = Box<dyn FnMut(NodeId, SimVfs, u64) -> Result<P, Box<dyn std::error::Error>>>;
 /// Checked after every step over the cores that are up, each with its clock's current reading.
-pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, (&P, Time)>) -> Result<(), String>>;
+pub type Invariants<P> = Box<dyn Fn(&BTreeMap<NodeId, (&P, Time)>) -> Result<(), Violation>>;
 /// Named counts a core keeps for its lifetime (e.g. compaction passes), read before every crash and at
 /// the end of the run and summed, so a run can show which code paths it exercised.
 pub type Counters<P> = Box<dyn Fn(&P) -> Vec<(&'static str, u64)>>;

@@ -17,6 +17,11 @@ use bytes::Bytes;
 use meridian_core::acl::DEFAULT_USER;
 use meridian_core::ring::key_token;
 
+/// Why a password cannot be used: it is empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the password is empty")]
+pub struct EmptyPassword;
+
 /// A node's `--requirepass` password, as its hash.
 #[derive(Debug, Clone)]
 pub struct Password {
@@ -26,9 +31,9 @@ pub struct Password {
 impl Password {
     /// Hashes `plain` as the `default` user's password: as `ACL SETUSER default >plain` would, so that once the
     /// node's default user is put in the map, `<plain` removes this password there.
-    pub fn new(plain: &str) -> Result<Password, String> {
+    pub fn new(plain: &str) -> Result<Password, EmptyPassword> {
         if plain.is_empty() {
-            return Err("the password is empty".into());
+            return Err(EmptyPassword);
         }
         Ok(Password { phc: hash_for_user(DEFAULT_USER, plain.as_bytes()) })
     }

@@ -48,7 +48,7 @@ mod strings;
 #[cfg(test)]
 mod testing;
 
-pub use auth::Password;
+pub use auth::{EmptyPassword, Password};
 pub(crate) use connection::{serve, ClientListeners};
 pub(crate) use frontend::Frontend;
 pub use frontend::{BadRespLimits, RespLimits, DEFAULT_CONNECTIONS_MAX, DEFAULT_PIPELINE_MAX};

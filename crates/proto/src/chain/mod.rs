@@ -65,6 +65,7 @@ use copy::Copier;
 use lease::{Held, Lease};
 use meridian_core::{
     ChainId, ChainMap, Effects, KeyspaceConfig, KeyspaceId, NodeId, Protocol, Reply, Request, Time, UpdateMode,
+    Violation,
 };
 use meridian_store::{Datastore, StoreError};
 use replica::{Answered, Replica, Role};
@@ -467,8 +468,9 @@ impl KeyspaceProtocol for ChainNode {
 
     /// Local invariants of seed 003 Ch. 3: LA ≤ LU, an active tail has no unacknowledged history, and the
     /// unacknowledged history is exactly LA+1 ..= LU.
-    fn check_invariants(&self) -> Result<(), String> {
-        self.replicas.iter().try_for_each(|(id, r)| r.check().map_err(|e| format!("{} chain {id}: {e}", self.me)))
+    fn check_invariants(&self) -> Result<(), Violation> {
+        let named = |id: &ChainId, e: Violation| Violation(format!("{} chain {id}: {e}", self.me));
+        self.replicas.iter().try_for_each(|(id, r)| r.check().map_err(|e| named(id, e)))
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

@@ -14,7 +14,7 @@
 use super::invalidate::Awaited;
 use super::msg::{Change, Origin, Update};
 use bytes::Bytes;
-use meridian_core::{NodeId, Read, ReplicaKind, Reply, Time};
+use meridian_core::{NodeId, Read, ReplicaKind, Reply, Time, Violation};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A put answer a tail owes or has sent to a front-end that has not confirmed it yet.
@@ -234,9 +234,9 @@ impl Replica {
     /// [`Replica::check`] in constant time, for the places that change the replica to assert in debug builds:
     /// the ends of `unacked` and its length stand for its every entry, since `record` appends strictly in
     /// sequence and only acknowledgements take from its front.
-    pub fn shape(&self) -> Result<(), String> {
+    pub fn shape(&self) -> Result<(), Violation> {
         if self.la > self.lu {
-            return Err(format!("LA {} > LU {}", self.la, self.lu));
+            return Err(format!("LA {} > LU {}", self.la, self.lu).into());
         }
         if !self.is_active() {
             return Ok(());
@@ -244,35 +244,37 @@ impl Replica {
         if self.is_tail() {
             return match self.la == self.lu && self.unacked.is_empty() {
                 true => Ok(()),
-                false => Err(format!("tail has unacknowledged history: LA {} LU {}", self.la, self.lu)),
+                false => Err(format!("tail has unacknowledged history: LA {} LU {}", self.la, self.lu).into()),
             };
         }
         let ends = (self.unacked.front().map(|u| u.seq), self.unacked.back().map(|u| u.seq));
         let expected = if self.la == self.lu { (None, None) } else { (Some(self.la + 1), Some(self.lu)) };
         match self.unacked.len() as u64 == self.lu - self.la && ends == expected {
             true => Ok(()),
-            false => Err(format!("{} unacked updates {ends:?} for LA {} LU {}", self.unacked.len(), self.la, self.lu)),
+            false => {
+                Err(format!("{} unacked updates {ends:?} for LA {} LU {}", self.unacked.len(), self.la, self.lu).into())
+            }
         }
     }
 
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Violation> {
         if self.la > self.lu {
-            return Err(format!("LA {} > LU {}", self.la, self.lu));
+            return Err(format!("LA {} > LU {}", self.la, self.lu).into());
         }
         // A joiner's or flushing member's counters describe copied data, not a history it holds.
         if !self.is_active() {
             return Ok(());
         }
         if self.is_tail() && (self.la != self.lu || !self.unacked.is_empty()) {
-            return Err(format!("tail has unacknowledged history: LA {} LU {}", self.la, self.lu));
+            return Err(format!("tail has unacknowledged history: LA {} LU {}", self.la, self.lu).into());
         }
         if !self.is_tail() {
             let expected = self.lu - self.la;
             if self.unacked.len() as u64 != expected {
-                return Err(format!("{} unacked updates for LA {} LU {}", self.unacked.len(), self.la, self.lu));
+                return Err(format!("{} unacked updates for LA {} LU {}", self.unacked.len(), self.la, self.lu).into());
             }
             if let Some((i, u)) = self.unacked.iter().enumerate().find(|(i, u)| u.seq != self.la + 1 + *i as u64) {
-                return Err(format!("unacked[{i}] has seq {} but LA is {}", u.seq, self.la));
+                return Err(format!("unacked[{i}] has seq {} but LA is {}", u.seq, self.la).into());
             }
         }
         Ok(())

@@ -59,7 +59,8 @@ use bytes::Bytes;
 pub(crate) use domains::{Domain, Domains};
 use mastery::{Mastery, Member};
 use meridian_core::{
-    ChainId, Effects, KeyspaceConfig, LeaseOptions, NodeId, Protocol, ReplicaKind, Reply, Request, Time, WriteMode,
+    ChainId, Effects, KeyspaceConfig, LeaseOptions, NodeId, Protocol, ReplicaKind, Reply, Request, Time, Violation,
+    WriteMode,
 };
 use meridian_store::{Datastore, StoreError};
 pub use msg::{Fence, LeaseMsg, OpId, Versioned};
@@ -326,7 +327,10 @@ impl LeaseNode {
     /// A request, from a client of this node or forwarded here, for the partition `group`.
     fn serve(&mut self, host: &mut Host, now: Time, fwd: msg::Forwarded, group: Group, out: &mut Fx) {
         match Asked::of(&fwd.req, Protocol::Lease) {
-            Err(why) => self.answer(host, &fwd.origin, Reply::Error(meridian_core::ErrorKind::Invalid, why), out),
+            Err(why) => {
+                let refused = Reply::Error(meridian_core::ErrorKind::Invalid, why.to_string());
+                self.answer(host, &fwd.origin, refused, out)
+            }
             Ok(Asked::Read(read)) => self.read(host, now, fwd, read, group, out),
             Ok(Asked::Write(value)) => self.write(host, now, fwd, value, group, out),
         }
@@ -570,17 +574,21 @@ impl KeyspaceProtocol for LeaseNode {
         Capabilities { conditional: false, expiry: false, scan: false }
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), Violation> {
         for ((chain, domain), m) in &self.masteries {
             let Some(g) = self.groups.get(chain) else {
-                return Err(format!("{} is master of {chain}, which its map lacks", self.me));
+                return Err(format!("{} is master of {chain}, which its map lacks", self.me).into());
             };
             if g.master_in(domain) != Some(self.me) {
                 let master = g.master_in(domain);
-                return Err(format!("{} acts as master of {chain} in {domain:?}, whose master is {master:?}", self.me));
+                return Err(
+                    format!("{} acts as master of {chain} in {domain:?}, whose master is {master:?}", self.me).into()
+                );
             }
             if m.fence != g.fence {
-                return Err(format!("{} is master of {chain} in {:?}, its map is at {:?}", self.me, m.fence, g.fence));
+                return Err(
+                    format!("{} is master of {chain} in {:?}, its map is at {:?}", self.me, m.fence, g.fence).into()
+                );
             }
         }
         Ok(())

@@ -3,13 +3,13 @@
 use super::{ChainChange, ChainView, ClusterMap, NodeState};
 use crate::map::placement::partitions_valid;
 use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE};
-use meridian_core::{ChainId, KeyspaceId, NodeId, Protocol};
+use meridian_core::{ChainId, KeyspaceId, NodeId, Protocol, Violation};
 use std::collections::BTreeSet;
 
 impl ClusterMap {
     /// The map's invariants; `Err` describes the first violation. The simulator runs this after every
     /// applied command.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Violation> {
         if !self.is_bootstrapped() {
             return match self.nodes.is_empty() && self.chains.is_empty() {
                 true => Ok(()),
@@ -25,7 +25,7 @@ impl ClusterMap {
             self.check_chain(c)?;
         }
         self.check_step_ids()?;
-        self.check_nodes()
+        self.check_nodes().map_err(Violation)
     }
 
     fn check_keyspaces(&self) -> Result<(), String> {

@@ -699,7 +699,7 @@ fn check_catches_broken_maps() {
         let mut map = good.clone();
         breaker(&mut map);
         let err = map.check().expect_err(what);
-        assert!(err.contains(what), "{what}: {err}");
+        assert!(err.0.contains(what), "{what}: {err}");
     }
     assert_eq!(ClusterMap::default().check(), Ok(()));
 }

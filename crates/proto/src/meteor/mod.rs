@@ -33,7 +33,7 @@ use crate::versioned::{read_reply, Asked, Fence, Versioned};
 use bytes::Bytes;
 use meridian_core::exposition::Latencies;
 use meridian_core::{
-    ChainId, Effects, KeyspaceConfig, KeyspaceId, MeteorOptions, NodeId, Protocol, Reply, Request, Time,
+    ChainId, Effects, KeyspaceConfig, KeyspaceId, MeteorOptions, NodeId, Protocol, Reply, Request, Time, Violation,
 };
 use meridian_store::StoreError;
 use msg::{LocalRead, MeteorMsg, Page};
@@ -503,7 +503,7 @@ impl KeyspaceProtocol for MeteorNode {
         self.quorum.status(stores, now)
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), Violation> {
         self.quorum.check_invariants()?;
         self.statuses.check()
     }

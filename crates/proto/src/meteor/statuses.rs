@@ -23,7 +23,7 @@
 use super::msg::{Ack, Page, Status};
 use crate::versioned::Fence;
 use bytes::Bytes;
-use meridian_core::{ChainId, NodeId};
+use meridian_core::{ChainId, NodeId, Violation};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// An idle peer (nothing to carry to it, nothing to acknowledge at once, no reads waiting on either side) gets a
@@ -341,16 +341,16 @@ impl Statuses {
     }
 
     /// The invariants of the streams: every follower has an outbox, and no view is whole without a fence.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Violation> {
         for (c, followers) in &self.followers {
             if let Some(peer) = followers.iter().find(|p| !self.outboxes.contains_key(p)) {
-                return Err(format!("{peer} follows {c} with no outbox"));
+                return Err(format!("{peer} follows {c} with no outbox").into());
             }
         }
         for (peer, inbox) in &self.inboxes {
             for (c, v) in &inbox.views {
                 if v.paging.is_none() && v.fence.is_none() {
-                    return Err(format!("the view of {peer}'s {c} is paged but has no configuration"));
+                    return Err(format!("the view of {peer}'s {c} is paged but has no configuration").into());
                 }
             }
         }

@@ -16,7 +16,7 @@ use crate::protocol::{Capabilities, Claim, KeyspaceProtocol, PreviousRun};
 use crate::reports::ReplicaReports;
 use crate::requests::Origin;
 use crate::stores::Stores;
-use meridian_core::{ChainId, Effects, KeyspaceId, NodeId, Protocol, Reply, Request, Time};
+use meridian_core::{ChainId, Effects, KeyspaceId, NodeId, Protocol, Reply, Request, Time, Violation};
 use meridian_store::StoreError;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -142,7 +142,7 @@ macro_rules! protocols {
                 status
             }
 
-            pub fn check_invariants(&self) -> Result<(), String> {
+            pub fn check_invariants(&self) -> Result<(), Violation> {
                 $(self.$field.core.check_invariants()?;)+
                 Ok(())
             }

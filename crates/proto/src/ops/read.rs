@@ -5,7 +5,7 @@ use super::decide::fields_of;
 use super::outcome::Refusal;
 use bytes::Bytes;
 use meridian_core::ring::key_token;
-use meridian_core::{KeyExpiry, Kind, Read, Reply, Stored};
+use meridian_core::{KeyExpiry, Kind, Read, Reply, Stored, Unreadable};
 use meridian_store::StoreError;
 use std::ops::RangeInclusive;
 
@@ -14,8 +14,8 @@ pub(crate) fn decoded(raw: Bytes) -> Result<Stored, StoreError> {
     Stored::unwrap(raw).map_err(corrupt)
 }
 
-pub(crate) fn corrupt(reason: String) -> StoreError {
-    StoreError::Corrupt { offset: 0, reason }
+pub(crate) fn corrupt(reason: Unreadable) -> StoreError {
+    StoreError::Corrupt { offset: 0, reason: reason.to_string() }
 }
 
 /// The answer to a read of a key whose value is `stored`, on a wall clock reading `now_ms`.

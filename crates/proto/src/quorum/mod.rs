@@ -44,7 +44,7 @@ use bytes::Bytes;
 use coordinator::{newest, op_id, Op, Phase};
 use meridian_core::{
     ChainId, Effects, ErrorKind, KeyspaceConfig, NodeId, Protocol, QuorumOptions, ReplicaKind, Reply, Request,
-    RequestId, Stamps, Time,
+    RequestId, Stamps, Time, Violation,
 };
 use meridian_store::{Datastore, StoreError};
 pub use msg::{Fence, OpId, QuorumMsg, ReadReq, Versioned, WriteReq};
@@ -543,7 +543,7 @@ impl KeyspaceProtocol for QuorumNode {
         };
         let asked = match Asked::of(&req, self.protocol) {
             Ok(asked) => asked,
-            Err(why) => return self.answer(host, &origin, Reply::Error(ErrorKind::Invalid, why), out),
+            Err(why) => return self.answer(host, &origin, Reply::Error(ErrorKind::Invalid, why.to_string()), out),
         };
         let cfg = Config::of(&map, c, self.protocol).expect("a partition of the protocol's keyspace");
         self.start(host, origin, req, asked, cfg, out);
@@ -622,9 +622,9 @@ impl KeyspaceProtocol for QuorumNode {
         Capabilities { conditional: false, expiry: false, scan: false }
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), Violation> {
         match self.ops.values().find(|o| o.cfg.holders.is_empty()) {
-            Some(o) => Err(format!("{} coordinates an operation on {} with no replicas", self.me, o.cfg.chain)),
+            Some(o) => Err(format!("{} coordinates an operation on {} with no replicas", self.me, o.cfg.chain).into()),
             None => Ok(()),
         }
     }

@@ -39,13 +39,8 @@ pub enum Asked {
 impl Asked {
     /// What `req` asks, or why `protocol` refuses it: GET and its kin, SET without conditions, expiry or GET,
     /// and DEL; conditional and read-modify-write commands are the chain's.
-    pub fn of(req: &Request, protocol: Protocol) -> Result<Asked, String> {
-        let refused = || {
-            format!(
-                "not supported by protocol {protocol}: it takes GET and its kin, SET without conditions, expiry or \
-                 GET, and DEL"
-            )
-        };
+    pub fn of(req: &Request, protocol: Protocol) -> Result<Asked, Unsupported> {
+        let refused = || Unsupported(protocol);
         match req {
             Request::Get { read, .. } => Ok(Asked::Read(*read)),
             Request::Write(w) if w.cond == Condition::Always && !w.get_old => match &w.op {
@@ -59,6 +54,11 @@ impl Asked {
         }
     }
 }
+
+/// A request a protocol that keeps only each key's newest version does not take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not supported by protocol {0}: it takes GET and its kin, SET without conditions, expiry or GET, and DEL")]
+pub struct Unsupported(pub Protocol);
 
 /// The answer to a read whose newest version is `v`.
 pub fn read_reply(read: Read, v: &Versioned, now_ms: u64) -> Reply {
