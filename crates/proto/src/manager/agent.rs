@@ -19,14 +19,12 @@ const SENT_MAX: usize = 16;
 /// that a slow link between regions does not send it round the voters.
 const UNANSWERED_MAX: u32 = 10;
 
-/// What the node does before the agent stores a newer map (see [`Agent::adopt`]).
-pub type BeforeStore<'a> = &'a mut dyn FnMut() -> std::io::Result<()>;
-
 /// What the agent learned from a message, for the node to act on.
 #[derive(Debug)]
 pub enum Learned {
-    /// A newer map, already durable.
-    Map(Arc<ClusterMap>),
+    /// A map newer than the agent's, not stored yet: the node makes durable what a restart would judge by it,
+    /// then hands it to [`Agent::adopt`].
+    Map(Box<ClusterMap>),
     /// Tail leases, valid until `until` on this node's clock.
     Leases { chains: Vec<(ChainId, u64)>, until: Time },
     /// The leader refused an operator's request this node forwarded as number `ask`.
@@ -139,17 +137,17 @@ impl Agent {
         self.map.as_ref().and_then(|m| m.nodes.get(&self.me)).is_some_and(|n| n.state != NodeState::Removed)
     }
 
-    /// Handles a message for the agent; what it learned is durable before it is returned. `before_store` runs
-    /// before a newer map is stored ([`Agent::adopt`]).
-    pub fn on_msg(&mut self, from: NodeId, msg: MgrMsg, before_store: BeforeStore) -> std::io::Result<Vec<Learned>> {
+    /// Handles a message for the agent: what it learned, in the order the node must act on it (a map before the
+    /// leases that came with it).
+    pub fn on_msg(&mut self, from: NodeId, msg: MgrMsg) -> Vec<Learned> {
         let mut learned = Vec::new();
         match msg {
             MgrMsg::NotLeader { leader } => match leader {
                 Some(l) if l != from => self.leader = Some(l),
                 _ => self.forget_leader(),
             },
-            MgrMsg::Map(map) => learned.extend(self.adopt(*map, before_store)?),
-            MgrMsg::HeartbeatReply(reply) => self.on_reply(from, reply, before_store, &mut learned)?,
+            MgrMsg::Map(map) => learned.extend(self.newer(map)),
+            MgrMsg::HeartbeatReply(reply) => self.on_reply(from, reply, &mut learned),
             MgrMsg::Refused { reason, ask: Some(ask) } => learned.push(Learned::Refused { ask, reason }),
             MgrMsg::Refused { reason, ask: None } => {
                 if self.refused.as_ref() != Some(&reason) {
@@ -163,37 +161,32 @@ impl Agent {
             | MgrMsg::Admin { .. }
             | MgrMsg::Reported(_) => {}
         }
-        Ok(learned)
+        learned
     }
 
-    fn on_reply(
-        &mut self,
-        from: NodeId,
-        reply: HeartbeatReply,
-        before_store: BeforeStore,
-        learned: &mut Vec<Learned>,
-    ) -> std::io::Result<()> {
+    fn on_reply(&mut self, from: NodeId, reply: HeartbeatReply, learned: &mut Vec<Learned>) {
         self.leader = Some(from);
         self.unanswered = 0;
-        if let Some(map) = reply.map {
-            learned.extend(self.adopt(*map, before_store)?);
-        }
+        learned.extend(reply.map.and_then(|map| self.newer(map)));
         if let Some(&(_, sent)) = self.sent.iter().find(|(seq, _)| *seq == reply.seq) {
             learned.push(Learned::Leases { chains: reply.leases, until: sent.plus(reply.hold) });
         }
-        Ok(())
     }
 
-    /// Takes `map` if it is newer than the current one, durably first, after `before_store` has run: what the
-    /// node must make durable before a restart would judge it by this map.
-    pub fn adopt(&mut self, map: ClusterMap, before_store: BeforeStore) -> std::io::Result<Option<Learned>> {
+    /// `map`, to adopt, if it is newer than the agent's.
+    fn newer(&self, map: Box<ClusterMap>) -> Option<Learned> {
+        (map.epoch > self.epoch()).then_some(Learned::Map(map))
+    }
+
+    /// Takes `map` if it is newer than the current one, durably: the node has made durable first what a restart
+    /// would judge by this map. The map now the agent's, if it took it.
+    pub fn adopt(&mut self, map: ClusterMap) -> std::io::Result<Option<Arc<ClusterMap>>> {
         if map.epoch <= self.epoch() {
             return Ok(None);
         }
-        before_store()?;
         self.file.store(&map)?;
         let map = Arc::new(map);
         self.map = Some(map.clone());
-        Ok(Some(Learned::Map(map)))
+        Ok(Some(map))
     }
 }

@@ -265,10 +265,24 @@ impl ClusterNode {
         let Some(map) = self.manager.as_ref().map(|m| m.map()).filter(|m| m.epoch > self.agent.epoch()) else {
             return;
         };
-        let host = &mut self.host;
-        let learned = self.agent.adopt(map.clone(), &mut || host.sync_now());
-        let learned = learned.expect("the node's map file and datastores must be writable (fail-stop)");
-        learned.into_iter().for_each(|l| self.act_on(now, l, out));
+        self.adopt_map(now, map.clone(), out);
+    }
+
+    /// Adopts `map` if it is newer than the agent's: the datastores are synced first, since a restart judges
+    /// what they hold by the map it stored.
+    fn adopt_map(&mut self, now: Time, map: ClusterMap, out: &mut NodeFx) {
+        if map.epoch <= self.agent.epoch() {
+            return;
+        }
+        let fail_stop = "the node's map file and datastores must be writable (fail-stop)";
+        self.host.sync_now().expect(fail_stop);
+        if let Some(map) = self.agent.adopt(map).expect(fail_stop) {
+            self.learn_access(&map);
+            self.announce_addresses(&map, out);
+            self.protocols.adopt(&mut self.host, &map, now, out);
+            self.store_lost();
+            self.settle_admin(out);
+        }
     }
 
     fn deliver_mgr(&mut self, now: Time, to: NodeId, msg: MgrMsg, out: &mut NodeFx) {
@@ -295,9 +309,7 @@ impl ClusterNode {
                 self.send_mgr(now, mgr, out);
             }
             MgrMsg::HeartbeatReply(_) | MgrMsg::NotLeader { .. } | MgrMsg::Map(_) | MgrMsg::Refused { .. } => {
-                let host = &mut self.host;
-                let learned = self.agent.on_msg(from, msg, &mut || host.sync_now());
-                let learned = learned.expect("the node's map file and datastores must be writable (fail-stop)");
+                let learned = self.agent.on_msg(from, msg);
                 learned.into_iter().for_each(|l| self.act_on(now, l, out));
             }
         }
@@ -305,13 +317,7 @@ impl ClusterNode {
 
     fn act_on(&mut self, now: Time, learned: Learned, out: &mut NodeFx) {
         match learned {
-            Learned::Map(map) => {
-                self.learn_access(&map);
-                self.announce_addresses(&map, out);
-                self.protocols.adopt(&mut self.host, &map, now, out);
-                self.store_lost();
-                self.settle_admin(out);
-            }
+            Learned::Map(map) => self.adopt_map(now, *map, out),
             Learned::Leases { chains, until } => self.protocols.on_leases(&mut self.host, &chains, until, now, out),
             Learned::Refused { ask, reason } => self.admin_refused(ask, reason, out),
         }
