@@ -104,8 +104,8 @@ impl Host {
         self.requests.take_retries()
     }
 
-    /// Makes every write so far durable at once (the agent's `before_store`: a map may be stored only once what
-    /// it is judged by is durable).
+    /// Makes every write so far durable at once: a node stores a newer map only once what a restart would judge
+    /// by it is durable (`ClusterNode::adopt_map`).
     pub fn sync_now(&mut self) -> std::io::Result<()> {
         self.stores.sync_now().map_err(std::io::Error::other)
     }

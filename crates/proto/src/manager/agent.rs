@@ -6,7 +6,7 @@
 //! redirections, and moves on to the next voter after a few unanswered heartbeats.
 
 use super::mapfile::MapFile;
-use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
+use super::msg::{Heartbeat, HeartbeatReply, ManagerMsg, MgrFx, MgrMsg};
 use crate::map::{ClusterMap, NodeAddrs, NodeState};
 use crate::reports::ReplicaReports;
 use meridian_core::{ChainId, Location, NodeId, Time};
@@ -106,7 +106,7 @@ impl Agent {
     }
 
     /// Every manager tick: a heartbeat to the leader, and the request to join while the map lacks this node.
-    pub fn tick(&mut self, now: Time, replicas: ReplicaReports, out: &mut Vec<(NodeId, MgrMsg)>) {
+    pub fn tick(&mut self, now: Time, replicas: ReplicaReports, out: &mut MgrFx) {
         if self.unanswered >= UNANSWERED_MAX {
             self.forget_leader();
         }
@@ -117,18 +117,12 @@ impl Agent {
         if self.sent.len() > SENT_MAX {
             self.sent.pop_front();
         }
-        out.push((to, MgrMsg::Heartbeat(Heartbeat { seq: self.seq, epoch: self.epoch(), replicas })));
+        let heartbeat = Heartbeat { seq: self.seq, epoch: self.epoch(), replicas };
+        out.send(to, ManagerMsg::Mgr(MgrMsg::Heartbeat(heartbeat)));
         if let Some(join) = self.join.as_ref().filter(|_| !self.in_map()) {
-            out.push((
-                to,
-                MgrMsg::Join {
-                    id: self.me,
-                    addrs: join.addrs.clone(),
-                    vnodes: join.vnodes,
-                    location: join.location.clone(),
-                    host: join.host,
-                },
-            ));
+            let (id, addrs, vnodes, location, host) =
+                (self.me, join.addrs.clone(), join.vnodes, join.location.clone(), join.host);
+            out.send(to, ManagerMsg::Mgr(MgrMsg::Join { id, addrs, vnodes, location, host }));
         }
     }
 

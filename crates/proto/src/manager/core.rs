@@ -9,7 +9,7 @@
 //! then its map may lag the one nodes already act on.
 
 use super::leader::{stretched, Inheritance, Leadership};
-use super::msg::{Heartbeat, HeartbeatReply, MgrMsg};
+use super::msg::{Heartbeat, HeartbeatReply, ManagerMsg, MgrFx, MgrMsg};
 use super::plan::{next_steps_with, PlanLimits};
 use super::raft::{Committed, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeState};
@@ -80,13 +80,6 @@ impl ManagerConfig {
     }
 }
 
-/// What the manager asks the node to send.
-#[derive(Debug, Default)]
-pub struct MgrOut {
-    pub raft: Vec<(NodeId, RaftMsg)>,
-    pub mgr: Vec<(NodeId, MgrMsg)>,
-}
-
 pub struct ManagerCore {
     me: NodeId,
     raft: RaftCore,
@@ -109,7 +102,7 @@ impl ManagerCore {
         bootstrap: MapCommand,
         cfg: ManagerConfig,
         jitter: u64,
-    ) -> Result<(ManagerCore, MgrOut), RaftError> {
+    ) -> Result<(ManagerCore, MgrFx), RaftError> {
         let mut raft_out = RaftOutput::default();
         let raft = RaftCore::open(vfs, dir, me, voters, &cfg.raft, jitter, &mut raft_out)?;
         let mut core = ManagerCore {
@@ -122,7 +115,7 @@ impl ManagerCore {
             inherited: Inheritance::default(),
             applied_since_snapshot: 0,
         };
-        let mut out = MgrOut::default();
+        let mut out = MgrFx::new();
         core.absorb(Time::ZERO, raft_out, &mut out)?;
         Ok((core, out))
     }
@@ -141,7 +134,7 @@ impl ManagerCore {
         self.lead.as_ref().map(|l| l.describe(now))
     }
 
-    pub fn tick(&mut self, now: Time, out: &mut MgrOut) -> Result<(), RaftError> {
+    pub fn tick(&mut self, now: Time, out: &mut MgrFx) -> Result<(), RaftError> {
         let mut raft_out = RaftOutput::default();
         self.raft.tick(&mut raft_out)?;
         self.absorb(now, raft_out, out)?;
@@ -152,7 +145,7 @@ impl ManagerCore {
         Ok(())
     }
 
-    pub fn on_raft(&mut self, now: Time, from: NodeId, msg: &RaftMsg, out: &mut MgrOut) -> Result<(), RaftError> {
+    pub fn on_raft(&mut self, now: Time, from: NodeId, msg: &RaftMsg, out: &mut MgrFx) -> Result<(), RaftError> {
         let mut raft_out = RaftOutput::default();
         let stepped = self.raft.step(from, msg, &mut raft_out);
         self.absorb(now, raft_out, out)?;
@@ -168,7 +161,7 @@ impl ManagerCore {
 
     /// A message for the leader. Anyone else answers with who it takes for the leader, and keeps what a
     /// leader passes on for its successor.
-    pub fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut MgrOut) -> Result<(), RaftError> {
+    pub fn on_mgr(&mut self, now: Time, from: NodeId, msg: MgrMsg, out: &mut MgrFx) -> Result<(), RaftError> {
         if let MgrMsg::Reported(reported) = msg {
             if self.lead.is_none() {
                 self.inherited.learn(from, now, reported);
@@ -178,7 +171,7 @@ impl ManagerCore {
         if self.lead.is_none() {
             if matches!(msg, MgrMsg::Heartbeat(_) | MgrMsg::Join { .. } | MgrMsg::Leave { .. } | MgrMsg::Admin { .. }) {
                 let leader = self.raft.leader().filter(|&l| l != self.me);
-                out.mgr.push((from, MgrMsg::NotLeader { leader }));
+                out.send(from, ManagerMsg::Mgr(MgrMsg::NotLeader { leader }));
             }
             return Ok(());
         }
@@ -201,7 +194,7 @@ impl ManagerCore {
                 | MapCommand::DelUsers { .. } => self.admin(now, from, cmd, Some(ask), out),
                 _ => {
                     let reason = "only keyspace and ACL commands are taken from operators".to_string();
-                    out.mgr.push((from, MgrMsg::Refused { reason, ask: Some(ask) }));
+                    out.send(from, ManagerMsg::Mgr(MgrMsg::Refused { reason, ask: Some(ask) }));
                     Ok(())
                 }
             },
@@ -220,12 +213,12 @@ impl ManagerCore {
         from: NodeId,
         cmd: MapCommand,
         ask: Option<u64>,
-        out: &mut MgrOut,
+        out: &mut MgrFx,
     ) -> Result<(), RaftError> {
         match self.map.clone().apply(&cmd) {
             Ok(_) => self.propose(now, cmd, out),
             Err(e) => {
-                out.mgr.push((from, MgrMsg::Refused { reason: e.to_string(), ask }));
+                out.send(from, ManagerMsg::Mgr(MgrMsg::Refused { reason: e.to_string(), ask }));
                 Ok(())
             }
         }
@@ -249,14 +242,14 @@ impl ManagerCore {
         }
     }
 
-    fn lead_duties(&mut self, now: Time, out: &mut MgrOut) -> Result<(), RaftError> {
+    fn lead_duties(&mut self, now: Time, out: &mut MgrFx) -> Result<(), RaftError> {
         if !self.map.is_bootstrapped() {
             return self.propose(now, self.bootstrap.clone(), out);
         }
         let lead = self.lead.as_mut().expect("leading");
         let reported = lead.reported();
         let others = self.map.manager_voters.iter().filter(|&&v| v != self.me);
-        out.mgr.extend(others.map(|&v| (v, MgrMsg::Reported(reported.clone()))));
+        others.for_each(|&v| out.send(v, ManagerMsg::Mgr(MgrMsg::Reported(reported.clone()))));
         lead.prune(now, self.cfg.lease);
         lead.prune_proposals(now, self.cfg.retry);
         let failed = lead.overdue(&self.map, now, self.cfg.failure_timeout);
@@ -273,13 +266,13 @@ impl ManagerCore {
         cmds.into_iter().try_for_each(|cmd| self.propose(now, cmd, out))
     }
 
-    fn on_heartbeat(&mut self, now: Time, from: NodeId, hb: Heartbeat, out: &mut MgrOut) -> Result<(), RaftError> {
+    fn on_heartbeat(&mut self, now: Time, from: NodeId, hb: Heartbeat, out: &mut MgrFx) -> Result<(), RaftError> {
         let lead = self.lead.as_mut().expect("leading");
         lead.heard(from, hb.epoch, now);
         let leases = lead.grant(from, &self.map, now, self.cfg.lease, self.cfg.fence());
         let map = (hb.epoch < self.map.epoch).then(|| Box::new(self.map.clone()));
         let reply = HeartbeatReply { seq: hb.seq, leases, hold: self.cfg.lease / 2, map };
-        out.mgr.push((from, MgrMsg::HeartbeatReply(reply)));
+        out.send(from, ManagerMsg::Mgr(MgrMsg::HeartbeatReply(reply)));
         if let Some(info) = self.map.nodes.get(&from) {
             if info.state == NodeState::Failed || (info.state == NodeState::Removed && !info.departed) {
                 self.propose(now, MapCommand::NodeRecovered { id: from }, out)?;
@@ -360,7 +353,7 @@ impl ManagerCore {
         }
     }
 
-    fn propose(&mut self, now: Time, cmd: MapCommand, out: &mut MgrOut) -> Result<(), RaftError> {
+    fn propose(&mut self, now: Time, cmd: MapCommand, out: &mut MgrFx) -> Result<(), RaftError> {
         let data = postcard::to_allocvec(&cmd).expect("commands serialize");
         let lead = self.lead.as_mut().expect("only the leader proposes");
         if !lead.should_propose(&data, now, self.cfg.retry) {
@@ -376,8 +369,8 @@ impl ManagerCore {
     }
 
     /// Sends Raft's messages and applies what committed; a leader tells every node about a new map.
-    fn absorb(&mut self, now: Time, raft_out: RaftOutput, out: &mut MgrOut) -> Result<(), RaftError> {
-        out.raft.extend(raft_out.messages);
+    fn absorb(&mut self, now: Time, raft_out: RaftOutput, out: &mut MgrFx) -> Result<(), RaftError> {
+        raft_out.messages.into_iter().for_each(|(to, msg)| out.send(to, ManagerMsg::Raft(msg)));
         let epoch = self.map.epoch;
         for item in raft_out.committed {
             self.apply(item)?;
@@ -389,7 +382,7 @@ impl ManagerCore {
         }
         if self.map.epoch != epoch && self.lead.is_some() {
             let targets = self.map.nodes.keys().filter(|&&n| n != self.me);
-            out.mgr.extend(targets.map(|&n| (n, MgrMsg::Map(Box::new(self.map.clone())))));
+            targets.for_each(|&n| out.send(n, ManagerMsg::Mgr(MgrMsg::Map(Box::new(self.map.clone())))));
         }
         self.follow_leadership(now);
         Ok(())

@@ -1,11 +1,23 @@
 //! Messages between every node's agent and the manager's leader (seed 003 §2.6: heartbeats between the
 //! manager and its back-ends; Listing 2's JOIN, FLUSH_ACK and CR_*_DONE become reports in heartbeats).
 
+use super::raft::RaftMsg;
 use crate::map::{ClusterMap, MapCommand, NodeAddrs};
 use crate::reports::ReplicaReports;
-use meridian_core::{ChainId, Location, NodeId};
+use meridian_core::{ChainId, Effects, Location, NodeId};
 use serde::{Deserialize, Serialize};
+use std::convert::Infallible;
 use std::time::Duration;
+
+/// What the manager and the agent send: Raft's messages among the voters, and the manager's own.
+#[derive(Debug)]
+pub enum ManagerMsg {
+    Raft(RaftMsg),
+    Mgr(MgrMsg),
+}
+
+/// Where the manager and the agent put their effects. They only send: the node's manager tick drives them.
+pub type MgrFx = Effects<ManagerMsg, Infallible>;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MgrMsg {

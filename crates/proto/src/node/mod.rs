@@ -18,9 +18,10 @@ mod status;
 use crate::chain::PlantedBug;
 use crate::host::{Host, RequestConfig};
 use crate::manager::agent::{Agent, JoinRequest, Learned};
-use crate::manager::core::{ManagerConfig, ManagerCore, MgrOut};
+use crate::manager::core::{ManagerConfig, ManagerCore};
 use crate::manager::mapfile::MapFile;
 use crate::manager::msg::MgrMsg;
+use crate::manager::msg::{ManagerMsg, MgrFx};
 use crate::manager::raft::RaftError;
 use crate::map::placement::{self, DEFAULT_PARTITIONS};
 use crate::map::{ClusterMap, MapCommand, NodeAddrs, NodeState};
@@ -28,7 +29,8 @@ use crate::protocol::PreviousRun;
 use crate::stores::{StoreSpec, Stores};
 use meridian_core::acl::Access;
 use meridian_core::{
-    ChainId, ClusterConfig, Effects, KeyspaceId, NodeId, Placement, Process, Reply, Request, RequestId, SyncJob, Time,
+    ChainId, ClusterConfig, Effect, Effects, KeyspaceId, NodeId, Placement, Process, Reply, Request, RequestId,
+    SyncJob, Time,
 };
 use meridian_store::{LogOptions, StoreError, StoreStats, Vfs};
 pub use protocols::{NodeMsg, NodeTimer, ProtocolConfigs, Protocols};
@@ -125,7 +127,7 @@ pub struct ClusterNode {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
     /// What the manager said while opening, sent at start.
-    opened: MgrOut,
+    opened: MgrFx,
     /// The peer address last announced to the runner for each node.
     addressed: BTreeMap<NodeId, String>,
     /// Keyspace commands waiting for the map to show them.
@@ -174,7 +176,7 @@ impl ClusterNode {
                     .map_err(OpenError::ManagerLog)?;
             (Some(core), out)
         } else {
-            (None, MgrOut::default())
+            (None, MgrFx::new())
         };
         let addressed = setup.initial.nodes.iter().map(|n| (n.id, n.peer_addr.clone())).collect();
         Ok(ClusterNode {
@@ -250,11 +252,20 @@ impl ClusterNode {
         self.protocols.on_tick(&mut self.host, now, out);
     }
 
-    fn send_mgr(&mut self, now: Time, mgr: MgrOut, out: &mut NodeFx) {
-        for (to, msg) in mgr.raft {
-            out.send(to, NodeMsg::Raft(msg));
+    /// Sends what the manager or the agent sent: Raft's messages first, then the manager's, those to this node
+    /// handled at once; then adopts the map the manager's own replica applied, if newer.
+    fn send_mgr(&mut self, now: Time, mut mgr: MgrFx, out: &mut NodeFx) {
+        let (effects, dirt) = mgr.drain();
+        out.add_dirt(dirt);
+        let mut sends = Vec::new();
+        for effect in effects {
+            let Effect::Send { to, msg, .. } = effect else { unreachable!("the manager and the agent only send") };
+            match msg {
+                ManagerMsg::Raft(msg) => out.send(to, NodeMsg::Raft(msg)),
+                ManagerMsg::Mgr(msg) => sends.push((to, msg)),
+            }
         }
-        for (to, msg) in mgr.mgr {
+        for (to, msg) in sends {
             self.deliver_mgr(now, to, msg, out);
         }
         self.follow_manager_map(now, out);
@@ -300,11 +311,11 @@ impl ClusterNode {
             | MgrMsg::Leave { .. }
             | MgrMsg::Admin { .. }
             | MgrMsg::Reported(_) => {
-                let mut mgr = MgrOut::default();
+                let mut mgr = MgrFx::new();
                 match self.manager.as_mut() {
                     Some(m) => m.on_mgr(now, from, msg, &mut mgr).expect("the manager's log must work (fail-stop)"),
                     None if matches!(msg, MgrMsg::Reported(_)) => {}
-                    None => mgr.mgr.push((from, MgrMsg::NotLeader { leader: None })),
+                    None => mgr.send(from, ManagerMsg::Mgr(MgrMsg::NotLeader { leader: None })),
                 }
                 self.send_mgr(now, mgr, out);
             }
@@ -362,15 +373,13 @@ impl ClusterNode {
     fn manager_tick(&mut self, now: Time, out: &mut NodeFx) {
         out.set_timer(NodeTimer::Manager, self.cfg.manager.tick);
         if let Some(m) = self.manager.as_mut() {
-            let mut mgr = MgrOut::default();
+            let mut mgr = MgrFx::new();
             m.tick(now, &mut mgr).expect("the manager's log must work (fail-stop)");
             self.send_mgr(now, mgr, out);
         }
-        let mut beats = Vec::new();
+        let mut beats = MgrFx::new();
         self.agent.tick(now, self.protocols.reports(self.host.syncs, self.incarnation), &mut beats);
-        for (to, msg) in beats {
-            self.deliver_mgr(now, to, msg, out);
-        }
+        self.send_mgr(now, beats, out);
         self.tend_admin(now, out);
     }
 }
@@ -395,7 +404,7 @@ impl Process for ClusterNode {
         match msg {
             NodeMsg::Raft(m) => {
                 let Some(manager) = self.manager.as_mut() else { return };
-                let mut mgr = MgrOut::default();
+                let mut mgr = MgrFx::new();
                 manager.on_raft(now, from, &m, &mut mgr).expect("the manager's log must work (fail-stop)");
                 self.send_mgr(now, mgr, out);
             }
