@@ -666,6 +666,14 @@ impl KeyspaceConfig {
     }
 }
 
+/// n, for a keyspace named `db<n>` (Redis' database n, which `SELECT n` makes) with n written as Redis writes
+/// it: no sign, no leading zero.
+pub fn database_number(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("db")?;
+    let canonical = digits == "0" || digits.starts_with(|c: char| ('1'..='9').contains(&c));
+    (canonical && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+}
+
 /// Checks a keyspace name: 1 to [`NAME_MAX`] bytes of ASCII letters, digits, `_`, `-` and `.`.
 pub fn validate_name(name: &str) -> Result<(), KeyspaceError> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');

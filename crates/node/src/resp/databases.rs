@@ -10,9 +10,12 @@
 
 use crate::http::NewKeyspace;
 use crate::inbox::{Answer, CoreInbox};
+use meridian_core::keyspace::database_number;
 use meridian_core::{Admin, ErrorKind, KeyspaceId, KeyspaceRef, Reply, Request};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// Redis' default `databases`: SELECT creates the numbers below it that have no keyspace.
 pub(super) const DATABASES: u32 = 16;
@@ -66,10 +69,27 @@ async fn selected(core: &dyn CoreInbox, n: u32) -> Reply {
     // By name, whether this create made it or a concurrent SELECT (here or on another node) did first.
     match admin(core, Admin::Resolve(KeyspaceRef::Name(name))).await {
         Reply::Keyspace(id) => Reply::Keyspace(id),
-        not_there => match created {
-            Reply::Error(..) => created,
-            _ => not_there,
-        },
+        // The map refuses `db<n>` while keyspace number n has another name (made elsewhere, not yet in this
+        // node's map, which SELECT n then chooses): it shows here within a heartbeat or two.
+        _ if matches!(created, Reply::Error(..)) => chosen_within(core, n, MAP_LAG_MAX).await.unwrap_or(created),
+        not_there => not_there,
+    }
+}
+
+/// How long SELECT waits for this node's map to show a keyspace the cluster's map has.
+const MAP_LAG_MAX: Duration = Duration::from_secs(1);
+
+/// The keyspace SELECT n chooses, once this node's map shows one, if it does within `limit`.
+async fn chosen_within(core: &dyn CoreInbox, n: u32, limit: Duration) -> Option<Reply> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(id) = keyspaces(core).await.ok().and_then(|listed| chosen(n, &listed)) {
+            return Some(Reply::Keyspace(id));
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -107,13 +127,6 @@ pub(super) fn chosen(n: u32, listed: &[Listed]) -> Option<KeyspaceId> {
 pub(super) fn number_of(keyspace: &Listed, listed: &[Listed]) -> Option<u32> {
     let n = database_number(&keyspace.name).unwrap_or(keyspace.id.0);
     (chosen(n, listed) == Some(keyspace.id)).then_some(n)
-}
-
-/// n, for a keyspace named `db<n>` with n written as Redis writes it (no sign, no leading zero).
-fn database_number(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix("db")?;
-    let canonical = digits == "0" || digits.starts_with(|c: char| ('1'..='9').contains(&c));
-    (canonical && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
 }
 
 /// The `default` keyspace's configuration, which a new database takes.
@@ -235,6 +248,28 @@ mod tests {
             _ => Reply::Error(ErrorKind::Invalid, "unknown keyspace".into()),
         });
         assert_eq!(selected(refused.as_ref(), 3).await, Reply::Error(ErrorKind::Invalid, "too many".into()));
+    }
+
+    /// A keyspace made as number 1 on another node, which this node's map does not show yet: the map refuses
+    /// `db1` (it would take SELECT 1 from it), and SELECT 1 chooses that keyspace once this node's map shows it.
+    #[tokio::test]
+    async fn a_keyspace_this_node_has_not_seen_yet_keeps_its_number() {
+        let lists = std::sync::atomic::AtomicU32::new(0);
+        let core = Scripted::new(move |req| match req {
+            Request::Admin(Admin::Keyspaces) => {
+                let mut shown = vec![entry(0, "default", &["log"], None)];
+                if lists.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 3 {
+                    shown.push(entry(1, "orders", &["log"], None));
+                }
+                Reply::Text(serde_json::Value::Array(shown).to_string())
+            }
+            Request::Admin(Admin::CreateKeyspace { .. }) => {
+                Reply::Error(ErrorKind::Invalid, "keyspace number 1 is \"orders\", which SELECT 1 chooses".into())
+            }
+            Request::Admin(Admin::Resolve(_)) => Reply::Error(ErrorKind::Invalid, "unknown keyspace".into()),
+            other => panic!("SELECT asked {other:?}"),
+        });
+        assert_eq!(selected(core.as_ref(), 1).await, Reply::Keyspace(KeyspaceId(1)));
     }
 
     #[tokio::test]

@@ -187,6 +187,7 @@ impl ManagerCore {
             MgrMsg::Leave { id } => self.admin(now, from, MapCommand::RemoveNode { id }, None, out),
             MgrMsg::Admin { cmd, ask } => match cmd {
                 MapCommand::CreateKeyspace { .. }
+                | MapCommand::CreateDatabase { .. }
                 | MapCommand::DropKeyspace { .. }
                 | MapCommand::SetMasterRegion { .. }
                 | MapCommand::SetKeyMaster { .. }

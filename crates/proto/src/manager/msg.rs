@@ -37,7 +37,8 @@ pub enum MgrMsg {
     /// Leader → the node that asked: the map refuses the request (a node id used with other addresses, say).
     /// `ask` is the asker's number for an operator's request ([`MgrMsg::Admin`]), None for the node's own join.
     Refused { reason: String, ask: Option<u64> },
-    /// Admin → leader: an operator's keyspace or ACL command ([`MapCommand::CreateKeyspace`],
+    /// Admin → leader: an operator's keyspace or ACL command ([`MapCommand::CreateKeyspace`] or
+    /// [`MapCommand::CreateDatabase`],
     /// [`MapCommand::DropKeyspace`], [`MapCommand::SetMasterRegion`], [`MapCommand::SetKeyMaster`],
     /// [`MapCommand::SetUser`] or [`MapCommand::DelUsers`]; the leader refuses any other), numbered `ask` by the
     /// sender.

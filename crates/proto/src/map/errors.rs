@@ -125,6 +125,11 @@ pub enum MapError {
         live: NodeId,
     },
     KeyspaceExists(String),
+    /// `db<number>` would take `SELECT number` from keyspace `number`, `name`, which is no database.
+    NumberTaken {
+        number: u32,
+        name: String,
+    },
     UnknownKeyspace(String),
     /// `default` cannot be dropped.
     DefaultKeyspace,
@@ -213,6 +218,11 @@ impl fmt::Display for MapError {
                 write!(f, "chain {chain} cannot be restored from {node}, which is down, while {live} is up")
             }
             MapError::KeyspaceExists(name) => write!(f, "keyspace {name:?} already exists"),
+            MapError::NumberTaken { number, name } => write!(
+                f,
+                "keyspace number {number} is {name:?}, which SELECT {number} chooses: a keyspace named db{number} \
+                 would take that number from it"
+            ),
             MapError::UnknownKeyspace(name) => write!(f, "unknown keyspace {name:?}"),
             MapError::DefaultKeyspace => write!(f, "the {DEFAULT_KEYSPACE} keyspace cannot be dropped"),
             MapError::NotLease(name) => {

@@ -117,7 +117,7 @@ pub use masters::{KeyMasters, Pin};
 
 use meridian_core::acl::{AclRule, User};
 use meridian_core::config::VNODES_MAX;
-use meridian_core::keyspace::{validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
+use meridian_core::keyspace::{database_number, validate_name, DEFAULT_KEYSPACE, KEYSPACES_MAX};
 use meridian_core::{
     ChainId, ChainMap, KeyspaceConfig, KeyspaceId, Location, NodeId, Placement, Protocol, QueryNode, ReplicaKind,
     UpdateMode,
@@ -310,6 +310,11 @@ pub enum MapCommand {
     SetUser { name: String, base: Option<User>, rules: Vec<AclRule> },
     /// `ACL DELUSER`: removes the users named (never `default`).
     DelUsers { names: Vec<String> },
+    /// `CreateKeyspace` of `db<number>`, Redis' database `number` (`SELECT number` makes it, and `keyspace
+    /// create` of that name), refused while keyspace number `number` is one of another name that is no
+    /// database: `SELECT number` chooses that one, and must go on doing so on every node (`NumberTaken`). Checked
+    /// here, where commands are ordered, since a node whose map lags cannot see the other keyspace.
+    CreateDatabase { number: u32, config: KeyspaceConfig },
 }
 
 /// What an accepted command did.
@@ -328,14 +333,15 @@ pub enum Applied {
 /// with its knobs) to format 2, format 4 lease keyspaces to format 3, and format 5 the command
 /// [`MapCommand::SetMasterRegion`], each keeping the encoding before it; format 6 added [`ClusterMap::masters`]
 /// and [`MapCommand::SetKeyMaster`], format 7 [`ClusterMap::hosts`] and [`MapCommand::AddAffiliate`], format 8
-/// meteor keyspaces, format 9 [`ClusterMap::users`] with [`MapCommand::SetUser`] and [`MapCommand::DelUsers`].
-/// Commands of formats 2 to 8 decode as they are, and their maps through [`older_map`] ([`ENCODED_AS_CURRENT`]),
-/// while an older build refuses a newer file rather than misread it.
-pub const MAP_FORMAT: u8 = 9;
+/// meteor keyspaces, format 9 [`ClusterMap::users`] with [`MapCommand::SetUser`] and [`MapCommand::DelUsers`],
+/// format 10 the command [`MapCommand::CreateDatabase`]. Commands of formats 2 to 9 decode as they are, and their
+/// maps through [`older_map`] ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than
+/// misread it.
+pub const MAP_FORMAT: u8 = 10;
 
-/// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps lack later
-/// fields: [`older_map`] reads them).
-pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6, 7, 8];
+/// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps may lack
+/// later fields: [`older_map`] reads them).
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6, 7, 8, 9];
 
 /// Decodes a map of `format`, one before [`MAP_FORMAT`], through the frozen copy of its shape.
 pub(crate) fn older_map(format: u8, bytes: &[u8]) -> postcard::Result<ClusterMap> {
@@ -343,6 +349,8 @@ pub(crate) fn older_map(format: u8, bytes: &[u8]) -> postcard::Result<ClusterMap
         1 => format1::map(bytes),
         6 => format6::map(bytes),
         7 | 8 => format8::map(bytes),
+        // Format 10 added a command only: its maps are format 9's.
+        9 => postcard::from_bytes(bytes),
         _ => format5::map(bytes),
     }
 }
@@ -565,6 +573,7 @@ impl ClusterMap {
             MapCommand::StepDone { chain, step } => self.step_done(*chain, *step),
             MapCommand::StepAborted { chain, step } => self.step_aborted(*chain, *step),
             MapCommand::CreateKeyspace { name, config } => self.create_keyspace(name, config),
+            MapCommand::CreateDatabase { number, config } => self.create_database(*number, config),
             MapCommand::DropKeyspace { name } => self.drop_keyspace(name),
             MapCommand::ReplicaLost { chain, node, incarnation } => self.replica_lost(*chain, *node, *incarnation),
             MapCommand::ReplicaRestored { chain, node, incarnation } => {
@@ -617,6 +626,14 @@ impl ClusterMap {
     }
 
     /// The keyspace's chains start at their targets with view 1: a new keyspace has no data to copy.
+    fn create_database(&mut self, number: u32, config: &KeyspaceConfig) -> Result<Applied, MapError> {
+        let numbered = self.keyspaces.get(&KeyspaceId(number)).filter(|k| database_number(&k.name).is_none());
+        if let Some(k) = numbered {
+            return Err(MapError::NumberTaken { number, name: k.name.clone() });
+        }
+        self.create_keyspace(&format!("db{number}"), config)
+    }
+
     fn create_keyspace(&mut self, name: &str, config: &KeyspaceConfig) -> Result<Applied, MapError> {
         validate_name(name).and_then(|()| config.validate()).map_err(MapError::BadKeyspace)?;
         if self.keyspace_named(name).is_some() {

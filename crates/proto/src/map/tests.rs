@@ -785,6 +785,24 @@ fn keyspace_commands_are_validated() {
     refused(&mut wide, create("one-more", 1), MapError::TooManyKeyspaces);
 }
 
+/// `db<n>` is refused while keyspace number n is one of another name, which `SELECT n` chooses: ordered here,
+/// the refusal holds on a node whose map had not shown that keyspace when it asked.
+#[test]
+fn a_database_never_takes_the_number_of_a_keyspace_of_another_name() {
+    let mut map = bootstrapped(3, 2, 4);
+    let database = |number| MapCommand::CreateDatabase { number, config: KeyspaceConfig::durable(1) };
+    map.apply(&create("orders", 1)).unwrap();
+    refused(&mut map, database(1), MapError::NumberTaken { number: 1, name: "orders".into() });
+    refused(&mut map, database(0), MapError::NumberTaken { number: 0, name: "default".into() });
+    assert_eq!(map.apply(&database(5)), Ok(Applied::Changed), "number 5 is free: db5 takes number 2");
+    assert_eq!(map.keyspace_named("db5").unwrap().0, KeyspaceId(2));
+    assert_eq!(map.apply(&database(2)), Ok(Applied::Changed), "number 2 is db5's, which SELECT 2 does not choose");
+    refused(&mut map, database(5), MapError::KeyspaceExists("db5".into()));
+    map.check().unwrap();
+    let refusal = MapError::NumberTaken { number: 1, name: "orders".into() }.to_string();
+    assert!(refusal.contains("SELECT 1") && refusal.contains("db1"), "{refusal}");
+}
+
 #[test]
 fn a_dropped_keyspace_takes_its_chains_and_its_id_is_never_reused() {
     let mut map = bootstrapped(3, 2, 4);

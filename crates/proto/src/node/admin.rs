@@ -6,7 +6,8 @@
 use super::{ClusterNode, NodeFx};
 use crate::manager::msg::MgrMsg;
 use crate::map::{ClusterMap, MapCommand, NodeAddrs};
-use meridian_core::{Admin, ErrorKind, KeyspaceRef, NodeToAdd, Reply, RequestId, Time, UserChange};
+use meridian_core::keyspace::database_number;
+use meridian_core::{Admin, ErrorKind, KeyspaceConfig, KeyspaceRef, NodeToAdd, Reply, RequestId, Time, UserChange};
 
 /// Manager ticks a keyspace command may wait for this node's map to show it.
 pub const KEYSPACE_TIMEOUT_TICKS: u32 = 100;
@@ -26,10 +27,8 @@ impl PendingAdmin {
     /// The answer once `map` shows the command carried out.
     fn done(&self, map: &ClusterMap) -> Option<String> {
         match &self.cmd {
-            MapCommand::CreateKeyspace { name, config } => match map.keyspace_named(name) {
-                Some((id, k)) if k.config == *config => Some(format!("created keyspace {name} (number {})", id.0)),
-                _ => None,
-            },
+            MapCommand::CreateKeyspace { name, config } => created(map, name, config),
+            MapCommand::CreateDatabase { number, config } => created(map, &format!("db{number}"), config),
             MapCommand::DropKeyspace { name } => {
                 map.keyspace_named(name).is_none().then(|| format!("dropped keyspace {name}"))
             }
@@ -79,7 +78,12 @@ impl ClusterNode {
                 );
             }
             Admin::CreateKeyspace { name, config } => {
-                self.keyspace_command(now, id, MapCommand::CreateKeyspace { name, config: *config }, out)
+                // A database's name, whoever asks (SELECT, or an operator): the map keeps SELECT's numbers stable.
+                let cmd = match database_number(&name) {
+                    Some(number) => MapCommand::CreateDatabase { number, config: *config },
+                    None => MapCommand::CreateKeyspace { name, config: *config },
+                };
+                self.keyspace_command(now, id, cmd, out)
             }
             Admin::DropKeyspace { name } => self.keyspace_command(now, id, MapCommand::DropKeyspace { name }, out),
             Admin::SetMasterRegion { name, region } => {
@@ -189,6 +193,12 @@ impl ClusterNode {
         self.deliver_mgr(now, leader, msg, out);
         out.reply(id, Reply::Text(done));
     }
+}
+
+/// The answer to a create of keyspace `name` with `config` once `map` has it.
+fn created(map: &ClusterMap, name: &str, config: &KeyspaceConfig) -> Option<String> {
+    let (id, k) = map.keyspace_named(name)?;
+    (k.config == *config).then(|| format!("created keyspace {name} (number {})", id.0))
 }
 
 fn no_map() -> Reply {

@@ -34,7 +34,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg`, `LeaseMsg` and `MeteorMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((14, 0x3271_873e), (9, 0xa4e0_8c99), [14, 9, 18, 8, 21, 11]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((15, 0x3271_873e), (10, 0xc521_b393), [14, 9, 19, 8, 21, 11]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -195,6 +195,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::SetUser { name: "alice".into(), base: None, rules: user_rules() },
         MapCommand::SetUser { name: "default".into(), base: Some(User::default_user(None)), rules: vec![AclRule::Off] },
         MapCommand::DelUsers { names: vec!["bob".into()] },
+        MapCommand::CreateDatabase { number: 7, config: KeyspaceConfig::durable(2) },
     ];
     let numbered = |c: &MapCommand| match c {
         MapCommand::Bootstrap { .. } => 0,
@@ -215,6 +216,7 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::AddAffiliate { .. } => 15,
         MapCommand::SetUser { .. } => 16,
         MapCommand::DelUsers { .. } => 17,
+        MapCommand::CreateDatabase { .. } => 18,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
     samples
