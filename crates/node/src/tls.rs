@@ -42,8 +42,9 @@ pub enum ClientAuth {
 impl FromStr for ClientAuth {
     type Err = UnknownName;
 
+    /// Without regard to case, as Redis reads its enumerated settings.
     fn from_str(text: &str) -> Result<Self, UnknownName> {
-        match text {
+        match text.to_ascii_lowercase().as_str() {
             "yes" => Ok(ClientAuth::Yes),
             "no" => Ok(ClientAuth::No),
             "optional" => Ok(ClientAuth::Optional),
@@ -348,6 +349,7 @@ mod tests {
         let files = TlsFiles { auth_clients: Some(ClientAuth::No), ..node_files(dir.path()) };
         assert!(files.load().is_ok());
         assert_eq!("optional".parse(), Ok(ClientAuth::Optional));
+        assert_eq!("YES".parse(), Ok(ClientAuth::Yes), "any case, as Redis reads it");
         assert!("maybe".parse::<ClientAuth>().is_err());
     }
 

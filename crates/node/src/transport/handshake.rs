@@ -6,6 +6,7 @@
 //! topology lacks, and delays what it admits by the caller's region. Over mutual TLS (`mutual_tls.rs`), the
 //! caller is also held to the node its certificate names: the certificate, not the hello, says who it is.
 
+use super::refusals::RefusalLog;
 use super::wan::{DelayLine, Wan};
 use meridian_core::wire::Hello;
 use meridian_core::{ClusterConfig, NodeId};
@@ -16,6 +17,8 @@ pub(crate) struct Gate {
     fingerprint: u64,
     region: String,
     wan: Option<Wan>,
+    /// Where the peer port logs the callers it refuses.
+    pub(crate) refusals: RefusalLog,
 }
 
 /// An admitted caller, and the delay line its messages pass through when this node emulates a WAN.
@@ -42,7 +45,7 @@ pub(crate) enum Refusal {
 impl Gate {
     /// The gate of node `me`, which runs in `region` (and in `wan`, if it emulates one).
     pub(crate) fn new(me: NodeId, cluster: &ClusterConfig, region: &str, wan: Option<Wan>) -> Gate {
-        Gate { me, fingerprint: cluster.fingerprint(), region: region.into(), wan }
+        Gate { me, fingerprint: cluster.fingerprint(), region: region.into(), wan, refusals: RefusalLog::default() }
     }
 
     /// The first frame this node sends on every outbound connection.

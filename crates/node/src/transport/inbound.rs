@@ -85,7 +85,7 @@ async fn serve_tls_peer<M: DeserializeOwned>(
 ) {
     match tls.accept(stream).await {
         Ok((stream, certified)) => serve_peer(stream, addr, gate, inbox, Some((certified, &tls))).await,
-        Err(e) => warn!(%addr, "refusing peer connection: {e}"),
+        Err(e) => gate.refusals.refused(addr, &e),
     }
 }
 
@@ -104,7 +104,7 @@ async fn serve_peer<M: DeserializeOwned, S: AsyncRead + AsyncWrite + Unpin>(
             if let (Some((_, tls)), InboundError::Refused(Refusal::NotItsCertificate { .. })) = (certified, &e) {
                 tls.count(PeerTlsFailure::Identity);
             }
-            warn!(%addr, "refusing peer connection: {e}");
+            gate.refusals.refused(addr, &e);
             // The caller logs why, whatever version it speaks (`wire::refusal`); a failed write changes nothing.
             let _ = stream.write_all(&wire::refusal(&e.to_string())).await;
             let _ = stream.shutdown().await;

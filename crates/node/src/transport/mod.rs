@@ -20,6 +20,7 @@ mod identity;
 mod inbound;
 mod mutual_tls;
 mod outbound;
+mod refusals;
 mod wan;
 
 pub(crate) use handshake::Gate;
