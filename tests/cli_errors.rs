@@ -109,3 +109,18 @@ fn topology_show_prints_presets_and_names_what_is_wrong_in_a_file() {
     assert_eq!(code, 2);
     assert!(err.contains("unknown topology 'mars-2': not a preset (canopus-7, globlease-4, leads-3, lan)"), "{err}");
 }
+
+#[test]
+fn globlease_settings_outside_its_experiment_are_refused() {
+    for (args, flag) in [
+        (&["sim", "--rate", "5", "--seeds", "1"][..], "--rate"),
+        (
+            &["sim", "--experiment", "geo", "--topology", "globlease-4", "--kill-master-after", "3"][..],
+            "--kill-master-after",
+        ),
+    ] {
+        let (code, err) = meridian(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(&format!("{flag} is a setting of --experiment globlease")), "{err}");
+    }
+}

@@ -125,9 +125,10 @@ pub struct SimArgs {
     /// datacenters 10 to 150 ms apart one way, then at Ireland, Virginia and Tokyo; uses --seed).
     #[arg(long, value_parser = ["join", "geo", "globlease", "affiliates", "meteor"])]
     experiment: Option<String>,
-    /// With --experiment globlease: requests per second, all clients together (the seed's 100 to 2,500).
-    #[arg(long, default_value_t = 1000.0)]
-    rate: f64,
+    /// With --experiment globlease: requests per second, all clients together (the seed's 100 to 2,500; default
+    /// 1,000).
+    #[arg(long)]
+    rate: Option<f64>,
     /// With --experiment globlease: kill the master region's node this many seconds into the measured time, and
     /// report per region how long until reads and writes succeed again and how long the reads caught took.
     #[arg(long)]
@@ -142,6 +143,12 @@ pub struct SimArgs {
 }
 
 pub fn run(args: SimArgs) -> Result<ExitCode, String> {
+    let globlease_only = [("--rate", args.rate.is_some()), ("--kill-master-after", args.kill_master_after.is_some())];
+    if let Some((flag, _)) = globlease_only.iter().find(|(_, given)| *given) {
+        if args.experiment.as_deref() != Some("globlease") {
+            return Err(format!("{flag} is a setting of --experiment globlease, which this run is not"));
+        }
+    }
     match args.experiment.as_deref() {
         Some("join") => return join_experiment(&args),
         Some("globlease") => return globlease_experiment(&args),
@@ -409,13 +416,17 @@ fn geo_experiment(args: &SimArgs) -> Result<ExitCode, String> {
     write_svg(args, &report.svg())
 }
 
+/// `--experiment globlease`'s requests per second without `--rate`.
+const GLOBLEASE_RATE: f64 = 1000.0;
+
 fn globlease_experiment(args: &SimArgs) -> Result<ExitCode, String> {
     let topology =
         Arc::new(Topology::load(args.topology.as_deref().unwrap_or("globlease-4")).map_err(|e| e.to_string())?);
-    if !(args.rate > 0.0 && args.rate.is_finite()) {
-        return Err(format!("--rate must be a positive number of requests per second, not {}", args.rate));
+    let rate = args.rate.unwrap_or(GLOBLEASE_RATE);
+    if !(rate > 0.0 && rate.is_finite()) {
+        return Err(format!("--rate must be a positive number of requests per second, not {rate}"));
     }
-    let mut x = GlobLeaseExperiment { rate: args.rate, ..GlobLeaseExperiment::new(args.seed, topology) };
+    let mut x = GlobLeaseExperiment { rate, ..GlobLeaseExperiment::new(args.seed, topology) };
     if let Some(ms) = args.knobs.lease_ms {
         x.lease = std::time::Duration::from_millis(ms.into());
     }

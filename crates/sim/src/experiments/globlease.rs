@@ -512,8 +512,13 @@ impl GlobLeaseReport {
     /// solid, the baseline dashed), with the seed's 300 ms mark.
     pub fn svg(&self, x: &GlobLeaseExperiment) -> String {
         let (w, h, pad) = (440.0, 300.0, 44.0);
-        let systems = self.mixes.iter().flat_map(|m| &m.systems);
-        let p999 = systems.flat_map(|s| &s.regions).map(|r| ms(r.all().quantile(0.999))).fold(400.0, f64::max);
+        // Each region's reads and writes merged once, for the scale and for the lines.
+        let merged: Vec<Vec<Vec<Samples>>> = self
+            .mixes
+            .iter()
+            .map(|m| m.systems.iter().map(|s| s.regions.iter().map(RegionSamples::all).collect()).collect())
+            .collect();
+        let p999 = merged.iter().flatten().flatten().map(|all| ms(all.quantile(0.999))).fold(400.0, f64::max);
         let top = (p999 / 100.0).ceil() * 100.0;
         let cols = self.mixes.len().clamp(1, 2);
         let rows = self.mixes.len().div_ceil(cols).max(1);
@@ -526,7 +531,7 @@ impl GlobLeaseReport {
         );
         for (i, m) in self.mixes.iter().enumerate() {
             let (left, top_y) = ((i % cols) as f64 * w + pad, (i / cols) as f64 * h + 30.0 + pad / 2.0);
-            out += &panel(m, (left, top_y), (w - 1.5 * pad, h - 1.5 * pad), top);
+            out += &panel(m, &merged[i], (left, top_y), (w - 1.5 * pad, h - 1.5 * pad), top);
         }
         for (r, name) in x.region_names().iter().enumerate() {
             let (lx, ly) = (cols as f64 * w + 10.0, 50.0 + 16.0 * r as f64);
@@ -538,8 +543,9 @@ impl GlobLeaseReport {
     }
 }
 
-/// One mix's CDFs in a `size` box at `at`, latencies up to `top` ms.
-fn panel(m: &MixReport, at: (f64, f64), size: (f64, f64), top: f64) -> String {
+/// One mix's CDFs in a `size` box at `at`, latencies up to `top` ms; `merged` holds each system's regions'
+/// samples, reads and writes together.
+fn panel(m: &MixReport, merged: &[Vec<Samples>], at: (f64, f64), size: (f64, f64), top: f64) -> String {
     let ((left, up), (w, h)) = (at, size);
     let (x, y) = (|v: f64| left + v.min(top) / top * w, |q: f64| up + h - q * h);
     let names: Vec<&str> = m.systems.iter().map(|s| s.name.as_str()).collect();
@@ -560,10 +566,9 @@ fn panel(m: &MixReport, at: (f64, f64), size: (f64, f64), top: f64) -> String {
                      stroke-dasharray=\"2,2\"/>\n",
         up + h
     );
-    for (k, s) in m.systems.iter().enumerate() {
+    for (k, regions) in merged.iter().enumerate() {
         let dash = if k == 0 { "" } else { " stroke-dasharray=\"6,3\"" };
-        for (r, region) in s.regions.iter().enumerate() {
-            let all = region.all();
+        for (r, all) in regions.iter().enumerate() {
             if all.is_empty() {
                 continue;
             }
