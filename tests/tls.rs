@@ -56,6 +56,28 @@ fn tls_addr() -> SocketAddr {
     format!("127.0.0.1:{}", free_port("127.0.0.1")).parse().unwrap()
 }
 
+/// A test's node with a TLS port, its certificates made for it in a directory of its own.
+struct TlsNode {
+    server: Server,
+    tls: SocketAddr,
+    /// The CA file clients trust.
+    ca: String,
+    certs: PathBuf,
+    /// Last, so that it is removed after the server has stopped.
+    dir: tempfile::TempDir,
+}
+
+impl TlsNode {
+    /// [`tls_node`] with `extra` flags, over [`certs`]; ready.
+    fn start(extra: &[&str]) -> TlsNode {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = certs(&dir.path().join("certs"));
+        let tls = tls_addr();
+        let server = tls_node(dir.path(), &certs, tls, extra);
+        TlsNode { server, tls, ca: path(&certs, "ca.crt"), certs, dir }
+    }
+}
+
 /// `redis-cli --tls` against `addr`, trusting `ca`, with the client certificate of `client` (in `certs`) if
 /// given; what it printed to stdout and stderr, trimmed. Bounded by coreutils' `timeout`.
 fn redis_cli_tls(addr: SocketAddr, ca: &str, client: Option<(&Path, &str)>, words: &[&str]) -> String {
@@ -105,15 +127,12 @@ fn cert_commands_make_owner_only_keys_and_refuse_to_overwrite() {
 
 #[test]
 fn redis_cli_and_redis_py_are_served_over_tls_only_with_a_client_certificate() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = certs(&dir.path().join("certs"));
-    let tls = tls_addr();
-    let _server = tls_node(dir.path(), &certs, tls, &[]);
-    let ca = path(&certs, "ca.crt");
+    let node = TlsNode::start(&[]);
+    let (tls, ca, certs) = (node.tls, node.ca.as_str(), node.certs.as_path());
 
-    assert_eq!(redis_cli_tls(tls, &ca, Some((&certs, "alice")), &["SET", "k", "v"]), "OK");
-    assert_eq!(redis_cli_tls(tls, &ca, Some((&certs, "alice")), &["GET", "k"]), "v");
-    let without = redis_cli_tls(tls, &ca, None, &["GET", "k"]);
+    assert_eq!(redis_cli_tls(tls, ca, Some((certs, "alice")), &["SET", "k", "v"]), "OK");
+    assert_eq!(redis_cli_tls(tls, ca, Some((certs, "alice")), &["GET", "k"]), "v");
+    let without = redis_cli_tls(tls, ca, None, &["GET", "k"]);
     assert!(without.starts_with("Error"), "served without a client certificate: {without}");
 
     let script = "import redis, sys\n\
@@ -146,29 +165,24 @@ fn redis_cli_and_redis_py_are_served_over_tls_only_with_a_client_certificate() {
 
 #[test]
 fn optional_client_certificates_serve_clients_without_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = certs(&dir.path().join("certs"));
-    let tls = tls_addr();
-    let _server = tls_node(dir.path(), &certs, tls, &["--tls-auth-clients", "optional"]);
-    let ca = path(&certs, "ca.crt");
-    assert_eq!(redis_cli_tls(tls, &ca, None, &["SET", "k", "v"]), "OK");
-    assert_eq!(redis_cli_tls(tls, &ca, Some((&certs, "alice")), &["GET", "k"]), "v");
+    let node = TlsNode::start(&["--tls-auth-clients", "optional"]);
+    let (tls, ca, certs) = (node.tls, node.ca.as_str(), node.certs.as_path());
+    assert_eq!(redis_cli_tls(tls, ca, None, &["SET", "k", "v"]), "OK");
+    assert_eq!(redis_cli_tls(tls, ca, Some((certs, "alice")), &["GET", "k"]), "v");
 }
 
 #[test]
 fn certificates_of_another_ca_are_refused_on_either_side() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = certs(&dir.path().join("certs"));
-    let other = certs_of_other_ca(&dir.path().join("other"));
-    let tls = tls_addr();
-    let server = tls_node(dir.path(), &certs, tls, &[]);
+    let node = TlsNode::start(&[]);
+    let (tls, certs, server) = (node.tls, node.certs.as_path(), &node.server);
+    let other = certs_of_other_ca(&node.dir.path().join("other"));
 
-    let foreign_client = redis_cli_tls(tls, &path(&certs, "ca.crt"), Some((&other, "alice")), &["PING"]);
+    let foreign_client = redis_cli_tls(tls, &node.ca, Some((&other, "alice")), &["PING"]);
     assert_ne!(foreign_client, "PONG", "a client certificate of another CA was accepted");
     let untrusted_node = redis_cli_tls(tls, &path(&other, "ca.crt"), Some((&other, "alice")), &["PING"]);
     assert!(untrusted_node.contains("certificate verify failed"), "{untrusted_node}");
-    assert_eq!(redis_cli_tls(tls, &path(&certs, "ca.crt"), Some((&certs, "alice")), &["PING"]), "PONG");
-    assert!(handshake_failures(&server) >= 1, "the refused handshakes are counted");
+    assert_eq!(redis_cli_tls(tls, &node.ca, Some((certs, "alice")), &["PING"]), "PONG");
+    assert!(handshake_failures(server) >= 1, "the refused handshakes are counted");
 }
 
 fn certs_of_other_ca(dir: &Path) -> PathBuf {
@@ -187,22 +201,19 @@ fn handshake_failures(server: &Server) -> u64 {
 
 #[test]
 fn garbage_and_silence_on_the_tls_port_hold_up_no_other_client() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = certs(&dir.path().join("certs"));
-    let tls = tls_addr();
-    let server = tls_node(dir.path(), &certs, tls, &[]);
-    let failures = handshake_failures(&server);
+    let node = TlsNode::start(&[]);
+    let (tls, certs, server) = (node.tls, node.certs.as_path(), &node.server);
+    let failures = handshake_failures(server);
 
     let silent: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(tls).unwrap()).collect();
     let mut garbage = TcpStream::connect(tls).unwrap();
     garbage.write_all(b"*1\r\n$4\r\nPING\r\n not TLS at all \x00\xff\x16\x03\x01").unwrap();
     let started = Instant::now();
-    let ca = path(&certs, "ca.crt");
-    assert_eq!(redis_cli_tls(tls, &ca, Some((&certs, "alice")), &["SET", "k", "v"]), "OK");
+    assert_eq!(redis_cli_tls(tls, &node.ca, Some((certs, "alice")), &["SET", "k", "v"]), "OK");
     assert!(started.elapsed() < Duration::from_secs(5), "served in {:?}", started.elapsed());
 
     let deadline = Instant::now() + Duration::from_secs(10);
-    while handshake_failures(&server) <= failures {
+    while handshake_failures(server) <= failures {
         assert!(Instant::now() < deadline, "the garbage handshake was never counted");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -310,15 +321,13 @@ fn bad_tls_settings_stop_the_node_before_anything_starts() {
 /// with a client certificate, and without the CA file it is refused before it connects.
 #[test]
 fn bench_ycsb_drives_the_tls_port() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = certs(&dir.path().join("certs"));
-    let tls = tls_addr();
-    let _server = tls_node(dir.path(), &certs, tls, &[]);
-    let (ca, cert, key) = (path(&certs, "ca.crt"), path(&certs, "client.alice.crt"), path(&certs, "client.alice.key"));
+    let node = TlsNode::start(&[]);
+    let (tls, certs) = (node.tls, node.certs.as_path());
+    let (ca, cert, key) = (node.ca.as_str(), path(certs, "client.alice.crt"), path(certs, "client.alice.key"));
     let addr = tls.to_string();
     let common = ["bench", "ycsb", "--addr", &addr, "--workload", "c", "--records", "200", "--clients", "4"];
-    let tls_flags = ["--tls", "--cacert", &ca, "--cert", &cert, "--key", &key, "--duration", "1"];
-    let json = path(dir.path(), "report.json");
+    let tls_flags = ["--tls", "--cacert", ca, "--cert", &cert, "--key", &key, "--duration", "1"];
+    let json = path(node.dir.path(), "report.json");
     let out = meridian(&[&common[..], &tls_flags[..], &["--json", &json]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -334,22 +343,19 @@ fn bench_ycsb_drives_the_tls_port() {
 /// a wrong password refused, and the default user turned off so that only named users are served.
 #[test]
 fn acl_users_authenticate_over_tls() {
-    let dir = tempfile::tempdir().unwrap();
-    let certs = certs(&dir.path().join("certs"));
-    let tls = tls_addr();
-    let _server = tls_node(dir.path(), &certs, tls, &["--tls-auth-clients", "optional"]);
-    let ca = path(&certs, "ca.crt");
+    let node = TlsNode::start(&["--tls-auth-clients", "optional"]);
+    let (tls, ca) = (node.tls, node.ca.as_str());
     let as_user = |user: &str, pass: &str, words: &[&str]| {
         let auth = ["--user", user, "--pass", pass, "--no-auth-warning"];
-        redis_cli_tls(tls, &ca, None, &[&auth[..], words].concat())
+        redis_cli_tls(tls, ca, None, &[&auth[..], words].concat())
     };
-    assert_eq!(redis_cli_tls(tls, &ca, None, &["ACL", "SETUSER", "ro", "on", ">pw", "~*", "+@read"]), "OK");
-    assert_eq!(redis_cli_tls(tls, &ca, None, &["SET", "k", "v"]), "OK");
+    assert_eq!(redis_cli_tls(tls, ca, None, &["ACL", "SETUSER", "ro", "on", ">pw", "~*", "+@read"]), "OK");
+    assert_eq!(redis_cli_tls(tls, ca, None, &["SET", "k", "v"]), "OK");
     assert_eq!(as_user("ro", "pw", &["GET", "k"]), "v");
     assert_eq!(as_user("ro", "pw", &["SET", "k", "w"]), "NOPERM this user has no permissions to run the 'set' command");
     assert!(as_user("ro", "nope", &["GET", "k"]).contains("WRONGPASS"));
-    assert_eq!(redis_cli_tls(tls, &ca, None, &["ACL", "SETUSER", "default", "off"]), "OK");
-    assert!(redis_cli_tls(tls, &ca, None, &["GET", "k"]).contains("NOAUTH"), "the default user is off");
+    assert_eq!(redis_cli_tls(tls, ca, None, &["ACL", "SETUSER", "default", "off"]), "OK");
+    assert!(redis_cli_tls(tls, ca, None, &["GET", "k"]).contains("NOAUTH"), "the default user is off");
     assert_eq!(as_user("ro", "pw", &["GET", "k"]), "v");
 }
 
