@@ -1,10 +1,11 @@
 //! The HTTP API over TLS (`meridian server --http-tls-cert-file`, docs/security.md): a listener for axum whose
 //! connections are TLS streams, and the certificate each caller presented, if the port asks for one.
 //!
-//! Each handshake runs on a task of its own, up to [`crate::tls::HANDSHAKE_MAX`], so that a caller that connects
-//! and says nothing (or garbage) holds up no one else; at most [`HANDSHAKES_MAX`] run at once, and a connection
-//! beyond them is dropped unserved.
+//! Connections are accepted by the listeners' shared loop (`accept.rs`), each handshake on a task of its own, up
+//! to [`crate::tls::HANDSHAKE_MAX`], so that a caller that connects and says nothing (or garbage) holds up no one
+//! else; at most [`HANDSHAKES_MAX`] run at once, and a connection beyond them is closed unserved.
 
+use crate::accept::{accept_loop, Cap};
 use crate::tls::{accept_within, TlsConfig};
 use crate::transport::common_name;
 use axum::extract::connect_info::Connected;
@@ -13,9 +14,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 /// Handshakes in progress at most: an admin API has few callers, and a flood of half-open connections must not
@@ -41,7 +43,11 @@ impl HttpsListener {
     pub(crate) fn new(listener: TcpListener, tls: TlsConfig) -> io::Result<HttpsListener> {
         let local = listener.local_addr()?;
         let (done, handshaken) = mpsc::channel(HANDSHAKES_MAX);
-        let accepting = tokio::spawn(accept(listener, tls, done));
+        // A connection leaves its task once handshaken, so the cap counts handshakes in progress.
+        let cap = Cap::new(HANDSHAKES_MAX, b"", Arc::default());
+        // The configuration as last loaded, so that reloaded certificates serve the next connection.
+        let serve = move |stream, peer| handshake(tls.acceptor(), stream, peer, done.clone());
+        let accepting = tokio::spawn(accept_loop(listener, "HTTPS", Some(cap), None, serve));
         Ok(HttpsListener { handshaken, local, accepting })
     }
 }
@@ -53,33 +59,18 @@ impl Drop for HttpsListener {
     }
 }
 
-async fn accept(listener: TcpListener, tls: TlsConfig, done: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>) {
-    let slots = Arc::new(Semaphore::new(HANDSHAKES_MAX));
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of descriptors, most likely: a pause lets connections close before the next try.
-                debug!("HTTPS accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            debug!(%peer, "HTTPS connection dropped: {HANDSHAKES_MAX} handshakes in progress");
-            continue;
-        };
-        // The configuration as last loaded, so that reloaded certificates serve the next connection.
-        let (acceptor, done) = (tls.acceptor(), done.clone());
-        tokio::spawn(async move {
-            match accept_within(&acceptor, stream).await {
-                Ok(tls) => {
-                    let _ = done.send((tls, peer)).await;
-                }
-                Err(e) => debug!(%peer, "HTTPS handshake failed: {e}"),
-            }
-            drop(slot);
-        });
+/// Runs a caller's handshake; a connection that finishes it is handed to the server.
+async fn handshake(
+    acceptor: TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+    done: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+) {
+    match accept_within(&acceptor, stream).await {
+        Ok(tls) => {
+            let _ = done.send((tls, peer)).await;
+        }
+        Err(e) => debug!(%peer, "HTTPS handshake failed: {e}"),
     }
 }
 
