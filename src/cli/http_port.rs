@@ -50,10 +50,11 @@ impl HttpArgs {
         self.http_token_file.as_deref().map(read_token).transpose()
     }
 
-    /// Who may use the API, and over what, with every file read and checked.
-    pub fn security(&self) -> Result<HttpSecurity, String> {
+    /// Who may use the API, and over what, with every file read and checked; `token` is the one
+    /// [`HttpArgs::token`] read.
+    pub fn security(&self, token: Option<&str>) -> Result<HttpSecurity, String> {
         self.check()?;
-        let token = self.token()?.map(|t| HttpToken::new(&t)).transpose();
+        let token = token.map(HttpToken::new).transpose();
         let token = token.map_err(|e| format!("--http-token-file: {e}"))?;
         let tls = match (&self.http_tls_cert_file, &self.http_tls_key_file) {
             (Some(cert), Some(key)) => Some(self.https(cert, key)?),

@@ -122,12 +122,14 @@ pub fn run(args: ServerArgs, resolved: &str) -> Result<ExitCode, String> {
     let tls = args.tls.port(args.listen)?;
     let peer_tls = args.peer_certs_dir.as_deref().map(|dir| PeerTls::load(dir, node_id)).transpose();
     let peer_tls = peer_tls.map_err(|e| format!("--peer-certs-dir: {e}"))?;
-    let http_security = args.api.security()?;
+    // Read once: the node checks requests against it, and asks with it when it joins.
+    let http_token = args.api.token()?;
+    let http_security = args.api.security(http_token.as_deref())?;
     // What the cluster map shows as this node's client address: its plain port, else its TLS port.
     let client_addr = args.listen.addr().or(tls.as_ref().map(|t| t.addr)).expect("checked: a client port");
     let (cluster, join) = match (&args.peers, &args.join) {
         (Some(peers), _) => (initial_cluster(&args, peers)?, None),
-        (None, Some(via)) => joining(&args, join_api(&args, via)?, client_addr)?,
+        (None, Some(via)) => joining(&args, join_api(&args, via, http_token)?, client_addr)?,
         (None, None) => unreachable!("clap requires --peers or --join"),
     };
     let setup = NodeSetup {
@@ -183,9 +185,8 @@ async fn reload_on_hangup(handle: &NodeHandle, mut hangups: Signal) {
 
 /// The API of the node `--join` names: over HTTPS if its address says `https://`, checked against the cluster's
 /// CA (`--peer-certs-dir`'s, else `--http-tls-ca-cert-file`) and presenting this node's certificate, which admits
-/// it, if it has one; with the token, if any.
-fn join_api(args: &ServerArgs, via: &str) -> Result<http::Api, String> {
-    let token = args.api.token()?;
+/// it, if it has one; with `token`, if any.
+fn join_api(args: &ServerArgs, via: &str, token: Option<String>) -> Result<http::Api, String> {
     if !via.starts_with("https://") {
         return http::Api::new(via, token, http::TlsFiles::default());
     }
