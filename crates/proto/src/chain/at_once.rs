@@ -2,12 +2,16 @@
 //! effect but the answer ([`meridian_core::Process::answer_at_once`]). They are the common case of a small
 //! deployment, a key whose chain has its query node (reads) or its only member (writes) here, and the long
 //! way's bookkeeping would cost more than serving them. Each gives exactly the answer `on_request` would give
-//! at that moment, or declines.
+//! at that moment, or declines; debug builds hold every answer given here to the long way's (`check_read`,
+//! `check_write`).
 
-use super::ChainStep;
+use super::msg::{ChainMsg, Origin};
+use super::{ChainStep, Fx};
 use crate::ops::read::Span;
 use meridian_core::ring::key_token;
-use meridian_core::{ChainId, ErrorKind, Read, Reply, Request, Time, UpdateMode, Write};
+use meridian_core::{
+    ChainId, Effect, ErrorKind, NodeId, Read, Reply, Request, RequestId, Time, UpdateMode, Write,
+};
 use meridian_store::Durability;
 
 use super::PlantedBug;
@@ -40,7 +44,42 @@ impl ChainStep<'_> {
         if timed || waits || !leased || self.read_elsewhere(chain, &Span::Key(key), update).is_some() {
             return None;
         }
-        Some(self.read_reply(now, chain, key, *read))
+        let reply = self.read_reply(now, chain, key, *read);
+        if !unleased {
+            self.check_read(now, chain, key, *read, &reply);
+        }
+        Some(reply)
+    }
+
+    /// In debug builds, holds a read's answer at once to the long way's from the same state: `on_get` for a
+    /// front-end on another node, which leaves nothing behind here (the answer goes out as a message; the
+    /// replica's `answered` is set to what it already is; the count of reads is put back), must answer the
+    /// same and do nothing else. A planted bug that makes the two differ on purpose is left to the simulator.
+    pub(super) fn check_read(&mut self, now: Time, chain: ChainId, key: &[u8], read: Read, fast: &Reply) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let elsewhere = NodeId(self.s.me.0.wrapping_add(1));
+        let origin = Origin { node: elsewhere, incarnation: 0, id: RequestId(0) };
+        let (reads, mut out) = (self.s.stats.reads, Fx::new());
+        self.on_get(now, origin, chain, bytes::Bytes::copy_from_slice(key), read, &mut out);
+        self.s.stats.reads = reads;
+        let dirty = out.is_dirty();
+        let (effects, _) = out.drain();
+        let effects: Vec<_> = effects.collect();
+        let same = match &effects[..] {
+            [Effect::Send { to, msg: ChainMsg::Reply { origin: o, reply, confirm: None }, .. }] => {
+                *to == elsewhere && *o == origin && reply == fast
+            }
+            _ => false,
+        };
+        let view = self.s.replicas.get(&chain).and_then(|r| r.view());
+        assert!(
+            same && !dirty,
+            "{} chain {chain} view {view:?}: a read of {key:?} answered at once with {fast:?}; the long way: \
+             {effects:?}",
+            self.s.me
+        );
     }
 
     /// The answer to `req` if it is a write this node logs and answers within the step: it is the only member of
@@ -58,20 +97,24 @@ impl ChainStep<'_> {
             _ => None,
         };
         match (chain, req) {
-            (Some(chain), Request::Write(write)) => Ok(self.log_at_once(chain, write)),
+            (Some(chain), Request::Write(write)) => Ok(self.log_at_once(now, chain, write)),
             (_, req) => Err(req),
         }
     }
 
     /// Orders, logs and commits `write` as `chain`'s only member; the answer, or the store's error.
-    fn log_at_once(&mut self, chain: ChainId, write: Write) -> Reply {
+    fn log_at_once(&mut self, now: Time, chain: ChainId, write: Write) -> Reply {
+        // The ordering and the tail's append take the key; only the debug check needs it after them.
+        let key = cfg!(debug_assertions).then(|| write.key.clone());
         let ordered = self.order(chain, None, write.fixed_at(self.host.wall_ms));
         let logged = ordered.and_then(|(mut u, existed)| self.append(&mut u, existed).map(|()| u));
         match logged {
             Ok(u) => {
                 self.s.replicas.get_mut(&chain).expect("the chain's only member").record(&u);
+                self.s.debug_check(chain);
                 self.s.stats.writes += 1;
                 self.s.stats.writes_at_once += 1;
+                self.check_write(now, chain, key.as_deref().unwrap_or_default());
                 u.outcome.reply()
             }
             Err(e) => {
@@ -79,6 +122,36 @@ impl ChainStep<'_> {
                 Reply::Error(ErrorKind::Storage, e.to_string())
             }
         }
+    }
+
+    /// In debug builds, holds a write logged at once to the long way (`on_write`, `log_and_pass_as`,
+    /// `commit_at_tail`): the two share the ordering, the append, the record and the answer, so what is left to
+    /// hold is that the long way's other steps would have had nothing to do here. There was no answer owed before
+    /// this one, no unacknowledged history a head could be refused for, nothing to fsync, no read waiting for
+    /// this key's delete, nothing to acknowledge upstream and nothing to evict.
+    pub(super) fn check_write(&mut self, now: Time, chain: ChainId, key: &[u8]) {
+        if !cfg!(debug_assertions) || self.s.planted(PlantedBug::FastWriteSkipsSync) {
+            return;
+        }
+        let mut out = Fx::new();
+        let awaited = self.awaited(chain, key);
+        self.send_answers(now, chain, &mut out);
+        self.ack_upstream(chain, &mut out);
+        self.evict(now, chain, &mut out);
+        let r = &self.s.replicas[&chain];
+        let durable = self.store(chain).durability() != Durability::Volatile;
+        let (effects, _) = out.drain();
+        let effects: Vec<_> = effects.collect();
+        assert!(
+            effects.is_empty() && !durable && !awaited && r.unacked.is_empty() && r.unconfirmed.is_empty(),
+            "{} chain {chain} view {:?}: a write of {key:?} logged at once that the long way would not have \
+             left there: effects {effects:?}, durable {durable}, a read awaits its delete {awaited}, {} \
+             unacknowledged, {} answers owed",
+            self.s.me,
+            r.view(),
+            r.unacked.len(),
+            r.unconfirmed.len(),
+        );
     }
 
     /// The chain `write` falls in, if this node may log and answer it within the step ([`Self::write_at_once`]).

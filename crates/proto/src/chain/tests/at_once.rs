@@ -112,3 +112,39 @@ fn a_write_with_more_to_do_than_answer_is_handed_back() {
         assert_eq!(h.lu(1), lu, "{why}: nothing logged");
     }
 }
+
+/// The chain the default keyspace's `key` falls in, in node 1's map.
+fn chain_of(h: &Harness, key: &[u8]) -> ChainId {
+    let map = h.nodes[&NodeId(1)].map.clone().expect("a map");
+    map.chain_of(KeyspaceId::DEFAULT, meridian_core::ring::key_token(key)).expect("a chain").id
+}
+
+/// The debug check of a read answered at once has teeth: a read the long way would hold back (no lease) stops
+/// the node, however right the value.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "answered at once with")]
+fn a_read_at_once_the_long_way_would_hold_fails_its_check() {
+    let mut h = lone(ReplicaKind::Mem);
+    h.written(1, "k", "v");
+    let chain = chain_of(&h, b"k");
+    let node = h.nodes.get_mut(&NodeId(1)).unwrap();
+    node.leases.retain(|_, _| false);
+    let value = Reply::Value(Some(Bytes::from("v")));
+    node.chain.step(&mut node.host).check_read(Time::ZERO, chain, b"k", Read::Value, &value);
+}
+
+/// ... and so has the write's: a write logged at once while an answer is still owed stops the node.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "logged at once that the long way would not have left there")]
+fn a_write_at_once_with_an_answer_owed_fails_its_check() {
+    let mut h = lone(ReplicaKind::Mem);
+    assert_eq!(h.write_at_once(put("k", "v")), Ok(OK_NEW));
+    let chain = chain_of(&h, b"k");
+    let node = h.nodes.get_mut(&NodeId(1)).unwrap();
+    let origin = Origin { node: NodeId(2), incarnation: 0, id: RequestId(7) };
+    let owed = replica::Unconfirmed { origin, reply: OK_NEW, since: 0, sent: None };
+    node.replicas.get_mut(&chain).unwrap().unconfirmed.insert(1, owed);
+    node.chain.step(&mut node.host).check_write(Time::ZERO, chain, b"k");
+}
