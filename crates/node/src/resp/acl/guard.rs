@@ -147,6 +147,11 @@ impl Guard {
         };
         let Some(name) = self.user.as_deref() else { return Grant::Nothing };
         let Some(user) = self.user_named(name, frontend) else { return Grant::Deleted };
+        // `+@all` alone, the default user's rule: every command, known without asking each one's categories,
+        // which cost a new connection about 500 instructions per command in the table.
+        if user.commands.all && user.commands.rules.is_empty() && user.unrestricted_data() {
+            return Grant::Everything;
+        }
         let allowed = |i: usize| user.commands.allows(COMMANDS[i].name, categories(&COMMANDS[i], None));
         let commands = (0..COMMANDS.len()).filter(|&i| allowed(i)).fold(0u128, |bits, i| bits | 1 << i);
         let everything = commands.count_ones() as usize == COMMANDS.len() && user.commands.all;
