@@ -65,6 +65,14 @@ impl Location {
         location.validate().map(|()| location)
     }
 
+    /// How many levels, coarsest first, this location shares with `other`: 0 in another region, 1 in the same
+    /// region, 2 in the same zone, 3 on the same rack. The more, the nearer.
+    pub fn shared_levels(&self, other: &Location) -> u8 {
+        let zone = self.zone.is_some() && self.zone == other.zone;
+        let rack = zone && self.rack.is_some() && self.rack == other.rack;
+        u8::from(self.region == other.region) * (1 + u8::from(zone) + u8::from(rack))
+    }
+
     /// Every name follows [`validate_region_name`], and a rack has a zone: what a location from elsewhere (a
     /// join request, a configuration) must show before the cluster map takes it.
     pub fn validate(&self) -> Result<(), LocationError> {
@@ -139,6 +147,17 @@ mod tests {
         assert!(validate_region_name(&"a".repeat(REGION_NAME_MAX)).is_ok());
         assert!(validate_region_name(&"a".repeat(REGION_NAME_MAX + 1)).is_err());
         assert!(validate_region_name("1eu").is_err() && validate_region_name("eu_1").is_err());
+    }
+
+    #[test]
+    fn nearness_counts_the_levels_shared_coarsest_first() {
+        let at = |text: &str| text.parse::<Location>().unwrap();
+        let levels = |a: &str, b: &str| at(a).shared_levels(&at(b));
+        assert_eq!(levels("eu/a/r1", "eu/a/r1"), 3);
+        assert_eq!(levels("eu/a/r1", "eu/a/r2"), 2);
+        assert_eq!(levels("eu/a", "eu/b"), 1);
+        assert_eq!(levels("eu", "eu"), 1);
+        assert_eq!(levels("eu/a/r1", "us/a/r1"), 0, "a zone's name means nothing in another region");
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! Copying a chain's data to a node that joins it (seed 003 §2.5), both ends.
 //!
 //! **Pre-copy** (phase 1): while the map has an Add step in flight for a node that is not yet inserted, the
-//! joiner copies the partition from the chain's tail, whose history keeps moving. It copies in rounds: round
-//! `k` asks, token sub-range by sub-range, for the latest state of every key whose last update is above
-//! `since_k`, and `since_{k+1}` is the tail's LU when round `k` began. After a round the joiner's data
-//! reflects at least the state after `since_{k+1}` for every key (some keys are newer), which it logs as an
-//! ack watermark; a round that moved little ends the pre-copy. Requests are paced to the configured
+//! joiner copies the partition from its source, whose history keeps moving: the nearest member among those that
+//! will follow it in the chain, the tail in one region (`ClusterMap::precopy_source`). It copies in rounds:
+//! round `k` asks, token sub-range by sub-range, for the latest state of every key whose last update is above
+//! `since_k`, and `since_{k+1}` is the source's LA when round `k` began: what the tail holds (at the tail itself
+//! LA = LU). After a round the joiner's data reflects at least the state after `since_{k+1}` for every key
+//! (some keys are newer, even unacknowledged, which the flush copies again), which it logs as an ack watermark;
+//! a round that moved little ends the pre-copy. Requests are paced to the configured
 //! migration bandwidth, so a join costs the source a bounded share of its disk and network.
 //!
 //! **Flush** (phase 2): once inserted, the member copies from its successor what changed after its
@@ -165,7 +167,8 @@ impl Copier {
         if self.kind == CopyKind::Flush && self.round_lu.is_some_and(|lu| lu != data.lu) {
             return self.restart();
         }
-        self.round_lu.get_or_insert(data.lu);
+        // A flush checks the source's history stands still; a pre-copy's watermark must be at the tail already.
+        self.round_lu.get_or_insert(if self.kind == CopyKind::Flush { data.lu } else { data.la });
         let bytes: u64 = data.states.iter().map(state_bytes).sum::<usize>() as u64;
         self.round_bytes += bytes;
         self.copied += bytes;

@@ -24,7 +24,7 @@ pub(super) fn drop_record(chain: ChainId, partitions: u32) -> Record {
 }
 
 /// This node's role in `chain` according to the map.
-fn role_in(me: NodeId, chain: &ChainView) -> Role {
+fn role_in(me: NodeId, map: &ClusterMap, chain: &ChainView) -> Role {
     if let Some(i) = chain.position(me) {
         let flushing = match chain.change {
             Some(ChainChange::Add { node, step, inserted: true, .. }) if node == me => Some(step),
@@ -34,9 +34,12 @@ fn role_in(me: NodeId, chain: &ChainView) -> Role {
         let succ = chain.members.get(i + 1).copied();
         return Role::Member { view: chain.view, pred, succ, flushing };
     }
-    match (&chain.change, chain.tail()) {
-        (Some(ChainChange::Add { node, step, inserted: false, .. }), Some(tail)) if *node == me => {
-            Role::Joiner { step: *step, view: chain.view, tail }
+    match chain.change {
+        Some(ChainChange::Add { node, step, inserted: false, position, .. }) if node == me => {
+            match map.precopy_source(chain, me, position) {
+                Some(source) => Role::Joiner { step, view: chain.view, source },
+                None => Role::Outside,
+            }
         }
         _ => Role::Outside,
     }
@@ -59,7 +62,7 @@ impl ChainStep<'_> {
         self.forget_dropped(&map, out);
         let mine = |c: &&ChainView| map.protocol_of(c.id.keyspace()) == Some(Protocol::Chain);
         for chain in map.chains.values().filter(mine) {
-            let role = role_in(self.s.me, chain);
+            let role = role_in(self.s.me, &map, chain);
             let known = self.s.replicas.get(&chain.id).map(|r| r.role);
             match role {
                 Role::Outside if self.s.replicas.contains_key(&chain.id) => self.leave(chain.id, &map, out),
@@ -167,14 +170,14 @@ impl ChainStep<'_> {
     }
 
     fn become_joiner(&mut self, chain: ChainId, role: Role, map: &ClusterMap) {
-        let Role::Joiner { step, view, tail } = role else { unreachable!("called for joiners") };
+        let Role::Joiner { step, view, source } = role else { unreachable!("called for joiners") };
         let r = self.s.replicas.get_mut(&chain).expect("prepared");
         // A member that was taken out and is added again keeps its data only if its chain acknowledged all of it
         // (`prepare`): it reflects the chain's history up to its LU, which is all a pre-copy base needs.
         assert!(r.unacked.is_empty() && r.la == r.lu, "{chain}: a joiner's base is acknowledged history");
         r.role = role;
         let range = partition_range(chain, map.partitions);
-        self.s.copies.insert(chain, Copier::new(chain, CopyKind::PreCopy { step }, tail, view, range, r.lu));
+        self.s.copies.insert(chain, Copier::new(chain, CopyKind::PreCopy { step }, source, view, range, r.lu));
         self.s.finished.remove(&chain);
     }
 
@@ -266,7 +269,7 @@ impl ChainStep<'_> {
             return;
         };
         let allowed = match req.kind {
-            CopyKind::PreCopy { step } => r.is_tail() && self.joining(req.chain, from, step),
+            CopyKind::PreCopy { step } => self.copies_from_here(req.chain, from, step),
             CopyKind::Flush => r.pred() == Some(from),
         };
         if !allowed {
@@ -284,10 +287,15 @@ impl ChainStep<'_> {
         }
     }
 
-    /// Whether the map has `node` pre-copying into `chain` in step `step`.
-    fn joining(&self, chain: ChainId, node: NodeId, step: u64) -> bool {
-        let change = self.s.map.as_ref().and_then(|m| m.chains.get(&chain)).and_then(|c| c.change.as_ref());
-        matches!(change, Some(&ChainChange::Add { node: n, step: s, inserted: false, .. }) if n == node && s == step)
+    /// Whether the map has `node` pre-copying into `chain` in step `step`, from this node.
+    fn copies_from_here(&self, chain: ChainId, node: NodeId, step: u64) -> bool {
+        let Some((map, c)) = self.s.map.as_ref().and_then(|m| Some((m, m.chains.get(&chain)?))) else { return false };
+        match c.change {
+            Some(ChainChange::Add { node: n, step: s, inserted: false, position, .. }) if n == node && s == step => {
+                map.precopy_source(c, node, position) == Some(self.s.me)
+            }
+            _ => false,
+        }
     }
 
     pub(super) fn on_copy_data(&mut self, now: Time, from: NodeId, data: CopyData, out: &mut Fx) {
@@ -348,8 +356,10 @@ impl ChainStep<'_> {
         r.complete = false;
         let role = r.role;
         self.s.debug_check(chain);
-        if let (true, Role::Joiner { step, .. }) = (settled, role) {
+        if let (true, Role::Joiner { step, source, .. }) = (settled, role) {
             self.s.stats.precopies += 1;
+            let tail = self.s.map.as_ref().and_then(|m| m.chains.get(&chain)?.tail());
+            self.s.stats.precopies_near += u64::from(tail != Some(source));
             self.step_finished(StepReport::PreCopied { chain, step });
         }
         Ok(())

@@ -180,6 +180,8 @@ impl std::fmt::Display for ReplicaStatus {
 pub struct ChainStats {
     /// Pre-copies that settled (§2.5 phase 1).
     pub precopies: u64,
+    /// Of those, the ones from a member nearer than the tail (`ClusterMap::precopy_source`).
+    pub precopies_near: u64,
     /// Flushes that completed (phase 2).
     pub flushes: u64,
     /// Chains this node left, dropping their data.
@@ -477,6 +479,7 @@ impl KeyspaceProtocol for ChainNode {
         let s = self.stats;
         vec![
             ("pre-copies", s.precopies),
+            ("pre-copies from a member before the tail", s.precopies_near),
             ("flushes", s.flushes),
             ("chains left", s.drops),
             ("reads served", s.reads),

@@ -45,7 +45,7 @@ pub enum Role {
     #[default]
     Outside,
     /// The subject of an Add step still in pre-copy (§2.5 phase 1).
-    Joiner { step: u64, view: u64, tail: NodeId },
+    Joiner { step: u64, view: u64, source: NodeId },
     /// A member: a valid replica unless `flushing` names the Add step that inserted it and has not finished.
     Member { view: u64, pred: Option<NodeId>, succ: Option<NodeId>, flushing: Option<u64> },
 }

@@ -133,8 +133,8 @@ pub fn next_steps_with(map: &ClusterMap, limits: &PlanLimits) -> Vec<(ChainId, u
         let Some(change) = change else {
             continue;
         };
-        if let ChainChange::Add { node, .. } = change {
-            let source = c.tail().expect("an Add needs a member");
+        if let ChainChange::Add { node, position, .. } = change {
+            let source = map.precopy_source(c, node, position).expect("an Add needs a member");
             if !copies.admit(node, source, limits.copies_per_node) {
                 continue;
             }
@@ -214,11 +214,15 @@ fn insert_position(c: &ChainView, target: &[NodeId], node: NodeId) -> usize {
     after.min(c.members.len() - 1)
 }
 
-/// Where `joiner` copies from: the tail while it pre-copies, its successor once inserted (the flush).
-pub(crate) fn copy_source(c: &ChainView, joiner: NodeId) -> Option<NodeId> {
-    match c.position(joiner) {
-        Some(i) => c.members.get(i + 1).copied(),
-        None => c.tail(),
+/// Where `joiner` copies from: the nearest member after its place while it pre-copies
+/// ([`ClusterMap::precopy_source`]), its successor once inserted (the flush).
+pub(crate) fn copy_source(map: &ClusterMap, c: &ChainView, joiner: NodeId) -> Option<NodeId> {
+    match (c.position(joiner), &c.change) {
+        (Some(i), _) => c.members.get(i + 1).copied(),
+        (None, Some(ChainChange::Add { node, position, .. })) if *node == joiner => {
+            map.precopy_source(c, joiner, *position)
+        }
+        (None, _) => c.tail(),
     }
 }
 
@@ -230,7 +234,7 @@ impl Copies {
         let mut copies = Copies(BTreeMap::new());
         for c in map.chains.values() {
             if let Some(ChainChange::Add { node, .. }) = &c.change {
-                if let Some(source) = copy_source(c, *node) {
+                if let Some(source) = copy_source(map, c, *node) {
                     copies.admit(*node, source, usize::MAX);
                 }
             }

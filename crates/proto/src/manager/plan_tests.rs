@@ -195,7 +195,7 @@ fn keeps_a_live_replica(before: &ClusterMap, after: &ClusterMap, cmd: &MapComman
 fn assert_within_limits(map: &ClusterMap, steps: &[(ChainId, u64, ChainChange)], limit: usize) {
     let mut per_node: BTreeMap<NodeId, usize> = BTreeMap::new();
     let mut count = |chain: ChainId, change: &ChainChange| match *change {
-        ChainChange::Add { node, .. } => [node, super::copy_source(&map.chains[&chain], node).unwrap()].map(|n| {
+        ChainChange::Add { node, .. } => [node, super::copy_source(&map, &map.chains[&chain], node).unwrap()].map(|n| {
             *per_node.entry(n).or_default() += 1;
             per_node[&n]
         }),
@@ -860,4 +860,31 @@ fn a_quorum_partition_adds_a_replacement_before_it_removes_a_replica() {
     let mut small = Sim::new(quorum_map(3, 4), PlanLimits::default());
     small.apply(MapCommand::NodeFailed { id: NodeId(1) }).unwrap();
     assert!(small.planned().is_empty(), "no replacement: the failed member stays");
+}
+
+/// A joiner pre-copies from the member nearest it among those after its place: the tail while every member is
+/// as near (one region), a member in its own region (or zone) otherwise, never one before its place.
+#[test]
+fn a_joiner_copies_from_the_nearest_member_after_its_place() {
+    let mut map = bootstrapped(4, 3, 64);
+    let place = |map: &mut ClusterMap, node: u32, at: &str| {
+        let mut parts = at.split('/');
+        let region = parts.next().unwrap();
+        let location = Location::new(region, parts.next(), None).unwrap();
+        map.nodes.get_mut(&NodeId(node)).unwrap().location = location;
+    };
+    let c = map.chains.values().find(|c| c.members.len() == 3).unwrap().clone();
+    let [head, mid, tail] = [c.members[0], c.members[1], c.members[2]];
+    let joiner = (1..=4).map(NodeId).find(|n| !c.contains(*n)).unwrap();
+    assert_eq!(map.precopy_source(&c, joiner, 1), Some(tail), "one region: the tail");
+    for (node, at) in [(head.0, "eu"), (mid.0, "us/a"), (tail.0, "asia"), (joiner.0, "us/b")] {
+        place(&mut map, node, at);
+    }
+    assert_eq!(map.precopy_source(&c, joiner, 1), Some(mid), "the member in its region");
+    assert_eq!(map.precopy_source(&c, joiner, 2), Some(tail), "inserted after the member in its region");
+    place(&mut map, head.0, "us/b");
+    assert_eq!(map.precopy_source(&c, joiner, 0), Some(head), "its zone before its region");
+    assert_eq!(map.precopy_source(&c, joiner, 1), Some(mid), "never a member before its place");
+    place(&mut map, tail.0, "us/c");
+    assert_eq!(map.precopy_source(&c, joiner, 1), Some(tail), "equally near: the one nearer the tail");
 }

@@ -693,6 +693,20 @@ impl ClusterMap {
         Ok(Applied::Changed)
     }
 
+    /// Where `joiner`, to be inserted into `c` at `position`, pre-copies from: of the members that will follow it
+    /// (the one it is inserted before, and on to the tail) the nearest to it ([`Location::shared_levels`]), and
+    /// of equally near ones the nearest the tail. A member after the joiner holds a prefix of what the members
+    /// before it hold, so what the joiner copies never runs ahead of the history it enters; in one region the
+    /// source is the tail, as in seed 003 §2.5. Only the map's structure decides, so the joiner and the source
+    /// agree on it for a view.
+    pub fn precopy_source(&self, c: &ChainView, joiner: NodeId, position: usize) -> Option<NodeId> {
+        let at = |n: NodeId| self.nodes.get(&n).map(|info| &info.location);
+        let near = |m: &NodeId| at(joiner).zip(at(*m)).map_or(0, |(a, b)| a.shared_levels(b));
+        let after = position.min(c.members.len().saturating_sub(1));
+        // `max_by_key` keeps the last of equals: the one nearest the tail.
+        c.members.get(after..)?.iter().copied().max_by_key(near)
+    }
+
     /// `node` is a live member of `c` whose replica is not lost: one the chain can copy from and rely on.
     pub fn holds_whole(&self, c: &ChainView, node: NodeId) -> bool {
         c.contains(node) && self.is_live(node) && !c.lost.contains_key(&node)
