@@ -442,9 +442,13 @@ impl KeyspaceProtocol for ChainNode {
     /// Reads, and a lone memory replica's writes (`at_once.rs`).
     #[inline]
     fn answer_at_once(&mut self, host: &mut Host, now: Time, req: Request) -> Result<Reply, Request> {
-        match req {
-            Request::Write(_) => self.step(host).write_at_once(now, req),
-            req => self.step(host).read_at_once(now, &req).ok_or(req),
+        // Looked at in place: binding the request anew in a `match` arm copies its bytes on every read.
+        if matches!(req, Request::Write(_)) {
+            return self.step(host).write_at_once(now, req);
+        }
+        match self.step(host).read_at_once(now, &req) {
+            Some(reply) => Ok(reply),
+            None => Err(req),
         }
     }
 
