@@ -9,9 +9,7 @@ use super::msg::{ChainMsg, Origin};
 use super::{ChainStep, Fx};
 use crate::ops::read::Span;
 use meridian_core::ring::key_token;
-use meridian_core::{
-    ChainId, Effect, ErrorKind, NodeId, Read, Reply, Request, RequestId, Time, UpdateMode, Write,
-};
+use meridian_core::{ChainId, Effect, ErrorKind, NodeId, Read, Reply, Request, RequestId, Time, UpdateMode, Write};
 use meridian_store::Durability;
 
 use super::PlantedBug;
