@@ -195,12 +195,10 @@ fn keeps_a_live_replica(before: &ClusterMap, after: &ClusterMap, cmd: &MapComman
 fn assert_within_limits(map: &ClusterMap, steps: &[(ChainId, u64, ChainChange)], limit: usize) {
     let mut per_node: BTreeMap<NodeId, usize> = BTreeMap::new();
     let mut count = |chain: ChainId, change: &ChainChange| match *change {
-        ChainChange::Add { node, .. } => {
-            [node, super::copy_source(&map, &map.chains[&chain], node).unwrap()].map(|n| {
-                *per_node.entry(n).or_default() += 1;
-                per_node[&n]
-            })
-        }
+        ChainChange::Add { node, .. } => [node, super::copy_source(map, &map.chains[&chain], node).unwrap()].map(|n| {
+            *per_node.entry(n).or_default() += 1;
+            per_node[&n]
+        }),
         ChainChange::Remove { .. } => [0, 0],
     };
     for c in map.chains.values() {

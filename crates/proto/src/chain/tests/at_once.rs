@@ -114,6 +114,7 @@ fn a_write_with_more_to_do_than_answer_is_handed_back() {
 }
 
 /// The chain the default keyspace's `key` falls in, in node 1's map.
+#[cfg(debug_assertions)]
 fn chain_of(h: &Harness, key: &[u8]) -> ChainId {
     let map = h.nodes[&NodeId(1)].map.clone().expect("a map");
     map.chain_of(KeyspaceId::DEFAULT, meridian_core::ring::key_token(key)).expect("a chain").id
