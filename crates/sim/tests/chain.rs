@@ -186,3 +186,19 @@ fn chain_is_linearizable_across_the_regions_of_a_topology() {
     let cuts: u64 = results.iter().map(|r| r.nemesis.region_cuts).sum();
     assert!(cuts > 0, "the nemesis must cut regions off");
 }
+
+/// Two nodes per micro-cloud of `leads-3`: a joiner inserted before a member of its own region pre-copies from
+/// it rather than from a tail across the WAN (`ClusterMap::precopy_source`), and the chains stay linearizable.
+#[test]
+fn joiners_pre_copy_from_a_nearer_member_and_stay_linearizable() {
+    let topology = meridian_core::topology::Topology::load("leads-3").unwrap();
+    let s = ChainSweep {
+        topology: Some(std::sync::Arc::new(topology)),
+        nodes: 6,
+        ..sweep(0..10, "crash,partition,join,leave,region")
+    };
+    let results = sweep_without_failures(&s);
+    let sum = |name: &str| results.iter().map(|r| r.counters.get(name).copied().unwrap_or(0)).sum::<u64>();
+    let near = sum("pre-copies from a member before the tail");
+    assert!(near > 0 && sum("flushes") > near, "joiners must copy, some from a nearer member: {near}");
+}
