@@ -34,13 +34,8 @@ fn role_in(me: NodeId, map: &ClusterMap, chain: &ChainView) -> Role {
         let succ = chain.members.get(i + 1).copied();
         return Role::Member { view: chain.view, pred, succ, flushing };
     }
-    match chain.change {
-        Some(ChainChange::Add { node, step, inserted: false, position, .. }) if node == me => {
-            match map.precopy_source(chain, me, position) {
-                Some(source) => Role::Joiner { step, view: chain.view, source },
-                None => Role::Outside,
-            }
-        }
+    match map.pre_copy(chain) {
+        Some((joiner, step, source)) if joiner == me => Role::Joiner { step, view: chain.view, source },
         _ => Role::Outside,
     }
 }
@@ -289,13 +284,8 @@ impl ChainStep<'_> {
 
     /// Whether the map has `node` pre-copying into `chain` in step `step`, from this node.
     fn copies_from_here(&self, chain: ChainId, node: NodeId, step: u64) -> bool {
-        let Some((map, c)) = self.s.map.as_ref().and_then(|m| Some((m, m.chains.get(&chain)?))) else { return false };
-        match c.change {
-            Some(ChainChange::Add { node: n, step: s, inserted: false, position, .. }) if n == node && s == step => {
-                map.precopy_source(c, node, position) == Some(self.s.me)
-            }
-            _ => false,
-        }
+        let map = self.s.map.as_ref();
+        map.and_then(|m| m.pre_copy(m.chains.get(&chain)?)) == Some((node, step, self.s.me))
     }
 
     pub(super) fn on_copy_data(&mut self, now: Time, from: NodeId, data: CopyData, out: &mut Fx) {

@@ -217,11 +217,9 @@ fn insert_position(c: &ChainView, target: &[NodeId], node: NodeId) -> usize {
 /// Where `joiner` copies from: the nearest member after its place while it pre-copies
 /// ([`ClusterMap::precopy_source`]), its successor once inserted (the flush).
 pub(crate) fn copy_source(map: &ClusterMap, c: &ChainView, joiner: NodeId) -> Option<NodeId> {
-    match (c.position(joiner), &c.change) {
+    match (c.position(joiner), map.pre_copy(c)) {
         (Some(i), _) => c.members.get(i + 1).copied(),
-        (None, Some(ChainChange::Add { node, position, .. })) if *node == joiner => {
-            map.precopy_source(c, joiner, *position)
-        }
+        (None, Some((node, _, source))) if node == joiner => Some(source),
         (None, _) => c.tail(),
     }
 }

@@ -625,7 +625,8 @@ impl ClusterMap {
         Ok(Applied::Changed)
     }
 
-    /// The keyspace's chains start at their targets with view 1: a new keyspace has no data to copy.
+    /// `db<number>` for SELECT, refused while keyspace `number` has another, non-database name
+    /// ([`MapCommand::CreateDatabase`]).
     fn create_database(&mut self, number: u32, config: &KeyspaceConfig) -> Result<Applied, MapError> {
         let numbered = self.keyspaces.get(&KeyspaceId(number)).filter(|k| database_number(&k.name).is_none());
         if let Some(k) = numbered {
@@ -634,6 +635,7 @@ impl ClusterMap {
         self.create_keyspace(&format!("db{number}"), config)
     }
 
+    /// The keyspace's chains start at their targets with view 1: a new keyspace has no data to copy.
     fn create_keyspace(&mut self, name: &str, config: &KeyspaceConfig) -> Result<Applied, MapError> {
         validate_name(name).and_then(|()| config.validate()).map_err(MapError::BadKeyspace)?;
         if self.keyspace_named(name).is_some() {
@@ -705,6 +707,17 @@ impl ClusterMap {
         let after = position.min(c.members.len().saturating_sub(1));
         // `max_by_key` keeps the last of equals: the one nearest the tail.
         c.members.get(after..)?.iter().copied().max_by_key(near)
+    }
+
+    /// The pre-copy `c` has in flight, if any: the joiner of its Add not yet inserted, the step, and the source
+    /// ([`Self::precopy_source`]). What the joiner, the source and the planner each look up.
+    pub fn pre_copy(&self, c: &ChainView) -> Option<(NodeId, u64, NodeId)> {
+        match c.change {
+            Some(ChainChange::Add { node, step, inserted: false, position, .. }) => {
+                Some((node, step, self.precopy_source(c, node, position)?))
+            }
+            _ => None,
+        }
     }
 
     /// `node` is a live member of `c` whose replica is not lost: one the chain can copy from and rely on.
