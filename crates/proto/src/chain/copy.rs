@@ -74,7 +74,9 @@ pub struct Copier {
     next: Option<u64>,
     /// Tokens per request, adapted to how dense the partition is.
     span: u64,
-    round_lu: Option<u64>,
+    /// Where the round began in the source's history: its LU for a flush (which must stand still), its LA for a
+    /// pre-copy (the watermark the round earns, already at the tail).
+    round_mark: Option<u64>,
     round_bytes: u64,
     /// Bytes of keys and values copied so far, all rounds together.
     pub copied: u64,
@@ -109,7 +111,7 @@ impl Copier {
             span: (width / 8).max(1),
             range,
             since,
-            round_lu: None,
+            round_mark: None,
             round_bytes: 0,
             copied: 0,
             rounds: 0,
@@ -164,11 +166,11 @@ impl Copier {
     }
 
     fn on_states(&mut self, data: CopyData, last: u64, now: Time, bandwidth: u64) -> Progress {
-        if self.kind == CopyKind::Flush && self.round_lu.is_some_and(|lu| lu != data.lu) {
+        if self.kind == CopyKind::Flush && self.round_mark.is_some_and(|lu| lu != data.lu) {
             return self.restart();
         }
         // A flush checks the source's history stands still; a pre-copy's watermark must be at the tail already.
-        self.round_lu.get_or_insert(if self.kind == CopyKind::Flush { data.lu } else { data.la });
+        self.round_mark.get_or_insert(if self.kind == CopyKind::Flush { data.lu } else { data.la });
         let bytes: u64 = data.states.iter().map(state_bytes).sum::<usize>() as u64;
         self.round_bytes += bytes;
         self.copied += bytes;
@@ -199,11 +201,11 @@ impl Copier {
     }
 
     fn finish_round(&mut self, states: Vec<KeyState>) -> Progress {
-        let lu = self.round_lu.take().expect("a round has answers");
+        let lu = self.round_mark.take().expect("a round has answers");
         self.rounds += 1;
         if self.kind == CopyKind::Flush {
             // The states are in; the history part follows, checked against the same LU.
-            self.round_lu = Some(lu);
+            self.round_mark = Some(lu);
             return Progress::States(states);
         }
         let settled = self.round_bytes <= PRECOPY_SETTLED_BYTES || self.rounds >= PRECOPY_ROUNDS_MAX;
@@ -217,7 +219,7 @@ impl Copier {
     }
 
     fn on_history(&mut self, data: CopyData) -> Progress {
-        if self.round_lu != Some(data.lu) {
+        if self.round_mark != Some(data.lu) {
             return self.restart();
         }
         let h = self.history.get_or_insert(History { la: data.la, updates: Vec::new() });
@@ -241,7 +243,7 @@ impl Copier {
 
     fn restart(&mut self) -> Progress {
         self.next = Some(*self.range.start());
-        self.round_lu = None;
+        self.round_mark = None;
         self.round_bytes = 0;
         self.history = None;
         Progress::Restart
