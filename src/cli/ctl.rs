@@ -1,7 +1,8 @@
 //! `meridian ctl`: cluster administration over a node's HTTP port (DESIGN.md §4). `status` shows the cluster
 //! map as that node sees it (nodes and their states, chains with their members, views and steps in flight,
 //! copies in progress on that node); `node add` and `node remove` ask the manager to add or drain a node;
-//! `keyspace create|list|drop|master` manage keyspaces (docs/keyspaces.md). `--json` prints what the node answered,
+//! `keyspace create|list|drop|master` manage keyspaces (docs/keyspaces.md); `manager voters` shows the manager's Raft
+//! group or moves it to other voters (docs/regions.md). `--json` prints what the node answered,
 //! for scripts.
 
 use super::http;
@@ -55,6 +56,20 @@ enum CtlCommand {
     /// Create, list, drop keyspaces, or move a lease keyspace's master.
     #[command(subcommand)]
     Keyspace(KeyspaceCommand),
+    /// The manager's Raft group.
+    #[command(subcommand)]
+    Manager(ManagerCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ManagerCommand {
+    /// The voters, learners and leader; with --set, move the group to these voters (docs/regions.md,
+    /// "The control plane").
+    Voters {
+        /// Node ids, comma-separated: 1, 3, 5 or 7 standard live nodes. `auto` lets the manager choose again.
+        #[arg(long, value_name = "IDS|auto")]
+        set: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -153,6 +168,10 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
     let api = http::Api::new(&args.addr, token(&args)?, files)?;
     let answer = match &args.command {
         CtlCommand::Status | CtlCommand::Node(NodeCommand::Status) => api.get("/v1/cluster")?,
+        CtlCommand::Manager(ManagerCommand::Voters { set: None }) => api.get("/v1/cluster")?,
+        CtlCommand::Manager(ManagerCommand::Voters { set: Some(ids) }) => {
+            api.put("/v1/manager/voters", &json!({ "voters": voter_ids(ids)? }))?
+        }
         CtlCommand::Node(NodeCommand::Add { id, peer_addr, resp_addr, http_addr, vnodes, at }) => {
             let (region, zone, rack) = match at.location()? {
                 Some(l) => (Some(l.region), l.zone, l.rack),
@@ -189,8 +208,42 @@ pub fn run(args: CtlArgs) -> Result<ExitCode, String> {
         CtlCommand::Keyspace(KeyspaceCommand::Create(_)) => println!("{}", text(&answer["created"])),
         CtlCommand::Keyspace(KeyspaceCommand::Drop { .. }) => println!("{}", text(&answer["dropped"])),
         CtlCommand::Keyspace(KeyspaceCommand::Master { .. }) => println!("{}", text(&answer["moved"])),
+        CtlCommand::Manager(ManagerCommand::Voters { set: None }) => print!("{}", manager(&answer["status"])),
+        CtlCommand::Manager(ManagerCommand::Voters { set: Some(_) }) => println!("{}", text(&answer["voters"])),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The ids `--set` names: comma-separated node ids, or `auto` for none.
+fn voter_ids(list: &str) -> Result<Vec<u32>, String> {
+    if list.trim() == "auto" {
+        return Ok(Vec::new());
+    }
+    let id = |s: &str| s.trim().parse::<u32>().map_err(|_| format!("--set takes node ids or auto, not {s:?}"));
+    list.split(',').map(id).collect()
+}
+
+/// `manager voters`: who votes, who learns, who leads, and what an operator asked for.
+fn manager(status: &Value) -> String {
+    let m = &status["manager"];
+    let ids = |v: &Value| {
+        let list: Vec<String> = v.as_array().into_iter().flatten().map(|n| format!("n{n}")).collect();
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(" ")
+        }
+    };
+    let leader = m["leader_guess"].as_u64().map_or("unknown".to_string(), |l| format!("n{l}"));
+    let wanted = match m["voters_wanted"].as_array() {
+        Some(w) if !w.is_empty() => ids(&m["voters_wanted"]),
+        _ => "chosen by the manager".to_string(),
+    };
+    format!(
+        "voters:   {}\nlearners: {}\nleader:   {leader}\nwanted:   {wanted}\n",
+        ids(&m["voters"]),
+        ids(&m["learners"])
+    )
 }
 
 /// The token from --token-file, --token or MERIDIAN_TOKEN, in that order.

@@ -69,6 +69,9 @@ pub enum Admin {
     SetUser(Box<UserChange>),
     /// `ACL DELUSER`: removes the users named; answered once this node's map lacks them.
     DelUsers { names: Vec<String> },
+    /// The manager's voters an operator wants (none: the manager chooses); answered once this node's map shows
+    /// the wish recorded or met.
+    SetVoters { voters: Vec<NodeId> },
 }
 
 /// An `ACL SETUSER` as the map applies it ([`crate::acl`]).

@@ -9,7 +9,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::ids::NodeId;
 
-pub const WIRE_VERSION: u8 = 15;
+pub const WIRE_VERSION: u8 = 16;
 /// Frames above this are refused on both ends; it bounds a reader's buffer.
 pub const FRAME_MAX: usize = 16 << 20;
 const HEADER: usize = 4 + 1 + 4;

@@ -109,6 +109,9 @@ pub fn chain(
         let stats = node.store_stats();
         let mut counters = vec![("compactions", stats.compactions), ("segments", stats.segments)];
         counters.extend(node.protocols().counters());
+        let manager = node.manager_stats();
+        counters.push(("manager membership changes", manager.membership_changes));
+        counters.push(("manager leadership hand-overs", manager.hand_overs));
         counters
     });
     let restored = Box::new(|node: &ClusterNode, keyspace: KeyspaceId, key: &[u8]| {

@@ -53,6 +53,7 @@ fn chain_is_linearizable_under_membership_changes_and_manager_failover() {
     let sum = |name: &str| results.iter().map(|r| r.counters.get(name).copied().unwrap_or(0)).sum::<u64>();
     let nem = |f: fn(&meridian_sim::nemesis::NemesisStats) -> u64| results.iter().map(|r| f(&r.nemesis)).sum::<u64>();
     assert!(nem(|n| n.joins) > 10 && nem(|n| n.leaves) > 5 && nem(|n| n.manager_crashes) > 5, "the nemesis must act");
+    assert!(sum("manager membership changes") > 0, "voters that left must be replaced");
     assert!(
         sum("pre-copies") > 10 && sum("flushes") > 10,
         "joins must copy: {:?}",

@@ -12,7 +12,9 @@
 //! "maxmemory": "256mb", "protocol": "chain", "placement": [["eu", 1], ["us", 1]], "ban_regions": ["asia"]}` (all
 //! but the first two optional; `maxmemory` makes a cache keyspace, `placement` names regions) creates one,
 //! `DELETE /v1/keyspaces/{name}` drops one, and `PUT /v1/keyspaces/{name}/master` with JSON `{"region": "us"}`
-//! moves a lease keyspace's master region. Each answers once this node's map shows the change: 201 or 200, or
+//! moves a lease keyspace's master region; `PUT /v1/manager/voters` with JSON `{"voters": [1, 4, 7]}` asks the
+//! manager to move its Raft group to those voters (`[]`: the manager chooses). Each answers once this node's map
+//! shows the change (the voters: the wish recorded): 201 or 200, or
 //! 400 with why the map refuses it, 504 if the map did not show it in time, 503 if the node cannot ask yet.
 //!
 //! The port may be HTTPS (`tls.rs`), and may ask callers for the token or a certificate (`admission.rs`).
@@ -105,6 +107,7 @@ pub(crate) fn spawn(listener: TcpListener, view: View, security: HttpSecurity, u
         .route("/v1/keyspaces", get(keyspaces).post(create_keyspace))
         .route("/v1/keyspaces/{name}", delete(drop_keyspace))
         .route("/v1/keyspaces/{name}/master", put(set_master_region))
+        .route("/v1/manager/voters", put(set_voters))
         .with_state(view)
         .layer(axum::middleware::from_fn_with_state(admission, admission::check));
     let (stop, stopped) = oneshot::channel::<()>();
@@ -371,6 +374,20 @@ async fn set_master_region(
     };
     match view.core.submit(Request::Admin(admin)).await {
         Ok(Reply::Text(text)) => (StatusCode::OK, Json(json!({ "moved": text }))),
+        other => failed(other),
+    }
+}
+
+/// The body of `PUT /v1/manager/voters`: the node ids to vote, or none to let the manager choose.
+#[derive(Deserialize)]
+struct Voters {
+    voters: Vec<u32>,
+}
+
+async fn set_voters(State(view): State<Arc<View>>, Json(Voters { voters }): Json<Voters>) -> (StatusCode, Json<Value>) {
+    let voters = voters.into_iter().map(NodeId).collect();
+    match view.core.submit(Request::Admin(Admin::SetVoters { voters })).await {
+        Ok(Reply::Text(text)) => (StatusCode::OK, Json(json!({ "voters": text }))),
         other => failed(other),
     }
 }

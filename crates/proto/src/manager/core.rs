@@ -11,11 +11,13 @@
 use super::leader::{stretched, Inheritance, Leadership};
 use super::msg::{Heartbeat, HeartbeatReply, ManagerMsg, MgrFx, MgrMsg};
 use super::plan::{next_steps_with, PlanLimits};
-use super::raft::{Committed, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
+use super::raft::{Committed, Membership, RaftConfig, RaftCore, RaftError, RaftMsg, RaftOutput, StepError};
+use crate::map::voters::{self, VoterStep, VoterView};
 use crate::map::{ChainChange, ClusterMap, MapCommand, NodeState};
 use crate::reports::{KeyMove, ReplicaReports, StepReport};
 use meridian_core::{NodeId, Time};
 use meridian_store::Vfs;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +36,8 @@ pub struct ManagerConfig {
     pub retry: Duration,
     /// Applied commands between two compactions of the Raft log into a snapshot of the map.
     pub snapshot_every: u64,
+    /// A voter declared failed and silent for this long is replaced by another node ([`crate::map::voters`]).
+    pub voter_timeout: Duration,
 }
 
 /// The manager tick unless configured otherwise: right for a cluster within one region.
@@ -59,16 +63,19 @@ impl ManagerConfig {
     /// node not heard from for 50 ticks is declared failed, but those two are capped at [`LEASE_CAP`] and
     /// [`FAILURE_TIMEOUT_CAP`] (or 8 and 10 ticks if longer): they measure how long a node may stay silent
     /// (a pause, a stalled disk), which a longer round trip does not change, and a failed node's chains
-    /// wait for both.
+    /// wait for both. A voter failed for six failure timeouts is replaced: long enough to restart a node
+    /// without the group moving away from it.
     pub fn with_tick(tick: Duration) -> ManagerConfig {
+        let failure_timeout = (tick * 50).min(FAILURE_TIMEOUT_CAP.max(tick * 10));
         ManagerConfig {
             tick,
             raft: RaftConfig::default(),
             lease: (tick * 40).min(LEASE_CAP.max(tick * 8)),
-            failure_timeout: (tick * 50).min(FAILURE_TIMEOUT_CAP.max(tick * 10)),
+            failure_timeout,
             limits: PlanLimits::default(),
             retry: tick * 10,
             snapshot_every: 256,
+            voter_timeout: failure_timeout * 6,
         }
     }
 
@@ -89,11 +96,34 @@ pub struct ManagerCore {
     lead: Option<Leadership>,
     inherited: Inheritance,
     applied_since_snapshot: u64,
+    /// A learner was added: compact now, so that the snapshot it must start from names it.
+    compact_now: bool,
+    stats: ManagerStats,
 }
+
+/// What this replica did while it led, for the simulator's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ManagerStats {
+    /// Membership changes proposed (learners added or dropped, voters replaced, joint configurations left).
+    pub membership_changes: u64,
+    /// Leadership handed to another voter because this one was to be removed.
+    pub hand_overs: u64,
+}
+
+impl std::ops::AddAssign for ManagerStats {
+    fn add_assign(&mut self, o: ManagerStats) {
+        self.membership_changes += o.membership_changes;
+        self.hand_overs += o.hand_overs;
+    }
+}
+
+/// Entries a learner may lag the commit index by and still be made a voter: it catches up in one round.
+const CATCH_UP_SLACK: u64 = 8;
 
 impl ManagerCore {
     /// Opens this voter's replica of the map's log in `dir`; `bootstrap` is the command that creates the map,
-    /// proposed by the first leader. `jitter` seeds the election timeouts (see [`RaftCore::open`]).
+    /// proposed by the first leader. `jitter` seeds the election timeouts (see [`RaftCore::open`]). With no
+    /// `voters` a new log stays empty until the leader sends this replica, a learner it added, a snapshot.
     pub fn open(
         me: NodeId,
         vfs: Arc<dyn Vfs>,
@@ -114,6 +144,8 @@ impl ManagerCore {
             lead: None,
             inherited: Inheritance::default(),
             applied_since_snapshot: 0,
+            compact_now: false,
+            stats: ManagerStats::default(),
         };
         let mut out = MgrFx::new();
         core.absorb(Time::ZERO, raft_out, &mut out)?;
@@ -127,6 +159,10 @@ impl ManagerCore {
 
     pub fn is_leader(&self) -> bool {
         self.lead.is_some()
+    }
+
+    pub fn stats(&self) -> ManagerStats {
+        self.stats
     }
 
     /// The leader's view of its term, for failure reports; None on a voter that does not lead.
@@ -192,9 +228,10 @@ impl ManagerCore {
                 | MapCommand::SetMasterRegion { .. }
                 | MapCommand::SetKeyMaster { .. }
                 | MapCommand::SetUser { .. }
-                | MapCommand::DelUsers { .. } => self.admin(now, from, cmd, Some(ask), out),
+                | MapCommand::DelUsers { .. }
+                | MapCommand::WantVoters { .. } => self.admin(now, from, cmd, Some(ask), out),
                 _ => {
-                    let reason = "only keyspace and ACL commands are taken from operators".to_string();
+                    let reason = "only keyspace, ACL and voter commands are taken from operators".to_string();
                     out.send(from, ManagerMsg::Mgr(MgrMsg::Refused { reason, ask: Some(ask) }));
                     Ok(())
                 }
@@ -264,7 +301,55 @@ impl ManagerCore {
                 .into_iter()
                 .map(|(chain, expected_view, change)| MapCommand::StepStarted { chain, expected_view, change }),
         );
-        cmds.into_iter().try_for_each(|cmd| self.propose(now, cmd, out))
+        cmds.into_iter().try_for_each(|cmd| self.propose(now, cmd, out))?;
+        self.plan_voters(now, out)
+    }
+
+    /// Takes the next step towards the voters the map should have ([`voters::next_change`]), one membership
+    /// change at a time, each again only after `retry`.
+    fn plan_voters(&mut self, now: Time, out: &mut MgrFx) -> Result<(), RaftError> {
+        if self.raft.membership_pending() {
+            return Ok(());
+        }
+        let membership = self.raft.membership();
+        let gone: BTreeSet<NodeId> = membership.voters.iter().copied().filter(|&v| self.voter_gone(v, now)).collect();
+        let lead = self.lead.as_ref().expect("leading");
+        let alive = |n: NodeId| lead.silent_for(n, now) <= self.cfg.failure_timeout;
+        let caught_up = |n: NodeId| self.raft.caught_up(n, CATCH_UP_SLACK);
+        let view =
+            VoterView { me: self.me, membership: &membership, gone: &gone, alive: &alive, caught_up: &caught_up };
+        let Some(step) = voters::next_change(&self.map, &view) else {
+            return Ok(());
+        };
+        let key = format!("{step:?}").into_bytes();
+        if !self.lead.as_mut().expect("leading").should_propose(&key, now, self.cfg.retry) {
+            return Ok(());
+        }
+        tracing::info!(node = %self.me, ?step, "changing the manager's voters");
+        let mut raft_out = RaftOutput::default();
+        match step {
+            VoterStep::Change(changes) => match self.raft.change_membership(&changes, &mut raft_out) {
+                Err(super::raft::ProposeError::Fatal(e)) => return Err(e),
+                Err(e) => tracing::debug!("membership change not taken: {e}"),
+                Ok(_) => self.stats.membership_changes += 1,
+            },
+            VoterStep::HandOver(to) => {
+                self.raft.transfer_leadership(to, &mut raft_out)?;
+                self.stats.hand_overs += 1;
+            }
+        }
+        self.absorb(now, raft_out, out)
+    }
+
+    /// A voter to replace: removed by an operator, or failed and silent for `voter_timeout` (a failed node
+    /// repaired out of every chain is Removed too, but comes back when heard from, so only silence counts).
+    fn voter_gone(&self, v: NodeId, now: Time) -> bool {
+        let lead = self.lead.as_ref().expect("leading");
+        match self.map.nodes.get(&v) {
+            None => true,
+            Some(n) if n.departed || self.map.hosts.contains_key(&v) => true,
+            Some(n) => !n.state.is_live() && lead.silent_for(v, now) > self.cfg.voter_timeout,
+        }
     }
 
     fn on_heartbeat(&mut self, now: Time, from: NodeId, hb: Heartbeat, out: &mut MgrFx) -> Result<(), RaftError> {
@@ -376,10 +461,11 @@ impl ManagerCore {
         for item in raft_out.committed {
             self.apply(item)?;
         }
-        if self.applied_since_snapshot >= self.cfg.snapshot_every {
+        if self.applied_since_snapshot >= self.cfg.snapshot_every || self.compact_now {
             let state = postcard::to_allocvec(&self.map).expect("maps serialize");
             self.raft.compact(self.raft.applied_index(), state)?;
             self.applied_since_snapshot = 0;
+            self.compact_now = false;
         }
         if self.map.epoch != epoch && self.lead.is_some() {
             let targets = self.map.nodes.keys().filter(|&&n| n != self.me);
@@ -399,6 +485,11 @@ impl ManagerCore {
             Committed::Snapshot { data, .. } => {
                 self.map = postcard::from_bytes(&data)
                     .map_err(|e| RaftError::Invalid(format!("undecodable map snapshot: {e}")))?;
+            }
+            Committed::Membership { membership, .. } => {
+                self.compact_now |= membership.learners.iter().any(|l| !self.map.manager_learners.contains(l));
+                let Membership { voters, learners, .. } = membership;
+                drop(self.map.apply(&MapCommand::ManagerMembership { voters, learners }));
             }
         }
         self.applied_since_snapshot += 1;

@@ -147,13 +147,18 @@ impl Leadership {
         merge_newest(&mut self.reported, [(node, epoch)]);
     }
 
+    /// How long `node` has been silent, counting from the start of the term.
+    pub fn silent_for(&self, node: NodeId, now: Time) -> Duration {
+        now.since(*self.heard.get(&node).unwrap_or(&self.since))
+    }
+
     /// Live nodes of the map not heard from for `timeout` (counting from the start of the term).
     pub fn overdue(&self, map: &ClusterMap, now: Time, timeout: Duration) -> Vec<NodeId> {
         map.nodes
             .iter()
             .filter(|(_, n)| n.state.is_live())
             .map(|(&id, _)| id)
-            .filter(|id| now.since(*self.heard.get(id).unwrap_or(&self.since)) > timeout)
+            .filter(|&id| self.silent_for(id, now) > timeout)
             .collect()
     }
 

@@ -133,23 +133,33 @@ mod tests {
 
     /// Maps of formats 2 to 5 (before per-key masters: the map without its last three fields) read with every key
     /// mastered in its keyspace's home region, of format 6 (before affiliated nodes) with none affiliated, and of
-    /// formats 7 and 8 (before ACL users) with no users.
+    /// formats 7 and 8 (before ACL users) with no users, and of formats 9 and 10 (before the manager's learners)
+    /// with no learners and no voters wanted.
     #[test]
-    fn maps_of_formats_2_to_8_read_without_their_missing_fields() {
-        let map =
-            ClusterMap { epoch: 5, next_step: 9, hosts: [(NodeId(4), NodeId(1))].into(), ..ClusterMap::default() };
+    fn maps_of_formats_2_to_10_read_without_their_missing_fields() {
+        let users = [("alice".to_string(), meridian_core::acl::User::default_user(None))].into();
+        let hosts = [(NodeId(4), NodeId(1))].into();
+        let map = ClusterMap { epoch: 5, next_step: 9, hosts, users, ..ClusterMap::default() };
         let m = &map;
         let fields = (m.epoch, m.partitions, &m.nodes, &m.chains, &m.manager_voters, m.next_step, &m.keyspaces);
         let format5 = postcard::to_allocvec(&(fields, m.next_keyspace)).unwrap();
         let format6 = postcard::to_allocvec(&(fields, m.next_keyspace, &m.masters)).unwrap();
         let format8 = postcard::to_allocvec(&(fields, m.next_keyspace, &m.masters, &m.hosts)).unwrap();
-        for version in 2..=8 {
+        let format10 = postcard::to_allocvec(&(fields, m.next_keyspace, &m.masters, &m.hosts, &m.users)).unwrap();
+        for version in 2..=10 {
             let body = match version {
+                9 | 10 => &format10,
                 7 | 8 => &format8,
                 6 => &format6,
                 _ => &format5,
             };
-            let map = if version >= 7 { map.clone() } else { ClusterMap { hosts: Default::default(), ..map.clone() } };
+            let mut map = map.clone();
+            if version < 9 {
+                map.users.clear();
+            }
+            if version < 7 {
+                map.hosts.clear();
+            }
             let mut older = MAGIC.to_vec();
             older.push(version);
             older.extend_from_slice(&(body.len() as u32).to_be_bytes());

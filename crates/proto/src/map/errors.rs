@@ -19,6 +19,8 @@ pub enum MapError {
     AlreadyBootstrapped,
     NotBootstrapped,
     BadBootstrap(&'static str),
+    /// `WantVoters` named a set of voters the manager cannot have.
+    BadVoters(String),
     BadVnodes(u32),
     BadLocation(LocationError),
     /// A keyspace's placement puts more replicas in `region` than it has placeable nodes.
@@ -168,6 +170,7 @@ impl fmt::Display for MapError {
             MapError::AlreadyBootstrapped => write!(f, "the cluster is already bootstrapped"),
             MapError::NotBootstrapped => write!(f, "the cluster is not bootstrapped"),
             MapError::BadBootstrap(why) => write!(f, "invalid bootstrap: {why}"),
+            MapError::BadVoters(why) => write!(f, "invalid manager voters: {why}"),
             MapError::BadVnodes(v) => write!(f, "vnodes must be between 1 and {VNODES_MAX}, not {v}"),
             MapError::BadLocation(why) => write!(f, "bad location: {why}"),
             MapError::PlacementUnmet { region, has, needs } => {

@@ -87,6 +87,8 @@ impl Map1 {
             masters: BTreeMap::new(),
             hosts: BTreeMap::new(),
             users: BTreeMap::new(),
+            manager_learners: Vec::new(),
+            voters_wanted: Vec::new(),
         }
     }
 }

@@ -49,6 +49,8 @@ impl Map5 {
             masters,
             hosts,
             users: BTreeMap::new(),
+            manager_learners: Vec::new(),
+            voters_wanted: Vec::new(),
         }
     }
 }

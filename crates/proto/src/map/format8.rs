@@ -13,11 +13,17 @@ use std::collections::BTreeMap;
 
 /// Decodes a map of format 7 or 8.
 pub fn map(bytes: &[u8]) -> postcard::Result<ClusterMap> {
-    postcard::from_bytes::<Map8>(bytes).map(|m| m.format6.format5.upgrade(m.format6.masters, m.hosts))
+    postcard::from_bytes::<Map8>(bytes).map(Map8::upgrade)
 }
 
 #[derive(Deserialize)]
-struct Map8 {
-    format6: Map6,
-    hosts: BTreeMap<NodeId, NodeId>,
+pub(super) struct Map8 {
+    pub(super) format6: Map6,
+    pub(super) hosts: BTreeMap<NodeId, NodeId>,
+}
+
+impl Map8 {
+    pub(super) fn upgrade(self) -> ClusterMap {
+        self.format6.format5.upgrade(self.format6.masters, self.hosts)
+    }
 }

@@ -103,6 +103,7 @@ mod chain;
 mod check;
 mod errors;
 pub(crate) mod format1;
+pub(crate) mod format10;
 pub(crate) mod format5;
 pub(crate) mod format6;
 pub(crate) mod format8;
@@ -110,6 +111,7 @@ pub mod kinds;
 pub mod masters;
 pub mod placement;
 pub mod users;
+pub mod voters;
 
 pub use chain::{ChainChange, ChainView};
 pub use errors::MapError;
@@ -217,7 +219,7 @@ pub struct ClusterMap {
     pub nodes: BTreeMap<NodeId, NodeInfo>,
     /// One chain per partition of every keyspace: `ChainId::new(k, 0)..ChainId::new(k, P)` for keyspace `k`.
     pub chains: ChainMap<ChainView>,
-    /// The nodes that run the manager's Raft group.
+    /// The nodes whose votes count in the manager's Raft group (both sides of a joint configuration).
     pub manager_voters: Vec<NodeId>,
     /// The next unused step id (and FLUSH sequence number).
     pub next_step: u64,
@@ -233,6 +235,10 @@ pub struct ClusterMap {
     pub hosts: BTreeMap<NodeId, NodeId>,
     /// ACL users by name (`users.rs`); without a `default` entry each node keeps its own default user.
     pub users: BTreeMap<String, User>,
+    /// Nodes that run a replica of the manager's log without a vote: voters to be, catching up (`voters.rs`).
+    pub manager_learners: Vec<NodeId>,
+    /// The voters an operator asked for, until the manager has them; empty: the manager chooses.
+    pub voters_wanted: Vec<NodeId>,
 }
 
 impl Default for ClusterMap {
@@ -249,6 +255,8 @@ impl Default for ClusterMap {
             masters: BTreeMap::new(),
             hosts: BTreeMap::new(),
             users: BTreeMap::new(),
+            manager_learners: Vec::new(),
+            voters_wanted: Vec::new(),
         }
     }
 }
@@ -315,6 +323,12 @@ pub enum MapCommand {
     /// database: `SELECT number` chooses that one, and must go on doing so on every node (`NumberTaken`). Checked
     /// here, where commands are ordered, since a node whose map lags cannot see the other keyspace.
     CreateDatabase { number: u32, config: KeyspaceConfig },
+    /// The manager's Raft configuration changed (a membership entry committed at this point of its log): every
+    /// replica applies it as it applies the entry; never proposed as a command.
+    ManagerMembership { voters: Vec<NodeId>, learners: Vec<NodeId> },
+    /// `ctl manager voters --set`: the voters the manager moves its group to (an odd number, at most
+    /// [`voters::VOTERS_WANTED_MAX`], of standard live nodes); none hands the choice back to the manager.
+    WantVoters { voters: Vec<NodeId> },
 }
 
 /// What an accepted command did.
@@ -334,14 +348,16 @@ pub enum Applied {
 /// [`MapCommand::SetMasterRegion`], each keeping the encoding before it; format 6 added [`ClusterMap::masters`]
 /// and [`MapCommand::SetKeyMaster`], format 7 [`ClusterMap::hosts`] and [`MapCommand::AddAffiliate`], format 8
 /// meteor keyspaces, format 9 [`ClusterMap::users`] with [`MapCommand::SetUser`] and [`MapCommand::DelUsers`],
-/// format 10 the command [`MapCommand::CreateDatabase`]. Commands of formats 2 to 9 decode as they are, and their
+/// format 10 the command [`MapCommand::CreateDatabase`], format 11 [`ClusterMap::manager_learners`] and
+/// [`ClusterMap::voters_wanted`] with [`MapCommand::ManagerMembership`] and [`MapCommand::WantVoters`]. Commands of
+/// formats 2 to 10 decode as they are, and their
 /// maps through [`older_map`] ([`ENCODED_AS_CURRENT`]), while an older build refuses a newer file rather than
 /// misread it.
-pub const MAP_FORMAT: u8 = 10;
+pub const MAP_FORMAT: u8 = 11;
 
 /// The formats before [`MAP_FORMAT`] whose commands the current types decode unchanged (their maps may lack
 /// later fields: [`older_map`] reads them).
-pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6, 7, 8, 9];
+pub const ENCODED_AS_CURRENT: &[u8] = &[2, 3, 4, 5, 6, 7, 8, 9, 10];
 
 /// Decodes a map of `format`, one before [`MAP_FORMAT`], through the frozen copy of its shape.
 pub(crate) fn older_map(format: u8, bytes: &[u8]) -> postcard::Result<ClusterMap> {
@@ -350,7 +366,7 @@ pub(crate) fn older_map(format: u8, bytes: &[u8]) -> postcard::Result<ClusterMap
         6 => format6::map(bytes),
         7 | 8 => format8::map(bytes),
         // Format 10 added a command only: its maps are format 9's.
-        9 => postcard::from_bytes(bytes),
+        9 | 10 => format10::map(bytes),
         _ => format5::map(bytes),
     }
 }
@@ -584,6 +600,8 @@ impl ClusterMap {
             MapCommand::AddAffiliate { id, addrs, location, host } => self.add_affiliate(*id, addrs, location, *host),
             MapCommand::SetUser { name, base, rules } => self.set_user(name, base, rules),
             MapCommand::DelUsers { names } => self.del_users(names),
+            MapCommand::ManagerMembership { voters, learners } => self.manager_membership(voters, learners),
+            MapCommand::WantVoters { voters } => self.want_voters(voters),
         }?;
         if applied == Applied::Changed {
             self.epoch += 1;

@@ -1,13 +1,15 @@
 //! Administration requests (`meridian ctl`, the HTTP admin API, RESP's `SELECT`, `KEYSPACE` and `ACL`), served
 //! by the node a client asks: the ones about nodes are handed to the manager's leader and answered at once; the
-//! ones about keyspaces and ACL users are checked against this node's map, handed to the leader, and answered once
-//! this node's map shows the change (or the leader refuses it, or [`KEYSPACE_TIMEOUT_TICKS`] pass).
+//! ones about keyspaces, ACL users and the manager's voters are checked against this node's map, handed to the
+//! leader, and answered once this node's map shows the change (or the leader refuses it, or [`KEYSPACE_TIMEOUT_TICKS`] pass).
 
 use super::{ClusterNode, NodeFx};
 use crate::manager::msg::MgrMsg;
 use crate::map::{ClusterMap, MapCommand, NodeAddrs};
 use meridian_core::keyspace::database_number;
-use meridian_core::{Admin, ErrorKind, KeyspaceConfig, KeyspaceRef, NodeToAdd, Reply, RequestId, Time, UserChange};
+use meridian_core::{
+    Admin, ErrorKind, KeyspaceConfig, KeyspaceRef, NodeId, NodeToAdd, Reply, RequestId, Time, UserChange,
+};
 
 /// Manager ticks a keyspace command may wait for this node's map to show it.
 pub const KEYSPACE_TIMEOUT_TICKS: u32 = 100;
@@ -51,7 +53,8 @@ impl PendingAdmin {
             MapCommand::DelUsers { names } => {
                 names.iter().all(|n| !map.users.contains_key(n)).then(|| format!("deleted {}", names.join(" ")))
             }
-            _ => unreachable!("only keyspace and ACL commands wait"),
+            MapCommand::WantVoters { voters } => wanted_voters(map, voters),
+            _ => unreachable!("only keyspace, ACL and voter commands wait"),
         }
     }
 }
@@ -102,6 +105,7 @@ impl ClusterNode {
                 self.keyspace_command(now, id, MapCommand::SetUser { name, base, rules }, out)
             }
             Admin::DelUsers { names } => self.keyspace_command(now, id, MapCommand::DelUsers { names }, out),
+            Admin::SetVoters { voters } => self.keyspace_command(now, id, MapCommand::WantVoters { voters }, out),
         }
     }
 
@@ -199,6 +203,20 @@ impl ClusterNode {
 fn created(map: &ClusterMap, name: &str, config: &KeyspaceConfig) -> Option<String> {
     let (id, k) = map.keyspace_named(name)?;
     (k.config == *config).then(|| format!("created keyspace {name} (number {})", id.0))
+}
+
+/// The answer to `WantVoters { voters }` once `map` records the wish or the group already has those voters.
+fn wanted_voters(map: &ClusterMap, voters: &[NodeId]) -> Option<String> {
+    let mut wanted = voters.to_vec();
+    wanted.sort_unstable();
+    let names = || wanted.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    if wanted.is_empty() {
+        return map.voters_wanted.is_empty().then(|| "the manager chooses its voters".to_string());
+    }
+    if map.voters_wanted.is_empty() && map.manager_voters == wanted {
+        return Some(format!("the manager's voters are {}", names()));
+    }
+    (map.voters_wanted == wanted).then(|| format!("the manager is moving its voters to {}", names()))
 }
 
 fn no_map() -> Reply {

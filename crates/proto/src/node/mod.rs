@@ -9,6 +9,7 @@
 mod admin;
 mod clean_stop;
 mod lost_replicas;
+mod manager_seat;
 mod metrics;
 mod protocols;
 #[cfg(test)]
@@ -38,7 +39,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Voters of the manager's Raft group: nodes of the initial cluster, at most this many ([`voters`]).
-pub const VOTERS_MAX: usize = 3;
+pub const VOTERS_MAX: usize = crate::map::voters::VOTERS_AUTO;
+
+/// Where a node keeps its replica of the manager's log, under its directory.
+const RAFT_DIR: &str = "raft";
 
 pub type NodeFx = Effects<NodeMsg, NodeTimer>;
 
@@ -131,6 +135,12 @@ pub struct ClusterNode {
     addressed: BTreeMap<NodeId, String>,
     /// Keyspace commands waiting for the map to show them.
     pending_admin: Vec<admin::PendingAdmin>,
+    /// What the first leader proposes, should this node's replica lead an unbootstrapped group.
+    bootstrap: MapCommand,
+    /// Seeds the manager's election timeouts.
+    jitter: u64,
+    /// What the replicas of the manager this node closed had done.
+    retired_manager: crate::manager::core::ManagerStats,
     /// Client requests accepted per keyspace, for [`ClusterNode::metrics`].
     requests: BTreeMap<KeyspaceId, metrics::KeyspaceRequests>,
     /// The lost replicas as `lost_replicas` last stored them.
@@ -145,8 +155,8 @@ impl ClusterNode {
     pub fn open(setup: NodeSetup, cfg: NodeConfig, log: LogOptions) -> Result<ClusterNode, OpenError> {
         let me = setup.me;
         let file = MapFile::new(setup.vfs.clone(), &setup.dir.join("map")).map_err(OpenError::Map)?;
-        let voters = voters(&setup.initial);
-        let agent = Agent::open(me, file, voters.clone(), setup.join).map_err(OpenError::Map)?;
+        let initial_voters = voters(&setup.initial);
+        let agent = Agent::open(me, file, initial_voters.clone(), setup.join).map_err(OpenError::Map)?;
         let (keyspaces, dropped) = match agent.map() {
             Some(m) => {
                 let dropped = (0..m.next_keyspace).map(KeyspaceId).filter(|k| !m.keyspaces.contains_key(k));
@@ -167,12 +177,23 @@ impl ClusterNode {
         if lost_stored != lost {
             lost_replicas::store(&*setup.vfs, &setup.dir, &lost_stored).map_err(OpenError::LostReplicas)?;
         }
-        let (manager, opened) = if voters.contains(&me) {
-            let boot = bootstrap(&setup.initial, cfg.partitions);
-            let dir = setup.dir.join("raft");
-            let (core, out) =
-                ManagerCore::open(me, setup.vfs.clone(), &dir, &voters, boot, cfg.manager.clone(), setup.jitter)
-                    .map_err(OpenError::ManagerLog)?;
+        let boot = bootstrap(&setup.initial, cfg.partitions);
+        let raft_dir = setup.dir.join(RAFT_DIR);
+        let stored = agent.map().map(|m| m.as_ref());
+        let (manager, opened) = if manager_seat::runs_manager(stored, me, &initial_voters) {
+            // Only the cluster's first start bootstraps a log; a node seated later starts empty, as a learner.
+            let first_start = !stored.is_some_and(ClusterMap::is_bootstrapped);
+            let voters = if first_start { initial_voters.as_slice() } else { &[] };
+            let (core, out) = ManagerCore::open(
+                me,
+                setup.vfs.clone(),
+                &raft_dir,
+                voters,
+                boot.clone(),
+                cfg.manager.clone(),
+                setup.jitter,
+            )
+            .map_err(OpenError::ManagerLog)?;
             (Some(core), out)
         } else {
             (None, MgrFx::new())
@@ -190,6 +211,9 @@ impl ClusterNode {
             dir: setup.dir,
             opened,
             addressed,
+            bootstrap: boot,
+            jitter: setup.jitter,
+            retired_manager: Default::default(),
             pending_admin: Vec::new(),
             requests: BTreeMap::new(),
             lost_stored,
@@ -292,6 +316,7 @@ impl ClusterNode {
             self.protocols.adopt(&mut self.host, &map, now, out);
             self.store_lost();
             self.settle_admin(out);
+            self.follow_seat(now, out);
         }
     }
 
@@ -395,6 +420,7 @@ impl Process for ClusterNode {
             self.announce_addresses(&map, out);
             self.protocols.adopt(&mut self.host, &map, now, out);
         }
+        self.follow_seat(now, out);
         let opened = std::mem::take(&mut self.opened);
         self.send_mgr(now, opened, out);
     }

@@ -34,7 +34,7 @@ use std::time::Duration;
 /// The wire version and the checksum of the peer messages' samples it was recorded for; the map format and the
 /// checksum of the map's and its commands' samples; the variants of `ChainMsg`, `MgrMsg`, `MapCommand`,
 /// `QuorumMsg`, `LeaseMsg` and `MeteorMsg`.
-const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((15, 0x3271_873e), (10, 0xc521_b393), [14, 9, 19, 8, 21, 11]);
+const RECORDED: ((u8, u32), (u8, u32), [usize; 6]) = ((16, 0xa2e0_cbc2), (11, 0xe635_c54a), [14, 9, 21, 8, 21, 11]);
 
 fn origin() -> Origin {
     Origin { node: NodeId(2), incarnation: 7, id: RequestId(9) }
@@ -196,6 +196,8 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::SetUser { name: "default".into(), base: Some(User::default_user(None)), rules: vec![AclRule::Off] },
         MapCommand::DelUsers { names: vec!["bob".into()] },
         MapCommand::CreateDatabase { number: 7, config: KeyspaceConfig::durable(2) },
+        MapCommand::ManagerMembership { voters: vec![NodeId(1), NodeId(2)], learners: vec![NodeId(3)] },
+        MapCommand::WantVoters { voters: vec![NodeId(1), NodeId(2), NodeId(3)] },
     ];
     let numbered = |c: &MapCommand| match c {
         MapCommand::Bootstrap { .. } => 0,
@@ -217,6 +219,8 @@ fn commands() -> Vec<MapCommand> {
         MapCommand::SetUser { .. } => 16,
         MapCommand::DelUsers { .. } => 17,
         MapCommand::CreateDatabase { .. } => 18,
+        MapCommand::ManagerMembership { .. } => 19,
+        MapCommand::WantVoters { .. } => 20,
     };
     assert_covers(samples.iter().map(numbered), RECORDED.2[2] - 1, "MapCommand");
     samples
@@ -488,6 +492,8 @@ fn map() -> ClusterMap {
                 | MapCommand::SetKeyMaster { .. }
                 | MapCommand::AddAffiliate { .. }
                 | MapCommand::SetUser { .. }
+                | MapCommand::ManagerMembership { .. }
+                | MapCommand::WantVoters { .. }
         )
     }) {
         map.apply(cmd).expect("a sample command applies");

@@ -42,7 +42,13 @@ impl ClusterNode {
             "partitions": map.map(|m| m.partitions),
             "manager": {
                 "voters": map.map(|m| m.manager_voters.iter().map(|v| v.0).collect::<Vec<_>>()),
-                "here": self.manager.as_ref().map(|m| if m.is_leader() { "leader" } else { "voter" }),
+                "learners": map.map(|m| m.manager_learners.iter().map(|v| v.0).collect::<Vec<_>>()),
+                "voters_wanted": map.map(|m| m.voters_wanted.iter().map(|v| v.0).collect::<Vec<_>>()),
+                "here": self.manager.as_ref().map(|m| match m.is_leader() {
+                    true => "leader",
+                    false if m.map().manager_learners.contains(&self.me) => "learner",
+                    false => "voter",
+                }),
                 "leader_guess": self.agent.leader_guess().map(|l| l.0),
             },
             "nodes": nodes,

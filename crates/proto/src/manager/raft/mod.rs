@@ -33,7 +33,15 @@
 //! [`RaftCore::read_index`] and serve the read once the applied index reaches the [`ReadIndex`] it yields:
 //! the leader confirms with a heartbeat round that it still led when the read arrived.
 //!
-//! Membership is fixed at bootstrap; conf changes are not proposed through this core yet.
+//! Membership changes (raft-rs's `ConfChangeV2`): [`RaftCore::change_membership`] adds learners, promotes
+//! them and removes voters, several at once through a joint configuration that raft-rs leaves on its own
+//! (`Auto`), or explicitly when a leader change lost that step ([`Membership::joint`]). A committed change
+//! is applied to raft-rs when it is handed out, so the configuration is always the one at the applied
+//! index, and surfaces as [`Committed::Membership`]. A replica opened without voters
+//! ([`RaftCore::open`] with none) knows no configuration: it waits for a snapshot, which carries one, and
+//! drops appends until then, since entries alone would leave it without the configuration the log was
+//! bootstrapped with (the caller compacts when it applies a change that adds a learner, so a snapshot that
+//! names the learner exists on every replica that could lead).
 
 mod frame;
 mod msg;
@@ -47,7 +55,11 @@ use std::sync::Arc;
 
 use meridian_core::{wire, NodeId};
 use meridian_store::Vfs;
-use raft::eraftpb::{ConfState, Entry, EntryType, Message, MessageType, Snapshot};
+use protobuf::Message as _;
+use raft::eraftpb::{
+    ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, Message,
+    MessageType, Snapshot,
+};
 use raft::{RawNode, ReadOnlyOption, Ready, SnapshotStatus, StateRole};
 
 pub use msg::RaftMsg;
@@ -148,6 +160,42 @@ pub enum Committed {
     /// Replace the whole state machine by `data`: the state after applying every entry up to `index`, as some
     /// replica passed it to [`RaftCore::compact`].
     Snapshot { index: u64, term: u64, data: Vec<u8> },
+    /// A membership change took effect: the configuration from `index` on.
+    Membership { index: u64, membership: Membership },
+}
+
+/// A configuration of the group: who votes (the union of both sides while `joint`) and who only learns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Membership {
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+    /// Between an old and a new voter set: a decision needs a majority of each.
+    pub joint: bool,
+}
+
+impl Membership {
+    fn of(cs: &ConfState) -> Membership {
+        let ids = |raw: &[u64]| -> Vec<NodeId> { raw.iter().filter_map(|&r| node_id(r)).collect() };
+        let mut voters = ids(&cs.voters);
+        voters.extend(ids(&cs.voters_outgoing));
+        voters.sort_unstable();
+        voters.dedup();
+        let mut learners = ids(&cs.learners);
+        learners.extend(ids(&cs.learners_next));
+        learners.sort_unstable();
+        learners.dedup();
+        Membership { voters, learners, joint: !cs.voters_outgoing.is_empty() }
+    }
+}
+
+/// One step of a membership change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberChange {
+    AddLearner(NodeId),
+    /// Makes a learner (or a new node) a voter.
+    AddVoter(NodeId),
+    /// Takes a voter or a learner out.
+    Remove(NodeId),
 }
 
 impl Committed {
@@ -238,7 +286,9 @@ impl fmt::Debug for RaftCore {
 
 impl RaftCore {
     /// Opens (or creates) the replica whose log lives in `dir`. An empty log is bootstrapped with `voters`,
-    /// which must contain `id` and be the same on every replica; a log with state ignores `voters`.
+    /// which must contain `id` and be the same on every replica; a log with state ignores `voters`. With no
+    /// voters an empty log stays empty: the replica joins a running group as a learner the leader added, and
+    /// learns the configuration from the snapshot the leader sends it.
     /// `election_jitter` comes from the caller's seeded RNG, different per replica: it seeds the draws of
     /// this replica's election timeouts.
     ///
@@ -255,7 +305,7 @@ impl RaftCore {
     ) -> Result<RaftCore, RaftError> {
         config.validate()?;
         let mut log = RaftLog::open(vfs, dir)?;
-        if log.is_blank() {
+        if log.is_blank() && !voters.is_empty() {
             log.bootstrap(initial_conf_state(id, voters)?)?;
         }
         let snapshot = log.last_snapshot().clone();
@@ -287,9 +337,19 @@ impl RaftCore {
         if m.get_msg_type() == MessageType::MsgPropose {
             return refuse("peers do not send proposals".into());
         }
+        // Entries from the log's start would build a configuration without the bootstrapped voters; other
+        // appends are rejected by raft itself, which tells the leader to go back to where a snapshot starts.
+        let from_start = m.get_msg_type() == MessageType::MsgAppend && m.index == 0 && !m.entries.is_empty();
+        if from_start && self.knows_no_configuration() {
+            return refuse("a replica without a configuration takes a snapshot first".into());
+        }
         let stepped = self.node.step(m);
         self.drive(out)?;
-        stepped.or_else(|e| refuse(e.to_string()))
+        match stepped {
+            // A response from a peer the configuration no longer (or not yet) has: stale, nothing to act on.
+            Ok(()) | Err(raft::Error::StepPeerNotFound) => Ok(()),
+            Err(e) => refuse(e.to_string()),
+        }
     }
 
     /// Appends a command to the log if this replica leads. `Ok` says where it went, not that it will commit:
@@ -312,6 +372,61 @@ impl RaftCore {
             Err(raft::Error::ProposalDropped) => Err(ProposeError::Dropped),
             Err(e) => Err(RaftError::Raft(e).into()),
         }
+    }
+
+    /// Proposes one membership change made of `changes` if this replica leads: one voter added or removed (any
+    /// number of learners) is a simple change; more go through a joint configuration that raft-rs leaves by
+    /// itself once it is committed. No changes proposes leaving a joint configuration. raft-rs turns a
+    /// change into an empty entry while another is unapplied (or one is joint and this is not the leave), so
+    /// `Ok` does not promise it: watch [`Committed::Membership`].
+    pub fn change_membership(
+        &mut self,
+        changes: &[MemberChange],
+        out: &mut RaftOutput,
+    ) -> Result<Proposal, ProposeError> {
+        if !self.is_leader() {
+            return Err(ProposeError::NotLeader { leader: self.leader() });
+        }
+        let mut cc = ConfChangeV2::default();
+        cc.set_transition(ConfChangeTransition::Auto);
+        cc.set_changes(changes.iter().map(|&c| single(c)).collect::<Vec<_>>().into());
+        let proposed = self.node.propose_conf_change(Vec::new(), cc);
+        let proposal = Proposal { index: self.node.raft.raft_log.last_index(), term: self.term() };
+        self.drive(out)?;
+        match proposed {
+            Ok(()) => Ok(proposal),
+            Err(raft::Error::ProposalDropped) => Err(ProposeError::Dropped),
+            Err(e) => Err(RaftError::Raft(e).into()),
+        }
+    }
+
+    /// The configuration this replica has applied.
+    pub fn membership(&self) -> Membership {
+        Membership::of(&self.node.raft.prs().conf().to_conf_state())
+    }
+
+    /// Whether a membership change is proposed and not yet applied here (raft-rs takes one at a time).
+    pub fn membership_pending(&self) -> bool {
+        self.node.raft.has_pending_conf()
+    }
+
+    /// On the leader: whether `peer`'s log holds everything committed but the last `slack` entries.
+    pub fn caught_up(&self, peer: NodeId, slack: u64) -> bool {
+        let committed = self.commit_index();
+        let pr = self.node.raft.prs().get(raft_id(peer));
+        self.is_leader() && pr.is_some_and(|p| p.matched + slack >= committed)
+    }
+
+    /// Asks the leader to hand leadership to `to`, a voter; it stops taking proposals until `to` leads or an
+    /// election timeout passes.
+    pub fn transfer_leadership(&mut self, to: NodeId, out: &mut RaftOutput) -> Result<(), RaftError> {
+        self.node.transfer_leader(raft_id(to));
+        self.drive(out)
+    }
+
+    /// A replica opened without voters that no snapshot has reached yet.
+    fn knows_no_configuration(&self) -> bool {
+        self.membership() == Membership::default()
     }
 
     /// Asks for a linearizable read point; the answer arrives in [`RaftOutput::reads`] with the same `ctx`,
@@ -383,12 +498,13 @@ impl RaftCore {
             self.persist(&rd)?;
             let mut snapshots_to = Vec::new();
             release(&mut rd, out, &mut snapshots_to);
+            self.surface(rd.take_committed_entries(), out)?;
             let mut light = self.node.advance(rd);
             if let Some(commit) = light.commit_index() {
                 self.node.mut_store().set_commit(commit)?;
             }
             send(light.take_messages(), out, &mut snapshots_to);
-            surface(light.take_committed_entries(), out);
+            self.surface(light.take_committed_entries(), out)?;
             self.node.advance_apply();
             // raft-rs pauses a follower's replication after sending it a snapshot until told how the send
             // went; we cannot know, so say "finished": replication resumes on the next heartbeat response,
@@ -414,6 +530,27 @@ impl RaftCore {
         }
     }
 
+    /// Hands committed proposals to the caller, leaving out raft's empty new-term entries, and applies
+    /// membership changes to raft as they go by, so the configuration is the applied index's.
+    fn surface(&mut self, entries: Vec<Entry>, out: &mut RaftOutput) -> Result<(), RaftError> {
+        for e in entries {
+            match e.get_entry_type() {
+                EntryType::EntryNormal if e.data.is_empty() => {}
+                EntryType::EntryNormal => {
+                    out.committed.push(Committed::Entry { index: e.index, term: e.term, data: e.data.to_vec() })
+                }
+                EntryType::EntryConfChangeV2 => {
+                    let cc = ConfChangeV2::parse_from_bytes(&e.data)
+                        .map_err(|err| RaftError::Invalid(format!("undecodable membership change: {err}")))?;
+                    let cs = self.node.apply_conf_change(&cc)?;
+                    out.committed.push(Committed::Membership { index: e.index, membership: Membership::of(&cs) });
+                }
+                EntryType::EntryConfChange => unreachable!("this core proposes only ConfChangeV2"),
+            }
+        }
+        Ok(())
+    }
+
     /// Writes what the Ready asks to persist and fsyncs when raft needs it durable (entries, snapshot, vote
     /// or term); a commit-index-only change is written without a sync.
     fn persist(&mut self, rd: &Ready) -> Result<(), RaftError> {
@@ -437,7 +574,6 @@ fn release(rd: &mut Ready, out: &mut RaftOutput, snapshots_to: &mut Vec<u64>) {
     if !rd.snapshot().is_empty() {
         out.committed.push(Committed::from_snapshot(rd.snapshot()));
     }
-    surface(rd.take_committed_entries(), out);
     let reads = rd.take_read_states().into_iter();
     out.reads.extend(reads.map(|r| ReadIndex { index: r.index, ctx: r.request_ctx }));
 }
@@ -463,12 +599,14 @@ fn send(msgs: Vec<Message>, out: &mut RaftOutput, snapshots_to: &mut Vec<u64>) {
     }
 }
 
-/// Hands committed proposals to the caller, leaving out raft's empty new-term entries.
-fn surface(entries: Vec<Entry>, out: &mut RaftOutput) {
-    for e in entries {
-        assert_eq!(e.get_entry_type(), EntryType::EntryNormal, "conf changes are never proposed through this core");
-        if !e.data.is_empty() {
-            out.committed.push(Committed::Entry { index: e.index, term: e.term, data: e.data.to_vec() });
-        }
-    }
+fn single(change: MemberChange) -> ConfChangeSingle {
+    let (kind, node) = match change {
+        MemberChange::AddLearner(n) => (ConfChangeType::AddLearnerNode, n),
+        MemberChange::AddVoter(n) => (ConfChangeType::AddNode, n),
+        MemberChange::Remove(n) => (ConfChangeType::RemoveNode, n),
+    };
+    let mut single = ConfChangeSingle::default();
+    single.set_change_type(kind);
+    single.node_id = raft_id(node);
+    single
 }

@@ -36,11 +36,15 @@ struct Replica {
     applied: u64,
     snapshots_installed: u64,
     reads: Vec<ReadIndex>,
+    /// The membership changes applied, in order.
+    memberships: Vec<Membership>,
 }
 
 struct Cluster {
     rng: SplitMix64,
     ids: Vec<NodeId>,
+    /// The replicas whose logs start bootstrapped; the others start empty, to be added as learners.
+    voters: Vec<NodeId>,
     config: RaftConfig,
     replicas: BTreeMap<NodeId, Replica>,
     /// Messages in flight: (from, to, message).
@@ -61,13 +65,19 @@ struct Cluster {
 
 impl Cluster {
     fn new(n: u32, config: RaftConfig, seed: u64) -> Cluster {
+        Cluster::with_spares(n, 0, config, seed)
+    }
+
+    /// `n` bootstrapped voters and `spares` more replicas that start empty.
+    fn with_spares(n: u32, spares: u32, config: RaftConfig, seed: u64) -> Cluster {
         let mut rng = SplitMix64::new(seed);
-        let ids: Vec<NodeId> = (0..n).map(NodeId).collect();
+        let ids: Vec<NodeId> = (0..n + spares).map(NodeId).collect();
         let replicas = ids.iter().map(|&id| (id, Replica::new(rng.next_u64()))).collect();
         let wire = Vec::new();
         let (cut, history) = (BTreeSet::new(), BTreeMap::new());
         let mut c = Cluster {
             rng,
+            voters: ids[..n as usize].to_vec(),
             ids,
             config,
             replicas,
@@ -101,7 +111,8 @@ impl Cluster {
 
     /// Opens a down replica from its disk; a power cut during the open leaves it down.
     fn start(&mut self, id: NodeId) {
-        let (ids, config) = (self.ids.clone(), self.config.clone());
+        let ids = if self.voters.contains(&id) { self.voters.clone() } else { Vec::new() };
+        let config = self.config.clone();
         let r = self.replica(id);
         let mut out = RaftOutput::default();
         let vfs: Arc<dyn Vfs> = Arc::new(r.disk.clone());
@@ -286,7 +297,8 @@ impl Cluster {
 impl Replica {
     fn new(jitter: u64) -> Replica {
         let disk = SimVfs::new();
-        Replica { disk, jitter, core: None, state: Vec::new(), applied: 0, snapshots_installed: 0, reads: Vec::new() }
+        let (state, reads, memberships) = (Vec::new(), Vec::new(), Vec::new());
+        Replica { disk, jitter, core: None, state, applied: 0, snapshots_installed: 0, reads, memberships }
     }
 
     fn apply(&mut self, item: Committed) {
@@ -301,6 +313,11 @@ impl Replica {
                 self.state = postcard::from_bytes(&data).expect("snapshots hold what compact was given");
                 self.applied = index;
                 self.snapshots_installed += 1;
+            }
+            Committed::Membership { index, membership } => {
+                assert!(index > self.applied, "membership {index} applied after {}", self.applied);
+                self.applied = index;
+                self.memberships.push(membership);
             }
         }
     }
@@ -320,8 +337,8 @@ fn fast_config() -> RaftConfig {
 }
 
 fn elected(c: &mut Cluster) -> NodeId {
-    c.rounds_until(100, |c| c.leader().is_some_and(|l| c.ids.iter().all(|&id| c.core(id).leader() == Some(l))));
-    c.leader().expect("leader")
+    let ids = c.ids.clone();
+    elected_among(c, &ids)
 }
 
 #[test]
@@ -745,4 +762,67 @@ fn a_format_1_log_is_upgraded_on_open() {
     let (frames, _) = super::frame::scan(&head);
     assert_eq!((frames[0].kind, frames[0].payload), (super::storage::KIND_FORMAT, &[MAP_FORMAT][..]));
     assert_eq!(commands(&open_log(&disk).unwrap()), upgraded, "reopened in the current format");
+}
+
+/// Four replicas, the fourth not bootstrapped: it joins as a learner, starts from a snapshot (the leader
+/// compacts as soon as it applies the change, as the manager does), and then replaces a voter through a joint
+/// configuration, after which the group commits with the new voter and without the old one.
+#[test]
+fn a_learner_starts_from_a_snapshot_and_replaces_a_voter() {
+    let mut c = Cluster::with_spares(3, 1, fast_config(), 11);
+    let spare = NodeId(3);
+    let leader = elected_among(&mut c, &[NodeId(0), NodeId(1), NodeId(2)]);
+    for i in 0..5u8 {
+        c.propose(leader, &[b'a', i]);
+    }
+    c.rounds_until(50, |c| (0..3).all(|i| c.has_data(NodeId(i), &[b'a', 4])));
+    change(&mut c, leader, &[MemberChange::AddLearner(spare)]);
+    while c.core(leader).membership().learners != [spare] {
+        c.deliver(0);
+    }
+    c.compact(leader);
+    c.rounds_until(100, |c| c.core(leader).caught_up(spare, 0) && c.has_data(spare, &[b'a', 4]));
+    assert!(c.replicas[&spare].snapshots_installed > 0, "the learner started from a snapshot");
+    assert!(!c.core(spare).membership().voters.contains(&spare));
+    let old = [NodeId(0), NodeId(1), NodeId(2)].into_iter().find(|&v| v != leader).unwrap();
+    change(&mut c, leader, &[MemberChange::AddVoter(spare), MemberChange::Remove(old)]);
+    let mut voters: Vec<NodeId> = [NodeId(0), NodeId(1), NodeId(2), spare].into_iter().filter(|&v| v != old).collect();
+    voters.sort_unstable();
+    let settled = Membership { voters: voters.clone(), learners: vec![], joint: false };
+    c.rounds_until(100, |c| voters.iter().all(|&v| c.core(v).membership() == settled));
+    let joints = c.replicas[&leader].memberships.iter().filter(|m| m.joint).count();
+    assert_eq!(joints, 1, "the replacement went through one joint configuration");
+    let other = voters.iter().copied().find(|&v| v != leader && v != spare).unwrap();
+    c.isolate(old);
+    c.isolate(other);
+    c.propose(leader, b"with the new voter");
+    c.rounds_until(50, |c| c.has_data(spare, b"with the new voter") && c.has_data(leader, b"with the new voter"));
+}
+
+/// A replica that knows no configuration refuses entries from the log's start, which would leave it without
+/// the voters the log was bootstrapped with.
+#[test]
+fn an_empty_replica_refuses_entries_from_the_start() {
+    let disk = SimVfs::new();
+    let mut out = RaftOutput::default();
+    let mut core = RaftCore::open(Arc::new(disk), Path::new(DIR), NodeId(3), &[], &fast_config(), 1, &mut out).unwrap();
+    assert_eq!(core.membership(), Membership::default());
+    let mut m = Message { msg_type: MessageType::MsgAppend, from: 1, to: 4, term: 2, index: 0, ..Message::default() };
+    m.set_entries(vec![entry(1, 1)].into());
+    let refused = core.step(NodeId(0), &RaftMsg::encode(&m), &mut out);
+    assert!(matches!(refused, Err(StepError::Refused { .. })), "{refused:?}");
+    assert_eq!(raft::Storage::last_index(core.log()).unwrap(), 0, "nothing appended");
+}
+
+fn change(c: &mut Cluster, leader: NodeId, changes: &[MemberChange]) {
+    c.input(leader, |core, out| match core.change_membership(changes, out) {
+        Err(ProposeError::Fatal(e)) => Some(e),
+        Err(e) => panic!("change refused: {e}"),
+        Ok(_) => None,
+    });
+}
+
+fn elected_among(c: &mut Cluster, voters: &[NodeId]) -> NodeId {
+    c.rounds_until(100, |c| c.leader().is_some_and(|l| voters.iter().all(|&id| c.core(id).leader() == Some(l))));
+    c.leader().expect("leader")
 }
