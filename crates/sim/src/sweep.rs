@@ -213,6 +213,9 @@ pub fn run_chain_seed(s: &ChainSweep, seed: u64) -> RunReport {
     let locations = protocols::locations(opts.topology.as_deref(), &placements);
     let rtt = net.round_trip(&placements);
     fit_timings(&mut node, rtt);
+    // A run's fault phase lasts seconds: voters that crash or are cut off get replaced within it, and often
+    // come back to a group that moved on.
+    node.manager.voter_timeout = node.manager.failure_timeout;
     // Long enough for the manager to declare the node failed (its heartbeats stop at once), wait out its leases
     // (a term at most) and leave the new tails one more term of serving while it is still cut off.
     opts.isolation = node.manager.failure_timeout + node.manager.lease * 2;
