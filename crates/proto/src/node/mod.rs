@@ -61,7 +61,7 @@ pub struct NodeSetup {
     pub vfs: Arc<dyn Vfs>,
     /// The manager's state lives here: the Raft log (voters) in `raft/`, the node's map in `map/`.
     pub dir: PathBuf,
-    /// The cluster the first manager leader bootstraps; its first nodes are the manager's voters.
+    /// The cluster the first manager leader bootstraps; [`voters`] of it are the manager's first voters.
     pub initial: ClusterConfig,
     /// Set for a node that is not in `initial` and asks to be added.
     pub join: Option<JoinRequest>,
@@ -241,6 +241,7 @@ impl ClusterNode {
     /// The node's state in a few lines: map epoch, manager role, chains.
     pub fn describe(&self, now: Time) -> String {
         let manager = match &self.manager {
+            Some(m) if m.map().manager_learners.contains(&self.me) => "manager learner".into(),
             Some(m) => m.describe_leadership(now).map_or("manager voter".into(), |l| format!("manager leader, {l}")),
             None => "not a voter".into(),
         };
