@@ -134,6 +134,10 @@ impl ClusterMap {
         for v in &self.manager_voters {
             ensure(self.nodes.contains_key(v), || format!("voter {v} is not a node"))?;
         }
+        for l in &self.manager_learners {
+            ensure(self.nodes.contains_key(l), || format!("learner {l} is not a node"))?;
+            ensure(!self.manager_voters.contains(l), || format!("learner {l} is also a voter"))?;
+        }
         self.check_affiliates()
     }
 

@@ -588,6 +588,8 @@ fn check_catches_broken_maps() {
         ),
         ("not below next_keyspace", Box::new(|m| m.next_keyspace = 0)),
         ("voter", Box::new(|m| m.manager_voters.push(NodeId(9)))),
+        ("learner n9 is not a node", Box::new(|m| m.manager_learners.push(NodeId(9)))),
+        ("also a voter", Box::new(|m| m.manager_learners.push(m.manager_voters[0]))),
         ("should not be JOINING", Box::new(|m| m.nodes.get_mut(&NodeId(1)).unwrap().state = NodeState::Joining)),
         (
             "should not be LEAVING",
