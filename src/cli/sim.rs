@@ -43,7 +43,8 @@ pub struct SimArgs {
     /// leader's power loss), kill (process crash; page cache kept), stop (a clean shutdown, then a power loss
     /// while the node is down), isolate (a node cut off from the others
     /// until the manager has moved its chains on; makes the fault phase longer), region (a region cut off),
-    /// migrate (a lease keyspace's master moved to another of its regions) (empty for none).
+    /// migrate (a lease keyspace's master moved to another of its regions), voters (other manager voters asked
+    /// for) (empty for none).
     #[arg(long, default_value = "crash,partition,pause,clock")]
     nemesis: String,
     /// History check: linearizable, sequential (per key, one order of the writes every client's reads and
@@ -290,8 +291,9 @@ fn summarize(args: &SimArgs, sweep: &ChainSweep, results: &[SeedResult]) -> Exit
         (nem(|n| n.joins), nem(|n| n.leaves), nem(|n| n.manager_crashes), nem(|n| n.kills), nem(|n| n.stops));
     let isolations = nem(|n| n.isolations);
     let (region_cuts, migrations, key_moves) = (nem(|n| n.region_cuts), nem(|n| n.migrations), nem(|n| n.key_moves));
+    let voter_moves = nem(|n| n.voter_moves);
     println!(
-        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {kills} kills, {stops} clean stops, {isolations} isolations, {region_cuts} region cuts, {migrations} master region moves and {key_moves} key master moves asked, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired ({overdue} reads waited for one), {evicted} evicted; {pages} SCAN pages answered, {absent} keys they found absent and {present} present; {nx_applied} SET NX applied, {nx_refused} refused; {at_once} writes answered at once",
+        "sim {} replicas {} update {} read from {} nemesis [{}] check {}: {} seeds ({}..{}), {} violations; {ops} ops ({reads} successful reads, {unknown} unknown outcomes), {crashes} crashes, {kills} kills, {stops} clean stops, {isolations} isolations, {region_cuts} region cuts, {migrations} master region moves, {key_moves} key master moves and {voter_moves} voter sets asked, {compactions} log compactions; {joins} joins, {leaves} leaves, {managers} manager leader crashes; {precopies} pre-copies, {flushes} flushes, {left} chains left; {keyspaces} keyspaces created, {elsewhere} successful operations outside default; {lost} replicas lost to restarts, {aside} keys of restored chains left unchecked; {expired} keys expired ({overdue} reads waited for one), {evicted} evicted; {pages} SCAN pages answered, {absent} keys they found absent and {present} present; {nx_applied} SET NX applied, {nx_refused} refused; {at_once} writes answered at once",
         args.protocol,
         sweep.default.replicas_text(),
         sweep.default.update,

@@ -48,6 +48,9 @@ pub enum FaultKind {
     /// of its regions (`ctl keyspace master`), when it is a lease keyspace over several regions
     /// ([`Nemesis::migrating`]); nothing otherwise.
     Migrate,
+    /// An operator asks for other manager voters (`ctl manager voters --set`): three of the nodes started so far,
+    /// or one, or the manager's own choice again; a node among them may be down, or gone.
+    Voters,
     /// Not a fault but a bias of the workload: on a topology, each client writes its own region's key four
     /// times in five, so that lease masters move keys to the region their writes come from by themselves
     /// (`lease/origins.rs`). The nemesis injects nothing for it.
@@ -68,7 +71,7 @@ pub const ADMIN_CLIENT: usize = usize::MAX;
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "unknown nemesis {0:?}; expected crash, partition, pause, clock, join, leave, manager, kill, stop, isolate, region, \
-     migrate or origins"
+     migrate, voters or origins"
 )]
 pub struct UnknownFault(pub String);
 
@@ -89,6 +92,7 @@ impl FromStr for FaultKind {
             "isolate" => Ok(FaultKind::Isolate),
             "region" => Ok(FaultKind::Region),
             "migrate" => Ok(FaultKind::Migrate),
+            "voters" => Ok(FaultKind::Voters),
             "origins" => Ok(FaultKind::Origins),
             other => Err(UnknownFault(other.into())),
         }
@@ -126,6 +130,7 @@ pub struct NemesisStats {
     pub region_cuts: u64,
     pub migrations: u64,
     pub key_moves: u64,
+    pub voter_moves: u64,
 }
 
 pub struct Nemesis {
@@ -329,6 +334,11 @@ impl Nemesis {
                 };
                 world.client_send(ADMIN_CLIENT, 0, node, Request::Admin(admin));
             }
+            FaultKind::Voters => {
+                let voters = self.voters(&ids, world);
+                world.client_send(ADMIN_CLIENT, 0, node, Request::Admin(Admin::SetVoters { voters }));
+                self.stats.voter_moves += 1;
+            }
             FaultKind::Isolate if world.is_up(node) && world.now() >= self.isolated_until => {
                 world.net.heal_all();
                 isolate(node, &ids, world);
@@ -347,6 +357,17 @@ impl Nemesis {
             | FaultKind::Migrate
             | FaultKind::Origins => {}
         }
+    }
+
+    /// The voters `voters` asks for: none (the manager's choice) a quarter of the time, else three of the nodes
+    /// started so far (one where fewer, and one time in five).
+    fn voters<P: Process>(&mut self, ids: &[NodeId], world: &World<P>) -> Vec<NodeId> {
+        if self.rng.chance(0.25) {
+            return Vec::new();
+        }
+        let mut started: Vec<NodeId> = ids.iter().copied().filter(|&id| world.was_started(id)).collect();
+        let count = if started.len() >= 3 && self.rng.chance(0.8) { 3 } else { 1 };
+        (0..count).map(|_| started.swap_remove(self.rng.index(started.len()))).collect()
     }
 
     /// Cuts `node`'s region off from the others until a heal between a fraction of a second and the run's

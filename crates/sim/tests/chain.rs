@@ -45,6 +45,19 @@ fn chain_is_linearizable_under_all_faults() {
     assert!(crashes > 10, "the nemesis must actually crash nodes: {crashes}");
 }
 
+/// An operator moves the manager's voters while nodes crash, leave and the manager's leader fails: the group
+/// follows (learners, joint configurations, leaders handing over) and the history stays linearizable.
+#[test]
+fn chain_is_linearizable_while_the_managers_voters_move() {
+    let s = sweep(0..20, "crash,partition,pause,clock,leave,manager,voters");
+    let results = sweep_without_failures(&s);
+    let sum = |name: &str| results.iter().map(|r| r.counters.get(name).copied().unwrap_or(0)).sum::<u64>();
+    let asked: u64 = results.iter().map(|r| r.nemesis.voter_moves).sum();
+    assert!(asked > 10, "the nemesis must ask for voters: {asked}");
+    assert!(sum("manager membership changes") > 5, "the group must move: {}", sum("manager membership changes"));
+    assert!(sum("manager leadership hand-overs") > 0, "a leader asked to leave the group hands over first");
+}
+
 /// Joins (pre-copy, flush), leaves, failures in every phase and manager leader crashes, all at once.
 #[test]
 fn chain_is_linearizable_under_membership_changes_and_manager_failover() {

@@ -237,7 +237,7 @@ pub struct ClusterMap {
     pub users: BTreeMap<String, User>,
     /// Nodes that run a replica of the manager's log without a vote: voters to be, catching up (`voters.rs`).
     pub manager_learners: Vec<NodeId>,
-    /// The voters an operator asked for, until the manager has them; empty: the manager chooses.
+    /// The voters an operator asked for, which the manager keeps to; empty: the manager chooses.
     pub voters_wanted: Vec<NodeId>,
 }
 
@@ -326,8 +326,8 @@ pub enum MapCommand {
     /// The manager's Raft configuration changed (a membership entry committed at this point of its log): every
     /// replica applies it as it applies the entry; never proposed as a command.
     ManagerMembership { voters: Vec<NodeId>, learners: Vec<NodeId> },
-    /// `ctl manager voters --set`: the voters the manager moves its group to (an odd number, at most
-    /// [`voters::VOTERS_WANTED_MAX`], of standard live nodes); none hands the choice back to the manager.
+    /// `ctl manager voters --set`: the voters the manager moves its group to and keeps it at (an odd number, at
+    /// most [`voters::VOTERS_WANTED_MAX`], of standard live nodes); none hands the choice back to the manager.
     WantVoters { voters: Vec<NodeId> },
 }
 

@@ -33,9 +33,6 @@ impl ClusterMap {
         if self.manager_voters == voters && self.manager_learners == learners {
             return Ok(Applied::Unchanged);
         }
-        if self.voters_wanted == voters {
-            self.voters_wanted.clear();
-        }
         self.manager_voters = voters;
         self.manager_learners = learners;
         Ok(Applied::Changed)
@@ -60,11 +57,10 @@ impl ClusterMap {
             };
             return Err(MapError::BadVoters(why));
         }
-        let current = wanted == self.manager_voters && self.voters_wanted.is_empty();
-        if wanted == self.voters_wanted || current {
+        if wanted == self.voters_wanted {
             return Ok(Applied::Unchanged);
         }
-        self.voters_wanted = if current { Vec::new() } else { wanted };
+        self.voters_wanted = wanted;
         Ok(Applied::Changed)
     }
 }
@@ -125,8 +121,8 @@ pub fn next_change(map: &ClusterMap, v: &VoterView<'_>) -> Option<VoterStep> {
     Some(VoterStep::Change(changes.collect()))
 }
 
-/// The voters the manager moves to: the operator's (those of them that can still vote, topped up if some
-/// cannot), else the present ones with every gone voter replaced, and up to [`VOTERS_AUTO`] where nodes allow.
+/// The voters the manager moves to: the operator's, for as long as the map keeps them (those of them that can
+/// still vote, topped up while some cannot, and back to them when they can again), else the present ones with every gone voter replaced, and up to [`VOTERS_AUTO`] where nodes allow.
 /// Replacements are live nodes that may vote, chosen to spread the voters over regions, zones and racks
 /// (lowest ids first among equals); a gone voter stays while nothing can replace it, since removing it alone
 /// would shrink the group without making it any more available.
@@ -221,18 +217,27 @@ mod tests {
         assert_eq!(step(&map, &one, &[], true, 1), Some(VoterStep::Change(vec![AddLearner(NodeId(3))])));
     }
 
-    /// An operator's voters are reached as the manager's are, and forgotten once the group has them.
+    /// An operator's voters are reached as the manager's are and kept: one gone is stood in for until it comes
+    /// back, and a single voter stays single (the manager alone would grow the group to three).
     #[test]
-    fn wanted_voters_are_reached_then_forgotten() {
+    fn wanted_voters_are_reached_and_kept() {
         let mut map = map6();
         map.apply(&MapCommand::WantVoters { voters: vec![NodeId(1), NodeId(3), NodeId(5)] }).unwrap();
         let m = membership(&[1, 2, 3], &[], false);
         assert_eq!(step(&map, &m, &[], true, 1), Some(VoterStep::Change(vec![AddLearner(NodeId(5))])));
-        let epoch = map.epoch;
         let (voters, learners) = (vec![NodeId(1), NodeId(3), NodeId(5)], vec![]);
         map.apply(&MapCommand::ManagerMembership { voters, learners }).unwrap();
-        assert!(map.voters_wanted.is_empty());
-        assert_eq!(map.epoch, epoch + 1);
+        assert_eq!(map.voters_wanted, [NodeId(1), NodeId(3), NodeId(5)]);
+        let reached = membership(&[1, 3, 5], &[], false);
+        assert_eq!(step(&map, &reached, &[], true, 1), None);
+        assert_eq!(step(&map, &reached, &[5], true, 1), Some(VoterStep::Change(vec![AddLearner(NodeId(6))])));
+        let stand_in = membership(&[1, 3, 6], &[], false);
+        let back = VoterStep::Change(vec![AddLearner(NodeId(5))]);
+        assert_eq!(step(&map, &stand_in, &[], true, 1), Some(back), "back to the wanted node once it can vote");
+        map.apply(&MapCommand::WantVoters { voters: vec![NodeId(1)] }).unwrap();
+        let shrink = VoterStep::Change(vec![Remove(NodeId(3)), Remove(NodeId(5))]);
+        assert_eq!(step(&map, &reached, &[], true, 1), Some(shrink));
+        assert_eq!(step(&map, &membership(&[1], &[], false), &[], true, 1), None, "one voter, as asked");
     }
 
     #[test]
@@ -252,7 +257,8 @@ mod tests {
             assert!(err.contains(why), "{ids:?}: {err}");
             assert_eq!(map, before, "nothing changed");
         }
-        assert_eq!(map.apply(&want(&[1, 2, 3])), Ok(Applied::Unchanged), "already the voters");
         assert_eq!(map.apply(&want(&[])), Ok(Applied::Unchanged), "already the manager's choice");
+        assert_eq!(map.apply(&want(&[3, 2, 1])), Ok(Applied::Changed), "the present voters, kept from now on");
+        assert_eq!(map.apply(&want(&[1, 2, 3])), Ok(Applied::Unchanged));
     }
 }

@@ -171,9 +171,16 @@ impl ClusterNode {
 
     /// Every manager tick: resends what still waits, and gives up on what waited too long.
     pub(super) fn tend_admin(&mut self, now: Time, out: &mut NodeFx) {
-        for i in 0..self.pending_admin.len() {
-            self.pending_admin[i].ticks += 1;
-            if self.pending_admin[i].ticks.is_multiple_of(RESEND_TICKS) {
+        let mut due = Vec::new();
+        for p in &mut self.pending_admin {
+            p.ticks += 1;
+            if p.ticks.is_multiple_of(RESEND_TICKS) {
+                due.push(p.id);
+            }
+        }
+        // A send to a leader on this node is answered at once, and the answer may settle commands of the list.
+        for id in due {
+            if let Some(i) = self.pending_admin.iter().position(|p| p.id == id) {
                 self.send_pending(now, i, out);
             }
         }
@@ -205,18 +212,19 @@ fn created(map: &ClusterMap, name: &str, config: &KeyspaceConfig) -> Option<Stri
     (k.config == *config).then(|| format!("created keyspace {name} (number {})", id.0))
 }
 
-/// The answer to `WantVoters { voters }` once `map` records the wish or the group already has those voters.
+/// The answer to `WantVoters { voters }` once `map` records the wish.
 fn wanted_voters(map: &ClusterMap, voters: &[NodeId]) -> Option<String> {
     let mut wanted = voters.to_vec();
     wanted.sort_unstable();
-    let names = || wanted.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-    if wanted.is_empty() {
-        return map.voters_wanted.is_empty().then(|| "the manager chooses its voters".to_string());
+    if map.voters_wanted != wanted {
+        return None;
     }
-    if map.voters_wanted.is_empty() && map.manager_voters == wanted {
-        return Some(format!("the manager's voters are {}", names()));
-    }
-    (map.voters_wanted == wanted).then(|| format!("the manager is moving its voters to {}", names()))
+    let names = wanted.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    Some(match (wanted.is_empty(), map.manager_voters == wanted) {
+        (true, _) => "the manager chooses its voters".to_string(),
+        (false, true) => format!("the manager's voters are {names}"),
+        (false, false) => format!("the manager is moving its voters to {names}"),
+    })
 }
 
 fn no_map() -> Reply {

@@ -241,7 +241,9 @@ impl ClusterNode {
     /// The node's state in a few lines: map epoch, manager role, chains.
     pub fn describe(&self, now: Time) -> String {
         let manager = match &self.manager {
-            Some(m) if m.map().manager_learners.contains(&self.me) => "manager learner".into(),
+            Some(_) if self.agent.map().is_some_and(|m| m.manager_learners.contains(&self.me)) => {
+                "manager learner".into()
+            }
             Some(m) => m.describe_leadership(now).map_or("manager voter".into(), |l| format!("manager leader, {l}")),
             None => "not a voter".into(),
         };

@@ -46,7 +46,8 @@ impl ClusterNode {
                 "voters_wanted": map.map(|m| m.voters_wanted.iter().map(|v| v.0).collect::<Vec<_>>()),
                 "here": self.manager.as_ref().map(|m| match m.is_leader() {
                     true => "leader",
-                    false if m.map().manager_learners.contains(&self.me) => "learner",
+                    // As the map shown beside it says, not as this replica has applied so far.
+                    false if map.is_some_and(|m| m.manager_learners.contains(&self.me)) => "learner",
                     false => "voter",
                 }),
                 "leader_guess": self.agent.leader_guess().map(|l| l.0),
