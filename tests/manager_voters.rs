@@ -24,9 +24,9 @@ fn wait_for_voters(server: &Server, want: Value, limit: Duration) {
 
 /// Four nodes with a fast manager tick (20 ms: a voter failed for 6 s is replaced): voters 1, 2 and 3. Node 1
 /// killed with SIGKILL is replaced by node 4 without operator action, and the cluster takes writes. Brought
-/// back, node 1 is no voter (its log is deleted); an operator puts it back in place of node 4, and it joins
-/// as a learner from a snapshot, then votes; the operator's set stays the group's. Bad sets are refused with
-/// the reason.
+/// back, node 1 is no voter (it closes its replica, keeping the log); an operator puts it back in place of node
+/// 4, and it catches up as a learner, then votes; the operator's set stays the group's. Bad sets are refused
+/// with the reason.
 #[test]
 fn a_dead_voter_is_replaced_and_an_operator_moves_the_voters() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,12 +1,13 @@
 //! Whether a node runs a replica of the manager's log: the map names it as a voter or a learner
 //! (`map/voters.rs` moves the group), or, before the first map, it is one of the voters bootstrap chose. A
-//! node the map adds opens an empty replica that the leader fills from a snapshot; a node the map takes out
-//! closes its replica and deletes the log, since its removal is committed once a map shows it (a log left by a
-//! crash in between goes when the node next starts).
+//! node the map adds opens its replica (an empty one, which the leader fills from a snapshot, if it never had
+//! a seat); a node the map takes out
+//! closes its replica but keeps its log, term and vote: a node that lost them could vote, in the configuration
+//! a stale voter still holds, for that voter (the simulator's `voters` fault found such a split brain when
+//! closing deleted the log). Seated again, it goes on from that log, as any replica that was down.
 
 use super::{ClusterNode, NodeFx};
 use crate::manager::core::{ManagerCore, ManagerStats};
-use crate::manager::raft::RaftLog;
 use crate::map::ClusterMap;
 use meridian_core::{NodeId, Time};
 
@@ -43,17 +44,13 @@ impl ClusterNode {
                 self.manager = Some(core);
                 self.send_mgr(now, mgr, out);
             }
-            (false, running) => {
-                let dir = self.dir.join(super::RAFT_DIR);
-                if running || RaftLog::exists(&*self.vfs, &dir) {
-                    tracing::info!(node = %self.me, epoch = map.epoch, "leaving the manager's group");
-                    if let Some(m) = self.manager.take() {
-                        self.retired_manager += m.stats();
-                    }
-                    RaftLog::destroy(&*self.vfs, &dir).expect("the manager's log must be deletable (fail-stop)");
+            (false, true) => {
+                tracing::info!(node = %self.me, epoch = map.epoch, "leaving the manager's group");
+                if let Some(m) = self.manager.take() {
+                    self.retired_manager += m.stats();
                 }
             }
-            (true, true) => {}
+            (false, false) | (true, true) => {}
         }
     }
 }

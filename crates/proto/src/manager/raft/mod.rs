@@ -533,6 +533,12 @@ impl RaftCore {
     /// Hands committed proposals to the caller, leaving out raft's empty new-term entries, and applies
     /// membership changes to raft as they go by, so the configuration is the applied index's.
     fn surface(&mut self, entries: Vec<Entry>, out: &mut RaftOutput) -> Result<(), RaftError> {
+        // The commit index is written without a sync, so a power loss may take it back. Not past a membership
+        // change this replica applied: once the change shows, the voters it took out delete their logs, and a
+        // replica that restarted into the configuration before it could need their votes to elect anyone.
+        if entries.iter().any(|e| e.get_entry_type() == EntryType::EntryConfChangeV2) {
+            self.node.mut_store().sync()?;
+        }
         for e in entries {
             match e.get_entry_type() {
                 EntryType::EntryNormal if e.data.is_empty() => {}

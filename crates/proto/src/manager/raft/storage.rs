@@ -261,23 +261,6 @@ impl RaftLog {
         Ok(true)
     }
 
-    /// Whether `dir` holds a log: a replica ran there, and its votes may count until a map says otherwise.
-    pub fn exists(vfs: &dyn Vfs, dir: &Path) -> bool {
-        vfs.exists(&dir.join(LOG_FILE))
-    }
-
-    /// Deletes the log in `dir`, of a replica the group no longer has: should the node be added again, it
-    /// starts as a new learner, from a snapshot.
-    pub fn destroy(vfs: &dyn Vfs, dir: &Path) -> io::Result<()> {
-        for name in [TMP_FILE, LOG_FILE] {
-            let path = dir.join(name);
-            if vfs.exists(&path) {
-                vfs.remove_file(&path)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Makes every write so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
         self.file.sync()
