@@ -365,13 +365,7 @@ impl RaftCore {
             return Err(ProposeError::TooLarge { len: data.len() });
         }
         let proposed = self.node.propose(Vec::new(), data);
-        let proposal = Proposal { index: self.node.raft.raft_log.last_index(), term: self.term() };
-        self.drive(out)?;
-        match proposed {
-            Ok(()) => Ok(proposal),
-            Err(raft::Error::ProposalDropped) => Err(ProposeError::Dropped),
-            Err(e) => Err(RaftError::Raft(e).into()),
-        }
+        self.settle_proposal(proposed, out)
     }
 
     /// Proposes one membership change made of `changes` if this replica leads: one voter added or removed (any
@@ -391,6 +385,12 @@ impl RaftCore {
         cc.set_transition(ConfChangeTransition::Auto);
         cc.set_changes(changes.iter().map(|&c| single(c)).collect::<Vec<_>>().into());
         let proposed = self.node.propose_conf_change(Vec::new(), cc);
+        self.settle_proposal(proposed, out)
+    }
+
+    /// Where raft-rs put the entry just proposed (the log's last, whether raft took it or turned it into an
+    /// empty entry), after handing out what the proposal caused.
+    fn settle_proposal(&mut self, proposed: raft::Result<()>, out: &mut RaftOutput) -> Result<Proposal, ProposeError> {
         let proposal = Proposal { index: self.node.raft.raft_log.last_index(), term: self.term() };
         self.drive(out)?;
         match proposed {
@@ -534,7 +534,7 @@ impl RaftCore {
     /// membership changes to raft as they go by, so the configuration is the applied index's.
     fn surface(&mut self, entries: Vec<Entry>, out: &mut RaftOutput) -> Result<(), RaftError> {
         // The commit index is written without a sync, so a power loss may take it back. Not past a membership
-        // change this replica applied: once the change shows, the voters it took out delete their logs, and a
+        // change this replica applied: once the change shows, the voters it took out close their replicas, and a
         // replica that restarted into the configuration before it could need their votes to elect anyone.
         if entries.iter().any(|e| e.get_entry_type() == EntryType::EntryConfChangeV2) {
             self.node.mut_store().sync()?;
