@@ -122,8 +122,8 @@ pub fn next_change(map: &ClusterMap, v: &VoterView<'_>) -> Option<VoterStep> {
 }
 
 /// The voters the manager moves to: the operator's, for as long as the map keeps them (those of them that can
-/// still vote, topped up while some cannot, and back to them when they can again), else the present ones with every gone voter replaced, and up to [`VOTERS_AUTO`] where nodes allow.
-/// Replacements are live nodes that may vote, chosen to spread the voters over regions, zones and racks
+/// still vote, topped up while some cannot, and back to them when they can again), else the present ones with
+/// every gone voter replaced, and up to [`VOTERS_AUTO`] where nodes allow. Replacements are live nodes that may vote, chosen to spread the voters over regions, zones and racks
 /// (lowest ids first among equals); a gone voter stays while nothing can replace it, since removing it alone
 /// would shrink the group without making it any more available.
 pub fn target(map: &ClusterMap, v: &VoterView<'_>) -> Vec<NodeId> {

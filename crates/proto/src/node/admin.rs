@@ -1,7 +1,8 @@
 //! Administration requests (`meridian ctl`, the HTTP admin API, RESP's `SELECT`, `KEYSPACE` and `ACL`), served
 //! by the node a client asks: the ones about nodes are handed to the manager's leader and answered at once; the
 //! ones about keyspaces, ACL users and the manager's voters are checked against this node's map, handed to the
-//! leader, and answered once this node's map shows the change (or the leader refuses it, or [`KEYSPACE_TIMEOUT_TICKS`] pass).
+//! leader, and answered once this node's map shows the change (or the leader refuses it, or
+//! [`KEYSPACE_TIMEOUT_TICKS`] pass).
 
 use super::{ClusterNode, NodeFx};
 use crate::manager::msg::MgrMsg;

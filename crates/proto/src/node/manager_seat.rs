@@ -1,10 +1,10 @@
 //! Whether a node runs a replica of the manager's log: the map names it as a voter or a learner
 //! (`map/voters.rs` moves the group), or, before the first map, it is one of the voters bootstrap chose. A
 //! node the map adds opens its replica (an empty one, which the leader fills from a snapshot, if it never had
-//! a seat); a node the map takes out
-//! closes its replica but keeps its log, term and vote: a node that lost them could vote, in the configuration
-//! a stale voter still holds, for that voter (the simulator's `voters` fault found such a split brain when
-//! closing deleted the log). Seated again, it goes on from that log, as any replica that was down.
+//! a seat); a node the map takes out closes its replica but keeps its log, term and vote: a node that lost
+//! them could vote, in the configuration a stale voter still holds, for that voter (the simulator's `voters`
+//! fault found such a split brain when closing deleted the log). Seated again, it goes on from that log, as
+//! any replica that was down.
 
 use super::{ClusterNode, NodeFx};
 use crate::manager::core::{ManagerCore, ManagerStats};

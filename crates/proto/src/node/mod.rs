@@ -181,7 +181,8 @@ impl ClusterNode {
         let raft_dir = setup.dir.join(RAFT_DIR);
         let stored = agent.map().map(|m| m.as_ref());
         let (manager, opened) = if manager_seat::runs_manager(stored, me, &initial_voters) {
-            // Only the cluster's first start bootstraps a log; a node seated later starts empty, as a learner.
+            // Only the cluster's first start bootstraps a log; a node seated later goes on from the log it kept,
+            // or starts empty, as a learner.
             let first_start = !stored.is_some_and(ClusterMap::is_bootstrapped);
             let voters = if first_start { initial_voters.as_slice() } else { &[] };
             let (core, out) = ManagerCore::open(
