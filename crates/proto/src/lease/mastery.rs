@@ -191,6 +191,11 @@ impl Member {
         self.dirty.contains_key(key) || self.withheld.contains_key(key)
     }
 
+    /// How many keys hold a pushed version no commit has named yet.
+    pub fn awaiting_commit(&self) -> u64 {
+        self.dirty.len() as u64
+    }
+
     /// Whether this replica withholds its lease on `key` for the write it sent at `at`.
     pub fn withholds(&self, key: &Key, at: Time) -> bool {
         self.withheld.get(key).is_some_and(|w| w.contains(&at))

@@ -532,6 +532,10 @@ impl KeyspaceProtocol for LeaseNode {
         .collect()
     }
 
+    fn gauges(&self) -> Vec<(&'static str, u64)> {
+        vec![("lease keys awaiting a commit", self.member.awaiting_commit())]
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let s = self.stats;
         vec![

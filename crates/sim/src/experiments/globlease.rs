@@ -184,6 +184,10 @@ pub struct SystemReport {
     pub renewals: u64,
     pub local_reads: u64,
     pub parked_reads: u64,
+    /// Keys the nodes still held a pushed version of, uncommitted as far as each knew, [`SETTLE`] after the load's
+    /// last answer (summed over nodes; lease keyspaces only): each would make this node's reads of the key wait
+    /// for a commit, then renew, until the key is written again.
+    pub awaiting_commit: u64,
     /// What killing the master region's node cost, when the experiment killed it.
     pub failover: Option<Failover>,
 }
@@ -219,6 +223,9 @@ pub fn run(x: &GlobLeaseExperiment) -> Result<GlobLeaseReport, WanError> {
 }
 
 const DRAIN: Duration = Duration::from_secs(30);
+/// After the load's last answer, long enough for the last commits to reach the farthest replica (and pushes
+/// sent again, every heartbeat, to be answered).
+const SETTLE: Duration = Duration::from_secs(3);
 
 /// An operation on its way: who sent it, when, and whether it counts.
 struct Sent {
@@ -302,9 +309,11 @@ impl Load<'_> {
         self.serve(quiet, |load| load.in_flight.is_empty())?;
         let after = self.tally();
         let end = self.cluster.world.now();
-        for s in self.in_flight.values().filter(|s| s.measured) {
+        for s in std::mem::take(&mut self.in_flight).into_values().filter(|s| s.measured) {
             self.outcomes.push(Outcome { region: s.region, sent: s.at, done: end, read: s.read, ok: false });
         }
+        self.serve(end + ns(SETTLE), |_| false)?;
+        let awaiting_commit = self.cluster.gauge("lease keys awaiting a commit");
         let names: Vec<String> = self.x.region_names().iter().map(|n| n.to_string()).collect();
         let failover = killed.map(|(node, at)| {
             let after = Duration::from_nanos(at - self.window.0);
@@ -325,6 +334,7 @@ impl Load<'_> {
             renewals: after[1] - before[1],
             local_reads: after[2] - before[2],
             parked_reads: after[3] - before[3],
+            awaiting_commit,
             failover,
         })
     }
@@ -488,7 +498,7 @@ impl MixReport {
         format!(
             "above 300 ms: lease {:.1}%, {} {:.1}% ({fewer}); messages per request: lease {:.2}, baseline {:.2}; \
              lease renewals per read {:.3} (seed's bound W/R + K/(L·R) = {bound:.3}); reads answered under a lease \
-             or at the master {:.1}%, after waiting for a commit {:.1}%\n",
+             or at the master {:.1}%, after waiting for a commit {:.1}%; keys awaiting a commit after the load {}\n",
             lease_slow * 100.0,
             base.0.name,
             base_slow * 100.0,
@@ -496,7 +506,8 @@ impl MixReport {
             base_msgs,
             lease.0.renewals as f64 / reads,
             local * 100.0,
-            parked * 100.0
+            parked * 100.0,
+            lease.0.awaiting_commit
         )
     }
 }
@@ -658,6 +669,22 @@ mod tests {
             }
             assert!(base.regions.iter().all(|r| r.writes_back.is_none()), "writes at ALL need every replica: {table}");
         }
+    }
+
+    /// Keys moving to the regions that write them, under active writes: once the load stops, no node holds a
+    /// version of a key that it counts as awaiting a commit. A write bounced by its key's move goes to the new
+    /// master with its version, which that node may have been pushed as a replica; its commit there must clear
+    /// its own mark too, or its reads of the key wait for a commit no one sends once the key moves on.
+    #[test]
+    fn keys_moving_by_origin_leave_no_version_awaiting_a_commit() {
+        let x = GlobLeaseExperiment {
+            mixes: vec![Mix { read_ratio: 0.05, keys: KeyChoice::Zipf(0.99), by_region: true }],
+            ..small(15, Duration::from_secs(20))
+        };
+        let report = run(&x).unwrap();
+        let table = report.table(&x);
+        let lease = &report.mixes[0].systems[0];
+        assert_eq!(lease.awaiting_commit, 0, "{table}");
     }
 
     /// A write-dominant mix whose keys are each written from one region, as the seed assumes, in passive mode:

@@ -141,6 +141,12 @@ impl WanCluster {
         self.counter_of(|_| true, name)
     }
 
+    /// The sum over live nodes of one protocol gauge (e.g. "lease keys awaiting a commit").
+    pub fn gauge(&self, name: &str) -> u64 {
+        let gauges = self.world.procs().flat_map(|(_, p)| p.protocols().gauges());
+        gauges.filter(|(n, _)| *n == name).map(|(_, v)| v).sum()
+    }
+
     /// The sum of one protocol counter over the live nodes `which` picks.
     pub fn counter_of(&self, which: impl Fn(NodeId) -> bool, name: &str) -> u64 {
         let counters = self.world.procs().filter(|(id, _)| which(*id)).flat_map(|(_, p)| p.protocols().counters());
