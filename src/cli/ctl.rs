@@ -226,23 +226,13 @@ fn voter_ids(list: &str) -> Result<Vec<u32>, String> {
 /// `manager voters`: who votes, who learns, who leads, and what an operator asked for.
 fn manager(status: &Value) -> String {
     let m = &status["manager"];
-    let ids = |v: &Value| {
-        let list: Vec<String> = v.as_array().into_iter().flatten().map(|n| format!("n{n}")).collect();
-        if list.is_empty() {
-            "none".to_string()
-        } else {
-            list.join(" ")
-        }
-    };
+    let listed = |v: &Value| Some(ids(v)).filter(|l| !l.is_empty());
     let leader = m["leader_guess"].as_u64().map_or("unknown".to_string(), |l| format!("n{l}"));
-    let wanted = match m["voters_wanted"].as_array() {
-        Some(w) if !w.is_empty() => ids(&m["voters_wanted"]),
-        _ => "chosen by the manager".to_string(),
-    };
+    let wanted = listed(&m["voters_wanted"]).unwrap_or_else(|| "chosen by the manager".to_string());
     format!(
         "voters:   {}\nlearners: {}\nleader:   {leader}\nwanted:   {wanted}\n",
-        ids(&m["voters"]),
-        ids(&m["learners"])
+        listed(&m["voters"]).unwrap_or_else(|| "none".to_string()),
+        listed(&m["learners"]).unwrap_or_else(|| "none".to_string())
     )
 }
 
@@ -335,14 +325,18 @@ fn ids(v: &Value) -> String {
 /// The whole status: manager, nodes, chains (those not at R, and those with a step in flight, in detail),
 /// and the copies in progress on the node asked.
 fn summary(s: &Value) -> String {
+    let m = &s["manager"];
+    // A learner is a voter being added (`manager voters` has the whole picture).
+    let learning =
+        Some(ids(&m["learners"])).filter(|l| !l.is_empty()).map_or(String::new(), |l| format!(" (learning: {l})"));
     let mut out = format!(
-        "node n{} sees map epoch {}; replication {}, {} partitions; manager voters {}, leader {}\n",
+        "node n{} sees map epoch {}; replication {}, {} partitions; manager voters {}{learning}, leader {}\n",
         text(&s["node"]),
         text(&s["epoch"]),
         text(&s["replication"]),
         text(&s["partitions"]),
-        ids(&s["manager"]["voters"]),
-        s["manager"]["leader_guess"].as_u64().map_or("unknown".into(), |l| format!("n{l}")),
+        ids(&m["voters"]),
+        m["leader_guess"].as_u64().map_or("unknown".into(), |l| format!("n{l}")),
     );
     out += &nodes(s);
     out += &unmet(s);
@@ -494,4 +488,27 @@ fn chains(s: &Value) -> String {
 /// The protocols `--protocol` takes, by name.
 fn protocol_names() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(meridian_core::Protocol::ALL.iter().map(|p| p.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A voter being added shows in the status line and in `manager voters`; an operator's set is shown as asked.
+    #[test]
+    fn the_managers_learners_and_wanted_voters_are_shown() {
+        let manager_of = |learners: Value, wanted: Value| json!({ "voters": [1, 2, 3], "learners": learners, "voters_wanted": wanted, "leader_guess": 2 });
+        let status = |m: Value| json!({ "node": 1, "epoch": 9, "replication": 3, "partitions": 64, "manager": m });
+        let growing = status(manager_of(json!([4]), json!([])));
+        let line = summary(&growing);
+        let first = "node n1 sees map epoch 9; replication 3, 64 partitions; manager voters n1 n2 n3 (learning: n4), \
+                     leader n2\n";
+        assert!(line.starts_with(first), "{line}");
+        let shown = "voters:   n1 n2 n3\nlearners: n4\nleader:   n2\nwanted:   chosen by the manager\n";
+        assert_eq!(manager(&growing), shown);
+        let settled = status(manager_of(json!([]), json!([1, 2, 3])));
+        assert!(!summary(&settled).contains("learning"), "{}", summary(&settled));
+        assert_eq!(manager(&settled), "voters:   n1 n2 n3\nlearners: none\nleader:   n2\nwanted:   n1 n2 n3\n");
+    }
 }
