@@ -457,18 +457,16 @@ fn sweep_lease_wan(
 /// A key's new master must not serve it while its old master may still do so: a member that promises the new
 /// master's domain before its promises to the old one ran out lets both answer, and a read of the old master
 /// misses a write the new one acknowledged. The window is narrow (the old master must be cut off as the key
-/// moves, and read there): with keys also moving by write origin (`origins`), the bug read stale on seed 940 of
-/// 0..1500 before commits named the lease they record, and on none of 0..2000 since. Ignored until a nemesis that
-/// reaches the window again is found; the sound core passes these seeds.
+/// moves, and read there): with keys also moving by write origin (`origins`), the bug reads stale on 3 of seeds
+/// 0..8000 (5241, 6227, 6915; none below 2000), of which these seeds keep 6227; the sound core passes the same seeds.
 #[test]
-#[ignore = "no seed of 0..2000 reaches the window since commits name the lease they record"]
 fn a_moved_key_served_by_two_masters_is_caught() {
     use meridian_proto::lease::LeasePlantedBug;
     let nemesis = "region,migrate,origins";
-    let planted = sweep_lease_wan(Some(LeasePlantedBug::PromisesMovedKeysEarly), 930..950, nemesis, 0);
+    let planted = sweep_lease_wan(Some(LeasePlantedBug::PromisesMovedKeysEarly), 6225..6230, nemesis, 0);
     let report = caught_at_least(&planted, 1, "keys served by two masters")[0].failure.as_deref().unwrap();
     assert!(report.contains("not linearizable"), "{report}");
-    let sound = sweep_lease_wan(None, 930..950, nemesis, 0);
+    let sound = sweep_lease_wan(None, 6225..6230, nemesis, 0);
     assert!(caught(&sound).is_empty(), "{:?}", caught(&sound).first().map(|r| &r.failure));
 }
 
@@ -499,15 +497,13 @@ fn a_replica_answering_over_its_own_write_is_caught() {
 /// A replica parks a read of a key with a write under way only while it holds a lease on the key: every write
 /// that succeeded before the read arrived then waited for it, so the version its store held is at least that
 /// write's. One that parks without a lease may answer that version after a newer one succeeded without it. The
-/// bug read stale (`partition`, seed 94 of 0..300) while a write's origin dropped its lease to send it; since
-/// origins withhold their leases instead, no sweep tried reaches the window (seeds 0..600 of `partition` and of
-/// `crash,partition,pause,clock`, and 0..1500 of those and `partition,region,migrate` on globlease-4), so this is
-/// ignored until a nemesis does.
+/// bug reads stale with `partition,region,migrate,origins` on globlease-4 on seed 466 of 0..3000, which these
+/// seeds keep (none of the sweeps tried before: 0..600 of `partition` and of `crash,partition,pause,clock` on three
+/// nodes, 0..1500 of those and of `partition,region,migrate` on globlease-4); the sound core passes the same seeds.
 #[test]
-#[ignore = "no sweep tried reaches the window since origins withhold their leases"]
 fn a_read_parked_without_a_lease_is_caught() {
     use meridian_proto::lease::LeasePlantedBug;
-    let sweep = |bug| sweep_lease(bug, 95, "partition", CheckModel::Linearizable);
+    let sweep = |bug| sweep_lease_wan(bug, 463..468, "partition,region,migrate,origins", 0);
     lease_bug_caught_on_seeds_the_sound_core_passes(LeasePlantedBug::ParksWithoutLease, "a parked read", sweep);
 }
 
