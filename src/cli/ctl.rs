@@ -226,13 +226,13 @@ fn voter_ids(list: &str) -> Result<Vec<u32>, String> {
 /// `manager voters`: who votes, who learns, who leads, and what an operator asked for.
 fn manager(status: &Value) -> String {
     let m = &status["manager"];
-    let listed = |v: &Value| Some(ids(v)).filter(|l| !l.is_empty());
-    let leader = m["leader_guess"].as_u64().map_or("unknown".to_string(), |l| format!("n{l}"));
-    let wanted = listed(&m["voters_wanted"]).unwrap_or_else(|| "chosen by the manager".to_string());
+    let or = |v: &Value, none: &str| listed(v).unwrap_or_else(|| none.to_string());
     format!(
-        "voters:   {}\nlearners: {}\nleader:   {leader}\nwanted:   {wanted}\n",
-        listed(&m["voters"]).unwrap_or_else(|| "none".to_string()),
-        listed(&m["learners"]).unwrap_or_else(|| "none".to_string())
+        "voters:   {}\nlearners: {}\nleader:   {}\nwanted:   {}\n",
+        or(&m["voters"], "none"),
+        or(&m["learners"], "none"),
+        leader(m),
+        or(&m["voters_wanted"], "chosen by the manager")
     )
 }
 
@@ -318,6 +318,16 @@ fn theta_here(here: &Value) -> String {
     }
 }
 
+/// The ids in `v`, if there are any.
+fn listed(v: &Value) -> Option<String> {
+    Some(ids(v)).filter(|l| !l.is_empty())
+}
+
+/// The manager's leader as a status's `manager` object guesses it.
+fn leader(manager: &Value) -> String {
+    manager["leader_guess"].as_u64().map_or("unknown".to_string(), |l| format!("n{l}"))
+}
+
 fn ids(v: &Value) -> String {
     v.as_array().map_or(String::new(), |a| a.iter().map(|n| format!("n{n}")).collect::<Vec<_>>().join(" "))
 }
@@ -327,8 +337,7 @@ fn ids(v: &Value) -> String {
 fn summary(s: &Value) -> String {
     let m = &s["manager"];
     // A learner is a voter being added (`manager voters` has the whole picture).
-    let learning =
-        Some(ids(&m["learners"])).filter(|l| !l.is_empty()).map_or(String::new(), |l| format!(" (learning: {l})"));
+    let learning = listed(&m["learners"]).map_or(String::new(), |l| format!(" (learning: {l})"));
     let mut out = format!(
         "node n{} sees map epoch {}; replication {}, {} partitions; manager voters {}{learning}, leader {}\n",
         text(&s["node"]),
@@ -336,7 +345,7 @@ fn summary(s: &Value) -> String {
         text(&s["replication"]),
         text(&s["partitions"]),
         ids(&m["voters"]),
-        m["leader_guess"].as_u64().map_or("unknown".into(), |l| format!("n{l}")),
+        leader(m),
     );
     out += &nodes(s);
     out += &unmet(s);
@@ -498,7 +507,9 @@ mod tests {
     /// A voter being added shows in the status line and in `manager voters`; an operator's set is shown as asked.
     #[test]
     fn the_managers_learners_and_wanted_voters_are_shown() {
-        let manager_of = |learners: Value, wanted: Value| json!({ "voters": [1, 2, 3], "learners": learners, "voters_wanted": wanted, "leader_guess": 2 });
+        fn manager_of(learners: Value, wanted: Value) -> Value {
+            json!({ "voters": [1, 2, 3], "learners": learners, "voters_wanted": wanted, "leader_guess": 2 })
+        }
         let status = |m: Value| json!({ "node": 1, "epoch": 9, "replication": 3, "partitions": 64, "manager": m });
         let growing = status(manager_of(json!([4]), json!([])));
         let line = summary(&growing);
