@@ -361,7 +361,7 @@ impl Condition {
 
 impl Request {
     /// Whether it only reads (GET and its kin, SCAN): a runner need not read the wall clock before asking
-    /// [`crate::Process::answer_at_once`] about it.
+    /// [`crate::Process::read_at_once`] about it.
     pub fn is_read(&self) -> bool {
         matches!(self, Request::Get { .. } | Request::Scan(_))
     }

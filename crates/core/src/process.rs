@@ -34,14 +34,20 @@ pub trait Process {
     fn on_message(&mut self, now: Time, from: NodeId, msg: Self::Msg, out: &mut Effects<Self::Msg, Self::Timer>);
     fn on_timer(&mut self, now: Time, timer: Self::Timer, out: &mut Effects<Self::Msg, Self::Timer>);
     fn on_request(&mut self, now: Time, id: RequestId, req: Request, out: &mut Effects<Self::Msg, Self::Timer>);
-    /// The answer `on_request` would give `req` at once, if the core can give it without any other effect (a
-    /// read of data it holds; a write to a store with nothing to make durable), so a runner spares the request's
-    /// effects; otherwise the request back, to step by `on_request`. The runner asks only while no write is
-    /// waiting to be made durable, since such an answer leaves at once where an `after_sync` reply would wait for
-    /// them. It sets the wall clock first for a write, whose outcome may depend on it (deadlines), but need not
-    /// for a read: a read's answer that depends on it is not given at once.
-    fn answer_at_once(&mut self, _now: Time, req: Request) -> Result<Reply, Request> {
-        Err(req)
+    /// The answer `on_request` would give the read `req` ([`Request::is_read`]) at once, if the core can give it
+    /// without any other effect (a read of data it holds), so a runner spares the request's effects; otherwise
+    /// None, and the runner steps the request by `on_request`. The runner asks only while no write is waiting to
+    /// be made durable, since such an answer leaves at once where an `after_sync` reply would wait for them. It
+    /// need not set the wall clock first: a read's answer that depends on it is not given at once. The read is
+    /// only looked at, so one declined costs no copy of its bytes.
+    fn read_at_once(&mut self, _now: Time, _req: &Request) -> Option<Reply> {
+        None
+    }
+    /// As [`Process::read_at_once`], for any other request (a write to a store with nothing to make durable),
+    /// after the runner has set the wall clock, on which a write's outcome may depend (deadlines). A write answered
+    /// is the core's: it takes `req`, leaving None, exactly when it returns a reply.
+    fn write_at_once(&mut self, _now: Time, _req: &mut Option<Request>) -> Option<Reply> {
+        None
     }
     /// The wall clock as this node reads it (Unix milliseconds); the runner gives it before every input. It
     /// may step and may differ between nodes: a core uses it only where a wrong clock costs accuracy, never

@@ -214,6 +214,11 @@ fn core_panicked() -> ! {
 }
 
 /// Stops the OS process after a failed flush or sync: the state of the node's files is unknown.
+/// A request the process did not answer at once, which it leaves with the caller (`Process::write_at_once`).
+fn declined(req: Option<Request>) -> Request {
+    req.expect("a process took a request it did not answer at once")
+}
+
 fn fail_stop(what: &str, e: impl Display) -> ! {
     error!("{what} failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
     std::process::exit(FAIL_STOP_EXIT_CODE);
@@ -517,17 +522,19 @@ impl<P: Process + Send + 'static> Core<P> {
 
     /// Steps a request taken through the inbox at `now`; its answer goes to `reply`.
     fn request(&mut self, now: Time, req: Request, reply: oneshot::Sender<Reply>) {
-        let req = match self.answer_at_once(now, req) {
-            Ok(answer) => {
-                // A closed receiver means the client left.
-                let _ = reply.send(answer);
-                return;
-            }
-            Err(req) => req,
+        let mut req = Some(req);
+        let answer = match &req {
+            Some(read) if read.is_read() => self.read_at_once(now, read),
+            _ => self.write_at_once(now, &mut req),
         };
+        if let Some(answer) = answer {
+            // A closed receiver means the client left.
+            let _ = reply.send(answer);
+            return;
+        }
         let id = self.next_id();
         self.clients.add(id, reply);
-        self.process.on_request(now, id, req, &mut self.fx);
+        self.process.on_request(now, id, declined(req), &mut self.fx);
     }
 
     fn next_id(&mut self) -> RequestId {
@@ -535,16 +542,30 @@ impl<P: Process + Send + 'static> Core<P> {
         RequestId(self.next_request - 1)
     }
 
-    /// The process's answer to `req` if it gives one at once ([`Process::answer_at_once`]): only while the
+    /// The process's answer to the read `req` if it gives one at once ([`Process::read_at_once`]): only while the
     /// answer could leave at once as a reply effect too, with no write waiting to be made durable (`absorb`).
-    fn answer_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
-        if self.owes_sync || !self.deferred.is_empty() || self.in_flight.is_some() {
-            return Err(req);
+    fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
+        if !self.answers_at_once() {
+            return None;
         }
-        let answer = self.process.answer_at_once(now, req)?;
+        let answer = self.process.read_at_once(now, req)?;
         // What it saw must reach the OS before it leaves, as for a reply effect (`absorb`).
         self.flush();
-        Ok(answer)
+        Some(answer)
+    }
+
+    /// The same for any other request ([`Process::write_at_once`]), which the process takes when it answers.
+    fn write_at_once(&mut self, now: Time, req: &mut Option<Request>) -> Option<Reply> {
+        if !self.answers_at_once() {
+            return None;
+        }
+        let answer = self.process.write_at_once(now, req)?;
+        self.flush();
+        Some(answer)
+    }
+
+    fn answers_at_once(&self) -> bool {
+        !self.owes_sync && self.deferred.is_empty() && self.in_flight.is_none()
     }
 
     /// Whether a caller may step the core now: it is running, and nothing the core task must do first is
@@ -558,19 +579,26 @@ impl<P: Process + Send + 'static> Core<P> {
     /// only in the core task, which gathers a batch's writes into one.
     fn serve(&mut self, req: Request) -> Answer {
         // The wall clock is read for a write or a full step, not for a read answered at once (see
-        // `Process::answer_at_once`).
+        // `Process::read_at_once`). A read is only borrowed on its way, the common answer's path, so that it is
+        // not copied (bench/instructions).
         let now = self.monotonic();
-        let read = req.is_read();
-        if !read {
+        if req.is_read() {
+            if let Some(answer) = self.read_at_once(now, &req) {
+                return Answer::Given(Some(answer));
+            }
             self.set_wall_clock();
+            return self.step_request(now, req);
         }
-        let req = match self.answer_at_once(now, req) {
-            Ok(answer) => return Answer::Given(Some(answer)),
-            Err(req) => req,
-        };
-        if read {
-            self.set_wall_clock();
+        self.set_wall_clock();
+        let mut write = Some(req);
+        if let Some(answer) = self.write_at_once(now, &mut write) {
+            return Answer::Given(Some(answer));
         }
+        self.step_request(now, declined(write))
+    }
+
+    /// [`Self::serve`]'s step of a request not answered at once.
+    fn step_request(&mut self, now: Time, req: Request) -> Answer {
         let (owed_before, deadline_before) = (self.owes_sync, self.next_deadline());
         let id = self.next_id();
         self.clients.step_here(id);

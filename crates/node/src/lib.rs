@@ -9,7 +9,7 @@
 //!   acknowledgement before a periodic fsync. On a multi-threaded runtime each fsync runs on the core's own
 //!   fsync thread while the core takes more inputs. While the core is idle, a connection that is not pipelining
 //!   steps it in its own task (`CoreHandle`). Either way the driver first asks the process for an answer it can
-//!   give at once, without effects (`Process::answer_at_once`).
+//!   give at once, without effects (`Process::read_at_once`, `Process::write_at_once`).
 //! - `transport`: one outbound TCP connection per peer for sending, inbound connections for receiving,
 //!   both speaking the frames of [`meridian_core::wire`] after a `Hello` handshake; with `--wan`, inbound
 //!   frames are held back as a topology's WAN would (`transport/wan.rs`).

@@ -4,7 +4,7 @@
 //! "Protocols are plugs", says what the node owns and what a protocol owns.
 //!
 //! The node calls a protocol in this order: [`KeyspaceProtocol::open`] once, then any of `adopt`, `on_request`,
-//! `on_message`, `on_timer`, `on_tick` and `on_leases`, and `answer_at_once` whenever the runner asks. Each call
+//! `on_message`, `on_timer`, `on_tick` and `on_leases`, and `read_at_once` or `write_at_once` whenever the runner asks. Each call
 //! is one step: the protocol reads and writes the node's [`Host`] (stores, request table, tick, wall clock) and
 //! says what to send, answer and time through its [`Effects`], `after_sync` stating every fsync-before-send rule.
 //! One instance serves every keyspace of its protocol on the node; its state is keyed by `ChainId`, which names
@@ -106,10 +106,16 @@ pub trait KeyspaceProtocol: Sized {
     ) {
     }
 
-    /// The reply to `req` within this step, if the protocol can give it without waiting for anything; otherwise
-    /// the request back, for `on_request`.
-    fn answer_at_once(&mut self, _host: &mut Host, _now: Time, req: Request) -> Result<Reply, Request> {
-        Err(req)
+    /// The reply to the read `req` within this step, if the protocol can give it without waiting for anything;
+    /// otherwise None, for `on_request` (`Process::read_at_once`).
+    fn read_at_once(&mut self, _host: &mut Host, _now: Time, _req: &Request) -> Option<Reply> {
+        None
+    }
+
+    /// The same for any other request, which the protocol takes (leaving None) exactly when it answers
+    /// (`Process::write_at_once`).
+    fn write_at_once(&mut self, _host: &mut Host, _now: Time, _req: &mut Option<Request>) -> Option<Reply> {
+        None
     }
 
     /// Adds what the manager's leader should hear in the next heartbeat: steps this node finished its part of,

@@ -215,6 +215,20 @@ pub struct World<P: Process> {
 }
 
 /// One line per input for `meridian sim --trace`: the virtual time in microseconds, the node and what it got.
+/// A process's answer to a request within its step, asked as the driver asks (`Process::read_at_once`,
+/// `Process::write_at_once`); otherwise the request back, to step. A write is the process's exactly when it answers.
+fn at_once<P: Process>(p: &mut P, now: Time, req: Request) -> Result<Reply, Request> {
+    if req.is_read() {
+        return p.read_at_once(now, &req).ok_or(req);
+    }
+    let mut write = Some(req);
+    match (p.write_at_once(now, &mut write), write) {
+        (Some(reply), None) => Ok(reply),
+        (None, Some(req)) => Err(req),
+        (answer, req) => panic!("a process answered {answer:?} at once and left the request {req:?}"),
+    }
+}
+
 fn trace_input<P: Process>(now: u64, id: NodeId, input: &Input<P>) {
     let us = now / 1_000;
     match input {
@@ -616,7 +630,7 @@ impl<P: Process> World<P> {
 
     fn step(&mut self, id: NodeId, input: Input<P>) {
         let node = self.nodes.get_mut(&id).expect("known node");
-        // As the driver asks `answer_at_once`: only while a reply would leave at once too (`apply`).
+        // As the driver asks for an answer at once (`at_once`): only while a reply would leave at once too (`apply`).
         let answers_at_once = node.synced >= node.strict && node.held.is_empty();
         let Some(p) = node.proc.as_mut() else { return };
         let now: Time = node.clock.local(self.now);
@@ -637,7 +651,7 @@ impl<P: Process> World<P> {
             Input::Start => p.start(now, &mut fx),
             Input::Message(from, msg) => p.on_message(now, from, msg, &mut fx),
             Input::Timer(t) => p.on_timer(now, t, &mut fx),
-            Input::Request(rid, req) if answers_at_once => match p.answer_at_once(now, req) {
+            Input::Request(rid, req) if answers_at_once => match at_once(p, now, req) {
                 // Marked to follow the writes before it, so `apply` hands them to the OS first, as the driver does.
                 Ok(reply) => fx.reply_after_sync(rid, reply),
                 Err(req) => p.on_request(now, rid, req, &mut fx),

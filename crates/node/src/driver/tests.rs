@@ -17,7 +17,7 @@ type Gate = Arc<Mutex<std::sync::mpsc::Receiver<()>>>;
 /// Writes reply after sync and are announced to node 2 twice: at once (100 + n) and after sync (n). A write
 /// of key `sync`, `group` or `async` is made in that durability mode, any other in the node's default.
 /// A request for key `read` writes nothing and only replies after sync; one with the value `clock` also logs the
-/// time it was stepped at. A GET is answered at once where the driver asks for that (`answer_at_once`), and
+/// time it was stepped at. A GET is answered at once where the driver asks for that (`read_at_once`), and
 /// otherwise like `read`; so is a write of key `at once`, which logs whether the driver gave the wall clock since
 /// the last answer at once. A timer set at start sends a message
 /// to itself; another is set and cancelled at once. Its fsync jobs log `sync` when they run, after waiting
@@ -66,18 +66,23 @@ impl Process for Probe {
         self.writes += 1;
     }
 
-    fn answer_at_once(&mut self, _: Time, req: Request) -> Result<Reply, Request> {
+    fn read_at_once(&mut self, _: Time, req: &Request) -> Option<Reply> {
+        std::mem::take(&mut self.wall_ms);
+        let Request::Get { .. } = req else { return None };
+        self.log.lock().unwrap().push("at once".into());
+        Some(ABSENT)
+    }
+
+    fn write_at_once(&mut self, _: Time, req: &mut Option<Request>) -> Option<Reply> {
         // Each answer takes the wall clock it was given, so the next shows whether it was given one of its own.
         let wall_set = std::mem::take(&mut self.wall_ms) > 0;
-        match &req {
-            Request::Get { .. } => self.log.lock().unwrap().push("at once".into()),
-            Request::Write(w) if w.key == "at once" => {
-                self.log.lock().unwrap().push(format!("write at once, wall clock set: {wall_set}"));
-                return Ok(WRITTEN);
-            }
-            _ => return Err(req),
+        let Some(Request::Write(w)) = req.as_ref() else { return None };
+        if w.key != "at once" {
+            return None;
         }
-        Ok(ABSENT)
+        self.log.lock().unwrap().push(format!("write at once, wall clock set: {wall_set}"));
+        req.take();
+        Some(WRITTEN)
     }
 
     fn set_wall_clock(&mut self, unix_ms: u64) {

@@ -1,5 +1,5 @@
 //! Requests answered within their step, without the front-end's tracking, a message to this node itself or any
-//! effect but the answer ([`meridian_core::Process::answer_at_once`]). They are the common case of a small
+//! effect but the answer ([`meridian_core::Process::read_at_once`], [`meridian_core::Process::write_at_once`]). They are the common case of a small
 //! deployment, a key whose chain has its query node (reads) or its only member (writes) here, and the long
 //! way's bookkeeping would cost more than serving them. Each gives exactly the answer `on_request` would give
 //! at that moment, or declines; debug builds hold every answer given here to the long way's (`check_read`,
@@ -10,7 +10,7 @@ use super::{ChainStep, Fx};
 use crate::ops::read::Span;
 use meridian_core::ring::key_token;
 use meridian_core::{ChainId, Effect, ErrorKind, NodeId, Read, Reply, Request, RequestId, Time, UpdateMode, Write};
-use meridian_store::Durability;
+use meridian_store::{Durability, StoreError};
 
 use super::PlantedBug;
 
@@ -21,7 +21,7 @@ impl ChainStep<'_> {
     /// not yet durable (see `serve_read`'s answer); None sends the request the usual way.
     pub fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
         let Request::Get { keyspace, key, read } = req else { return None };
-        // A TTL is reckoned on the wall clock, which the runner need not have set (`Process::answer_at_once`).
+        // A TTL is reckoned on the wall clock, which the runner need not have set (`Process::read_at_once`).
         if *read == Read::Expiry || self.host.cfg.limits.check(req).is_err() {
             return None;
         }
@@ -85,41 +85,38 @@ impl ChainStep<'_> {
     /// and keeps the chain in memory, with nothing to make durable; and the write deletes nothing first (a key
     /// past its deadline) or after (a cache's eviction), which would be effects of their own. The caller sets the
     /// wall clock first, as for any write, and must not let the answer overtake writes not yet durable; otherwise
-    /// the request comes back, to go the usual way (`on_write`, `log_and_pass`, `commit_at_tail`).
-    pub fn write_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
+    /// the request stays in `req`, to go the usual way (`on_write`, `log_and_pass`, `commit_at_tail`).
+    pub fn write_at_once(&mut self, now: Time, req: &mut Option<Request>) -> Option<Reply> {
         // The limits last: a write that goes the long way has them checked there.
-        let chain = match &req {
-            Request::Write(write) => {
-                self.writes_at_once(now, write).filter(|_| self.host.cfg.limits.check(&req).is_ok())
+        let chain = match req.as_ref()? {
+            checked @ Request::Write(write) => {
+                self.writes_at_once(now, write).filter(|_| self.host.cfg.limits.check(checked).is_ok())?
             }
-            _ => None,
+            _ => return None,
         };
-        match (chain, req) {
-            (Some(chain), Request::Write(write)) => Ok(self.log_at_once(now, chain, write)),
-            (_, req) => Err(req),
-        }
+        let Some(Request::Write(write)) = req.take() else { unreachable!("a write was looked at") };
+        Some(self.log_at_once(now, chain, write))
     }
 
     /// Orders, logs and commits `write` as `chain`'s only member; the answer, or the store's error.
     fn log_at_once(&mut self, now: Time, chain: ChainId, write: Write) -> Reply {
         // The ordering and the tail's append take the key; only the debug check needs it after them.
         let key = cfg!(debug_assertions).then(|| write.key.clone());
-        let ordered = self.order(chain, None, write.fixed_at(self.host.wall_ms));
-        let logged = ordered.and_then(|(mut u, existed)| self.append(&mut u, existed).map(|()| u));
-        match logged {
-            Ok(u) => {
-                self.s.replicas.get_mut(&chain).expect("the chain's only member").record(&u);
-                self.s.debug_check(chain);
-                self.s.stats.writes += 1;
-                self.s.stats.writes_at_once += 1;
-                self.check_write(now, chain, key.as_deref().unwrap_or_default());
-                u.outcome.reply()
-            }
-            Err(e) => {
-                tracing::error!(%chain, "cannot log update: {e}");
-                Reply::Error(ErrorKind::Storage, e.to_string())
-            }
+        // Taken apart step by step rather than chained on a Result: each hand-over of the update in a Result
+        // copied it whole, on every SET (bench/instructions).
+        let (mut u, existed) = match self.order(chain, None, write.fixed_at(self.host.wall_ms)) {
+            Ok(ordered) => ordered,
+            Err(e) => return not_logged(chain, e),
+        };
+        if let Err(e) = self.append(&mut u, existed) {
+            return not_logged(chain, e);
         }
+        self.s.replicas.get_mut(&chain).expect("the chain's only member").record(&u);
+        self.s.debug_check(chain);
+        self.s.stats.writes += 1;
+        self.s.stats.writes_at_once += 1;
+        self.check_write(now, chain, key.as_deref().unwrap_or_default());
+        u.outcome.reply()
     }
 
     /// In debug builds, holds a write logged at once to the long way (`on_write`, `log_and_pass_as`,
@@ -170,4 +167,10 @@ impl ChainStep<'_> {
         let cache = self.s.budgets.contains_key(&chain);
         (volatile && !cache && !self.due_here(chain, &write.key) && self.s.lease_ok(chain, r, now)).then_some(chain)
     }
+}
+
+/// The answer to a write the store could not log.
+fn not_logged(chain: ChainId, e: StoreError) -> Reply {
+    tracing::error!(%chain, "cannot log update: {e}");
+    Reply::Error(ErrorKind::Storage, e.to_string())
 }

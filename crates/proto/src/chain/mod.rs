@@ -439,17 +439,16 @@ impl KeyspaceProtocol for ChainNode {
         self.step(host).grant(chains, until, now, out)
     }
 
-    /// Reads, and a lone memory replica's writes (`at_once.rs`).
+    /// Reads of a chain whose query node is here (`at_once.rs`).
     #[inline]
-    fn answer_at_once(&mut self, host: &mut Host, now: Time, req: Request) -> Result<Reply, Request> {
-        // Looked at in place: binding the request anew in a `match` arm copies its bytes on every read.
-        if matches!(req, Request::Write(_)) {
-            return self.step(host).write_at_once(now, req);
-        }
-        match self.step(host).read_at_once(now, &req) {
-            Some(reply) => Ok(reply),
-            None => Err(req),
-        }
+    fn read_at_once(&mut self, host: &mut Host, now: Time, req: &Request) -> Option<Reply> {
+        self.step(host).read_at_once(now, req)
+    }
+
+    /// A lone memory replica's writes (`at_once.rs`).
+    #[inline]
+    fn write_at_once(&mut self, host: &mut Host, now: Time, req: &mut Option<Request>) -> Option<Reply> {
+        self.step(host).write_at_once(now, req)
     }
 
     /// What the agent tells the manager's leader about this node's replicas in every heartbeat: the steps it

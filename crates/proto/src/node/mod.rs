@@ -142,7 +142,7 @@ pub struct ClusterNode {
     /// What the replicas of the manager this node closed had done.
     retired_manager: crate::manager::core::ManagerStats,
     /// Client requests accepted per keyspace, for [`ClusterNode::metrics`].
-    requests: BTreeMap<KeyspaceId, metrics::KeyspaceRequests>,
+    requests: metrics::RequestCounts,
     /// The lost replicas as `lost_replicas` last stored them.
     lost_stored: BTreeSet<ChainId>,
     /// The map's ACL users and keyspace names, as client connections check commands against them.
@@ -216,7 +216,7 @@ impl ClusterNode {
             jitter: setup.jitter,
             retired_manager: Default::default(),
             pending_admin: Vec::new(),
-            requests: BTreeMap::new(),
+            requests: metrics::RequestCounts::default(),
             lost_stored,
             access: None,
         })
@@ -454,20 +454,23 @@ impl Process for ClusterNode {
         match req {
             Request::Admin(admin) => self.admin(now, id, admin, out),
             req => {
-                metrics::count_request(&mut self.requests, &req);
+                self.requests.request(&req);
                 self.accept(now, id, req, out)
             }
         }
     }
 
-    fn answer_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
-        let counted = metrics::counted_as(&req);
-        // Handed on whole, not taken apart and put back with `?`: a Request is moved by copying its bytes.
-        let answer = self.protocols.answer_at_once(&mut self.host, now, req);
-        if answer.is_ok() {
-            metrics::count(&mut self.requests, counted);
-        }
-        answer
+    fn read_at_once(&mut self, now: Time, req: &Request) -> Option<Reply> {
+        let answer = self.protocols.read_at_once(&mut self.host, now, req)?;
+        self.requests.request(req);
+        Some(answer)
+    }
+
+    fn write_at_once(&mut self, now: Time, req: &mut Option<Request>) -> Option<Reply> {
+        let counted = metrics::counted_as(req.as_ref()?);
+        let answer = self.protocols.write_at_once(&mut self.host, now, req)?;
+        self.requests.count(counted);
+        Some(answer)
     }
 
     /// Keys' deadlines are fixed and judged by the wall clock (Unix milliseconds), which the runner gives before

@@ -116,10 +116,16 @@ macro_rules! protocols {
             }
 
             #[inline]
-            pub fn answer_at_once(&mut self, host: &mut Host, now: Time, req: Request) -> Result<Reply, Request> {
-                match req.keyspace().and_then(|k| self.table.protocol_of(k)) {
-                    $(Some(Protocol::$variant) => self.$field.core.answer_at_once(host, now, req),)+
-                    None => Err(req),
+            pub fn read_at_once(&mut self, host: &mut Host, now: Time, req: &Request) -> Option<Reply> {
+                match req.keyspace().and_then(|k| self.table.protocol_of(k))? {
+                    $(Protocol::$variant => self.$field.core.read_at_once(host, now, req),)+
+                }
+            }
+
+            #[inline]
+            pub fn write_at_once(&mut self, host: &mut Host, now: Time, req: &mut Option<Request>) -> Option<Reply> {
+                match req.as_ref()?.keyspace().and_then(|k| self.table.protocol_of(k))? {
+                    $(Protocol::$variant => self.$field.core.write_at_once(host, now, req),)+
                 }
             }
 

@@ -104,8 +104,14 @@ impl TestNode {
         self.chain.step(&mut self.host).read_at_once(now, req)
     }
 
+    /// The chain's answer at once, or the request it left with the caller; it takes a write only when answering.
     fn write_at_once(&mut self, now: Time, req: Request) -> Result<Reply, Request> {
-        self.chain.step(&mut self.host).write_at_once(now, req)
+        let mut req = Some(req);
+        match (self.chain.step(&mut self.host).write_at_once(now, &mut req), req) {
+            (Some(reply), None) => Ok(reply),
+            (None, Some(req)) => Err(req),
+            (answer, req) => panic!("answered {answer:?} at once and left the request {req:?}"),
+        }
     }
 
     fn set_wall_clock(&mut self, unix_ms: u64) {
