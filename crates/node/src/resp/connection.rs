@@ -30,7 +30,7 @@ use super::order::KeyOrder;
 use super::outbox::Unsent;
 use super::parser::{Command, Parser};
 use super::pending::{receive, Pending};
-use super::stream::{no_delay, ClientStream, ReplyWriter};
+use super::stream::{ClientReader, ClientStream};
 use crate::accept::{accept_loop, linger, Cap};
 use crate::inbox::Answer;
 use crate::tls::{self, TlsConfig};
@@ -41,7 +41,7 @@ use std::future::poll_fn;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
@@ -67,7 +67,7 @@ pub(crate) async fn serve(listeners: ClientListeners, frontend: Arc<Frontend>) {
     let plain = async {
         let Some(listener) = listeners.plain else { return };
         let drain = Some(frontend.drain.watch());
-        let serve = |stream, _| serve_client(stream, None, frontend.clone());
+        let serve = |stream, _| serve_client(ClientStream::Plain(stream), None, frontend.clone());
         accept_loop(listener, "RESP", Some(cap.clone()), drain, serve).await
     };
     let tls = async {
@@ -89,13 +89,13 @@ async fn write_replies(frontend: Arc<Frontend>) {
 async fn serve_tls_client(stream: TcpStream, config: TlsConfig, frontend: Arc<Frontend>) {
     if let Some(stream) = tls::handshake(&config.acceptor(), stream, &frontend.metrics).await {
         let cert_user = config.cert_user(&stream);
-        serve_client(stream, cert_user, frontend).await
+        serve_client(ClientStream::Tls(Box::new(stream)), cert_user, frontend).await
     }
 }
 
 /// Serves a client; `cert_user` is the user its TLS certificate names, if the port takes users from them.
-async fn serve_client(stream: impl ClientStream, cert_user: Option<String>, frontend: Arc<Frontend>) {
-    no_delay(&stream);
+async fn serve_client(stream: ClientStream, cert_user: Option<String>, frontend: Arc<Frontend>) {
+    stream.no_delay();
     let _connected = frontend.metrics.clients.connect();
     let (mut reader, writer) = stream.split();
     let mut connection = Connection::new(&frontend, Unsent::new(writer));
@@ -138,7 +138,7 @@ enum Parsed {
     Closing,
 }
 
-struct Connection<'a, W> {
+struct Connection<'a> {
     frontend: &'a Frontend,
     parser: Parser,
     /// Bytes read and not yet parsed.
@@ -150,13 +150,13 @@ struct Connection<'a, W> {
     /// Encoded replies not yet handed to the outbox.
     out: Vec<u8>,
     /// Replies handed over and not yet written, and the socket's write half.
-    unsent: Arc<Unsent<W>>,
+    unsent: Arc<Unsent>,
     /// When the replies in `out` were answered: those written together share one clock reading.
     answered_at: Option<Instant>,
 }
 
-impl<'a, W: ReplyWriter> Connection<'a, W> {
-    fn new(frontend: &'a Frontend, unsent: Arc<Unsent<W>>) -> Self {
+impl<'a> Connection<'a> {
+    fn new(frontend: &'a Frontend, unsent: Arc<Unsent>) -> Self {
         Connection {
             frontend,
             parser: Parser::new(frontend.bulk_max()),
@@ -172,7 +172,7 @@ impl<'a, W: ReplyWriter> Connection<'a, W> {
 
     /// Runs commands and answers them until the client is done or the node drains, then answers what is left
     /// and half-closes.
-    async fn serve(&mut self, reader: &mut (impl AsyncRead + Unpin)) -> io::Result<()> {
+    async fn serve(&mut self, reader: &mut ClientReader) -> io::Result<()> {
         let stop = self.run(reader).await?;
         while !self.queue.is_empty() {
             self.answer_oldest().await?;
@@ -185,7 +185,7 @@ impl<'a, W: ReplyWriter> Connection<'a, W> {
         Ok(())
     }
 
-    async fn run(&mut self, reader: &mut (impl AsyncRead + Unpin)) -> io::Result<Stop> {
+    async fn run(&mut self, reader: &mut ClientReader) -> io::Result<Stop> {
         let mut drain = self.frontend.drain.watch();
         loop {
             let parsed = self.run_commands().await?;
@@ -435,7 +435,7 @@ mod tests {
         let (server, _) = listener.accept().await.unwrap();
         let frontend = frontend(core);
         tokio::spawn(write_replies(frontend.clone()));
-        (client, tokio::spawn(serve_client(server, None, frontend)))
+        (client, tokio::spawn(serve_client(ClientStream::Plain(server), None, frontend)))
     }
 
     /// Reads exactly `len` bytes of reply.

@@ -14,7 +14,7 @@
 //! it always did, so a client that does not read still stops the server reading from it. A connection also
 //! writes itself when it has a chunk's worth of replies and when it closes.
 
-use super::stream::ReplyWriter;
+use super::stream::ClientWriter;
 use std::future::poll_fn;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +28,7 @@ pub(crate) struct Outbox(Mutex<Listed>);
 
 #[derive(Default)]
 struct Listed {
-    unsent: Vec<Arc<dyn Writable>>,
+    unsent: Vec<Arc<Unsent>>,
     /// The outbox task, while it waits for a connection to list itself.
     task: Option<Waker>,
 }
@@ -58,7 +58,7 @@ impl Outbox {
         }
     }
 
-    fn list(&self, connection: Arc<dyn Writable>) {
+    fn list(&self, connection: Arc<Unsent>) {
         let task = {
             let mut listed = lock(&self.0);
             listed.unsent.push(connection);
@@ -80,23 +80,18 @@ enum Kept {
     Listed,
 }
 
-/// What the outbox does with a listed connection: connections of both client ports (plain and TLS) share it.
-trait Writable: Send + Sync {
-    fn write_now(&self);
-}
-
 /// One connection's replies not yet written, and its socket's write half.
-pub(crate) struct Unsent<W> {
-    state: Mutex<State<W>>,
+pub(crate) struct Unsent {
+    state: Mutex<State>,
     /// Set when the outbox could not write everything (or the write failed): the connection writes the rest
     /// itself. Changed only under the lock, but read without it by the connection's every wait for input.
     stalled: AtomicBool,
 }
 
-struct State<W> {
+struct State {
     bytes: Vec<u8>,
     /// The write half, while the outbox may write; the connection holds it while it writes itself.
-    half: Option<W>,
+    half: Option<ClientWriter>,
     /// On the outbox's list for this turn.
     listed: bool,
     /// The connection's task as of its last hand-over, which is the task a stall wakes: a connection is one
@@ -104,11 +99,11 @@ struct State<W> {
     connection: Option<Waker>,
 }
 
-impl<W: ReplyWriter> Unsent<W> {
+impl Unsent {
     /// Starts with no buffer of its own: the first hand-over swaps in the connection's, and from then on the two
     /// change places at each hand-over. The empty one the connection gets first grows only as far as its replies
     /// need, so an idle connection does not hold a second chunk.
-    pub(crate) fn new(half: W) -> Arc<Self> {
+    pub(crate) fn new(half: ClientWriter) -> Arc<Self> {
         let state = State { bytes: Vec::new(), half: Some(half), listed: false, connection: None };
         Arc::new(Unsent { state: Mutex::new(state), stalled: AtomicBool::new(false) })
     }
@@ -119,7 +114,7 @@ impl<W: ReplyWriter> Unsent<W> {
         match poll_fn(|cx| Poll::Ready(self.keep(out, cx))).await {
             Kept::Stalled => self.write_all(out).await,
             Kept::List => {
-                outbox.list(self.clone() as Arc<dyn Writable>);
+                outbox.list(self.clone());
                 Ok(())
             }
             Kept::Listed => Ok(()),
@@ -176,12 +171,10 @@ impl<W: ReplyWriter> Unsent<W> {
     }
 
     /// The write half, once the connection has written everything: it closes it.
-    pub(crate) fn take_half(&self) -> W {
+    pub(crate) fn take_half(&self) -> ClientWriter {
         lock(&self.state).half.take().expect("the connection is not writing")
     }
-}
 
-impl<W: ReplyWriter> Writable for Unsent<W> {
     /// The outbox's one write: whatever the socket does not take now is handed back to the connection.
     fn write_now(&self) {
         let mut state = lock(&self.state);
@@ -219,11 +212,10 @@ mod tests {
     use super::*;
     use std::io::Read;
     use std::time::Duration;
-    use tokio::net::tcp::OwnedWriteHalf;
     use tokio::net::TcpListener;
 
     /// An outbox with its task running, and one connection's write half with a blocking client at the other end.
-    async fn connected() -> (Arc<Outbox>, Arc<Unsent<OwnedWriteHalf>>, std::net::TcpStream) {
+    async fn connected() -> (Arc<Outbox>, Arc<Unsent>, std::net::TcpStream) {
         let outbox = Arc::new(Outbox::default());
         tokio::spawn({
             let outbox = outbox.clone();
@@ -233,7 +225,7 @@ mod tests {
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().await.unwrap();
         let (_, half) = server.into_split();
-        (outbox, Unsent::new(half), client)
+        (outbox, Unsent::new(ClientWriter::Plain(half)), client)
     }
 
     /// On the runtime's one thread, the outbox's task cannot run before this task waits: what is handed over is
