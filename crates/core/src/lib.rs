@@ -64,7 +64,7 @@ pub use kv::{
 };
 pub use location::Location;
 pub use placement::Placement;
-pub use process::{Dirt, Effect, Effects, Process, SyncJob};
+pub use process::{write_taken, Dirt, Effect, Effects, Process, SyncJob};
 pub use stored::{Kind, Stored, Unreadable};
 pub use time::Time;
 pub use violation::Violation;

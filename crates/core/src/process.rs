@@ -253,6 +253,16 @@ impl<M, T> Effects<M, T> {
     }
 }
 
+/// What [`Process::write_at_once`] left, as a runner that holds a core to its contract reads it: the answer, or
+/// the request the core did not take. Panics on a core that answered and left the request, or took it unanswered.
+pub fn write_taken(answer: Option<Reply>, req: Option<Request>) -> Result<Reply, Request> {
+    match (answer, req) {
+        (Some(reply), None) => Ok(reply),
+        (None, Some(req)) => Err(req),
+        (answer, req) => panic!("a process answered {answer:?} at once and left the request {req:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

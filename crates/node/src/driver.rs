@@ -213,12 +213,12 @@ fn core_panicked() -> ! {
     std::process::exit(FAIL_STOP_EXIT_CODE);
 }
 
-/// Stops the OS process after a failed flush or sync: the state of the node's files is unknown.
 /// A request the process did not answer at once, which it leaves with the caller (`Process::write_at_once`).
 fn declined(req: Option<Request>) -> Request {
     req.expect("a process took a request it did not answer at once")
 }
 
+/// Stops the OS process after a failed flush or sync: the state of the node's files is unknown.
 fn fail_stop(what: &str, e: impl Display) -> ! {
     error!("{what} failed: {e}; stopping the node, since the state of its files is unknown (fail-stop)");
     std::process::exit(FAIL_STOP_EXIT_CODE);

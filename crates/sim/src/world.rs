@@ -9,8 +9,8 @@ use crate::clock::Clock;
 use crate::net::Network;
 use crate::rng::SimRng;
 use meridian_core::{
-    wire, DurabilityMode, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId, SyncJob, Time,
-    Violation,
+    wire, write_taken, DurabilityMode, Effect, Effects, KeyspaceId, NodeId, Process, Reply, Request, RequestId,
+    SyncJob, Time, Violation,
 };
 use meridian_store::SimVfs;
 use std::cmp::Reverse;
@@ -214,7 +214,6 @@ pub struct World<P: Process> {
     pub tracing: bool,
 }
 
-/// One line per input for `meridian sim --trace`: the virtual time in microseconds, the node and what it got.
 /// A process's answer to a request within its step, asked as the driver asks (`Process::read_at_once`,
 /// `Process::write_at_once`); otherwise the request back, to step. A write is the process's exactly when it answers.
 fn at_once<P: Process>(p: &mut P, now: Time, req: Request) -> Result<Reply, Request> {
@@ -222,13 +221,11 @@ fn at_once<P: Process>(p: &mut P, now: Time, req: Request) -> Result<Reply, Requ
         return p.read_at_once(now, &req).ok_or(req);
     }
     let mut write = Some(req);
-    match (p.write_at_once(now, &mut write), write) {
-        (Some(reply), None) => Ok(reply),
-        (None, Some(req)) => Err(req),
-        (answer, req) => panic!("a process answered {answer:?} at once and left the request {req:?}"),
-    }
+    let answer = p.write_at_once(now, &mut write);
+    write_taken(answer, write)
 }
 
+/// One line per input for `meridian sim --trace`: the virtual time in microseconds, the node and what it got.
 fn trace_input<P: Process>(now: u64, id: NodeId, input: &Input<P>) {
     let us = now / 1_000;
     match input {
